@@ -1,0 +1,224 @@
+/* backend.h — the plugin ABI between the core and a backend .so.
+ *
+ * This is the only alice header a backend includes (with quant.h for the type
+ * table). A backend is `libalice-backend-<name>.so` exporting:
+ *
+ *   const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host);
+ *   int alice_backend_score(void);      (optional; 0 = cannot run here)
+ *
+ * The vtable starts with the ABI version and its own size and only grows by
+ * appending members: the core refuses a .so whose major differs or whose
+ * vtable is smaller than the members it needs (the SQLite / ggml pattern).
+ * Nothing here knows about architectures, tokenizers or HTTP: a backend sees
+ * buffers and graphs of ops.
+ *
+ * Threading: the core calls one backend context from one thread at a time. */
+#ifndef ALICE_BACKEND_H
+#define ALICE_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alice/status.h"
+
+#define ALICE_BACKEND_ABI_MAJOR 1
+#define ALICE_BACKEND_ABI_MINOR 0
+#define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
+#define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
+
+#if defined(__GNUC__)
+#define ALICE_BACKEND_EXPORT __attribute__((visibility("default")))
+#else
+#define ALICE_BACKEND_EXPORT
+#endif
+
+/* ---- the ops ------------------------------------------------------------
+ * Tensors are up to 4-D: ne[0] is the innermost (contiguous-ish) dim, nb[i]
+ * the byte stride of dim i (ggml's convention: for block-quantized types
+ * nb[0] = type_size and dim 0 is packed, so nb[1] = row bytes).
+ * Unless stated otherwise inputs and outputs are F32, may be strided views,
+ * and dst never aliases a source (except KV_WRITE / STATE ops, in place). */
+enum alice_op {
+	ALICE_OP_NONE = 0,
+	/* dst[:, i] = dequant(src0[:, ids[i]]).  src0: any type [ne0, n_rows]
+	 * (F32 too, to pick rows of activations); src1: I32 ids [n];
+	 * dst: F32 [ne0, n]. */
+	ALICE_OP_GET_ROWS = 1,
+	/* dst[n, m] = sum_k src0[k, n] * src1[k, m].  src0: weight of any type,
+	 * rows contiguous [K, N]; src1: F32 [K, M] (M = 1 decode, many prefill);
+	 * dst: F32 [N, M].  Dims 2,3 of src1/dst are batch dims; src0 broadcasts
+	 * over them when its ne[2]=ne[3]=1. */
+	ALICE_OP_MUL_MAT = 2,
+	/* dst = src0 + src1; src1 broadcasts over any dim where its ne is 1. */
+	ALICE_OP_ADD = 3,
+	/* dst = src0 * src1; same broadcast. */
+	ALICE_OP_MUL = 4,
+	/* dst = src0 * fp[0] + fp[1]. */
+	ALICE_OP_SCALE = 5,
+	/* Over dim 0: dst = x / sqrt(mean(x^2) + fp[0]), then * src1 if present
+	 * (src1 F32 [ne0], broadcast over the other dims). */
+	ALICE_OP_RMS_NORM = 6,
+	/* Over dim 0: dst = x / max(sqrt(sum(x^2)), fp[0]). */
+	ALICE_OP_L2_NORM = 7,
+	/* Rotary embedding. src0: [head_dim, n_head, n_tokens]; src1: I32
+	 * positions [n_tokens] (mode IMROPE: [4 * n_tokens], sections t,h,w,e);
+	 * src2: optional F32 frequency factors [ip[0]/2] (theta_i is divided by them).
+	 * ip[0] n_dims rotated (<= head_dim; the rest is copied), ip[1] mode
+	 * (ALICE_ROPE_*), ip[2..5] IMROPE sections. fp[0] freq_base, fp[1]
+	 * freq_scale (linear scaling: positions are multiplied by it).
+	 * theta_i = pos * freq_scale * base^(-2i/n_dims) / factor[i]. */
+	ALICE_OP_ROPE = 8,
+	/* Fused attention over a KV cache.  src0 q: F32 [d_k, n_head, n_tokens];
+	 * src1 K: [d_k, n_head_kv, n_cells] (F16 or F32); src2 V: [d_v,
+	 * n_head_kv, n_cells]; src3 I32 [2, n_tokens]: token t attends the cells
+	 * [src3[0,t], src3[1,t]) (this carries causality, sequences and sliding
+	 * windows).  GQA: query head h uses kv head h / (n_head / n_head_kv).
+	 * fp[0] scale on q.k, fp[1] soft-cap (0 = none: s = cap*tanh(s/cap)).
+	 * dst: F32 [d_v, n_head, n_tokens].  Softmax in F32. */
+	ALICE_OP_ATTENTION = 9,
+	/* In place: dst is the cache [row..., n_cells] (F16 or F32); src0 F32
+	 * rows [.., n] with the same elements per cell; src1 I32 cell index [n].
+	 * Writes row i of src0 into cell src1[i] of dst (converting type). */
+	ALICE_OP_KV_WRITE = 10,
+	/* dst = act(src0) * src1, act = ip[0] (ALICE_ACT_*). */
+	ALICE_OP_GLU = 11,
+	/* dst = act(src0), act = ip[0] (ALICE_ACT_*). */
+	ALICE_OP_UNARY = 12,
+	/* dst = fp[0] * tanh(src0 / fp[0]). */
+	ALICE_OP_SOFTCAP = 13,
+	/* dst = src0, element by element (any strides; F32/F16 either side). */
+	ALICE_OP_COPY = 14,
+	ALICE_OP_COUNT_V1_0
+};
+
+enum alice_rope_mode {
+	ALICE_ROPE_NORMAL = 0, /* rotate pairs (2i, 2i+1) */
+	ALICE_ROPE_NEOX = 2,   /* rotate pairs (i, i + n_dims/2) */
+	ALICE_ROPE_IMROPE = 40,/* interleaved multi-section (Qwen3.5), neox pairing */
+};
+
+enum alice_act {
+	ALICE_ACT_SILU = 0,
+	ALICE_ACT_GELU_TANH = 1, /* 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) */
+	ALICE_ACT_SIGMOID = 2,
+	ALICE_ACT_SOFTPLUS = 3,
+	ALICE_ACT_EXP = 4,
+	ALICE_ACT_NEG = 5,
+	ALICE_ACT_RELU = 6,
+	ALICE_ACT_GELU_ERF = 7,
+};
+
+#define ALICE_MAX_DIMS 4
+#define ALICE_MAX_SRC 6
+#define ALICE_MAX_PARAMS 8
+
+struct alice_buffer; /* backend-owned */
+
+struct alice_tensor {
+	uint32_t type;               /* enum alice_type */
+	uint32_t flags;              /* reserved, 0 */
+	int64_t ne[ALICE_MAX_DIMS];  /* elements per dim, unused = 1 */
+	int64_t nb[ALICE_MAX_DIMS];  /* byte strides */
+	struct alice_buffer *buf;
+	uint64_t offset;             /* bytes from the buffer's start */
+};
+
+struct alice_node {
+	uint32_t op;                   /* enum alice_op */
+	int32_t dst;                   /* tensor index in the graph */
+	int32_t src[ALICE_MAX_SRC];    /* tensor indices, -1 = none */
+	int32_t ip[ALICE_MAX_PARAMS];  /* integer params (per op) */
+	float fp[ALICE_MAX_PARAMS];    /* float params (per op) */
+};
+
+/* One forward step: nodes run in order; each reads tensors written by
+ * earlier nodes or by buffer_write before the call. */
+struct alice_graph {
+	uint32_t n_tensors;
+	uint32_t n_nodes;
+	const struct alice_tensor *tensors;
+	const struct alice_node *nodes;
+};
+
+/* ---- devices and contexts ------------------------------------------------ */
+
+enum alice_device_flags {
+	ALICE_DEVICE_UNIFIED_MEMORY = 1u << 0, /* host and device share memory */
+	ALICE_DEVICE_HOST_IMPORT = 1u << 1,    /* buffer_import works */
+};
+
+struct alice_device_info {
+	char name[128];        /* "NVIDIA H200", "AMD EPYC ... (8 threads)" */
+	char description[256]; /* driver, compute capability, ISA... */
+	uint64_t mem_total;    /* bytes; 0 if unknown */
+	uint64_t mem_free;
+	uint32_t flags;        /* enum alice_device_flags */
+};
+
+struct alice_backend_options {
+	uint32_t size;    /* sizeof(struct alice_backend_options) of the caller */
+	int32_t device;   /* device index, -1 = the backend's choice */
+	int32_t n_threads;/* CPU threads, 0 = backend default */
+};
+
+enum alice_buffer_usage {
+	ALICE_BUFFER_WEIGHTS = 0, /* written once, read by every step */
+	ALICE_BUFFER_COMPUTE = 1, /* activations, scratch */
+	ALICE_BUFFER_CACHE = 2,   /* KV cache / recurrent state, persists */
+};
+
+struct alice_backend_ctx; /* backend-owned */
+
+/* Log callback the core hands in so a .so links nothing from the core. */
+struct alice_backend_host {
+	uint32_t abi_major, abi_minor, size;
+	void (*log)(int level /* enum alice_log_level */, const char *msg);
+};
+
+struct alice_backend_vtable {
+	uint32_t abi_major;
+	uint32_t abi_minor;
+	uint32_t size; /* sizeof(struct alice_backend_vtable) the .so was built with */
+	const char *name;
+
+	/* Can this backend run here? Returns the number of usable devices (> 0)
+	 * or 0 and a reason ("no CUDA device: cudaGetDeviceCount returned ..."). */
+	int (*probe)(char *reason, size_t reason_len);
+	enum alice_status (*device_info)(int device, struct alice_device_info *out);
+
+	enum alice_status (*init)(const struct alice_backend_options *opts,
+				  struct alice_backend_ctx **out, char *err, size_t err_len);
+	void (*free)(struct alice_backend_ctx *ctx);
+	/* The last error message of a failed call on ctx (never NULL). */
+	const char *(*last_error)(struct alice_backend_ctx *ctx);
+
+	/* Buffers. alloc'd memory is uninitialised. */
+	enum alice_status (*buffer_alloc)(struct alice_backend_ctx *ctx, uint64_t size,
+					  uint32_t usage, struct alice_buffer **out);
+	/* Optional (NULL): wrap host memory (the mmap'd weights) without copying.
+	 * The memory must outlive the buffer; it is never written. */
+	enum alice_status (*buffer_import)(struct alice_backend_ctx *ctx, const void *host,
+					   uint64_t size, struct alice_buffer **out);
+	void (*buffer_free)(struct alice_backend_ctx *ctx, struct alice_buffer *buf);
+	enum alice_status (*buffer_write)(struct alice_backend_ctx *ctx, struct alice_buffer *buf,
+					  uint64_t offset, const void *src, uint64_t size);
+	enum alice_status (*buffer_read)(struct alice_backend_ctx *ctx, struct alice_buffer *buf,
+					 uint64_t offset, void *dst, uint64_t size);
+	/* Fill with zero bytes. */
+	enum alice_status (*buffer_clear)(struct alice_backend_ctx *ctx, struct alice_buffer *buf,
+					  uint64_t offset, uint64_t size);
+
+	/* Can node (with its tensors' types/shapes) run here? */
+	bool (*supports_op)(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+			    const struct alice_node *node);
+	/* Run the whole graph; returns when results are readable. On failure the
+	 * error is in last_error(ctx); the context stays usable. */
+	enum alice_status (*graph_compute)(struct alice_backend_ctx *ctx, const struct alice_graph *g);
+	/* -- members appended after 1.0 go below this line -- */
+};
+
+typedef const struct alice_backend_vtable *(*alice_backend_entry_fn)(const struct alice_backend_host *host);
+typedef int (*alice_backend_score_fn)(void);
+
+#endif

@@ -1,0 +1,93 @@
+/* model.h — load a GGUF model onto a backend and run forward steps.
+ *
+ * struct alice_model is immutable after load and may be shared by several
+ * contexts; it owns the GGUF mapping, the tokenizer, the backend context and
+ * the weights. struct alice_context owns the KV cache / recurrent state for
+ * n_seq sequences and the scratch memory of one step. One thread at a time
+ * per context.
+ *
+ * Sequences: sequence s owns cache cells [s*n_ctx, (s+1)*n_ctx); the token at
+ * position p of sequence s lives in cell s*n_ctx + p. A batch may mix
+ * sequences; within a sequence its tokens must have consecutive positions
+ * continuing that sequence (prefill = one batch). */
+#ifndef ALICE_MODEL_H
+#define ALICE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "alice/gguf.h"
+#include "alice/status.h"
+
+struct alice_model;
+struct alice_context;
+struct alice_tokenizer;
+struct alice_backend;
+
+struct alice_model_params {
+	const char *path;        /* GGUF file */
+	const char *backend;     /* "cpu", "cuda", "vulkan", "auto" or a drop-in name; NULL = "auto" */
+	const char *backend_dir; /* searched first; NULL = none */
+	int32_t n_threads;       /* CPU threads; 0 = physical cores */
+	int32_t device;          /* -1 = backend's choice */
+};
+
+void alice_model_params_default(struct alice_model_params *p);
+enum alice_status alice_model_load(const struct alice_model_params *p, struct alice_model **out,
+				   struct alice_error *err);
+void alice_model_free(struct alice_model *m); /* NULL is a no-op */
+
+/* Borrowed; live as long as the model. */
+const struct alice_gguf *alice_model_gguf(const struct alice_model *m);
+const struct alice_tokenizer *alice_model_tokenizer(const struct alice_model *m);
+const char *alice_model_arch(const struct alice_model *m);        /* "llama" */
+const char *alice_model_name(const struct alice_model *m);        /* general.name or file name */
+const char *alice_model_backend_name(const struct alice_model *m);/* "cpu" */
+const char *alice_model_device_name(const struct alice_model *m);
+int32_t alice_model_n_vocab(const struct alice_model *m);
+int32_t alice_model_n_ctx_train(const struct alice_model *m);
+int32_t alice_model_n_embd(const struct alice_model *m);
+uint64_t alice_model_n_params(const struct alice_model *m);
+uint64_t alice_model_weight_bytes(const struct alice_model *m);  /* bytes of weight data held by the backend */
+bool alice_model_is_recurrent(const struct alice_model *m);      /* has per-sequence recurrent state */
+
+struct alice_context_params {
+	uint32_t n_ctx;   /* positions per sequence; 0 = min(n_ctx_train, 4096) */
+	uint32_t n_seq;   /* sequences (server slots); 0 = 1 */
+	uint32_t n_batch; /* max tokens per decode call; 0 = 512 */
+};
+
+void alice_context_params_default(struct alice_context_params *p);
+enum alice_status alice_context_create(struct alice_model *m, const struct alice_context_params *p,
+				       struct alice_context **out, struct alice_error *err);
+void alice_context_free(struct alice_context *c);
+uint32_t alice_context_n_ctx(const struct alice_context *c);
+uint32_t alice_context_n_seq(const struct alice_context *c);
+uint32_t alice_context_n_batch(const struct alice_context *c);
+
+struct alice_batch {
+	int32_t n_tokens;
+	const int32_t *token;  /* [n_tokens] */
+	const int32_t *pos;    /* [n_tokens] position within its sequence */
+	const int32_t *seq;    /* [n_tokens] sequence id < n_seq */
+	const bool *logits;    /* [n_tokens] want logits for this row; NULL = last token only */
+};
+
+/* Run one forward step. Batches larger than n_batch are split internally.
+ * Errors: ALICE_ERR_RANGE (position beyond n_ctx, seq out of range,
+ * non-consecutive positions), ALICE_ERR_BACKEND (the backend failed; the
+ * context stays usable, the batch's sequences should be cleared). */
+enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b,
+				       struct alice_error *err);
+/* Logits (n_vocab floats) of the i-th row that asked for logits in the last
+ * decode call, in batch order. Borrowed until the next decode. NULL if out of range. */
+const float *alice_context_logits(const struct alice_context *c, int32_t i);
+int32_t alice_context_n_logits(const struct alice_context *c);
+/* Forget a sequence: its positions restart at 0, recurrent state is zeroed. */
+void alice_context_seq_clear(struct alice_context *c, int32_t seq);
+/* Keep only positions [0, n) of a sequence (prefix reuse); recurrent models
+ * can only keep n == current length or 0 (returns false otherwise). */
+bool alice_context_seq_truncate(struct alice_context *c, int32_t seq, int32_t n);
+int32_t alice_context_seq_len(const struct alice_context *c, int32_t seq);
+
+#endif
