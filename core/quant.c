@@ -612,7 +612,9 @@ static void q_mxfp4(const float *x, uint8_t *b)
 {
 	float amax;
 	signed_absmax(x, 32, &amax);
-	uint8_t e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+	/* 2^(floor(log2 amax) - 2): the largest code (6) then covers amax */
+	float ef = amax > 0.0f ? floorf(log2f(amax)) - 2 + 127 : 0.0f;
+	uint8_t e = (uint8_t)(ef < 0.0f ? 0.0f : ef > 254.0f ? 254.0f : ef);
 	float d = e8m0_half(e);
 	b[0] = e;
 	for (int j = 0; j < 32; j++) {
