@@ -22,7 +22,7 @@ for src in "${targets[@]}"; do
         -artifact_prefix=build-fuzz/"$name"- "$work" > build-fuzz/"$name".log 2>&1; then
     echo "fuzz: $name FOUND A CRASH:"; tail -40 build-fuzz/"$name".log; fails=$((fails+1))
   else
-    grep -E "stat::number_of_executed_runs" build-fuzz/"$name".log || true
+    grep -E "stat::number_of_executed_units" build-fuzz/"$name".log || true
   fi
 done
 if [ $fails -ne 0 ]; then echo "fuzz: $fails target(s) failed"; exit 1; fi
