@@ -1,0 +1,225 @@
+/* grammar_vocab.c — the token trie and the per-step allowed-token mask.
+ *
+ * The trie is stored in preorder: each node has its byte, depth, the index
+ * just past its subtree (skip) and the tokens ending there. A mask walks the
+ * nodes in order, stepping the grammar's byte DFA once per node from its
+ * parent's state; a rejected prefix jumps over its whole subtree. Tokens
+ * sharing a prefix share its work, and DFA transitions are cached in the
+ * state, so a warm step is a linear scan of table lookups. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "alice/log.h"
+#include "grammar_internal.h"
+
+#define MAX_TOKEN_BYTES 65535
+
+struct tnode {
+	uint32_t skip;
+	uint32_t tok_start;
+	uint32_t tok_n;
+	uint16_t depth;
+	uint8_t byte;
+};
+
+struct alice_grammar_vocab {
+	size_t n_tokens;
+	struct tnode *nodes;
+	uint32_t n_nodes;
+	uint32_t *tok_ids; /* tokens in trie order */
+	uint32_t *eog;     /* end-of-generation token ids */
+	uint32_t n_eog;
+	uint32_t max_depth;
+};
+
+struct tref {
+	const uint8_t *p;
+	uint32_t len;
+	uint32_t id;
+};
+
+static int cmp_tref(const void *a, const void *b)
+{
+	const struct tref *x = a, *y = b;
+	uint32_t n = x->len < y->len ? x->len : y->len;
+	int c = memcmp(x->p, y->p, n);
+	if (c)
+		return c;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+void alice_grammar_vocab_free(struct alice_grammar_vocab *v)
+{
+	if (!v)
+		return;
+	free(v->nodes);
+	free(v->tok_ids);
+	free(v->eog);
+	free(v);
+}
+
+size_t alice_grammar_vocab_size(const struct alice_grammar_vocab *v)
+{
+	return v ? v->n_tokens : 0;
+}
+
+size_t alice_grammar_vocab_trie_nodes(const struct alice_grammar_vocab *v)
+{
+	return v ? v->n_nodes : 0;
+}
+
+enum alice_status alice_grammar_vocab_build(const char *const *pieces, const size_t *lens,
+					    const uint8_t *kinds, size_t n,
+					    struct alice_grammar_vocab **out,
+					    struct alice_error *err)
+{
+	*out = NULL;
+	if (n > UINT32_MAX / 2)
+		return alice_fail(err, ALICE_ERR_INVALID, "grammar vocab: too many tokens (%zu)", n);
+	struct alice_grammar_vocab *v = calloc(1, sizeof *v);
+	struct tref *refs = malloc((n ? n : 1) * sizeof *refs);
+	uint32_t *path = NULL;
+	if (!v || !refs)
+		goto oom;
+	v->n_tokens = n;
+	size_t n_text = 0, n_eog = 0, total = 0, skipped_long = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t k = kinds ? kinds[i] : ALICE_GRAMMAR_TOKEN_TEXT;
+		if (k == ALICE_GRAMMAR_TOKEN_EOG) {
+			n_eog++;
+		} else if (k == ALICE_GRAMMAR_TOKEN_TEXT && lens[i] > 0) {
+			if (lens[i] > MAX_TOKEN_BYTES) {
+				skipped_long++;
+				continue;
+			}
+			refs[n_text].p = (const uint8_t *)pieces[i];
+			refs[n_text].len = (uint32_t)lens[i];
+			refs[n_text].id = (uint32_t)i;
+			n_text++;
+			total += lens[i];
+		}
+	}
+	if (skipped_long)
+		alice_log(ALICE_LOG_WARN, "grammar vocab: %zu tokens longer than %d bytes are never allowed",
+			  skipped_long, MAX_TOKEN_BYTES);
+	v->eog = malloc((n_eog ? n_eog : 1) * sizeof *v->eog);
+	v->tok_ids = malloc((n_text ? n_text : 1) * sizeof *v->tok_ids);
+	v->nodes = malloc((total ? total : 1) * sizeof *v->nodes); /* upper bound; shrunk below */
+	path = malloc((MAX_TOKEN_BYTES + 1) * sizeof *path);
+	if (!v->eog || !v->tok_ids || !v->nodes || !path)
+		goto oom;
+	for (size_t i = 0; i < n; i++)
+		if (kinds && kinds[i] == ALICE_GRAMMAR_TOKEN_EOG)
+			v->eog[v->n_eog++] = (uint32_t)i;
+	qsort(refs, n_text, sizeof *refs, cmp_tref);
+	uint32_t depth = 0, nn = 0;
+	const struct tref *prev = NULL;
+	for (size_t t = 0; t < n_text; t++) {
+		const struct tref *r = &refs[t];
+		uint32_t lcp = 0;
+		if (prev) {
+			uint32_t m = prev->len < r->len ? prev->len : r->len;
+			while (lcp < m && lcp < depth && prev->p[lcp] == r->p[lcp])
+				lcp++;
+		}
+		while (depth > lcp) /* close nodes leaving the path */
+			v->nodes[path[--depth]].skip = nn;
+		for (uint32_t i = lcp; i < r->len; i++) {
+			struct tnode *nd = &v->nodes[nn];
+			nd->byte = r->p[i];
+			nd->depth = (uint16_t)(i + 1);
+			nd->tok_start = 0;
+			nd->tok_n = 0;
+			nd->skip = 0;
+			path[depth++] = nn++;
+		}
+		struct tnode *end = &v->nodes[path[r->len - 1]];
+		if (end->tok_n == 0)
+			end->tok_start = (uint32_t)t;
+		end->tok_n++;
+		v->tok_ids[t] = r->id;
+		if (r->len > v->max_depth)
+			v->max_depth = r->len;
+		prev = r;
+	}
+	while (depth > 0)
+		v->nodes[path[--depth]].skip = nn;
+	v->n_nodes = nn;
+	struct tnode *shrunk = realloc(v->nodes, (nn ? nn : 1) * sizeof *shrunk);
+	if (shrunk)
+		v->nodes = shrunk;
+	free(path);
+	free(refs);
+	*out = v;
+	return ALICE_OK;
+oom:
+	free(path);
+	free(refs);
+	alice_grammar_vocab_free(v);
+	return alice_fail(err, ALICE_ERR_NOMEM, "grammar vocab: out of memory");
+}
+
+enum alice_status alice_grammar_state_mask(struct alice_grammar_state *st,
+					   const struct alice_grammar_vocab *v, uint8_t *mask,
+					   struct alice_error *err)
+{
+	enum alice_status rc = gstate_maybe_compact(st, err);
+	if (rc != ALICE_OK)
+		return rc;
+	st->mstamp++;
+	struct gmask_cache *slot = &st->mcache[0];
+	for (int i = 0; i < GMASK_CACHE; i++) {
+		struct gmask_cache *c = &st->mcache[i];
+		if (c->mask && c->vocab == v && c->dfa == st->cur) {
+			memcpy(mask, c->mask, v->n_tokens);
+			c->stamp = st->mstamp;
+			return ALICE_OK;
+		}
+		if (c->stamp < slot->stamp)
+			slot = c;
+	}
+	if (st->cap_walk < v->max_depth + 1) {
+		int32_t *w = realloc(st->walk, (v->max_depth + 1) * sizeof *w);
+		if (!w)
+			return alice_fail(err, ALICE_ERR_NOMEM, "grammar: out of memory");
+		st->walk = w;
+		st->cap_walk = v->max_depth + 1;
+	}
+	memset(mask, 0, v->n_tokens);
+	int32_t *w = st->walk;
+	w[0] = st->cur;
+	const struct tnode *nodes = v->nodes;
+	for (uint32_t i = 0; i < v->n_nodes;) {
+		const struct tnode *nd = &nodes[i];
+		int32_t d = gstate_step(st, w[nd->depth - 1], nd->byte);
+		if (d < 0) {
+			if (d == GDFA_ERROR)
+				return alice_fail(err, ALICE_ERR_RANGE,
+						  "grammar: too ambiguous (more than %d live stacks or expansion budget exceeded)",
+						  ALICE_GRAMMAR_MAX_STACKS);
+			i = nd->skip;
+			continue;
+		}
+		w[nd->depth] = d;
+		for (uint32_t k = 0; k < nd->tok_n; k++)
+			mask[v->tok_ids[nd->tok_start + k]] = 1;
+		i++;
+	}
+	uint8_t end = st->dfa[st->cur].can_end;
+	for (uint32_t k = 0; k < v->n_eog; k++)
+		mask[v->eog[k]] = end;
+	/* remember it: a request often comes back to the same state (inside a string) */
+	if (!slot->mask || slot->vocab != v) {
+		uint8_t *m = realloc(slot->mask, v->n_tokens ? v->n_tokens : 1);
+		if (!m)
+			return ALICE_OK; /* the mask is right; only the cache is skipped */
+		slot->mask = m;
+	}
+	memcpy(slot->mask, mask, v->n_tokens);
+	slot->vocab = v;
+	slot->dfa = st->cur;
+	slot->stamp = st->mstamp;
+	return ALICE_OK;
+}
