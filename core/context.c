@@ -1,0 +1,395 @@
+/* context.c — a model context: the F16 KV cache of n_seq sequences, the
+ * compute buffer, and forward steps (batch validation, splitting into
+ * n_batch chunks, graph build via the arch, logits of the rows that asked).
+ *
+ * Cache layout (model.h): sequence s owns cells [s*n_ctx, (s+1)*n_ctx); the
+ * token at position p of s lives in cell s*n_ctx + p. Each token attends the
+ * cells [s*n_ctx, s*n_ctx + p + 1), which carries causality and sequence
+ * separation into the ATTENTION op. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alice/log.h"
+#include "alice/model.h"
+#include "alice/quant.h"
+#include "model_internal.h"
+
+#define KV_TYPE ALICE_TYPE_F16 /* llama.cpp's default cache type */
+
+void alice_context_params_default(struct alice_context_params *p)
+{
+	memset(p, 0, sizeof(*p));
+}
+
+static uint64_t align256(uint64_t x)
+{
+	return (x + 255) / 256 * 256;
+}
+
+/* Build the graph of one chunk of n tokens with n_out logits rows into c->gb.
+ * Input tensor indices go to *st; returns the logits tensor or -1. */
+static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, struct alice_step *st)
+{
+	struct alice_model *m = c->m;
+	struct alice_gb *gb = &c->gb;
+	alice_gb_reset(gb);
+	memset(st, 0, sizeof(*st));
+	st->hp = &m->hp;
+	st->w = &m->w;
+	st->k_cache = c->k_cache;
+	st->v_cache = c->v_cache;
+	st->n_tokens = n;
+	st->n_out = n_out;
+	st->inp_tokens = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
+	st->inp_pos = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
+	st->inp_ranges = alice_gb_input(gb, ALICE_TYPE_I32, 2, n);
+	st->inp_cells = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
+	st->inp_out = alice_gb_input(gb, ALICE_TYPE_I32, n_out, 1);
+	int32_t logits = m->arch->build(gb, st);
+	if (logits < 0 && !alice_gb_failed(gb))
+		alice_gb_error(gb, "architecture %s: graph build failed", m->arch->name);
+	if (logits >= 0) {
+		const struct alice_tensor *t = alice_gb_tensor(gb, logits);
+		if (t->ne[0] != m->hp.n_vocab || t->ne[1] != n_out)
+			logits = alice_gb_error(gb, "architecture %s: logits have shape [%lld, %lld], expected [%u, %d]",
+						m->arch->name, (long long)t->ne[0], (long long)t->ne[1], m->hp.n_vocab,
+						n_out);
+	}
+	alice_gb_set_output(gb, logits);
+	return logits;
+}
+
+static enum alice_status ensure_compute(struct alice_context *c, uint64_t size, struct alice_error *err)
+{
+	if (size <= c->compute_size && c->compute_buf)
+		return ALICE_OK;
+	const struct alice_backend_vtable *vt = c->m->be->vt;
+	if (c->compute_buf)
+		vt->buffer_free(c->m->bctx, c->compute_buf);
+	c->compute_buf = NULL;
+	c->compute_size = 0;
+	if (vt->buffer_alloc(c->m->bctx, size, ALICE_BUFFER_COMPUTE, &c->compute_buf) != ALICE_OK)
+		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: cannot allocate %llu bytes of compute buffer: %s",
+				  c->m->be->name, (unsigned long long)size, vt->last_error(c->m->bctx));
+	c->compute_size = size;
+	return ALICE_OK;
+}
+
+static void describe_node(const struct alice_gb *gb, const struct alice_node *nd, char *buf, size_t len)
+{
+	size_t off = (size_t)snprintf(buf, len, "%s", alice_op_name(nd->op));
+	for (int s = 0; s < ALICE_MAX_SRC && off < len; s++) {
+		const struct alice_tensor *t = alice_gb_tensor(gb, nd->src[s]);
+		if (!t)
+			continue;
+		off += (size_t)snprintf(buf + off, len - off, " src%d %s [%lld,%lld,%lld]", s, alice_type_name(t->type),
+					(long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2]);
+	}
+}
+
+enum alice_status alice_context_create(struct alice_model *m, const struct alice_context_params *p,
+				       struct alice_context **out, struct alice_error *err)
+{
+	*out = NULL;
+	struct alice_context_params def;
+	if (!p) {
+		alice_context_params_default(&def);
+		p = &def;
+	}
+	const struct alice_hparams *hp = &m->hp;
+	const struct alice_backend_vtable *vt = m->be->vt;
+	struct alice_context *c = calloc(1, sizeof(*c));
+	if (!c)
+		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+	enum alice_status st = ALICE_OK;
+	c->m = m;
+	alice_gb_init(&c->gb);
+	c->n_ctx = p->n_ctx ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+	c->n_seq = p->n_seq ? p->n_seq : 1;
+	c->n_batch = p->n_batch ? p->n_batch : 512;
+	if (c->n_ctx == 0 || c->n_ctx > (1u << 24) || c->n_seq > 4096 || c->n_batch > (1u << 20)) {
+		st = alice_fail(err, ALICE_ERR_RANGE, "context: n_ctx %u / n_seq %u / n_batch %u out of range", c->n_ctx,
+				c->n_seq, c->n_batch);
+		goto fail;
+	}
+	c->n_cells = (uint64_t)c->n_ctx * c->n_seq;
+	if (c->n_cells > INT32_MAX) {
+		st = alice_fail(err, ALICE_ERR_RANGE, "context: %u sequences of %u cells is too many", c->n_seq, c->n_ctx);
+		goto fail;
+	}
+	c->seq_len = calloc(c->n_seq, sizeof(*c->seq_len));
+	c->k_cache = calloc(hp->n_layer, sizeof(*c->k_cache));
+	c->v_cache = calloc(hp->n_layer, sizeof(*c->v_cache));
+	c->in_tok = malloc(c->n_batch * sizeof(int32_t));
+	c->in_pos = malloc(c->n_batch * sizeof(int32_t));
+	c->in_ranges = malloc(2 * c->n_batch * sizeof(int32_t));
+	c->in_cells = malloc(c->n_batch * sizeof(int32_t));
+	c->in_out = malloc(c->n_batch * sizeof(int32_t));
+	if (!c->seq_len || !c->k_cache || !c->v_cache || !c->in_tok || !c->in_pos || !c->in_ranges ||
+	    !c->in_cells || !c->in_out) {
+		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+		goto fail;
+	}
+
+	/* KV cache: per layer K [hd_k, n_head_kv, n_cells] then V, F16. */
+	uint64_t off = 0;
+	for (uint32_t il = 0; il < hp->n_layer; il++) {
+		struct alice_tensor *kv[2] = {&c->k_cache[il], &c->v_cache[il]};
+		uint32_t hd[2] = {hp->head_dim_k, hp->head_dim_v};
+		for (int j = 0; j < 2; j++) {
+			struct alice_tensor *t = kv[j];
+			t->type = KV_TYPE;
+			t->ne[0] = hd[j];
+			t->ne[1] = hp->n_head_kv;
+			t->ne[2] = (int64_t)c->n_cells;
+			t->ne[3] = 1;
+			t->nb[0] = 2;
+			t->nb[1] = 2 * t->ne[0];
+			t->nb[2] = t->nb[1] * t->ne[1];
+			t->nb[3] = t->nb[2] * t->ne[2];
+			t->offset = off;
+			off = align256(off + (uint64_t)t->nb[3]);
+		}
+	}
+	if (vt->buffer_alloc(m->bctx, off ? off : 256, ALICE_BUFFER_CACHE, &c->kv_buf) != ALICE_OK) {
+		st = alice_fail(err, ALICE_ERR_BACKEND, "backend %s: cannot allocate the KV cache (%llu bytes): %s",
+				m->be->name, (unsigned long long)off, vt->last_error(m->bctx));
+		goto fail;
+	}
+	if (vt->buffer_clear(m->bctx, c->kv_buf, 0, off ? off : 256) != ALICE_OK) {
+		st = alice_fail(err, ALICE_ERR_BACKEND, "backend %s: clearing the KV cache failed: %s", m->be->name,
+				vt->last_error(m->bctx));
+		goto fail;
+	}
+	for (uint32_t il = 0; il < hp->n_layer; il++) {
+		c->k_cache[il].buf = c->kv_buf;
+		c->v_cache[il].buf = c->kv_buf;
+	}
+
+	/* Worst-case step (a full batch, one logits row): size the compute
+	 * buffer and ask the backend whether it can run every node. */
+	struct alice_step stp;
+	int32_t logits = build_step(c, (int32_t)c->n_batch, 1, &stp);
+	uint64_t size = 0;
+	if (logits < 0) {
+		st = alice_fail(err, ALICE_ERR_INVALID, "%s", c->gb.err.msg);
+		goto fail;
+	}
+	if ((st = alice_gb_plan(&c->gb, &size, err)) != ALICE_OK)
+		goto fail;
+	if ((st = ensure_compute(c, size, err)) != ALICE_OK)
+		goto fail;
+	alice_gb_bind(&c->gb, c->compute_buf);
+	struct alice_graph g = alice_gb_graph(&c->gb);
+	for (uint32_t i = 0; i < g.n_nodes; i++) {
+		if (!vt->supports_op(m->bctx, &g, &g.nodes[i])) {
+			char what[512];
+			describe_node(&c->gb, &g.nodes[i], what, sizeof(what));
+			st = alice_fail(err, ALICE_ERR_UNSUPPORTED, "%s: backend %s cannot run %s",
+					alice_gguf_path(m->gguf), m->be->name, what);
+			goto fail;
+		}
+	}
+	alice_log(ALICE_LOG_INFO, "context: n_ctx %u x %u seq, n_batch %u, KV cache %.1f MB (F16), compute %.1f MB",
+		  c->n_ctx, c->n_seq, c->n_batch, (double)off / 1e6, (double)size / 1e6);
+	*out = c;
+	return ALICE_OK;
+fail:
+	alice_context_free(c);
+	return st;
+}
+
+void alice_context_free(struct alice_context *c)
+{
+	if (!c)
+		return;
+	const struct alice_backend_vtable *vt = c->m->be->vt;
+	if (c->compute_buf)
+		vt->buffer_free(c->m->bctx, c->compute_buf);
+	if (c->kv_buf)
+		vt->buffer_free(c->m->bctx, c->kv_buf);
+	alice_gb_free(&c->gb);
+	free(c->seq_len);
+	free(c->k_cache);
+	free(c->v_cache);
+	free(c->in_tok);
+	free(c->in_pos);
+	free(c->in_ranges);
+	free(c->in_cells);
+	free(c->in_out);
+	free(c->logits);
+	free(c);
+}
+
+uint32_t alice_context_n_ctx(const struct alice_context *c) { return c->n_ctx; }
+uint32_t alice_context_n_seq(const struct alice_context *c) { return c->n_seq; }
+uint32_t alice_context_n_batch(const struct alice_context *c) { return c->n_batch; }
+
+static bool wants_logits(const struct alice_batch *b, int32_t i)
+{
+	return b->logits ? b->logits[i] : i == b->n_tokens - 1;
+}
+
+static enum alice_status write_input(struct alice_context *c, int32_t t, const void *data, struct alice_error *err)
+{
+	const struct alice_tensor *tt = alice_gb_tensor(&c->gb, t);
+	uint64_t bytes = (uint64_t)tt->nb[3] * (uint64_t)tt->ne[3];
+	const struct alice_backend_vtable *vt = c->m->be->vt;
+	if (vt->buffer_write(c->m->bctx, c->compute_buf, tt->offset, data, bytes) != ALICE_OK)
+		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: writing step inputs failed: %s", c->m->be->name,
+				  vt->last_error(c->m->bctx));
+	return ALICE_OK;
+}
+
+/* Tokens [start, start+n) of the batch: one graph, one graph_compute. */
+static enum alice_status run_chunk(struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t n,
+				   struct alice_error *err)
+{
+	struct alice_model *m = c->m;
+	const struct alice_backend_vtable *vt = m->be->vt;
+	int32_t n_out = 0;
+	for (int32_t i = 0; i < n; i++) {
+		int32_t bi = start + i;
+		int32_t s = b->seq ? b->seq[bi] : 0;
+		int64_t cell0 = (int64_t)s * c->n_ctx;
+		c->in_tok[i] = b->token[bi];
+		c->in_pos[i] = b->pos[bi];
+		c->in_cells[i] = (int32_t)(cell0 + b->pos[bi]);
+		c->in_ranges[2 * i] = (int32_t)cell0;
+		c->in_ranges[2 * i + 1] = (int32_t)(cell0 + b->pos[bi] + 1);
+		if (wants_logits(b, bi))
+			c->in_out[n_out++] = i;
+	}
+	bool discard = n_out == 0; /* still run the step to fill the cache */
+	if (discard)
+		c->in_out[n_out++] = n - 1;
+	struct alice_step stp;
+	int32_t logits = build_step(c, n, n_out, &stp);
+	if (logits < 0)
+		return alice_fail(err, ALICE_ERR_INVALID, "%s", c->gb.err.msg);
+	uint64_t size = 0;
+	enum alice_status st = alice_gb_plan(&c->gb, &size, err);
+	if (st != ALICE_OK)
+		return st;
+	if ((st = ensure_compute(c, size, err)) != ALICE_OK)
+		return st;
+	alice_gb_bind(&c->gb, c->compute_buf);
+	if ((st = write_input(c, stp.inp_tokens, c->in_tok, err)) != ALICE_OK ||
+	    (st = write_input(c, stp.inp_pos, c->in_pos, err)) != ALICE_OK ||
+	    (st = write_input(c, stp.inp_ranges, c->in_ranges, err)) != ALICE_OK ||
+	    (st = write_input(c, stp.inp_cells, c->in_cells, err)) != ALICE_OK ||
+	    (st = write_input(c, stp.inp_out, c->in_out, err)) != ALICE_OK)
+		return st;
+	struct alice_graph g = alice_gb_graph(&c->gb);
+	if (vt->graph_compute(m->bctx, &g) != ALICE_OK)
+		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", m->be->name,
+				  vt->last_error(m->bctx));
+	if (!discard) {
+		const struct alice_tensor *lt = alice_gb_tensor(&c->gb, logits);
+		float *dst = c->logits + (size_t)c->n_logits * m->hp.n_vocab;
+		uint64_t bytes = (uint64_t)n_out * m->hp.n_vocab * sizeof(float);
+		if (vt->buffer_read(m->bctx, lt->buf, lt->offset, dst, bytes) != ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading logits failed: %s", m->be->name,
+					  vt->last_error(m->bctx));
+		c->n_logits += n_out;
+	}
+	for (int32_t i = 0; i < n; i++) {
+		int32_t s = b->seq ? b->seq[start + i] : 0;
+		c->seq_len[s] = b->pos[start + i] + 1;
+	}
+	return ALICE_OK;
+}
+
+enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b, struct alice_error *err)
+{
+	c->n_logits = 0;
+	if (!b || b->n_tokens <= 0 || !b->token || !b->pos)
+		return alice_fail(err, ALICE_ERR_INVALID, "decode: empty batch");
+	int32_t n_vocab = (int32_t)c->m->hp.n_vocab;
+	int32_t *next = malloc(c->n_seq * sizeof(*next));
+	if (!next)
+		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+	memcpy(next, c->seq_len, c->n_seq * sizeof(*next));
+	enum alice_status st = ALICE_OK;
+	size_t rows = 0;
+	for (int32_t i = 0; i < b->n_tokens; i++) {
+		int32_t s = b->seq ? b->seq[i] : 0;
+		if (s < 0 || (uint32_t)s >= c->n_seq) {
+			st = alice_fail(err, ALICE_ERR_RANGE, "decode: token %d: sequence %d out of range (n_seq %u)", i, s,
+					c->n_seq);
+			goto out;
+		}
+		if (b->token[i] < 0 || b->token[i] >= n_vocab) {
+			st = alice_fail(err, ALICE_ERR_RANGE, "decode: token %d: id %d out of range (n_vocab %d)", i,
+					b->token[i], n_vocab);
+			goto out;
+		}
+		if (b->pos[i] != next[s]) {
+			st = alice_fail(err, ALICE_ERR_RANGE,
+					"decode: token %d: position %d of sequence %d does not continue it (expected %d)",
+					i, b->pos[i], s, next[s]);
+			goto out;
+		}
+		if ((uint32_t)b->pos[i] >= c->n_ctx) {
+			st = alice_fail(err, ALICE_ERR_RANGE, "decode: sequence %d is full (n_ctx %u)", s, c->n_ctx);
+			goto out;
+		}
+		next[s]++;
+		rows += wants_logits(b, i);
+	}
+	if (rows > c->logits_cap) {
+		float *nl = realloc(c->logits, rows * (size_t)n_vocab * sizeof(float));
+		if (!nl) {
+			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %zu logits rows", rows);
+			goto out;
+		}
+		c->logits = nl;
+		c->logits_cap = rows;
+	}
+	for (int32_t start = 0; start < b->n_tokens; start += (int32_t)c->n_batch) {
+		int32_t n = b->n_tokens - start;
+		if (n > (int32_t)c->n_batch)
+			n = (int32_t)c->n_batch;
+		if ((st = run_chunk(c, b, start, n, err)) != ALICE_OK) {
+			c->n_logits = 0;
+			goto out;
+		}
+	}
+out:
+	free(next);
+	return st;
+}
+
+const float *alice_context_logits(const struct alice_context *c, int32_t i)
+{
+	if (i < 0 || i >= c->n_logits)
+		return NULL;
+	return c->logits + (size_t)i * c->m->hp.n_vocab;
+}
+
+int32_t alice_context_n_logits(const struct alice_context *c)
+{
+	return c->n_logits;
+}
+
+void alice_context_seq_clear(struct alice_context *c, int32_t seq)
+{
+	if (seq >= 0 && (uint32_t)seq < c->n_seq)
+		c->seq_len[seq] = 0;
+}
+
+bool alice_context_seq_truncate(struct alice_context *c, int32_t seq, int32_t n)
+{
+	if (seq < 0 || (uint32_t)seq >= c->n_seq || n < 0 || n > c->seq_len[seq])
+		return false;
+	c->seq_len[seq] = n; /* cells past n are never attended again */
+	return true;
+}
+
+int32_t alice_context_seq_len(const struct alice_context *c, int32_t seq)
+{
+	if (seq < 0 || (uint32_t)seq >= c->n_seq)
+		return -1;
+	return c->seq_len[seq];
+}

@@ -1,0 +1,256 @@
+/* model.c — loads a GGUF model (arch lookup, hyper-parameters, tensor table
+ * check, weights onto a backend) and the model's public getters. The context
+ * (KV cache, forward steps) is in context.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alice/backend_loader.h"
+#include "alice/log.h"
+#include "alice/model.h"
+#include "alice/quant.h"
+#include "alice/tokenizer.h"
+#include "model_internal.h"
+
+void alice_model_params_default(struct alice_model_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->backend = NULL;
+	p->backend_dir = NULL;
+	p->n_threads = 0;
+	p->device = -1;
+}
+
+/* The tensor named by spec/il: check it and append it to m->tensors. */
+static enum alice_status bind_one(struct alice_model *m, const struct alice_tensor_spec *sp, int il,
+				  int32_t *slot_out, struct alice_error *err)
+{
+	const char *path = alice_gguf_path(m->gguf);
+	char name[128];
+	if (il >= 0)
+		snprintf(name, sizeof(name), "blk.%d.%s", il, sp->name);
+	else
+		snprintf(name, sizeof(name), "%s", sp->name);
+	int64_t ti = alice_gguf_find_tensor(m->gguf, name);
+	if (ti < 0) {
+		if (sp->flags & ALICE_TS_OPTIONAL) {
+			*slot_out = -1;
+			return ALICE_OK;
+		}
+		return alice_fail(err, ALICE_ERR_INVALID, "%s: missing tensor %s (required by architecture %s)",
+				  path, name, m->arch->name);
+	}
+	const struct alice_gguf_tensor_info *info = alice_gguf_tensor(m->gguf, ti);
+	int64_t want0 = alice_dim_value(&m->hp, sp->ne[0]);
+	int64_t want1 = alice_dim_value(&m->hp, sp->ne[1]);
+	if (info->ne[0] != want0 || info->ne[1] != want1 || info->ne[2] != 1 || info->ne[3] != 1)
+		return alice_fail(err, ALICE_ERR_INVALID,
+				  "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld] from the "
+				  "hyper-parameters",
+				  path, name, (long long)info->ne[0], (long long)info->ne[1], (long long)info->ne[2],
+				  (long long)info->ne[3], (long long)want0, (long long)want1);
+	const struct alice_type_info *tinfo = alice_type_info(info->type);
+	if (!tinfo || !tinfo->supported)
+		return alice_fail(err, ALICE_ERR_UNSUPPORTED, "%s: tensor %s has type %s (%u), which is not supported",
+				  path, name, alice_type_name(info->type), info->type);
+	if ((sp->flags & ALICE_TS_F32) && info->type != ALICE_TYPE_F32)
+		return alice_fail(err, ALICE_ERR_UNSUPPORTED, "%s: tensor %s has type %s; only F32 is supported for it",
+				  path, name, alice_type_name(info->type));
+	size_t row = alice_row_size(info->type, info->ne[0]);
+	if (row == 0 || (uint64_t)row * (uint64_t)info->ne[1] != info->nbytes)
+		return alice_fail(err, ALICE_ERR_INVALID, "%s: tensor %s: row of %lld elements does not fit type %s",
+				  path, name, (long long)info->ne[0], alice_type_name(info->type));
+	struct alice_tensor *t = &m->tensors[m->n_tensors];
+	memset(t, 0, sizeof(*t));
+	t->type = info->type;
+	for (int d = 0; d < ALICE_MAX_DIMS; d++)
+		t->ne[d] = info->ne[d];
+	t->nb[0] = tinfo->type_size;
+	t->nb[1] = (int64_t)row;
+	t->nb[2] = t->nb[1] * t->ne[1];
+	t->nb[3] = t->nb[2] * t->ne[2];
+	m->src_info[m->n_tensors] = info;
+	*slot_out = (int32_t)m->n_tensors++;
+	m->n_params += (uint64_t)(info->ne[0] * info->ne[1]);
+	m->weight_bytes += info->nbytes;
+	return ALICE_OK;
+}
+
+static enum alice_status bind_tensors(struct alice_model *m, struct alice_error *err)
+{
+	const struct alice_arch *a = m->arch;
+	uint32_t L = m->hp.n_layer;
+	size_t max = 0;
+	for (size_t i = 0; i < a->n_tensors; i++)
+		max += (a->tensors[i].flags & ALICE_TS_LAYER) ? L : 1;
+	m->tensors = calloc(max, sizeof(*m->tensors));
+	m->src_info = calloc(max, sizeof(*m->src_info));
+	m->layers = calloc(L, sizeof(*m->layers));
+	if (!m->tensors || !m->src_info || !m->layers)
+		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory binding tensors");
+	for (int s = 0; s < ALICE_W_COUNT; s++)
+		m->w.global[s] = -1;
+	for (uint32_t il = 0; il < L; il++)
+		for (int s = 0; s < ALICE_W_COUNT; s++)
+			m->layers[il][s] = -1;
+	for (size_t i = 0; i < a->n_tensors; i++) {
+		const struct alice_tensor_spec *sp = &a->tensors[i];
+		enum alice_status st;
+		if (sp->flags & ALICE_TS_LAYER) {
+			for (uint32_t il = 0; il < L; il++)
+				if ((st = bind_one(m, sp, (int)il, &m->layers[il][sp->slot], err)) != ALICE_OK)
+					return st;
+		} else if ((st = bind_one(m, sp, -1, &m->w.global[sp->slot], err)) != ALICE_OK) {
+			return st;
+		}
+	}
+	m->w.tensors = m->tensors;
+	m->w.layer = m->layers;
+	int64_t n_file = alice_gguf_n_tensors(m->gguf);
+	if (n_file > (int64_t)m->n_tensors)
+		alice_log(ALICE_LOG_WARN, "%s: %lld tensor(s) not used by architecture %s",
+			  alice_gguf_path(m->gguf), (long long)(n_file - (int64_t)m->n_tensors), a->name);
+	return ALICE_OK;
+}
+
+/* Weights in place (buffer_import of the mapping) or copied (alloc+write). */
+static enum alice_status upload_weights(struct alice_model *m, struct alice_error *err)
+{
+	const struct alice_backend_vtable *vt = m->be->vt;
+	const char *path = alice_gguf_path(m->gguf);
+	uint64_t data_off = alice_gguf_data_offset(m->gguf);
+	const uint8_t *base = alice_gguf_base(m->gguf);
+	if (vt->buffer_import) {
+		uint64_t size = alice_gguf_size(m->gguf) - data_off;
+		if (vt->buffer_import(m->bctx, base + data_off, size, &m->wbuf) == ALICE_OK) {
+			for (uint32_t i = 0; i < m->n_tensors; i++) {
+				m->tensors[i].buf = m->wbuf;
+				m->tensors[i].offset = m->src_info[i]->offset;
+			}
+			m->weights_imported = true;
+			return ALICE_OK;
+		}
+		alice_log(ALICE_LOG_INFO, "%s: backend %s: import failed (%s); copying the weights", path,
+			  m->be->name, vt->last_error(m->bctx));
+		m->wbuf = NULL;
+	}
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < m->n_tensors; i++)
+		total += (m->src_info[i]->nbytes + 255) / 256 * 256;
+	if (vt->buffer_alloc(m->bctx, total ? total : 256, ALICE_BUFFER_WEIGHTS, &m->wbuf) != ALICE_OK)
+		return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: cannot allocate %llu bytes of weights: %s",
+				  path, m->be->name, (unsigned long long)total, vt->last_error(m->bctx));
+	uint64_t off = 0;
+	for (uint32_t i = 0; i < m->n_tensors; i++) {
+		const struct alice_gguf_tensor_info *info = m->src_info[i];
+		if (vt->buffer_write(m->bctx, m->wbuf, off, info->data, info->nbytes) != ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: writing tensor %s failed: %s", path,
+					  m->be->name, info->name, vt->last_error(m->bctx));
+		m->tensors[i].buf = m->wbuf;
+		m->tensors[i].offset = off;
+		off += (info->nbytes + 255) / 256 * 256;
+	}
+	return ALICE_OK;
+}
+
+static void set_name(struct alice_model *m, const char *path)
+{
+	struct alice_gguf_str s;
+	if (alice_gguf_get_str(m->gguf, "general.name", &s, NULL) == ALICE_OK && s.len > 0) {
+		size_t n = s.len < sizeof(m->name) - 1 ? (size_t)s.len : sizeof(m->name) - 1;
+		memcpy(m->name, s.ptr, n);
+		m->name[n] = 0;
+		return;
+	}
+	const char *slash = strrchr(path, '/');
+	snprintf(m->name, sizeof(m->name), "%s", slash ? slash + 1 : path);
+}
+
+enum alice_status alice_model_load(const struct alice_model_params *p, struct alice_model **out,
+				   struct alice_error *err)
+{
+	*out = NULL;
+	if (!p || !p->path)
+		return alice_fail(err, ALICE_ERR_INVALID, "no model path given");
+	struct alice_model *m = calloc(1, sizeof(*m));
+	if (!m)
+		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+	enum alice_status st = alice_gguf_open(p->path, &m->gguf, err);
+	if (st != ALICE_OK)
+		goto fail;
+	const char *path = alice_gguf_path(m->gguf);
+	struct alice_gguf_str an;
+	if (alice_gguf_get_str(m->gguf, "general.architecture", &an, NULL) != ALICE_OK) {
+		st = alice_fail(err, ALICE_ERR_INVALID, "%s: missing string general.architecture", path);
+		goto fail;
+	}
+	char arch_name[64];
+	snprintf(arch_name, sizeof(arch_name), "%.*s", (int)(an.len < 63 ? an.len : 63), an.ptr);
+	m->arch = alice_arch_find(arch_name);
+	if (!m->arch) {
+		st = alice_fail(err, ALICE_ERR_UNSUPPORTED, "%s: architecture %s is not supported yet (supported: %s)",
+				path, arch_name, alice_arch_supported_list());
+		goto fail;
+	}
+	set_name(m, p->path);
+
+	st = alice_tokenizer_load(m->gguf, &m->tok, err);
+	if (st != ALICE_OK)
+		goto fail;
+	int64_t n_vocab_tok = alice_tokenizer_n_vocab(m->tok);
+	if ((st = alice_hparams_load(m->gguf, m->arch, n_vocab_tok, &m->hp, err)) != ALICE_OK)
+		goto fail;
+	if ((st = bind_tensors(m, err)) != ALICE_OK)
+		goto fail;
+
+	st = alice_backend_open(p->backend, p->backend_dir, &m->be, err);
+	if (st != ALICE_OK)
+		goto fail;
+	struct alice_backend_options opts = {.size = sizeof(opts), .device = p->device, .n_threads = p->n_threads};
+	if ((st = alice_backend_init(m->be, &opts, &m->bctx, err)) != ALICE_OK)
+		goto fail;
+	int dev = p->device < 0 ? 0 : p->device;
+	if (m->be->vt->device_info(dev, &m->dev) != ALICE_OK)
+		snprintf(m->dev.name, sizeof(m->dev.name), "%s device %d", m->be->name, dev);
+	if ((st = upload_weights(m, err)) != ALICE_OK)
+		goto fail;
+	alice_log(ALICE_LOG_INFO, "loaded %s: arch %s, %u layers, n_embd %u, n_vocab %u, %.1f MB of weights on %s (%s)%s",
+		  path, m->arch->name, m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab, (double)m->weight_bytes / 1e6,
+		  m->be->name, m->dev.name, m->weights_imported ? ", used in place" : "");
+	*out = m;
+	return ALICE_OK;
+fail:
+	alice_model_free(m);
+	return st;
+}
+
+void alice_model_free(struct alice_model *m)
+{
+	if (!m)
+		return;
+	if (m->bctx) {
+		if (m->wbuf)
+			m->be->vt->buffer_free(m->bctx, m->wbuf);
+		m->be->vt->free(m->bctx);
+	}
+	alice_backend_close(m->be);
+	alice_tokenizer_free(m->tok);
+	free(m->tensors);
+	free(m->src_info);
+	free(m->layers);
+	alice_gguf_close(m->gguf);
+	free(m);
+}
+
+const struct alice_gguf *alice_model_gguf(const struct alice_model *m) { return m->gguf; }
+const struct alice_tokenizer *alice_model_tokenizer(const struct alice_model *m) { return m->tok; }
+const char *alice_model_arch(const struct alice_model *m) { return m->arch->name; }
+const char *alice_model_name(const struct alice_model *m) { return m->name; }
+const char *alice_model_backend_name(const struct alice_model *m) { return m->be->name; }
+const char *alice_model_device_name(const struct alice_model *m) { return m->dev.name; }
+int32_t alice_model_n_vocab(const struct alice_model *m) { return (int32_t)m->hp.n_vocab; }
+int32_t alice_model_n_ctx_train(const struct alice_model *m) { return (int32_t)m->hp.n_ctx_train; }
+int32_t alice_model_n_embd(const struct alice_model *m) { return (int32_t)m->hp.n_embd; }
+uint64_t alice_model_n_params(const struct alice_model *m) { return m->n_params; }
+uint64_t alice_model_weight_bytes(const struct alice_model *m) { return m->weight_bytes; }
+bool alice_model_is_recurrent(const struct alice_model *m) { (void)m; return false; }

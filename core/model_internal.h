@@ -1,0 +1,52 @@
+/* model_internal.h — the model and context structs, shared by model.c
+ * (loading) and context.c (KV cache, forward steps). Private to the core. */
+#ifndef ALICE_CORE_MODEL_INTERNAL_H
+#define ALICE_CORE_MODEL_INTERNAL_H
+
+#include "alice/backend.h"
+#include "alice/backend_loader.h"
+#include "alice/gguf.h"
+#include "alice/model.h"
+#include "arch/arch.h"
+#include "graph.h"
+
+struct alice_model {
+	struct alice_gguf *gguf;
+	struct alice_tokenizer *tok;
+	const struct alice_arch *arch;
+	struct alice_hparams hp;
+	char name[256];
+
+	/* bound weights: tensors[i] comes from src_info[i] */
+	struct alice_tensor *tensors;
+	const struct alice_gguf_tensor_info **src_info;
+	uint32_t n_tensors;
+	int32_t (*layers)[ALICE_W_COUNT];
+	struct alice_weights w;
+	uint64_t n_params, weight_bytes;
+
+	struct alice_backend *be;
+	struct alice_backend_ctx *bctx;
+	struct alice_device_info dev;
+	struct alice_buffer *wbuf;
+	bool weights_imported;
+};
+
+struct alice_context {
+	struct alice_model *m;
+	uint32_t n_ctx, n_seq, n_batch;
+	uint64_t n_cells;
+	struct alice_buffer *kv_buf;
+	struct alice_tensor *k_cache, *v_cache; /* [n_layer] */
+	struct alice_buffer *compute_buf;
+	uint64_t compute_size;
+	struct alice_gb gb;
+	int32_t *seq_len; /* [n_seq] */
+	/* host staging of one chunk's inputs */
+	int32_t *in_tok, *in_pos, *in_ranges, *in_cells, *in_out;
+	float *logits;    /* [n_logits * n_vocab] */
+	int32_t n_logits;
+	size_t logits_cap; /* rows */
+};
+
+#endif
