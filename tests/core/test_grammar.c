@@ -1,0 +1,480 @@
+/* Tests for core/grammar_*.c: GBNF parsing (valid grammars, errors with
+ * line:column), the matcher (repetition, classes, `.`, Unicode, partial UTF-8,
+ * end conditions, hostile ambiguity) and token masks (trie walk == one-by-one
+ * check, on a synthetic vocab and on the 128k llama-bpe vocab fixture). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alice/grammar.h"
+#include "core/grammar_fixture_vocab.h"
+
+static const char *JSON_GBNF =
+	"root   ::= object\n"
+	"value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+	"object ::=\n"
+	"  \"{\" ws (\n"
+	"    string \":\" ws value\n"
+	"    (\",\" ws string \":\" ws value)*\n"
+	"  )? \"}\" ws\n"
+	"array  ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws   # arrays\n"
+	"string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+	"number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9]{1,15})? ws\n"
+	"ws     ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+
+static struct alice_grammar *parse_ok(const char *text)
+{
+	struct alice_grammar *g = NULL;
+	struct alice_error err = {{0}};
+	enum alice_status st = alice_grammar_parse(text, strlen(text), &g, &err, NULL);
+	cr_assert_eq(st, ALICE_OK, "grammar should parse: %s\n--\n%s", err.msg, text);
+	cr_assert_not_null(g);
+	return g;
+}
+
+static void parse_err(const char *text, int line, int col, const char *needle)
+{
+	struct alice_grammar *g = NULL;
+	struct alice_error err = {{0}};
+	struct alice_grammar_errpos pos = {-1, -1};
+	enum alice_status st = alice_grammar_parse(text, strlen(text), &g, &err, &pos);
+	cr_assert_neq(st, ALICE_OK, "grammar should fail: %s", text);
+	cr_assert_null(g);
+	cr_expect_eq(pos.line, line, "line: got %d want %d (%s) for: %s", pos.line, line, err.msg, text);
+	cr_expect_eq(pos.col, col, "col: got %d want %d (%s) for: %s", pos.col, col, err.msg, text);
+	cr_expect(strstr(err.msg, needle) != NULL, "message '%s' lacks '%s'", err.msg, needle);
+}
+
+/* Does the grammar accept exactly `text` (all of it, and may end there)? */
+static int accepts_n(const char *grammar, const char *text, size_t n)
+{
+	struct alice_grammar *g = parse_ok(grammar);
+	struct alice_grammar_state *st;
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK, "%s", err.msg);
+	int ok = alice_grammar_state_accept_bytes(st, text, n, &err) == ALICE_OK &&
+		 alice_grammar_state_can_end(st);
+	alice_grammar_state_free(st);
+	alice_grammar_free(g);
+	return ok;
+}
+
+static int accepts(const char *grammar, const char *text)
+{
+	return accepts_n(grammar, text, strlen(text));
+}
+
+/* Is `text` a viable prefix (accepted so far, maybe not complete)? */
+static int prefix_ok(const char *grammar, const char *text, size_t n)
+{
+	struct alice_grammar *g = parse_ok(grammar);
+	struct alice_grammar_state *st;
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK, "%s", err.msg);
+	int ok = alice_grammar_state_check_bytes(st, text, n);
+	alice_grammar_state_free(st);
+	alice_grammar_free(g);
+	return ok;
+}
+
+/* ---- parser ------------------------------------------------------------------ */
+
+Test(grammar_parse, valid_grammars)
+{
+	struct alice_grammar *g = parse_ok(JSON_GBNF);
+	cr_expect_gt(alice_grammar_rule_count(g), 7);
+	alice_grammar_free(g);
+	alice_grammar_free(parse_ok("# leading comment\n\nroot ::= a b # trailing\na ::= \"x\"\nb ::= [0-9]+ | \"\"\n"));
+	alice_grammar_free(parse_ok("root ::= (\n  \"1. \" move\n  # comment inside\n  | \"2\"\n)\nmove ::= [a-h] [1-8]"));
+	alice_grammar_free(parse_ok("root ::=\n  \"a\" |\n  \"b\"\n"));
+	alice_grammar_free(parse_ok("root ::= \"\\n\\r\\t\\\\\\\"\\[\\]\\x41\\u00e9\\U0001F600\" [\\]\\[\\x00-\\x1f]"));
+	alice_grammar_free(parse_ok("root ::= x{2} x{0,} x{1,3} x{ 2 , 5 } x? x* x+ [^] .\nx ::= \"x\""));
+	alice_grammar_free(parse_ok("root ::= \"\"")); /* matches only the empty string */
+	alice_grammar_free(parse_ok("root ::= ( \"a\"? )* \"b\"")); /* loop over a nullable body */
+	alice_grammar_free(parse_ok("root ::= a-b1\r\na-b1 ::= [-a]\r\n"));
+}
+
+Test(grammar_parse, errors_have_line_and_column)
+{
+	parse_err("root ::= foo", 1, 10, "undefined rule 'foo'");
+	parse_err("root ::= \"a\"\nx ::= y\n", 2, 7, "undefined rule 'y'");
+	parse_err("root ::= \"abc", 1, 10, "unterminated string");
+	parse_err("root ::= \"abc\nx ::= \"d\"", 1, 10, "unterminated string");
+	parse_err("root ::= [abc", 1, 10, "missing ']'");
+	parse_err("root ::= (\"a\" | \"b\"", 1, 10, "missing ')'");
+	parse_err("root ::= \"a\")", 1, 13, "unbalanced ')'");
+	parse_err("root ::= \"a\" ]", 1, 14, "unbalanced ']'");
+	parse_err("root ::= \"a\\q\"", 1, 12, "bad escape");
+	parse_err("root ::= \"\\u12\"", 1, 11, "hex digits");
+	parse_err("root ::= \"\\UFFFFFFFF\"", 1, 11, "not a valid code point");
+	parse_err("root ::= [\\ud800]", 1, 11, "not a valid code point");
+	parse_err("foo ::= \"a\"", 0, 0, "missing 'root'");
+	parse_err("", 0, 0, "empty grammar");
+	parse_err("  # only a comment\n\n", 0, 0, "empty grammar");
+	parse_err("root ::= expr\nexpr ::= expr \"+\" term | term\nterm ::= [0-9]", 2, 1,
+		  "left recursion in rule 'expr'");
+	parse_err("root ::= a \"x\"\na ::= b \"y\" | \"z\"\nb ::= \"\" | a", 2, 1, "left recursion");
+	parse_err("root ::= opt root \"a\" | \"b\"\nopt ::= \"\" | \"c\"", 1, 1,
+		  "left recursion in rule 'root'");
+	parse_err("root ::= \"a\"{3,2}", 1, 13, "invalid repetition bounds");
+	parse_err("root ::= \"a\"{,2}", 1, 14, "expected a number");
+	parse_err("root ::= \"a\"{2", 1, 13, "missing '}'");
+	parse_err("root ::= \"a\"{99999999}", 1, 14, "too large");
+	parse_err("root ::= \"a\"\n  | \"b\"", 2, 3, "newline ends a rule");
+	parse_err("root ::= [z-a]", 1, 11, "bad class range");
+	parse_err("root ::= []", 1, 10, "empty character class");
+	parse_err("root ::= \"a\" root", 1, 1, "can never finish");
+	parse_err("root ::= *", 1, 10, "without a preceding symbol");
+	parse_err("root ::= \"a\"\nroot ::= \"b\"", 2, 1, "defined twice");
+	parse_err("root = \"a\"", 1, 6, "expected '::='");
+	parse_err("root ::= \"a\" @", 1, 14, "unexpected character");
+	parse_err("root ::= \"\xff\"", 1, 11, "invalid UTF-8");
+	parse_err("root ::= \"a\"\n\n  x y ::= \"b\"", 3, 5, "expected '::='");
+}
+
+Test(grammar_parse, hostile_nesting_and_size)
+{
+	/* 300 nested groups: over the depth limit, an error not a crash */
+	char buf[1024];
+	size_t o = (size_t)snprintf(buf, sizeof buf, "root ::= ");
+	for (int i = 0; i < 300; i++)
+		buf[o++] = '(';
+	o += (size_t)snprintf(buf + o, sizeof buf - o, "\"a\"");
+	for (int i = 0; i < 300; i++)
+		buf[o++] = ')';
+	buf[o] = 0;
+	parse_err(buf, 1, 10 + ALICE_GRAMMAR_MAX_DEPTH, "nesting too deep");
+	/* bounded repetitions are expanded: the total is capped */
+	struct alice_grammar *g = NULL;
+	struct alice_error err;
+	const char *big = "root ::= \"a\"{900000} \"bc\"{900000} \"d\"{900000}";
+	cr_expect_eq(alice_grammar_parse(big, strlen(big), &g, &err, NULL), ALICE_ERR_INVALID);
+	cr_expect(strstr(err.msg, "grammar too large") != NULL, "%s", err.msg);
+	cr_expect_null(g);
+}
+
+/* ---- matcher ----------------------------------------------------------------- */
+
+Test(grammar_match, literals_and_alternation)
+{
+	const char *g = "root ::= \"cat\" | \"dog\" \"s\"?";
+	cr_expect(accepts(g, "cat"));
+	cr_expect(accepts(g, "dog"));
+	cr_expect(accepts(g, "dogs"));
+	cr_expect(!accepts(g, "cats"));
+	cr_expect(!accepts(g, "ca"));
+	cr_expect(!accepts(g, ""));
+	cr_expect(accepts("root ::= \"\"", ""));
+	cr_expect(!accepts("root ::= \"\"", "a"));
+}
+
+Test(grammar_match, repetition_bounds)
+{
+	const char *g = "root ::= \"a\"{2,4}";
+	cr_expect(!accepts(g, "a"));
+	cr_expect(accepts(g, "aa"));
+	cr_expect(accepts(g, "aaa"));
+	cr_expect(accepts(g, "aaaa"));
+	cr_expect(!accepts(g, "aaaaa"));
+	cr_expect(accepts("root ::= \"ab\"{3}", "ababab"));
+	cr_expect(!accepts("root ::= \"ab\"{3}", "abab"));
+	cr_expect(!accepts("root ::= \"ab\"{3}", "abababab"));
+	cr_expect(accepts("root ::= \"x\"{2,} \"y\"", "xxxxxxy"));
+	cr_expect(!accepts("root ::= \"x\"{2,} \"y\"", "xy"));
+	cr_expect(accepts("root ::= \"x\"{0} \"y\"", "y"));
+	cr_expect(accepts("root ::= [0-9]+", "0123"));
+	cr_expect(!accepts("root ::= [0-9]+", ""));
+	cr_expect(accepts("root ::= [0-9]*", ""));
+	cr_expect(accepts("root ::= (\"a\" | \"bc\"){2,3}", "bca"));
+	cr_expect(!accepts("root ::= (\"a\" | \"bc\"){2,3}", "abcabc"));
+	cr_expect(accepts("root ::= ( \"a\"? )* \"b\"", "aab"));
+	cr_expect(accepts("root ::= ( \"a\"? )* \"b\"", "b"));
+}
+
+Test(grammar_match, classes_negation_any)
+{
+	cr_expect(accepts("root ::= [^abc]+", "xyz"));
+	cr_expect(!accepts("root ::= [^abc]+", "xay"));
+	cr_expect(accepts("root ::= [^abc]+", "\xc3\xa9\xe2\x82\xac")); /* é€ */
+	cr_expect(accepts("root ::= [a-cx-z-]+", "a-z"));
+	cr_expect(!accepts("root ::= [a-cx-z-]+", "m"));
+	cr_expect(accepts("root ::= . .", "\xc3\xa9\xe2\x82\xac"));
+	cr_expect(accepts("root ::= . .", "\n\t"));
+	cr_expect(!accepts("root ::= . .", "abc"));
+	cr_expect(accepts("root ::= [^]", "q"));
+	cr_expect(accepts("root ::= \"\\x41\\u00e9\"", "A\xc3\xa9"));
+}
+
+Test(grammar_match, unicode_ranges)
+{
+	cr_expect(accepts("root ::= [α-ω]+", "λογος"));
+	cr_expect(!accepts("root ::= [α-ω]+", "logos"));
+	cr_expect(accepts("root ::= [\\u4e00-\\u9fff]+", "中文"));
+	cr_expect(!accepts("root ::= [\\u4e00-\\u9fff]+", "中a"));
+	cr_expect(accepts("root ::= [\\U0001F600-\\U0001F64F]", "\xf0\x9f\x98\x80"));
+	cr_expect(!accepts("root ::= [\\U0001F600-\\U0001F64F]", "\xf0\x9f\x98\x7f"));
+}
+
+Test(grammar_match, partial_utf8_tokens)
+{
+	/* 一 = U+4E00 = E4 B8 80 */
+	const char *one = "root ::= \"\\u4e00\"";
+	cr_expect(prefix_ok(one, "\xe4", 1));
+	cr_expect(prefix_ok(one, "\xe4\xb8", 2));
+	cr_expect(!prefix_ok(one, "\xe4\xbf", 2)); /* U+4FC0.. only */
+	cr_expect(!prefix_ok(one, "\xe5", 1));
+	cr_expect(prefix_ok(one, "\xe4\xb8\x80", 3));
+	cr_expect(!accepts_n(one, "\xe4\xb8", 2)); /* pending character: cannot end */
+	const char *cjk = "root ::= [\\u4e00-\\u9fff]";
+	cr_expect(prefix_ok(cjk, "\xe5", 1));
+	cr_expect(prefix_ok(cjk, "\xe9\xbe", 2));  /* U+9F80..9FBF */
+	cr_expect(!prefix_ok(cjk, "\xea", 1));     /* U+A000.. */
+	cr_expect(!prefix_ok("root ::= [a-z]", "\xe4", 1));
+	/* negated class: partial accepted iff some completion is outside the class */
+	cr_expect(prefix_ok("root ::= [^\\u4e00-\\u4e1f]", "\xe4\xb8", 2));
+	cr_expect(!prefix_ok("root ::= [^\\u4e00-\\u4e1f]", "\xe4\xb8\x80", 3));
+	cr_expect(!prefix_ok("root ::= [^\\u4e00-\\u4e3f]", "\xe4\xb8", 2)); /* E4 B8 xx: all excluded */
+	/* invalid UTF-8 never matches, even for `.` */
+	cr_expect(!prefix_ok("root ::= .", "\x80", 1));
+	cr_expect(!prefix_ok("root ::= .", "\xc0\x80", 2));     /* overlong */
+	cr_expect(!prefix_ok("root ::= .", "\xe0\x80", 2));     /* overlong prefix */
+	cr_expect(!prefix_ok("root ::= .", "\xed\xa0", 2));     /* surrogate prefix */
+	cr_expect(!prefix_ok("root ::= .", "\xf4\x90", 2));     /* > U+10FFFF */
+	cr_expect(!prefix_ok("root ::= .", "\xf8", 1));
+	cr_expect(prefix_ok("root ::= .", "\xf4\x8f\xbf", 3));
+	/* a split character completed by the next token */
+	struct alice_grammar *g = parse_ok("root ::= \"a\" [\\u4e00-\\u9fff] \"b\"");
+	struct alice_grammar_state *st;
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
+	cr_expect_eq(alice_grammar_state_accept_bytes(st, "a\xe4", 2, &err), ALICE_OK);
+	cr_expect(!alice_grammar_state_can_end(st));
+	cr_expect_neq(alice_grammar_state_accept_bytes(st, "b", 1, &err), ALICE_OK);
+	cr_expect_eq(alice_grammar_state_accept_bytes(st, "\xb8\xad" "b", 3, &err), ALICE_OK);
+	cr_expect(alice_grammar_state_can_end(st));
+	cr_expect(alice_grammar_state_must_end(st));
+	alice_grammar_state_free(st);
+	alice_grammar_free(g);
+}
+
+Test(grammar_match, end_conditions_and_state_ops)
+{
+	struct alice_grammar *g = parse_ok("root ::= \"a\" \"b\"? | \"c\"+");
+	struct alice_grammar_state *st, *cl;
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
+	cr_expect(!alice_grammar_state_can_end(st));
+	cr_expect(!alice_grammar_state_must_end(st));
+	cr_expect_eq(alice_grammar_state_accept_bytes(st, "a", 1, &err), ALICE_OK);
+	cr_expect(alice_grammar_state_can_end(st));
+	cr_expect(!alice_grammar_state_must_end(st));
+	cr_assert_eq(alice_grammar_state_clone(st, &cl, &err), ALICE_OK);
+	/* a rejected token leaves the state where it was */
+	cr_expect_eq(alice_grammar_state_accept_bytes(st, "bx", 2, &err), ALICE_ERR_INVALID);
+	cr_expect(alice_grammar_state_can_end(st));
+	cr_expect_eq(alice_grammar_state_accept_bytes(st, "b", 1, &err), ALICE_OK);
+	cr_expect(alice_grammar_state_must_end(st));
+	cr_expect(!alice_grammar_state_check_bytes(st, "b", 1));
+	/* the clone did not move */
+	cr_expect(!alice_grammar_state_must_end(cl));
+	cr_expect(alice_grammar_state_check_bytes(cl, "b", 1));
+	alice_grammar_state_free(cl);
+	alice_grammar_state_free(st);
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
+	cr_expect_eq(alice_grammar_state_accept_bytes(st, "ccc", 3, &err), ALICE_OK);
+	cr_expect(alice_grammar_state_can_end(st));
+	cr_expect(!alice_grammar_state_must_end(st)); /* more c's may follow */
+	alice_grammar_state_free(st);
+	alice_grammar_free(g);
+	alice_grammar_state_free(NULL);
+	alice_grammar_free(NULL);
+	alice_grammar_vocab_free(NULL);
+}
+
+Test(grammar_match, json_documents)
+{
+	cr_expect(accepts(JSON_GBNF, "{}"));
+	cr_expect(accepts(JSON_GBNF, "{\"a\": [1, -2.5e10, true, null, {\"b\": \"\\u00e9\\n\"}], \"c\": \"x\"}"));
+	cr_expect(accepts(JSON_GBNF, "{\n  \"k\": 0\n}\n"));
+	cr_expect(!accepts(JSON_GBNF, "{\"a\": 01}"));
+	cr_expect(!accepts(JSON_GBNF, "{\"a\" 1}"));
+	cr_expect(!accepts(JSON_GBNF, "{\"a\": [1,]}"));
+	cr_expect(!accepts(JSON_GBNF, "{\"a\": \"\\q\"}"));
+	cr_expect(!accepts(JSON_GBNF, "{\"a\": \"x\ny\"}"));
+	cr_expect(!accepts(JSON_GBNF, "{\"a\":  1}")); /* bounded whitespace: one space or a newline + indent */
+	/* deep nesting of the text is fine (no recursion on the C stack) */
+	size_t depth = 20000;
+	char *doc = malloc(depth * 6 + 32);
+	size_t o = 0;
+	o += (size_t)sprintf(doc + o, "{\"a\":");
+	for (size_t i = 0; i < depth; i++)
+		doc[o++] = '[';
+	for (size_t i = 0; i < depth; i++)
+		doc[o++] = ']';
+	doc[o++] = '}';
+	doc[o] = 0;
+	cr_expect(accepts(JSON_GBNF, doc));
+	free(doc);
+}
+
+Test(grammar_match, hostile_ambiguity_errors_out)
+{
+	/* every prefix a^k has k+1 parses with different pending "b" counts:
+	 * the live stacks grow until the cap, which must be an error */
+	struct alice_grammar *g = parse_ok("root ::= a*\na ::= \"a\" | \"a\" a \"b\"");
+	struct alice_grammar_state *st;
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
+	enum alice_status rc = ALICE_OK;
+	for (int i = 0; i < 2 * ALICE_GRAMMAR_MAX_STACKS && rc == ALICE_OK; i++)
+		rc = alice_grammar_state_accept_bytes(st, "a", 1, &err);
+	cr_expect_eq(rc, ALICE_ERR_RANGE, "%s", err.msg);
+	cr_expect(strstr(err.msg, "ambiguous") != NULL);
+	alice_grammar_state_free(st);
+	alice_grammar_free(g);
+}
+
+/* ---- masks ------------------------------------------------------------------- */
+
+/* mask(st) must equal the one-by-one check of every token. */
+static void expect_mask_matches(struct alice_grammar_state *st, const struct alice_grammar_vocab *v,
+				char *const *pieces, const size_t *lens, const uint8_t *kinds,
+				size_t n, const char *where)
+{
+	uint8_t *mask = malloc(n), *mask2 = malloc(n);
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_state_mask(st, v, mask, &err), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_state_mask(st, v, mask2, &err), ALICE_OK, "%s", err.msg);
+	cr_expect_arr_eq(mask, mask2, n, "cached mask differs at %s", where);
+	size_t bad = 0, allowed = 0;
+	for (size_t i = 0; i < n; i++) {
+		int want;
+		uint8_t k = kinds ? kinds[i] : ALICE_GRAMMAR_TOKEN_TEXT;
+		if (k == ALICE_GRAMMAR_TOKEN_EOG)
+			want = alice_grammar_state_can_end(st);
+		else if (k == ALICE_GRAMMAR_TOKEN_CONTROL || lens[i] == 0)
+			want = 0;
+		else
+			want = alice_grammar_state_check_bytes(st, pieces[i], lens[i]);
+		allowed += (size_t)want;
+		if (mask[i] != want && bad++ < 5)
+			cr_log_error("%s: token %zu (%.*s) mask %d brute %d", where, i, (int)lens[i],
+				     pieces[i], mask[i], want);
+	}
+	cr_expect_eq(bad, 0, "%s: %zu tokens differ", where, bad);
+	cr_log_info("%s: %zu of %zu tokens allowed", where, allowed, n);
+	free(mask);
+	free(mask2);
+}
+
+Test(grammar_mask, synthetic_vocab_equals_brute_force)
+{
+	/* all strings of length 1..3 over a small alphabet, plus UTF-8 pieces
+	 * (whole and split), duplicates, an empty piece, a control and an EOG token */
+	static const char alpha[] = "{}[]\":, a1\\e.-";
+	const size_t na = sizeof alpha - 1;
+	size_t cap = na + na * na + na * na * na + 64, n = 0;
+	char **pieces = calloc(cap, sizeof *pieces);
+	size_t *lens = calloc(cap, sizeof *lens);
+	uint8_t *kinds = calloc(cap, 1);
+	for (size_t l = 1; l <= 3; l++) {
+		size_t total = 1;
+		for (size_t i = 0; i < l; i++)
+			total *= na;
+		for (size_t k = 0; k < total; k++) {
+			pieces[n] = malloc(l);
+			size_t x = k;
+			for (size_t i = 0; i < l; i++, x /= na)
+				pieces[n][i] = alpha[x % na];
+			lens[n++] = l;
+		}
+	}
+	static const char *extra[] = {"\xc3\xa9", "\xc3", "\xa9", "\"\xc3", "\xe4\xb8", "\xe4\xb8\xad\"",
+				      "\xf0\x9f", "\x98\x80\"", "\"\xe2\x82\xac", "true", "false", "null",
+				      "true}", "\"a\"", "\": ", "\n  ", "\u00e9\"}", "a", "a", ""};
+	for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
+		lens[n] = strlen(extra[i]);
+		pieces[n] = malloc(lens[n] + 1);
+		memcpy(pieces[n], extra[i], lens[n] + 1);
+		n++;
+	}
+	pieces[n] = strdup("<ctl>");
+	lens[n] = 5;
+	kinds[n++] = ALICE_GRAMMAR_TOKEN_CONTROL;
+	pieces[n] = strdup("");
+	lens[n] = 0;
+	kinds[n++] = ALICE_GRAMMAR_TOKEN_EOG;
+
+	struct alice_grammar_vocab *v;
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_vocab_build((const char *const *)pieces, lens, kinds, n, &v, &err), ALICE_OK);
+	cr_expect_eq(alice_grammar_vocab_size(v), n);
+	struct alice_grammar *g = parse_ok(JSON_GBNF);
+	static const char *prefixes[] = {"", "{", "{\"", "{\"a", "{\"a\":", "{\"a\": ", "{\"a\": \"\xe4",
+					 "{\"a\": \"\xe4\xb8", "{\"a\": [1", "{\"a\": [1,", "{\"a\": -",
+					 "{\"a\": 1.5e", "{\"a\": \"\\", "{\"a\": \"\\u00", "{\"a\": t",
+					 "{\"a\": {}}", "{\"a\": {}}\n"};
+	for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+		struct alice_grammar_state *st;
+		cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
+		cr_assert_eq(alice_grammar_state_accept_bytes(st, prefixes[i], strlen(prefixes[i]), &err),
+			     ALICE_OK, "prefix '%s': %s", prefixes[i], err.msg);
+		expect_mask_matches(st, v, pieces, lens, kinds, n, prefixes[i]);
+		alice_grammar_state_free(st);
+	}
+	/* the same through one state moving along a document (caches reused) */
+	struct alice_grammar_state *st;
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
+	const char *doc = "{\"a\": [1, \"e\xc3\xa9\"], \"b\": {\"c\": null}}";
+	for (size_t i = 0; doc[i]; i++) {
+		char where[64];
+		snprintf(where, sizeof where, "doc@%zu", i);
+		expect_mask_matches(st, v, pieces, lens, kinds, n, where);
+		cr_assert_eq(alice_grammar_state_accept_bytes(st, doc + i, 1, &err), ALICE_OK);
+	}
+	expect_mask_matches(st, v, pieces, lens, kinds, n, "doc end");
+	cr_expect(alice_grammar_state_can_end(st));
+	alice_grammar_state_free(st);
+	alice_grammar_free(g);
+	alice_grammar_vocab_free(v);
+	for (size_t i = 0; i < n; i++)
+		free(pieces[i]);
+	free(pieces);
+	free(lens);
+	free(kinds);
+}
+
+Test(grammar_mask, llama_bpe_vocab_equals_brute_force, .timeout = 600)
+{
+	const char *path = ALICE_FIXTURES_DIR "/vocab/ggml-vocab-llama-bpe.gguf";
+	struct gfx_vocab fx;
+	cr_assert_eq(gfx_vocab_load(path, &fx), 0, "cannot load %s", path);
+	cr_assert_eq(fx.n, 128256);
+	struct alice_grammar_vocab *v;
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_vocab_build((const char *const *)fx.piece, fx.len, fx.kind, fx.n, &v, &err),
+		     ALICE_OK, "%s", err.msg);
+	struct alice_grammar *g = parse_ok(JSON_GBNF);
+	static const char *prefixes[] = {"", "{\"na", "{\"name\":", "{\"n\": 12", "{\"s\": \"\xe4\xb8",
+					 "{\"a\": [true, {\"b\": [", "{}"};
+	for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+		struct alice_grammar_state *st;
+		cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
+		cr_assert_eq(alice_grammar_state_accept_bytes(st, prefixes[i], strlen(prefixes[i]), &err), ALICE_OK);
+		expect_mask_matches(st, v, fx.piece, fx.len, fx.kind, fx.n, prefixes[i]);
+		alice_grammar_state_free(st);
+	}
+	/* a grammar over CJK and emoji: exercises split multi-byte tokens */
+	struct alice_grammar *g2 = parse_ok("root ::= ([\\u4e00-\\u9fff] | [\\U0001F600-\\U0001F64F] | \" \")+");
+	struct alice_grammar_state *st;
+	cr_assert_eq(alice_grammar_state_create(g2, &st, &err), ALICE_OK);
+	expect_mask_matches(st, v, fx.piece, fx.len, fx.kind, fx.n, "cjk start");
+	cr_assert_eq(alice_grammar_state_accept_bytes(st, "\xe4", 1, &err), ALICE_OK);
+	expect_mask_matches(st, v, fx.piece, fx.len, fx.kind, fx.n, "cjk mid-char");
+	alice_grammar_state_free(st);
+	alice_grammar_free(g2);
+	alice_grammar_free(g);
+	alice_grammar_vocab_free(v);
+	gfx_vocab_free(&fx);
+}
