@@ -1,0 +1,169 @@
+/* cpu_internal.h — shared between the CPU backend's files (nothing here is
+ * exported from the .so): the context, buffers, the thread pool, the op
+ * functions and the SIMD kernel table chosen at run time. */
+#ifndef ALICE_CPU_INTERNAL_H
+#define ALICE_CPU_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alice/backend.h"
+#include "alice/quant.h"
+
+#define CPU_HIDDEN __attribute__((visibility("hidden")))
+#define CPU_MAX_THREADS 256
+#define QK8 32
+#define QKK 256
+
+/* ---- thread pool (threadpool.c) ---- */
+struct cpu_pool;
+typedef void (*cpu_task_fn)(void *arg, int ith, int nth);
+struct cpu_pool *cpu_pool_create(int n_threads);
+void cpu_pool_free(struct cpu_pool *p);
+int cpu_pool_size(const struct cpu_pool *p);
+/* Runs fn(arg, ith, nth) on every thread (the caller is thread 0); returns
+ * when all are done. */
+void cpu_pool_run(struct cpu_pool *p, cpu_task_fn fn, void *arg);
+/* Physical cores (unique core ids), at least 1. */
+int cpu_physical_cores(void);
+
+/* ---- buffers and context (cpu.c) ---- */
+struct alice_buffer {
+	uint8_t *data;
+	uint64_t size;
+	bool owned;
+};
+
+struct alice_backend_ctx {
+	struct cpu_pool *pool;
+	int n_threads;
+	char err[512];
+	/* scratch shared by one op's threads: converted activations etc. */
+	uint8_t *wdata;
+	size_t wsize;
+	/* per-thread scratch (dequantized rows, attention accumulators) */
+	uint8_t *tdata[CPU_MAX_THREADS];
+	size_t tsize;
+};
+
+enum alice_status cpu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4))) CPU_HIDDEN;
+/* Make ctx->wdata at least `bytes` and every ctx->tdata[i] at least tbytes. */
+enum alice_status cpu_scratch(struct alice_backend_ctx *ctx, size_t bytes, size_t tbytes) CPU_HIDDEN;
+
+static inline uint8_t *tensor_data(const struct alice_tensor *t)
+{
+	return t->buf->data + t->offset;
+}
+
+static inline int64_t tensor_nelem(const struct alice_tensor *t)
+{
+	return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+static inline bool tensor_same_shape(const struct alice_tensor *a, const struct alice_tensor *b)
+{
+	return a->ne[0] == b->ne[0] && a->ne[1] == b->ne[1] && a->ne[2] == b->ne[2] &&
+	       a->ne[3] == b->ne[3];
+}
+
+/* Next chunk for dynamic scheduling; returns false when none is left. */
+static inline bool chunk_next(atomic_long *ctr, long total, long step, long *b, long *e)
+{
+	long s = atomic_fetch_add_explicit(ctr, step, memory_order_relaxed);
+	if (s >= total)
+		return false;
+	*b = s;
+	*e = s + step < total ? s + step : total;
+	return true;
+}
+
+/* ---- ops: each checks its node and returns a status (cpu_fail on error) ---- */
+struct cpu_op_args {
+	struct alice_backend_ctx *ctx;
+	const struct alice_node *node;
+	const struct alice_tensor *dst;
+	const struct alice_tensor *src[ALICE_MAX_SRC];
+};
+
+typedef enum alice_status (*cpu_op_fn)(const struct cpu_op_args *a);
+enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_get_rows(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_rms_norm(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_l2_norm(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_rope(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_attention(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_kv_write(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_binary(const struct cpu_op_args *a) CPU_HIDDEN; /* ADD, MUL */
+enum alice_status cpu_op_scale(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_softcap(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_glu(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_unary(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_copy(const struct cpu_op_args *a) CPU_HIDDEN;
+
+/* Does MUL_MAT / GET_ROWS handle this weight type? */
+bool cpu_weight_type_ok(uint32_t type) CPU_HIDDEN;
+bool cpu_act_ok(int act) CPU_HIDDEN;
+
+/* ---- activation formats for the dot products (llama.cpp-compatible
+ * rounding: activations are rounded like the weight type's partner) ---- */
+struct act_q8_0 {
+	float d;     /* fp16-rounded scale */
+	float s;     /* fp16-rounded d * sum(q) (for the Q4_1/Q5_1 min term) */
+	int8_t q[QK8];
+};
+
+struct act_q8_k {
+	float d;
+	int8_t q[QKK];
+	int16_t bsums[QKK / 16];
+};
+
+enum act_fmt {
+	ACT_F32 = 0,
+	ACT_F16,
+	ACT_BF16,
+	ACT_Q8_0,
+	ACT_Q8_K,
+};
+
+/* ---- kernels (vec_*.c), one table per ISA ---- */
+typedef void (*vec_dot_fn)(int64_t k, const void *w, const void *act, float *out);
+
+struct cpu_kernels {
+	const char *isa;
+	float (*dot_f32)(int64_t n, const float *a, const float *b);
+	/* f16 x f32 and acc += s * f16 row (attention with an F16 cache) */
+	float (*dot_f16_f32)(int64_t n, const uint16_t *a, const float *b);
+	void (*axpy_f16)(int64_t n, float s, const uint16_t *x, float *acc);
+	void (*axpy_f32)(int64_t n, float s, const float *x, float *acc);
+	void (*scale_f32)(int64_t n, float s, float *x);
+	void (*f16_to_f32)(int64_t n, const uint16_t *src, float *dst);
+	void (*f32_to_f16)(int64_t n, const float *src, uint16_t *dst);
+	void (*quant_q8_0)(int64_t n, const float *x, struct act_q8_0 *y);
+	void (*quant_q8_k)(int64_t n, const float *x, struct act_q8_k *y);
+	/* Per weight type: the dot of one weight row with one activation row in
+	 * format act_of[type]; NULL = generic path (dequantize + dot_f32). */
+	vec_dot_fn dot[ALICE_TYPE_COUNT];
+};
+
+extern const struct cpu_kernels *cpu_k CPU_HIDDEN; /* chosen at init */
+void cpu_kernels_scalar(struct cpu_kernels *k) CPU_HIDDEN;
+/* Fill in the ISA's kernels over what k has; call only when the CPU has the
+ * ISA (vec_scalar.c checks cpuid first: these files are built for it). */
+#if defined(__x86_64__) || defined(__i386__)
+void cpu_kernels_avx2_dots(struct cpu_kernels *k) CPU_HIDDEN;
+void cpu_kernels_avx2(struct cpu_kernels *k) CPU_HIDDEN;
+void cpu_kernels_avx512(struct cpu_kernels *k) CPU_HIDDEN;
+#endif
+#if defined(__aarch64__)
+void cpu_kernels_neon(struct cpu_kernels *k) CPU_HIDDEN;
+#endif
+void cpu_kernels_select(void) CPU_HIDDEN;
+
+/* The activation format the weight type pairs with (llama.cpp's vec_dot_type). */
+enum act_fmt cpu_act_of(uint32_t type) CPU_HIDDEN;
+
+#endif

@@ -1,0 +1,319 @@
+/* ops_matmul.c — MUL_MAT (quantized weight x F32 activations) and GET_ROWS.
+ *
+ * MUL_MAT runs in two passes over the thread pool: (1) each activation row is
+ * converted once into the format the weight type's dot product pairs with
+ * (F16 for F16, BF16 for BF16, Q8_0 blocks for the 32-blocks, Q8_K for the
+ * K-quants — what llama.cpp does, so logits compare closely); (2) weight rows
+ * are handed out in chunks through an atomic counter and each is dotted with
+ * a tile of activation rows while it sits in L1.
+ *
+ * A weight type with no SIMD dot for the current ISA takes the generic path:
+ * its row is dequantized with the reference dequantizer and dotted in F32
+ * with activations rounded the same way (quantize + dequantize), which is the
+ * same arithmetic up to summation order. */
+#include <string.h>
+
+#include "cpu_internal.h"
+
+#define COL_TILE 16
+
+bool cpu_weight_type_ok(uint32_t type)
+{
+	switch (type) {
+	case ALICE_TYPE_F32: case ALICE_TYPE_F16: case ALICE_TYPE_BF16:
+	case ALICE_TYPE_Q4_0: case ALICE_TYPE_Q4_1: case ALICE_TYPE_Q5_0: case ALICE_TYPE_Q5_1:
+	case ALICE_TYPE_Q8_0: case ALICE_TYPE_Q2_K: case ALICE_TYPE_Q3_K: case ALICE_TYPE_Q4_K:
+	case ALICE_TYPE_Q5_K: case ALICE_TYPE_Q6_K: case ALICE_TYPE_IQ4_NL: case ALICE_TYPE_IQ4_XS:
+	case ALICE_TYPE_MXFP4: case ALICE_TYPE_Q1_0:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static size_t act_row_bytes(enum act_fmt f, int64_t k, bool spec)
+{
+	if (!spec)
+		return (size_t)k * sizeof(float);
+	switch (f) {
+	case ACT_F32: return (size_t)k * 4;
+	case ACT_F16:
+	case ACT_BF16: return (size_t)k * 2;
+	case ACT_Q8_0: return (size_t)(k / QK8) * sizeof(struct act_q8_0);
+	case ACT_Q8_K: return (size_t)(k / QKK) * sizeof(struct act_q8_k);
+	}
+	return 0;
+}
+
+/* Round a float row the way the activation format would (generic path). */
+static void round_row(const struct cpu_kernels *k, enum act_fmt f, int64_t n, const float *x,
+		      float *y, void *tmp)
+{
+	switch (f) {
+	case ACT_F32:
+		if (y != x)
+			memcpy(y, x, (size_t)n * 4);
+		return;
+	case ACT_F16:
+		k->f32_to_f16(n, x, tmp);
+		k->f16_to_f32(n, tmp, y);
+		return;
+	case ACT_BF16:
+		for (int64_t i = 0; i < n; i++)
+			y[i] = alice_bf16_to_fp32(alice_fp32_to_bf16(x[i]));
+		return;
+	case ACT_Q8_0: {
+		struct act_q8_0 *b = tmp;
+		k->quant_q8_0(n, x, b);
+		for (int64_t i = 0; i < n / QK8; i++)
+			for (int j = 0; j < QK8; j++)
+				y[i * QK8 + j] = b[i].d * (float)b[i].q[j];
+		return;
+	}
+	case ACT_Q8_K: {
+		struct act_q8_k *b = tmp;
+		k->quant_q8_k(n, x, b);
+		for (int64_t i = 0; i < n / QKK; i++)
+			for (int j = 0; j < QKK; j++)
+				y[i * QKK + j] = b[i].d * (float)b[i].q[j];
+		return;
+	}
+	}
+}
+
+struct mm_job {
+	struct alice_backend_ctx *ctx;
+	const struct cpu_kernels *k;
+	uint32_t type;
+	enum act_fmt act;
+	bool spec;
+	int64_t K, N, M, ne12, ne13, r2, r3;
+	const uint8_t *w;
+	int64_t wnb1, wnb2, wnb3;
+	const uint8_t *x;
+	int64_t xnb0, xnb1, xnb2, xnb3;
+	uint8_t *d;
+	int64_t dnb0, dnb1, dnb2, dnb3;
+	uint8_t *abuf; /* converted activation rows */
+	size_t act_row;
+	long chunk, n_chunks_per_batch;
+	atomic_long ctr;
+};
+
+static void mm_convert(void *arg, int ith, int nth)
+{
+	struct mm_job *j = arg;
+	const struct cpu_kernels *k = j->k;
+	float *gather = (float *)j->ctx->tdata[ith];
+	void *tmp = gather + j->K;
+	long total = (long)(j->M * j->ne12 * j->ne13);
+	for (long r = ith; r < total; r += nth) {
+		int64_t m = r % j->M, i2 = (r / j->M) % j->ne12, i3 = r / (j->M * j->ne12);
+		const uint8_t *src = j->x + m * j->xnb1 + i2 * j->xnb2 + i3 * j->xnb3;
+		const float *row = (const float *)src;
+		if (j->xnb0 != 4) {
+			for (int64_t i = 0; i < j->K; i++)
+				memcpy(&gather[i], src + i * j->xnb0, 4);
+			row = gather;
+		}
+		uint8_t *out = j->abuf + (size_t)r * j->act_row;
+		if (!j->spec) {
+			round_row(k, j->act, j->K, row, (float *)out, tmp);
+			continue;
+		}
+		switch (j->act) {
+		case ACT_F32: memcpy(out, row, (size_t)j->K * 4); break;
+		case ACT_F16: k->f32_to_f16(j->K, row, (uint16_t *)out); break;
+		case ACT_BF16:
+			for (int64_t i = 0; i < j->K; i++)
+				((uint16_t *)out)[i] = alice_fp32_to_bf16(row[i]);
+			break;
+		case ACT_Q8_0: k->quant_q8_0(j->K, row, (struct act_q8_0 *)out); break;
+		case ACT_Q8_K: k->quant_q8_k(j->K, row, (struct act_q8_k *)out); break;
+		}
+	}
+}
+
+static void mm_dot(void *arg, int ith, int nth)
+{
+	(void)nth;
+	struct mm_job *j = arg;
+	const struct cpu_kernels *k = j->k;
+	float *wrow = (float *)j->ctx->tdata[ith];
+	long total = j->n_chunks_per_batch * (long)(j->ne12 * j->ne13);
+	long c0, c1;
+	vec_dot_fn dot = j->spec ? k->dot[j->type] : NULL;
+	while (chunk_next(&j->ctr, total, 1, &c0, &c1)) {
+		long b = c0 / j->n_chunks_per_batch;
+		int64_t n0 = (c0 % j->n_chunks_per_batch) * j->chunk;
+		int64_t n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
+		int64_t i2 = b % j->ne12, i3 = b / j->ne12;
+		const uint8_t *wb = j->w + (i2 / j->r2) * j->wnb2 + (i3 / j->r3) * j->wnb3;
+		uint8_t *db = j->d + i2 * j->dnb2 + i3 * j->dnb3;
+		const uint8_t *ab = j->abuf + (size_t)b * (size_t)j->M * j->act_row;
+		for (int64_t m0 = 0; m0 < j->M; m0 += COL_TILE) {
+			int64_t m1 = m0 + COL_TILE < j->M ? m0 + COL_TILE : j->M;
+			for (int64_t n = n0; n < n1; n++) {
+				const uint8_t *w = wb + n * j->wnb1;
+				const float *wf = (const float *)w;
+				if (!j->spec && j->type != ALICE_TYPE_F32) {
+					if (j->type == ALICE_TYPE_F16)
+						k->f16_to_f32(j->K, (const uint16_t *)w, wrow);
+					else
+						alice_dequantize(j->type, w, wrow, j->K);
+					wf = wrow;
+				}
+				for (int64_t m = m0; m < m1; m++) {
+					const uint8_t *a = ab + (size_t)m * j->act_row;
+					float r;
+					if (dot)
+						dot(j->K, w, a, &r);
+					else
+						r = k->dot_f32(j->K, wf, (const float *)a);
+					memcpy(db + n * j->dnb0 + m * j->dnb1, &r, 4);
+				}
+			}
+		}
+	}
+}
+
+enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst;
+	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+	if (x->ne[0] != K || d->ne[0] != N || d->ne[1] != M || d->ne[2] != x->ne[2] ||
+	    d->ne[3] != x->ne[3] || x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0)
+		return cpu_fail(ctx, ALICE_ERR_INVALID,
+				"shapes do not match: w [%lld,%lld,%lld,%lld] x [%lld,%lld,%lld,%lld] dst [%lld,%lld,%lld,%lld]",
+				(long long)w->ne[0], (long long)w->ne[1], (long long)w->ne[2], (long long)w->ne[3],
+				(long long)x->ne[0], (long long)x->ne[1], (long long)x->ne[2], (long long)x->ne[3],
+				(long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
+	if (w->type == ALICE_TYPE_F32 || w->type == ALICE_TYPE_F16 || w->type == ALICE_TYPE_BF16) {
+		if (w->nb[0] != (int64_t)alice_type_info(w->type)->type_size)
+			return cpu_fail(ctx, ALICE_ERR_INVALID, "weight rows must be contiguous (nb[0] = %lld)",
+					(long long)w->nb[0]);
+	}
+	if (K % QK8 != 0 && w->type != ALICE_TYPE_F32 && w->type != ALICE_TYPE_F16 &&
+	    w->type != ALICE_TYPE_BF16)
+		return cpu_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 32", (long long)K);
+	struct mm_job j;
+	memset(&j, 0, sizeof(j));
+	j.ctx = ctx;
+	j.k = cpu_k;
+	j.type = w->type;
+	j.act = cpu_act_of(w->type);
+	/* F32 weights take the generic path: it is the plain dot, no row copy */
+	j.spec = w->type != ALICE_TYPE_F32 && cpu_k->dot[w->type] != NULL;
+	j.K = K;
+	j.N = N;
+	j.M = M;
+	j.ne12 = x->ne[2];
+	j.ne13 = x->ne[3];
+	j.r2 = x->ne[2] / w->ne[2];
+	j.r3 = x->ne[3] / w->ne[3];
+	j.w = tensor_data(w);
+	j.wnb1 = w->nb[1];
+	j.wnb2 = w->nb[2];
+	j.wnb3 = w->nb[3];
+	j.x = tensor_data(x);
+	j.xnb0 = x->nb[0];
+	j.xnb1 = x->nb[1];
+	j.xnb2 = x->nb[2];
+	j.xnb3 = x->nb[3];
+	j.d = tensor_data(d);
+	j.dnb0 = d->nb[0];
+	j.dnb1 = d->nb[1];
+	j.dnb2 = d->nb[2];
+	j.dnb3 = d->nb[3];
+	j.act_row = act_row_bytes(j.act, K, j.spec);
+	size_t n_rows = (size_t)(M * j.ne12 * j.ne13);
+	size_t tmp_row = (size_t)(K / QK8 + 1) * sizeof(struct act_q8_0) + (size_t)K * 2 + 64;
+	enum alice_status st = cpu_scratch(ctx, n_rows * j.act_row, (size_t)K * 4 + tmp_row + 64);
+	if (st != ALICE_OK)
+		return st;
+	j.abuf = ctx->wdata;
+	j.chunk = N / (4 * ctx->n_threads);
+	if (j.chunk > 64)
+		j.chunk = 64;
+	if (j.chunk < 4)
+		j.chunk = 4;
+	j.n_chunks_per_batch = (long)((N + j.chunk - 1) / j.chunk);
+	atomic_init(&j.ctr, 0);
+	cpu_pool_run(ctx->pool, mm_convert, &j);
+	cpu_pool_run(ctx->pool, mm_dot, &j);
+	return ALICE_OK;
+}
+
+/* ---- GET_ROWS: dst[:, i, a, b] = dequant(src0[:, ids[i, a, b]]) ---- */
+
+struct gr_job {
+	const struct alice_tensor *src, *ids, *dst;
+	struct alice_backend_ctx *ctx;
+	atomic_int bad; /* first out-of-range id + 1 */
+};
+
+static void gr_run(void *arg, int ith, int nth)
+{
+	struct gr_job *j = arg;
+	const struct alice_tensor *s = j->src, *ids = j->ids, *d = j->dst;
+	int64_t ne0 = s->ne[0], n = ids->ne[0] * ids->ne[1] * ids->ne[2];
+	float *tmp = (float *)j->ctx->tdata[ith];
+	for (int64_t r = ith; r < n; r += nth) {
+		int64_t i0 = r % ids->ne[0], i1 = (r / ids->ne[0]) % ids->ne[1],
+			i2 = r / (ids->ne[0] * ids->ne[1]);
+		int32_t id;
+		memcpy(&id, tensor_data(ids) + i0 * ids->nb[0] + i1 * ids->nb[1] + i2 * ids->nb[2], 4);
+		if (id < 0 || id >= s->ne[1]) {
+			int expect = 0;
+			atomic_compare_exchange_strong(&j->bad, &expect, (int)r + 1);
+			continue;
+		}
+		const uint8_t *row = tensor_data(s) + (int64_t)id * s->nb[1];
+		uint8_t *out = tensor_data(d) + i0 * d->nb[1] + i1 * d->nb[2] + i2 * d->nb[3];
+		bool direct = d->nb[0] == 4;
+		float *y = direct ? (float *)out : tmp;
+		if (s->type == ALICE_TYPE_F32 && s->nb[0] != 4) {
+			for (int64_t i = 0; i < ne0; i++)
+				memcpy(&y[i], row + i * s->nb[0], 4);
+		} else if (s->type == ALICE_TYPE_F16 && s->nb[0] == 2) {
+			cpu_k->f16_to_f32(ne0, (const uint16_t *)row, y);
+		} else if (s->type == ALICE_TYPE_F16 || s->type == ALICE_TYPE_BF16) {
+			for (int64_t i = 0; i < ne0; i++) {
+				uint16_t h;
+				memcpy(&h, row + i * s->nb[0], 2);
+				y[i] = s->type == ALICE_TYPE_F16 ? alice_fp16_to_fp32(h) : alice_bf16_to_fp32(h);
+			}
+		} else {
+			alice_dequantize(s->type, row, y, ne0);
+		}
+		if (!direct)
+			for (int64_t i = 0; i < ne0; i++)
+				memcpy(out + i * d->nb[0], &y[i], 4);
+	}
+}
+
+enum alice_status cpu_op_get_rows(const struct cpu_op_args *a)
+{
+	const struct alice_tensor *s = a->src[0], *ids = a->src[1], *d = a->dst;
+	if (s->ne[2] != 1 || s->ne[3] != 1 || ids->ne[3] != 1 || d->ne[0] != s->ne[0] ||
+	    d->ne[1] != ids->ne[0] || d->ne[2] != ids->ne[1] || d->ne[3] != ids->ne[2])
+		return cpu_fail(a->ctx, ALICE_ERR_INVALID,
+				"shapes do not match: src [%lld,%lld,%lld,%lld] ids [%lld,%lld,%lld] dst [%lld,%lld,%lld,%lld]",
+				(long long)s->ne[0], (long long)s->ne[1], (long long)s->ne[2], (long long)s->ne[3],
+				(long long)ids->ne[0], (long long)ids->ne[1], (long long)ids->ne[2],
+				(long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
+	enum alice_status st = cpu_scratch(a->ctx, 0, (size_t)s->ne[0] * 4);
+	if (st != ALICE_OK)
+		return st;
+	struct gr_job j = {.src = s, .ids = ids, .dst = d, .ctx = a->ctx};
+	atomic_init(&j.bad, 0);
+	cpu_pool_run(a->ctx->pool, gr_run, &j);
+	int bad = atomic_load(&j.bad);
+	if (bad) {
+		int64_t r = bad - 1;
+		return cpu_fail(a->ctx, ALICE_ERR_RANGE, "row id at %lld is out of range (0..%lld)", (long long)r,
+				(long long)s->ne[1] - 1);
+	}
+	return ALICE_OK;
+}

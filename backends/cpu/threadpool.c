@@ -1,0 +1,193 @@
+/* threadpool.c — a fixed set of worker threads that run one task at a time
+ * (every op splits its own work by thread index or by an atomic chunk
+ * counter). Workers spin briefly after a task, since ops come back to back
+ * during a step, then sleep on a condition variable. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu_internal.h"
+
+#define SPIN_ROUNDS 20000
+
+struct cpu_pool {
+	int n;
+	pthread_t th[CPU_MAX_THREADS];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	atomic_uint gen;
+	atomic_int pending;
+	atomic_bool stop;
+	cpu_task_fn fn;
+	void *arg;
+};
+
+struct worker_arg {
+	struct cpu_pool *p;
+	int ith;
+};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+static void *worker_main(void *v)
+{
+	struct worker_arg wa = *(struct worker_arg *)v;
+	free(v);
+	struct cpu_pool *p = wa.p;
+	unsigned seen = 0;
+	for (;;) {
+		int spins = 0;
+		unsigned g;
+		while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+		       !atomic_load(&p->stop) && spins < SPIN_ROUNDS) {
+			cpu_relax();
+			spins++;
+		}
+		if (g == seen && !atomic_load(&p->stop)) {
+			pthread_mutex_lock(&p->mu);
+			while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop))
+				pthread_cond_wait(&p->cv, &p->mu);
+			pthread_mutex_unlock(&p->mu);
+		}
+		if (atomic_load(&p->stop))
+			break;
+		seen = g;
+		p->fn(p->arg, wa.ith, p->n);
+		atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+	}
+	return NULL;
+}
+
+struct cpu_pool *cpu_pool_create(int n_threads)
+{
+	if (n_threads < 1)
+		n_threads = 1;
+	if (n_threads > CPU_MAX_THREADS)
+		n_threads = CPU_MAX_THREADS;
+	struct cpu_pool *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->n = n_threads;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	atomic_init(&p->gen, 0);
+	atomic_init(&p->pending, 0);
+	atomic_init(&p->stop, false);
+	for (int i = 1; i < n_threads; i++) {
+		struct worker_arg *wa = malloc(sizeof(*wa));
+		if (wa) {
+			wa->p = p;
+			wa->ith = i;
+		}
+		if (!wa || pthread_create(&p->th[i], NULL, worker_main, wa) != 0) {
+			free(wa);
+			p->n = i; /* join the ones started */
+			cpu_pool_free(p);
+			return NULL;
+		}
+	}
+	return p;
+}
+
+void cpu_pool_free(struct cpu_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	atomic_store(&p->stop, true);
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 1; i < p->n; i++)
+		pthread_join(p->th[i], NULL);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p);
+}
+
+int cpu_pool_size(const struct cpu_pool *p)
+{
+	return p->n;
+}
+
+void cpu_pool_run(struct cpu_pool *p, cpu_task_fn fn, void *arg)
+{
+	if (p->n == 1) {
+		fn(arg, 0, 1);
+		return;
+	}
+	p->fn = fn;
+	p->arg = arg;
+	atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
+	pthread_mutex_lock(&p->mu);
+	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	fn(arg, 0, p->n);
+	int spins = 0;
+	while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+		if (++spins < SPIN_ROUNDS)
+			cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+static int read_int_file(const char *path, int *out)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	int ok = fscanf(f, "%d", out) == 1 ? 0 : -1;
+	fclose(f);
+	return ok;
+}
+
+int cpu_physical_cores(void)
+{
+	cpu_set_t set;
+	int n_aff = 0;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n_aff = CPU_COUNT(&set);
+	long n_online = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n_online < 1)
+		n_online = 1;
+	/* unique (package, core) pairs among the CPUs we may run on */
+	int n_pairs = 0;
+	int pairs[1024][2];
+	for (int cpu = 0; cpu < 1024; cpu++) {
+		if (n_aff > 0 && (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set)))
+			continue;
+		char path[128];
+		int core, pkg;
+		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
+		if (read_int_file(path, &core) != 0)
+			continue;
+		snprintf(path, sizeof(path),
+			 "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
+		if (read_int_file(path, &pkg) != 0)
+			pkg = 0;
+		bool dup = false;
+		for (int i = 0; i < n_pairs && !dup; i++)
+			dup = pairs[i][0] == pkg && pairs[i][1] == core;
+		if (!dup && n_pairs < 1024) {
+			pairs[n_pairs][0] = pkg;
+			pairs[n_pairs][1] = core;
+			n_pairs++;
+		}
+	}
+	int n = n_pairs > 0 ? n_pairs : (int)n_online;
+	if (n_aff > 0 && n > n_aff)
+		n = n_aff;
+	return n < 1 ? 1 : n;
+}

@@ -1,0 +1,280 @@
+/* vec_avx2.c — AVX2 + FMA + F16C kernels (this file is compiled with those
+ * flags; nothing in it runs unless the CPU has them). Quantized dots are
+ * integer: unsigned weights x signed Q8 activations through maddubs, the
+ * signed ones through the sign trick, scaled per block in float. */
+#include <string.h>
+
+#include "cpu_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "vec_x86.h"
+
+static float a2_dot_f32(int64_t n, const float *a, const float *b)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	int64_t i = 0;
+	for (; i + 32 <= n; i += 32) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+	float s = hsum256_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+static inline __m256 ld_h8(const uint16_t *p)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static float a2_dot_f16_f32(int64_t n, const uint16_t *a, const float *b)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0;
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		s0 = _mm256_fmadd_ps(ld_h8(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(ld_h8(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(ld_h8(a + i), _mm256_loadu_ps(b + i), s0);
+	float s = hsum256_ps(_mm256_add_ps(s0, s1));
+	for (; i < n; i++)
+		s += _cvtsh_ss(a[i]) * b[i];
+	return s;
+}
+
+static void a2_axpy_f16(int64_t n, float s, const uint16_t *x, float *acc)
+{
+	__m256 vs = _mm256_set1_ps(s);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vs, ld_h8(x + i), _mm256_loadu_ps(acc + i)));
+	for (; i < n; i++)
+		acc[i] += s * _cvtsh_ss(x[i]);
+}
+
+static void a2_axpy_f32(int64_t n, float s, const float *x, float *acc)
+{
+	__m256 vs = _mm256_set1_ps(s);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(x + i), _mm256_loadu_ps(acc + i)));
+	for (; i < n; i++)
+		acc[i] += s * x[i];
+}
+
+static void a2_scale_f32(int64_t n, float s, float *x)
+{
+	__m256 vs = _mm256_set1_ps(s);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i, _mm256_mul_ps(vs, _mm256_loadu_ps(x + i)));
+	for (; i < n; i++)
+		x[i] *= s;
+}
+
+static void a2_f16_to_f32(int64_t n, const uint16_t *src, float *dst)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dst + i, ld_h8(src + i));
+	for (; i < n; i++)
+		dst[i] = _cvtsh_ss(src[i]);
+}
+
+static void a2_f32_to_f16(int64_t n, const float *src, uint16_t *dst)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(dst + i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+	for (; i < n; i++)
+		dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+/* ---- weight x activation dots ---- */
+
+static void a2_dot_f16(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint16_t *a = w, *b = act;
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0;
+	int64_t i = 0;
+	for (; i + 16 <= k; i += 16) {
+		s0 = _mm256_fmadd_ps(ld_h8(a + i), ld_h8(b + i), s0);
+		s1 = _mm256_fmadd_ps(ld_h8(a + i + 8), ld_h8(b + i + 8), s1);
+	}
+	for (; i + 8 <= k; i += 8)
+		s0 = _mm256_fmadd_ps(ld_h8(a + i), ld_h8(b + i), s0);
+	float s = hsum256_ps(_mm256_add_ps(s0, s1));
+	for (; i < k; i++)
+		s += _cvtsh_ss(a[i]) * _cvtsh_ss(b[i]);
+	*out = s;
+}
+
+static inline __m256 ld_bf8(const uint16_t *p)
+{
+	__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+	return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+static void a2_dot_bf16(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint16_t *a = w, *b = act;
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0;
+	int64_t i = 0;
+	for (; i + 16 <= k; i += 16) {
+		s0 = _mm256_fmadd_ps(ld_bf8(a + i), ld_bf8(b + i), s0);
+		s1 = _mm256_fmadd_ps(ld_bf8(a + i + 8), ld_bf8(b + i + 8), s1);
+	}
+	for (; i + 8 <= k; i += 8)
+		s0 = _mm256_fmadd_ps(ld_bf8(a + i), ld_bf8(b + i), s0);
+	float s = hsum256_ps(_mm256_add_ps(s0, s1));
+	for (; i < k; i++)
+		s += alice_bf16_to_fp32(a[i]) * alice_bf16_to_fp32(b[i]);
+	*out = s;
+}
+
+/* signed x signed int8 dot of 32 lanes -> 8 int32 */
+static inline __m256i dot_s8(__m256i x, __m256i y)
+{
+	__m256i ax = _mm256_sign_epi8(x, x), sy = _mm256_sign_epi8(y, x);
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+
+static void a2_dot_q8_0(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < k / QK8; b++, wb += 34, a++) {
+		__m256i qw = _mm256_loadu_si256((const __m256i *)(wb + 2));
+		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
+		__m256 d = _mm256_set1_ps(ld_fp16(wb) * a->d);
+		acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8(qw, qa)), acc);
+	}
+	*out = hsum256_ps(acc);
+}
+
+static void a2_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	__m256 acc = _mm256_setzero_ps();
+	const __m256i m4 = _mm256_set1_epi8(0xf), off = _mm256_set1_epi8(8);
+	for (int64_t b = 0; b < k / QK8; b++, wb += 18, a++) {
+		__m128i t = _mm_loadu_si128((const __m128i *)(wb + 2));
+		__m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), m4);
+		q = _mm256_sub_epi8(q, off);
+		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
+		__m256 d = _mm256_set1_ps(ld_fp16(wb) * a->d);
+		acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8(q, qa)), acc);
+	}
+	*out = hsum256_ps(acc);
+}
+
+/* u8 (0..63) x s8 dot with one int16 scale per 16-lane half -> 8 int32 */
+static inline __m256i dot_u8_sc(__m256i u, __m256i s, __m256i sc16)
+{
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc16);
+}
+
+static void a2_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	const __m256i m4 = _mm256_set1_epi8(0xf);
+	__m256 acc = _mm256_setzero_ps();
+	float accm = 0.0f;
+	for (int64_t b = 0; b < k / QKK; b++, wb += 144, a++) {
+		uint8_t sc[8], mn[8];
+		k4_unpack(wb + 4, sc, mn);
+		int summ = 0;
+		for (int j = 0; j < 8; j++)
+			summ += mn[j] * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
+		accm += ld_fp16(wb + 2) * a->d * (float)summ;
+		const uint8_t *qs = wb + 16;
+		__m256i sumi = _mm256_setzero_si256();
+		for (int j = 0; j < 4; j++) {
+			__m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+			__m256i lo = _mm256_and_si256(q4, m4);
+			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+			__m256i alo = _mm256_loadu_si256((const __m256i *)(a->q + 64 * j));
+			__m256i ahi = _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32));
+			sumi = _mm256_add_epi32(sumi, dot_u8_sc(lo, alo, _mm256_set1_epi16(sc[2 * j])));
+			sumi = _mm256_add_epi32(sumi, dot_u8_sc(hi, ahi, _mm256_set1_epi16(sc[2 * j + 1])));
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a->d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum256_ps(acc) - accm;
+}
+
+static void a2_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	const __m256i m4 = _mm256_set1_epi8(0xf), m2 = _mm256_set1_epi8(3);
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < k / QKK; b++, wb += 210, a++) {
+		const int8_t *sc = (const int8_t *)(wb + 192);
+		int off = 0;
+		for (int j = 0; j < 16; j++)
+			off += sc[j] * a->bsums[j];
+		__m256i sumi = _mm256_setzero_si256();
+		for (int n = 0; n < 2; n++) {
+			const uint8_t *ql = wb + 64 * n, *qh = wb + 128 + 32 * n;
+			const int8_t *s = sc + 8 * n, *q8 = a->q + 128 * n;
+			__m256i h = _mm256_loadu_si256((const __m256i *)qh);
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+			__m256i q[4];
+			q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+					       _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+			q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+			for (int g = 0; g < 4; g++) {
+				__m256i sc16 = _mm256_set_m128i(_mm_set1_epi16(s[2 * g + 1]), _mm_set1_epi16(s[2 * g]));
+				__m256i qa = _mm256_loadu_si256((const __m256i *)(q8 + 32 * g));
+				sumi = _mm256_add_epi32(sumi, dot_u8_sc(q[g], qa, sc16));
+			}
+		}
+		sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * off, 0, 0, 0, 0, 0, 0, 0));
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb + 208) * a->d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum256_ps(acc);
+}
+
+void cpu_kernels_avx2_dots(struct cpu_kernels *k)
+{
+	k->dot_f32 = a2_dot_f32;
+	k->dot_f16_f32 = a2_dot_f16_f32;
+	k->axpy_f16 = a2_axpy_f16;
+	k->axpy_f32 = a2_axpy_f32;
+	k->scale_f32 = a2_scale_f32;
+	k->f16_to_f32 = a2_f16_to_f32;
+	k->f32_to_f16 = a2_f32_to_f16;
+	k->dot[ALICE_TYPE_F16] = a2_dot_f16;
+	k->dot[ALICE_TYPE_BF16] = a2_dot_bf16;
+	k->dot[ALICE_TYPE_Q8_0] = a2_dot_q8_0;
+	k->dot[ALICE_TYPE_Q4_0] = a2_dot_q4_0;
+	k->dot[ALICE_TYPE_Q4_K] = a2_dot_q4_k;
+	k->dot[ALICE_TYPE_Q6_K] = a2_dot_q6_k;
+}
+
+void cpu_kernels_avx2(struct cpu_kernels *k)
+{
+	cpu_kernels_avx2_dots(k);
+	k->isa = "avx2";
+}
+
+#endif

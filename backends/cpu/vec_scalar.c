@@ -1,0 +1,218 @@
+/* vec_scalar.c — portable kernels (the fallback on every ISA) and the
+ * run-time choice of the kernel table (ALICE_CPU_ISA=scalar|avx2|avx512|neon
+ * forces one, for testing). The quantized dots have no scalar version: the
+ * matmul's generic path dequantizes the weight row and rounds activations
+ * exactly as the integer kernels see them, so results agree. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+const struct cpu_kernels *cpu_k CPU_HIDDEN;
+
+static float s_dot_f32(int64_t n, const float *a, const float *b)
+{
+	float acc[8] = {0};
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		for (int j = 0; j < 8; j++)
+			acc[j] += a[i + j] * b[i + j];
+	float s = 0.0f;
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	for (int j = 0; j < 8; j++)
+		s += acc[j];
+	return s;
+}
+
+static float s_dot_f16_f32(int64_t n, const uint16_t *a, const float *b)
+{
+	float s = 0.0f;
+	for (int64_t i = 0; i < n; i++)
+		s += alice_fp16_to_fp32(a[i]) * b[i];
+	return s;
+}
+
+static void s_axpy_f16(int64_t n, float s, const uint16_t *x, float *acc)
+{
+	for (int64_t i = 0; i < n; i++)
+		acc[i] += s * alice_fp16_to_fp32(x[i]);
+}
+
+static void s_axpy_f32(int64_t n, float s, const float *x, float *acc)
+{
+	for (int64_t i = 0; i < n; i++)
+		acc[i] += s * x[i];
+}
+
+static void s_scale_f32(int64_t n, float s, float *x)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
+static void s_f16_to_f32(int64_t n, const uint16_t *src, float *dst)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = alice_fp16_to_fp32(src[i]);
+}
+
+static void s_f32_to_f16(int64_t n, const float *src, uint16_t *dst)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = alice_fp32_to_fp16(src[i]);
+}
+
+static float round_fp16(float x)
+{
+	return alice_fp16_to_fp32(alice_fp32_to_fp16(x));
+}
+
+/* Q8_0/Q8_1-style: d = amax/127, q = round-to-even(x * 127/amax). */
+static void s_quant_q8_0(int64_t n, const float *x, struct act_q8_0 *y)
+{
+	for (int64_t b = 0; b < n / QK8; b++, x += QK8, y++) {
+		float amax = 0.0f;
+		for (int j = 0; j < QK8; j++)
+			amax = fmaxf(amax, fabsf(x[j]));
+		float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+		int sum = 0;
+		for (int j = 0; j < QK8; j++) {
+			int q = (int)nearbyintf(x[j] * id);
+			y->q[j] = (int8_t)q;
+			sum += q;
+		}
+		y->d = round_fp16(d);
+		y->s = round_fp16(d * (float)sum);
+	}
+}
+
+/* Q8_K-style: the value of largest magnitude maps to -127. */
+static void s_quant_q8_k(int64_t n, const float *x, struct act_q8_k *y)
+{
+	for (int64_t b = 0; b < n / QKK; b++, x += QKK, y++) {
+		float max = 0.0f, amax = 0.0f;
+		for (int j = 0; j < QKK; j++) {
+			float ax = fabsf(x[j]);
+			if (ax > amax) {
+				amax = ax;
+				max = x[j];
+			}
+		}
+		if (amax == 0.0f) {
+			memset(y, 0, sizeof(*y));
+			continue;
+		}
+		float iscale = -127.0f / max;
+		for (int j = 0; j < QKK; j++) {
+			int v = (int)nearbyintf(iscale * x[j]);
+			y->q[j] = (int8_t)(v > 127 ? 127 : v);
+		}
+		for (int j = 0; j < QKK / 16; j++) {
+			int s = 0;
+			for (int i = 0; i < 16; i++)
+				s += y->q[j * 16 + i];
+			y->bsums[j] = (int16_t)s;
+		}
+		y->d = 1.0f / iscale;
+	}
+}
+
+void cpu_kernels_scalar(struct cpu_kernels *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->isa = "scalar";
+	k->dot_f32 = s_dot_f32;
+	k->dot_f16_f32 = s_dot_f16_f32;
+	k->axpy_f16 = s_axpy_f16;
+	k->axpy_f32 = s_axpy_f32;
+	k->scale_f32 = s_scale_f32;
+	k->f16_to_f32 = s_f16_to_f32;
+	k->f32_to_f16 = s_f32_to_f16;
+	k->quant_q8_0 = s_quant_q8_0;
+	k->quant_q8_k = s_quant_q8_k;
+}
+
+enum act_fmt cpu_act_of(uint32_t type)
+{
+	switch (type) {
+	case ALICE_TYPE_F32: return ACT_F32;
+	case ALICE_TYPE_F16: return ACT_F16;
+	case ALICE_TYPE_BF16: return ACT_BF16;
+	case ALICE_TYPE_Q2_K:
+	case ALICE_TYPE_Q3_K:
+	case ALICE_TYPE_Q4_K:
+	case ALICE_TYPE_Q5_K:
+	case ALICE_TYPE_Q6_K:
+	case ALICE_TYPE_IQ4_XS:
+		return ACT_Q8_K;
+	default:
+		return ACT_Q8_0; /* Q4_0..Q8_0, IQ4_NL, MXFP4, Q1_0 */
+	}
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+struct x86_feat {
+	bool avx2, avx512; /* avx512: F+BW+VL+DQ+VNNI, with OS support */
+};
+
+static struct x86_feat x86_detect(void)
+{
+	struct x86_feat f = {false, false};
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d))
+		return f;
+	bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12), f16c = c & (1u << 29);
+	if (!osxsave || !avx || !fma || !f16c)
+		return f;
+	unsigned xlo, xhi;
+	__asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+	if ((xlo & 0x6) != 0x6)
+		return f;
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		return f;
+	f.avx2 = b & (1u << 5);
+	bool a512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31)) &&
+		    (c & (1u << 11)) && (xlo & 0xe0) == 0xe0;
+	f.avx512 = f.avx2 && a512;
+	return f;
+}
+#endif
+
+static struct cpu_kernels k_table;
+static pthread_once_t k_once = PTHREAD_ONCE_INIT;
+
+static void select_once(void)
+{
+	struct cpu_kernels k;
+	cpu_kernels_scalar(&k);
+	/* ALICE_CPU_ISA caps the level (for tests); it never enables an ISA the
+	 * CPU lacks. */
+	const char *force = getenv("ALICE_CPU_ISA");
+	int cap = 99;
+	if (force && strcmp(force, "scalar") == 0)
+		cap = 0;
+	else if (force && strcmp(force, "avx2") == 0)
+		cap = 1;
+#if defined(__x86_64__) || defined(__i386__)
+	struct x86_feat f = x86_detect();
+	if (f.avx512 && cap >= 2)
+		cpu_kernels_avx512(&k);
+	else if (f.avx2 && cap >= 1)
+		cpu_kernels_avx2(&k);
+#elif defined(__aarch64__)
+	if (cap >= 1)
+		cpu_kernels_neon(&k);
+#endif
+	k_table = k;
+	cpu_k = &k_table;
+}
+
+void cpu_kernels_select(void)
+{
+	pthread_once(&k_once, select_once);
+}

@@ -1,0 +1,36 @@
+/* vec_x86.h — small inline helpers for the x86 kernel files (included only
+ * by files compiled with at least AVX2 + FMA + F16C). */
+#ifndef ALICE_CPU_VEC_X86_H
+#define ALICE_CPU_VEC_X86_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline float hsum256_ps(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+static inline float ld_fp16(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return _cvtsh_ss(h);
+}
+
+/* The 8 six-bit scales and mins of a Q4_K/Q5_K 12-byte field. */
+static inline void k4_unpack(const uint8_t *q, uint8_t *sc, uint8_t *mn)
+{
+	for (int j = 0; j < 4; j++) {
+		sc[j] = q[j] & 63;
+		mn[j] = q[j + 4] & 63;
+		sc[j + 4] = (uint8_t)((q[j + 8] & 0xf) | ((q[j] >> 6) << 4));
+		mn[j + 4] = (uint8_t)((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+	}
+}
+
+#endif
