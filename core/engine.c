@@ -1,0 +1,718 @@
+/* engine.c — request queue + continuous-batching loop (see engine.h).
+ *
+ * Locking: `mu` guards the queue, the slots' request pointers (so cancel can
+ * find a request) and the stats. Everything else in a slot belongs to the
+ * engine thread. Callbacks are called without holding `mu`. */
+#include "alice/engine.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alice/log.h"
+#include "alice/tokenizer.h"
+
+struct eng_req {
+	struct eng_req *next;
+	uint64_t id;
+	int32_t *prompt;
+	int32_t n_prompt;
+	int32_t max_tokens;
+	struct alice_sampling_params sp;
+	struct alice_logit_bias *bias; /* sp.logit_bias points here */
+	char **stop;
+	size_t *stop_len;
+	size_t n_stop;
+	void *constraint;
+	alice_engine_mask_fn c_mask;
+	alice_engine_accept_fn c_accept;
+	alice_engine_constraint_free_fn c_free;
+	alice_engine_event_fn on_event;
+	void *user;
+	int cancel; /* atomic */
+	double t_submit;
+};
+
+struct eng_slot {
+	struct eng_req *r; /* NULL: free (written under mu) */
+	int32_t seq;
+	int32_t n_past;      /* positions in the cache */
+	bool generating;     /* prompt fully decoded */
+	int32_t last_token;  /* fed at position n_past next step */
+	int32_t n_generated;
+	int32_t row;         /* logits row this step, -1 none */
+	struct alice_sampler *sampler;
+	struct alice_detok_stream *detok;
+	char *pending;       /* text held back: it may start a stop string */
+	size_t pending_len, pending_cap;
+	double t_start, t_first, t_last;
+};
+
+struct alice_engine {
+	struct alice_model *model;
+	struct alice_context *ctx;
+	const struct alice_tokenizer *tok;
+	int32_t n_vocab;
+	uint32_t n_slots, n_ctx, n_batch, max_queue;
+
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct eng_req *q_head, *q_tail;
+	uint32_t n_queued;
+	bool stopping;
+	uint64_t next_id;
+	struct alice_engine_stats stats;
+
+	struct eng_slot *slots;
+	int32_t *b_tok, *b_pos, *b_seq;
+	bool *b_logits;
+	uint8_t *mask;
+};
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+const char *alice_engine_finish_name(enum alice_engine_finish f)
+{
+	switch (f) {
+	case ALICE_ENGINE_FINISH_NONE: return "none";
+	case ALICE_ENGINE_FINISH_STOP: return "stop";
+	case ALICE_ENGINE_FINISH_LENGTH: return "length";
+	case ALICE_ENGINE_FINISH_CANCELLED: return "cancelled";
+	case ALICE_ENGINE_FINISH_ERROR: return "error";
+	}
+	return "?";
+}
+
+void alice_engine_params_default(struct alice_engine_params *p)
+{
+	p->n_slots = 4;
+	p->n_ctx = 0;
+	p->n_batch = 512;
+	p->max_queue = 64;
+}
+
+static void req_free(struct eng_req *r)
+{
+	if (!r)
+		return;
+	if (r->c_free && r->constraint)
+		r->c_free(r->constraint);
+	for (size_t i = 0; i < r->n_stop; i++)
+		free(r->stop[i]);
+	free(r->stop);
+	free(r->stop_len);
+	free(r->bias);
+	free(r->prompt);
+	free(r);
+}
+
+/* ---- events ---- */
+
+static void emit_done(struct eng_req *r, enum alice_engine_finish f, const char *text, size_t len,
+		      int32_t n_completion, const struct eng_slot *sl, const char *error)
+{
+	struct alice_engine_event ev = {0};
+	ev.id = r->id;
+	ev.type = ALICE_ENGINE_EVENT_DONE;
+	ev.text = text ? text : "";
+	ev.text_len = text ? len : 0;
+	ev.finish = f;
+	ev.n_prompt = r->n_prompt;
+	ev.n_completion = n_completion;
+	ev.error = error;
+	if (sl) {
+		ev.queue_ms = sl->t_start - r->t_submit;
+		if (sl->t_first > 0) {
+			ev.prefill_ms = sl->t_first - sl->t_start;
+			ev.decode_ms = sl->t_last - sl->t_first;
+		} else {
+			ev.prefill_ms = now_ms() - sl->t_start;
+		}
+	} else {
+		ev.queue_ms = now_ms() - r->t_submit;
+	}
+	r->on_event(&ev, r->user);
+}
+
+/* ---- slots ---- */
+
+static void slot_release(struct alice_engine *e, struct eng_slot *sl)
+{
+	alice_sampler_free(sl->sampler);
+	sl->sampler = NULL;
+	alice_detok_stream_free(sl->detok);
+	sl->detok = NULL;
+	sl->pending_len = 0;
+	alice_context_seq_clear(e->ctx, sl->seq);
+	struct eng_req *r = sl->r;
+	pthread_mutex_lock(&e->mu);
+	sl->r = NULL;
+	e->stats.slots_busy--;
+	e->stats.requests_done++;
+	e->stats.tokens_generated += (uint64_t)sl->n_generated;
+	pthread_mutex_unlock(&e->mu);
+	req_free(r);
+}
+
+/* Finish the slot's request: emit DONE (with `text` as the last delta) and free the slot. */
+static void slot_finish(struct alice_engine *e, struct eng_slot *sl, enum alice_engine_finish f,
+			const char *text, size_t len, const char *error)
+{
+	if (sl->t_first > 0 && sl->t_last <= 0)
+		sl->t_last = sl->t_first;
+	emit_done(sl->r, f, text, len, sl->n_generated, sl, error);
+	slot_release(e, sl);
+}
+
+static bool pending_append(struct eng_slot *sl, const char *s, size_t n)
+{
+	if (sl->pending_len + n + 1 > sl->pending_cap) {
+		size_t cap = (sl->pending_len + n + 1) * 2;
+		char *p = realloc(sl->pending, cap);
+		if (!p)
+			return false;
+		sl->pending = p;
+		sl->pending_cap = cap;
+	}
+	memcpy(sl->pending + sl->pending_len, s, n);
+	sl->pending_len += n;
+	sl->pending[sl->pending_len] = '\0';
+	return true;
+}
+
+/* First occurrence of any stop string in the pending text: its offset, or -1. */
+static ptrdiff_t find_stop(const struct eng_slot *sl, const struct eng_req *r)
+{
+	ptrdiff_t best = -1;
+	for (size_t i = 0; i < r->n_stop; i++) {
+		size_t n = r->stop_len[i];
+		if (n > sl->pending_len)
+			continue;
+		for (size_t at = 0; at + n <= sl->pending_len; at++) {
+			if ((best >= 0 && (ptrdiff_t)at >= best))
+				break;
+			if (memcmp(sl->pending + at, r->stop[i], n) == 0) {
+				best = (ptrdiff_t)at;
+				break;
+			}
+		}
+	}
+	return best;
+}
+
+/* Bytes at the end of the pending text that could begin a stop string. */
+static size_t stop_prefix_tail(const struct eng_slot *sl, const struct eng_req *r)
+{
+	size_t keep = 0;
+	for (size_t i = 0; i < r->n_stop; i++) {
+		size_t n = r->stop_len[i];
+		size_t max = n - 1 < sl->pending_len ? n - 1 : sl->pending_len;
+		for (size_t k = max; k > keep; k--) {
+			if (memcmp(sl->pending + sl->pending_len - k, r->stop[i], k) == 0) {
+				keep = k;
+				break;
+			}
+		}
+	}
+	return keep;
+}
+
+static int slot_start(struct alice_engine *e, struct eng_slot *sl, struct alice_error *err)
+{
+	struct eng_req *r = sl->r;
+	sl->n_past = 0;
+	sl->generating = false;
+	sl->n_generated = 0;
+	sl->row = -1;
+	sl->pending_len = 0;
+	sl->t_start = now_ms();
+	sl->t_first = sl->t_last = 0;
+	alice_context_seq_clear(e->ctx, sl->seq); /* nothing from the previous request survives */
+	if (alice_sampler_create(&r->sp, e->n_vocab, &sl->sampler, err) != ALICE_OK)
+		return -1;
+	if (alice_detok_stream_create(e->tok, false, &sl->detok, err) != ALICE_OK)
+		return -1;
+	return 0;
+}
+
+/* ---- the step ---- */
+
+static void admit(struct alice_engine *e, struct eng_req **cancelled)
+{
+	/* queued requests that were cancelled leave without a slot */
+	struct eng_req **pp = &e->q_head, *last = NULL;
+	while (*pp) {
+		struct eng_req *r = *pp;
+		if (__atomic_load_n(&r->cancel, __ATOMIC_RELAXED)) {
+			*pp = r->next;
+			e->n_queued--;
+			r->next = *cancelled;
+			*cancelled = r;
+		} else {
+			last = r;
+			pp = &r->next;
+		}
+	}
+	e->q_tail = last;
+	for (uint32_t i = 0; i < e->n_slots && e->q_head; i++) {
+		struct eng_slot *sl = &e->slots[i];
+		if (sl->r)
+			continue;
+		struct eng_req *r = e->q_head;
+		e->q_head = r->next;
+		if (!e->q_head)
+			e->q_tail = NULL;
+		e->n_queued--;
+		r->next = NULL;
+		sl->r = r;
+		sl->sampler = NULL; /* marks "not started" */
+		sl->t_start = sl->t_first = sl->t_last = 0;
+		sl->n_generated = 0;
+		sl->generating = false;
+		e->stats.slots_busy++;
+	}
+	e->stats.queued = e->n_queued;
+}
+
+/* Sample the slot's next token from `logits` and report it. */
+static void slot_sample(struct alice_engine *e, struct eng_slot *sl, const float *logits)
+{
+	struct eng_req *r = sl->r;
+	struct alice_error err = {{0}};
+	const uint8_t *mask = NULL;
+	char msg[ALICE_ERROR_MSG_MAX + 64];
+	if (r->c_mask) {
+		memset(e->mask, 1, (size_t)e->n_vocab);
+		if (r->c_mask(r->constraint, e->mask, e->n_vocab, &err) != ALICE_OK) {
+			snprintf(msg, sizeof(msg), "constraint: %s", err.msg);
+			slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+			return;
+		}
+		mask = e->mask;
+	}
+	struct alice_sample_result res;
+	if (alice_sampler_sample(sl->sampler, logits, mask, &res, &err) != ALICE_OK) {
+		snprintf(msg, sizeof(msg), "sampling: %s", err.msg);
+		slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+		return;
+	}
+	double t = now_ms();
+	if (sl->t_first <= 0)
+		sl->t_first = t;
+	sl->t_last = t;
+	sl->n_generated++;
+	alice_sampler_accept(sl->sampler, res.token, NULL);
+
+	if (alice_tokenizer_is_eog(e->tok, res.token)) {
+		const char *rest;
+		size_t rest_len;
+		alice_detok_stream_flush(sl->detok, &rest, &rest_len);
+		pending_append(sl, rest, rest_len);
+		slot_finish(e, sl, ALICE_ENGINE_FINISH_STOP, sl->pending, sl->pending_len, NULL);
+		return;
+	}
+	bool must_end = false;
+	if (r->c_accept && r->c_accept(r->constraint, res.token, &must_end, &err) != ALICE_OK) {
+		snprintf(msg, sizeof(msg), "constraint: %s", err.msg);
+		slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+		return;
+	}
+	const char *piece;
+	size_t piece_len;
+	if (alice_detok_stream_push(sl->detok, res.token, &piece, &piece_len, &err) != ALICE_OK ||
+	    !pending_append(sl, piece, piece_len)) {
+		snprintf(msg, sizeof(msg), "detokenize: %s", err.msg[0] ? err.msg : "out of memory");
+		slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+		return;
+	}
+
+	struct alice_engine_event ev = {0};
+	ev.id = r->id;
+	ev.type = ALICE_ENGINE_EVENT_TOKEN;
+	ev.token.token = res.token;
+	ev.token.logprob = res.logprob;
+	ev.top = res.top;
+	ev.n_top = r->sp.logprobs ? res.n_top : 0;
+
+	ptrdiff_t stop_at = find_stop(sl, r);
+	if (stop_at >= 0) {
+		ev.text = sl->pending;
+		ev.text_len = (size_t)stop_at;
+		r->on_event(&ev, r->user);
+		slot_finish(e, sl, ALICE_ENGINE_FINISH_STOP, NULL, 0, NULL);
+		return;
+	}
+	size_t keep = stop_prefix_tail(sl, r);
+	ev.text = sl->pending;
+	ev.text_len = sl->pending_len - keep;
+	r->on_event(&ev, r->user);
+	memmove(sl->pending, sl->pending + ev.text_len, keep);
+	sl->pending_len = keep;
+
+	sl->last_token = res.token;
+	bool at_max = r->max_tokens >= 0 && sl->n_generated >= r->max_tokens;
+	bool ctx_full = sl->n_past >= (int32_t)e->n_ctx;
+	if (must_end || at_max || ctx_full) {
+		const char *rest;
+		size_t rest_len;
+		alice_detok_stream_flush(sl->detok, &rest, &rest_len);
+		pending_append(sl, rest, rest_len);
+		slot_finish(e, sl, must_end ? ALICE_ENGINE_FINISH_STOP : ALICE_ENGINE_FINISH_LENGTH,
+			    sl->pending, sl->pending_len, NULL);
+	}
+}
+
+static void step(struct alice_engine *e)
+{
+	int32_t n = 0, n_rows = 0;
+	uint32_t budget = e->n_batch;
+	/* decode tokens first: one per generating slot */
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_slot *sl = &e->slots[i];
+		sl->row = -1;
+		if (!sl->r || !sl->generating || budget == 0)
+			continue;
+		e->b_tok[n] = sl->last_token;
+		e->b_pos[n] = sl->n_past;
+		e->b_seq[n] = sl->seq;
+		e->b_logits[n] = true;
+		sl->row = n_rows++;
+		n++;
+		budget--;
+	}
+	/* then prefill chunks with what is left of the batch */
+	for (uint32_t i = 0; i < e->n_slots && budget > 0; i++) {
+		struct eng_slot *sl = &e->slots[i];
+		if (!sl->r || sl->generating)
+			continue;
+		int32_t left = sl->r->n_prompt - sl->n_past;
+		int32_t chunk = left < (int32_t)budget ? left : (int32_t)budget;
+		for (int32_t k = 0; k < chunk; k++) {
+			e->b_tok[n] = sl->r->prompt[sl->n_past + k];
+			e->b_pos[n] = sl->n_past + k;
+			e->b_seq[n] = sl->seq;
+			e->b_logits[n] = false;
+			n++;
+		}
+		budget -= (uint32_t)chunk;
+		if (chunk == left) {
+			e->b_logits[n - 1] = true;
+			sl->row = n_rows++;
+		}
+	}
+	if (n == 0)
+		return;
+	struct alice_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+	struct alice_error err = {{0}};
+	enum alice_status st = alice_context_decode(e->ctx, &b, &err);
+	pthread_mutex_lock(&e->mu);
+	e->stats.steps++;
+	pthread_mutex_unlock(&e->mu);
+	if (st != ALICE_OK) {
+		char msg[ALICE_ERROR_MSG_MAX + 64];
+		snprintf(msg, sizeof(msg), "decode failed (%s): %s", alice_status_str(st), err.msg);
+		alice_log(ALICE_LOG_ERROR, "engine: %s", msg);
+		/* every request in this batch fails; the others never were in it */
+		for (uint32_t i = 0; i < e->n_slots; i++) {
+			struct eng_slot *sl = &e->slots[i];
+			bool in_batch = false;
+			for (int32_t k = 0; k < n && !in_batch; k++)
+				in_batch = e->b_seq[k] == sl->seq;
+			if (sl->r && in_batch)
+				slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+		}
+		return;
+	}
+	/* advance positions */
+	for (int32_t k = 0; k < n; k++)
+		e->slots[e->b_seq[k]].n_past++;
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_slot *sl = &e->slots[i];
+		if (!sl->r || sl->row < 0)
+			continue;
+		const float *logits = alice_context_logits(e->ctx, sl->row);
+		if (!logits) {
+			slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, "decode returned no logits");
+			continue;
+		}
+		sl->generating = true;
+		slot_sample(e, sl, logits);
+	}
+}
+
+static void *engine_main(void *arg)
+{
+	struct alice_engine *e = arg;
+	for (;;) {
+		struct eng_req *cancelled = NULL;
+		pthread_mutex_lock(&e->mu);
+		for (;;) {
+			bool busy = e->q_head != NULL;
+			for (uint32_t i = 0; i < e->n_slots && !busy; i++)
+				busy = e->slots[i].r != NULL;
+			if (busy || e->stopping)
+				break;
+			pthread_cond_wait(&e->cv, &e->mu);
+		}
+		if (e->stopping) {
+			/* everything still here ends as cancelled */
+			for (struct eng_req *r = e->q_head; r; r = r->next)
+				__atomic_store_n(&r->cancel, 1, __ATOMIC_RELAXED);
+			for (uint32_t i = 0; i < e->n_slots; i++)
+				if (e->slots[i].r)
+					__atomic_store_n(&e->slots[i].r->cancel, 1, __ATOMIC_RELAXED);
+		}
+		admit(e, &cancelled);
+		bool stopping = e->stopping;
+		pthread_mutex_unlock(&e->mu);
+
+		while (cancelled) {
+			struct eng_req *r = cancelled;
+			cancelled = r->next;
+			emit_done(r, ALICE_ENGINE_FINISH_CANCELLED, NULL, 0, 0, NULL, NULL);
+			req_free(r);
+		}
+		for (uint32_t i = 0; i < e->n_slots; i++) {
+			struct eng_slot *sl = &e->slots[i];
+			if (!sl->r)
+				continue;
+			if (__atomic_load_n(&sl->r->cancel, __ATOMIC_RELAXED)) {
+				if (!sl->sampler && sl->t_start == 0)
+					sl->t_start = now_ms();
+				slot_finish(e, sl, ALICE_ENGINE_FINISH_CANCELLED, NULL, 0, NULL);
+				continue;
+			}
+			if (!sl->sampler) {
+				struct alice_error err = {{0}};
+				if (slot_start(e, sl, &err) != 0) {
+					char msg[ALICE_ERROR_MSG_MAX + 32];
+					snprintf(msg, sizeof(msg), "request setup: %s", err.msg);
+					slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+				}
+			}
+		}
+		if (stopping)
+			break;
+		step(e);
+	}
+	return NULL;
+}
+
+/* ---- public API ---- */
+
+enum alice_status alice_engine_create(struct alice_model *model, const struct alice_engine_params *p,
+				      struct alice_engine **out, struct alice_error *err)
+{
+	struct alice_engine_params def;
+	alice_engine_params_default(&def);
+	if (!p)
+		p = &def;
+	*out = NULL;
+	struct alice_engine *e = calloc(1, sizeof(*e));
+	if (!e)
+		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+	e->model = model;
+	e->tok = alice_model_tokenizer(model);
+	e->n_vocab = alice_model_n_vocab(model);
+	e->n_slots = p->n_slots ? p->n_slots : def.n_slots;
+	e->n_batch = p->n_batch ? p->n_batch : def.n_batch;
+	e->max_queue = p->max_queue ? p->max_queue : def.max_queue;
+	if (e->n_batch < e->n_slots)
+		e->n_batch = e->n_slots; /* every generating slot fits in one step */
+	struct alice_context_params cp;
+	alice_context_params_default(&cp);
+	cp.n_ctx = p->n_ctx;
+	cp.n_seq = e->n_slots;
+	cp.n_batch = e->n_batch;
+	enum alice_status st = alice_context_create(model, &cp, &e->ctx, err);
+	if (st != ALICE_OK)
+		goto fail;
+	e->n_ctx = alice_context_n_ctx(e->ctx);
+	e->slots = calloc(e->n_slots, sizeof(*e->slots));
+	e->b_tok = malloc(e->n_batch * sizeof(*e->b_tok));
+	e->b_pos = malloc(e->n_batch * sizeof(*e->b_pos));
+	e->b_seq = malloc(e->n_batch * sizeof(*e->b_seq));
+	e->b_logits = malloc(e->n_batch * sizeof(*e->b_logits));
+	e->mask = malloc((size_t)e->n_vocab);
+	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->mask) {
+		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+		goto fail;
+	}
+	for (uint32_t i = 0; i < e->n_slots; i++)
+		e->slots[i].seq = (int32_t)i;
+	e->stats.n_slots = e->n_slots;
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv, NULL);
+	if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+		pthread_mutex_destroy(&e->mu);
+		pthread_cond_destroy(&e->cv);
+		st = alice_fail(err, ALICE_ERR_NOMEM, "cannot start the engine thread");
+		goto fail;
+	}
+	e->thread_started = true;
+	*out = e;
+	return ALICE_OK;
+fail:
+	alice_context_free(e->ctx);
+	free(e->slots);
+	free(e->b_tok);
+	free(e->b_pos);
+	free(e->b_seq);
+	free(e->b_logits);
+	free(e->mask);
+	free(e);
+	return st;
+}
+
+void alice_engine_free(struct alice_engine *e)
+{
+	if (!e)
+		return;
+	if (e->thread_started) {
+		pthread_mutex_lock(&e->mu);
+		e->stopping = true;
+		pthread_cond_signal(&e->cv);
+		pthread_mutex_unlock(&e->mu);
+		pthread_join(e->thread, NULL);
+		pthread_mutex_destroy(&e->mu);
+		pthread_cond_destroy(&e->cv);
+	}
+	for (uint32_t i = 0; i < e->n_slots; i++)
+		free(e->slots[i].pending);
+	alice_context_free(e->ctx);
+	free(e->slots);
+	free(e->b_tok);
+	free(e->b_pos);
+	free(e->b_seq);
+	free(e->b_logits);
+	free(e->mask);
+	free(e);
+}
+
+enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice_engine_request *q,
+				      uint64_t *id, struct alice_error *err)
+{
+	if (!q->on_event)
+		return alice_fail(err, ALICE_ERR_INVALID, "request has no event callback");
+	if (q->n_prompt < 1)
+		return alice_fail(err, ALICE_ERR_INVALID, "the prompt is empty (0 tokens)");
+	if ((uint32_t)q->n_prompt > e->n_ctx)
+		return alice_fail(err, ALICE_ERR_INVALID,
+				  "the prompt has %d tokens but the context holds %u per request", q->n_prompt,
+				  e->n_ctx);
+	for (int32_t i = 0; i < q->n_prompt; i++)
+		if (q->prompt[i] < 0 || q->prompt[i] >= e->n_vocab)
+			return alice_fail(err, ALICE_ERR_INVALID, "prompt token %d (at %d) is not in [0, %d)",
+					  q->prompt[i], i, e->n_vocab);
+	struct eng_req *r = calloc(1, sizeof(*r));
+	if (!r)
+		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+	r->prompt = malloc((size_t)q->n_prompt * sizeof(*r->prompt));
+	if (!r->prompt)
+		goto nomem;
+	memcpy(r->prompt, q->prompt, (size_t)q->n_prompt * sizeof(*r->prompt));
+	r->n_prompt = q->n_prompt;
+	r->max_tokens = q->max_tokens;
+	r->sp = q->sampling;
+	if (q->sampling.n_logit_bias) {
+		r->bias = malloc(q->sampling.n_logit_bias * sizeof(*r->bias));
+		if (!r->bias)
+			goto nomem;
+		memcpy(r->bias, q->sampling.logit_bias, q->sampling.n_logit_bias * sizeof(*r->bias));
+	}
+	r->sp.logit_bias = r->bias;
+	if (q->n_stop) {
+		r->stop = calloc(q->n_stop, sizeof(*r->stop));
+		r->stop_len = calloc(q->n_stop, sizeof(*r->stop_len));
+		if (!r->stop || !r->stop_len)
+			goto nomem;
+		for (size_t i = 0; i < q->n_stop; i++) {
+			size_t n = strlen(q->stop[i]);
+			if (n == 0)
+				continue;
+			r->stop[r->n_stop] = malloc(n + 1);
+			if (!r->stop[r->n_stop])
+				goto nomem;
+			memcpy(r->stop[r->n_stop], q->stop[i], n + 1);
+			r->stop_len[r->n_stop++] = n;
+		}
+	}
+	r->on_event = q->on_event;
+	r->user = q->user;
+	r->t_submit = now_ms();
+
+	pthread_mutex_lock(&e->mu);
+	if (e->stopping) {
+		pthread_mutex_unlock(&e->mu);
+		req_free(r);
+		return alice_fail(err, ALICE_ERR_CANCELLED, "the engine is stopping");
+	}
+	uint32_t free_slots = 0;
+	for (uint32_t i = 0; i < e->n_slots; i++)
+		free_slots += e->slots[i].r == NULL;
+	if (e->n_queued >= e->max_queue + free_slots) {
+		pthread_mutex_unlock(&e->mu);
+		req_free(r);
+		return alice_fail(err, ALICE_ERR_RANGE, "the queue is full (%u requests waiting)", e->n_queued);
+	}
+	/* the constraint is ours only once the request is accepted */
+	r->constraint = q->constraint;
+	r->c_mask = q->constraint_mask;
+	r->c_accept = q->constraint_accept;
+	r->c_free = q->constraint_free;
+	r->id = ++e->next_id;
+	if (e->q_tail)
+		e->q_tail->next = r;
+	else
+		e->q_head = r;
+	e->q_tail = r;
+	e->n_queued++;
+	e->stats.queued = e->n_queued;
+	if (id)
+		*id = r->id;
+	pthread_cond_signal(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	return ALICE_OK;
+nomem:
+	req_free(r);
+	return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+}
+
+void alice_engine_cancel(struct alice_engine *e, uint64_t id)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->mu);
+	for (struct eng_req *r = e->q_head; r; r = r->next)
+		if (r->id == id)
+			__atomic_store_n(&r->cancel, 1, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < e->n_slots; i++)
+		if (e->slots[i].r && e->slots[i].r->id == id)
+			__atomic_store_n(&e->slots[i].r->cancel, 1, __ATOMIC_RELAXED);
+	pthread_cond_signal(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
+void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->mu);
+	*out = e->stats;
+	pthread_mutex_unlock(&e->mu);
+}
+
+uint32_t alice_engine_n_ctx(const struct alice_engine *e)
+{
+	return e ? e->n_ctx : 0;
+}

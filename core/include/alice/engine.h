@@ -1,0 +1,138 @@
+/* engine.h — the request queue and the continuous-batching loop.
+ *
+ * One engine owns one context with n_slots sequences and one thread. Each
+ * step it builds ONE batch from every active request (prefill chunks and the
+ * last sampled token of each decoding request), calls alice_context_decode
+ * once, samples every request that got logits, detokenizes incrementally
+ * (never splitting a UTF-8 character), matches stop strings across token
+ * boundaries, and reports through the request's callback.
+ *
+ * Callbacks run on the engine thread; they must copy what they keep (every
+ * pointer in an event is borrowed for the duration of the call) and must not
+ * call back into the engine except alice_engine_cancel. Every accepted request
+ * gets exactly one terminal event (ALICE_ENGINE_EVENT_DONE), also when it is
+ * cancelled or fails; after it, the request's callback is never called again.
+ *
+ * A slot's sequence is cleared before it is reused, so no KV or recurrent
+ * state leaks between requests. */
+#ifndef ALICE_ENGINE_H
+#define ALICE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alice/model.h"
+#include "alice/sampling.h"
+#include "alice/status.h"
+
+struct alice_engine;
+
+struct alice_engine_params {
+	uint32_t n_slots;   /* parallel sequences; 0 = 4 */
+	uint32_t n_ctx;     /* positions per slot; 0 = min(n_ctx_train, 4096) */
+	uint32_t n_batch;   /* tokens per step; 0 = 512 */
+	uint32_t max_queue; /* requests waiting for a slot; 0 = 64 */
+};
+
+void alice_engine_params_default(struct alice_engine_params *p);
+
+enum alice_engine_finish {
+	ALICE_ENGINE_FINISH_NONE = 0,
+	ALICE_ENGINE_FINISH_STOP,      /* end-of-generation token, stop string or grammar end */
+	ALICE_ENGINE_FINISH_LENGTH,    /* max_tokens or the slot's context is full */
+	ALICE_ENGINE_FINISH_CANCELLED, /* alice_engine_cancel or engine shutdown */
+	ALICE_ENGINE_FINISH_ERROR,     /* backend or constraint failure; see event.error */
+};
+
+const char *alice_engine_finish_name(enum alice_engine_finish f); /* "stop", "length", ... */
+
+enum alice_engine_event_type {
+	ALICE_ENGINE_EVENT_TOKEN = 0, /* one sampled (non end-of-generation) token */
+	ALICE_ENGINE_EVENT_DONE,      /* terminal */
+};
+
+struct alice_engine_event {
+	uint64_t id;
+	enum alice_engine_event_type type;
+	/* Text that became final with this event: complete UTF-8 characters,
+	 * never a part of a stop string. May be empty. DONE carries the rest. */
+	const char *text;
+	size_t text_len;
+	/* TOKEN: the sampled token and its log-probability as the sampler
+	 * reports it (sampling.h; 0 unless sampling.logprobs). */
+	struct alice_token_logprob token;
+	/* TOKEN when sampling.logprobs and sampling.n_probs > 0: the most
+	 * likely tokens at this position, best first. */
+	const struct alice_token_logprob *top;
+	int32_t n_top;
+	/* DONE: */
+	enum alice_engine_finish finish;
+	int32_t n_prompt;      /* prompt tokens */
+	int32_t n_completion;  /* sampled tokens (end-of-generation token included) */
+	double queue_ms;       /* waiting for a slot */
+	double prefill_ms;     /* slot start to first sampled token */
+	double decode_ms;      /* first to last sampled token */
+	const char *error;     /* FINISH_ERROR: what failed */
+};
+
+typedef void (*alice_engine_event_fn)(const struct alice_engine_event *ev, void *user);
+
+/* Constraint hooks (grammar). Called on the engine thread for this request
+ * only. mask: set mask[t] = 0 for every token t (n_vocab entries, all 1 on
+ * entry) that may not come next. accept: the sampled token; set *must_end
+ * when nothing may follow. free: called once when the request ends. */
+typedef enum alice_status (*alice_engine_mask_fn)(void *constraint, uint8_t *mask, int32_t n_vocab,
+						  struct alice_error *err);
+typedef enum alice_status (*alice_engine_accept_fn)(void *constraint, int32_t token, bool *must_end,
+						    struct alice_error *err);
+typedef void (*alice_engine_constraint_free_fn)(void *constraint);
+
+struct alice_engine_request {
+	const int32_t *prompt; /* copied */
+	int32_t n_prompt;      /* >= 1 */
+	int32_t max_tokens;    /* < 0: until end-of-generation or the context is full */
+	struct alice_sampling_params sampling; /* copied (logit bias array too) */
+	const char *const *stop; /* stop strings, copied; not included in the output */
+	size_t n_stop;
+
+	void *constraint; /* owned by the engine once submitted (freed via constraint_free) */
+	alice_engine_mask_fn constraint_mask;
+	alice_engine_accept_fn constraint_accept;
+	alice_engine_constraint_free_fn constraint_free;
+
+	alice_engine_event_fn on_event;
+	void *user;
+};
+
+/* Start the engine thread. The model is borrowed and must outlive the engine. */
+enum alice_status alice_engine_create(struct alice_model *model, const struct alice_engine_params *p,
+				      struct alice_engine **out, struct alice_error *err);
+/* Cancel everything (each request gets its DONE event), stop and join the
+ * thread, free the context. NULL is a no-op. */
+void alice_engine_free(struct alice_engine *e);
+
+/* Queue a request. Errors: ALICE_ERR_RANGE when the queue is full,
+ * ALICE_ERR_INVALID for a bad request (empty prompt, prompt not fitting the
+ * slot's context, token id out of range), ALICE_ERR_CANCELLED when the engine
+ * is stopping. On error no event is ever sent and the constraint is NOT taken
+ * (the caller still owns it). *id identifies the request. */
+enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice_engine_request *r,
+				      uint64_t *id, struct alice_error *err);
+/* Ask a request to stop; it ends within one step with FINISH_CANCELLED (or
+ * its natural finish if that came first). Unknown/finished ids are ignored.
+ * Thread-safe. */
+void alice_engine_cancel(struct alice_engine *e, uint64_t id);
+
+struct alice_engine_stats {
+	uint32_t n_slots;
+	uint32_t slots_busy;
+	uint32_t queued;
+	uint64_t requests_done;
+	uint64_t tokens_generated;
+	uint64_t steps;
+};
+void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out);
+uint32_t alice_engine_n_ctx(const struct alice_engine *e);
+
+#endif

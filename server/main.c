@@ -1,0 +1,246 @@
+/* main.c — alice-llm-server: command-line flags, then srv_run().
+ * Exit codes: 0 clean shutdown, 1 runtime failure (model load, socket),
+ * 2 bad command line. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alice/chat.h"
+#include "server.h"
+
+#define DEFAULT_MODEL "tiny-tolstoy-Q8_0.gguf"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: alice-llm-server [options]\n"
+		"\n"
+		"An OpenAI-compatible server for GGUF models.\n"
+		"\n"
+		"  --model PATH          GGUF model to serve (default: the bundled models/%s)\n"
+		"  --backend NAME        auto | cpu | cuda | vulkan | a drop-in backend name (default auto)\n"
+		"  --hybrid              same as --backend cpu\n"
+		"  --backend-dir DIR     look for backend plugins in DIR first\n"
+		"  --host ADDR           address to listen on (default 127.0.0.1)\n"
+		"  --port N              port to listen on (default 8000)\n"
+		"  --ctx-size N          context positions per slot (default: the model's, at most 4096)\n"
+		"  --parallel N          requests decoded together, one slot each (default 4)\n"
+		"  --batch-size N        tokens per engine step (default 512)\n"
+		"  --threads N           CPU threads (default: physical cores)\n"
+		"  --queue N             requests waiting for a slot before 503 (default 64)\n"
+		"  --api-key KEY         require 'Authorization: Bearer KEY' on /v1/* (or env ALICE_API_KEY)\n"
+		"  --max-body BYTES      largest request body, suffix k/m allowed (default 1m)\n"
+		"  --chat-template NAME  override the detected chat template: %s\n"
+		"  --log-format FMT      text | json (default text)\n"
+		"  --help                this text\n"
+		"  --version             print the version\n",
+		DEFAULT_MODEL, alice_chat_format_names());
+}
+
+static int bad(const char *fmt, const char *a, const char *b)
+{
+	fprintf(stderr, "alice-llm-server: ");
+	fprintf(stderr, fmt, a, b);
+	fprintf(stderr, "\n(see --help)\n");
+	return 2;
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+static bool parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return false;
+	unsigned long long mul = 1;
+	if (*end == 'k' || *end == 'K')
+		mul = 1024, end++;
+	else if (*end == 'm' || *end == 'M')
+		mul = 1024 * 1024, end++;
+	else if (*end == 'g' || *end == 'G')
+		mul = 1024ull * 1024 * 1024, end++;
+	if (*end || v == 0 || v > (1ull << 40) / mul)
+		return false;
+	*out = (size_t)(v * mul);
+	return true;
+}
+
+static bool file_exists(const char *p)
+{
+	return access(p, R_OK) == 0;
+}
+
+/* The bundled model: next to the build (build/bin/../../models), in the
+ * source tree this binary was built from, or under the working directory. */
+static char *find_default_model(void)
+{
+	char exe[PATH_MAX], cand[PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			const char *rel[] = {"/../../models/", "/../models/", "/models/", "/../share/alice-llm/models/"};
+			for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+				snprintf(cand, sizeof(cand), "%s%s%s", exe, rel[i], DEFAULT_MODEL);
+				if (file_exists(cand))
+					return realpath(cand, NULL);
+			}
+		}
+	}
+#ifdef ALICE_SOURCE_DIR
+	snprintf(cand, sizeof(cand), "%s/models/%s", ALICE_SOURCE_DIR, DEFAULT_MODEL);
+	if (file_exists(cand))
+		return realpath(cand, NULL);
+#endif
+	snprintf(cand, sizeof(cand), "models/%s", DEFAULT_MODEL);
+	if (file_exists(cand))
+		return realpath(cand, NULL);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct srv_config cfg = {0};
+	cfg.backend = "auto";
+	cfg.host = "127.0.0.1";
+	cfg.port = 8000;
+	cfg.n_parallel = 4;
+	cfg.n_batch = 512;
+	cfg.queue = 64;
+	cfg.max_body = 1024 * 1024;
+	const char *model = NULL, *log_format = "text";
+	cfg.api_key = getenv("ALICE_API_KEY");
+
+	enum {
+		O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
+		O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
+	};
+	static const struct option opts[] = {
+		{"model", required_argument, NULL, O_MODEL},
+		{"backend", required_argument, NULL, O_BACKEND},
+		{"hybrid", no_argument, NULL, O_HYBRID},
+		{"backend-dir", required_argument, NULL, O_BACKEND_DIR},
+		{"host", required_argument, NULL, O_HOST},
+		{"port", required_argument, NULL, O_PORT},
+		{"ctx-size", required_argument, NULL, O_CTX},
+		{"parallel", required_argument, NULL, O_PARALLEL},
+		{"batch-size", required_argument, NULL, O_BATCH},
+		{"threads", required_argument, NULL, O_THREADS},
+		{"queue", required_argument, NULL, O_QUEUE},
+		{"api-key", required_argument, NULL, O_API_KEY},
+		{"max-body", required_argument, NULL, O_MAX_BODY},
+		{"chat-template", required_argument, NULL, O_TEMPLATE},
+		{"log-format", required_argument, NULL, O_LOG_FORMAT},
+		{"help", no_argument, NULL, O_HELP},
+		{"version", no_argument, NULL, O_VERSION},
+		{NULL, 0, NULL, 0},
+	};
+	opterr = 0;
+	int c;
+	long v;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		const char *a = optarg;
+		switch (c) {
+		case O_MODEL: model = a; break;
+		case O_BACKEND:
+			if (!a[0])
+				return bad("--backend needs a name%s%s", "", "");
+			cfg.backend = a;
+			break;
+		case O_HYBRID: cfg.backend = "cpu"; break;
+		case O_BACKEND_DIR: cfg.backend_dir = a; break;
+		case O_HOST: cfg.host = a; break;
+		case O_PORT:
+			if (!parse_long(a, 0, 65535, &v))
+				return bad("--port: '%s' is not a port number (0-65535)%s", a, "");
+			cfg.port = (int)v;
+			break;
+		case O_CTX:
+			if (!parse_long(a, 1, 1 << 24, &v))
+				return bad("--ctx-size: '%s' is not a positive number%s", a, "");
+			cfg.n_ctx = (int)v;
+			break;
+		case O_PARALLEL:
+			if (!parse_long(a, 1, 256, &v))
+				return bad("--parallel: '%s' must be between 1 and 256%s", a, "");
+			cfg.n_parallel = (int)v;
+			break;
+		case O_BATCH:
+			if (!parse_long(a, 1, 1 << 16, &v))
+				return bad("--batch-size: '%s' must be between 1 and 65536%s", a, "");
+			cfg.n_batch = (int)v;
+			break;
+		case O_THREADS:
+			if (!parse_long(a, 0, 1024, &v))
+				return bad("--threads: '%s' must be between 0 and 1024%s", a, "");
+			cfg.n_threads = (int)v;
+			break;
+		case O_QUEUE:
+			if (!parse_long(a, 1, 1 << 20, &v))
+				return bad("--queue: '%s' must be a positive number%s", a, "");
+			cfg.queue = (int)v;
+			break;
+		case O_API_KEY: cfg.api_key = a; break;
+		case O_MAX_BODY:
+			if (!parse_size(a, &cfg.max_body))
+				return bad("--max-body: '%s' is not a size (bytes, or with k/m/g)%s", a, "");
+			break;
+		case O_TEMPLATE: {
+			enum alice_chat_format f;
+			struct alice_error err = {{0}};
+			if (alice_chat_format_from_name(a, &f, &err) != ALICE_OK)
+				return bad("--chat-template: %s%s", err.msg, "");
+			cfg.chat_template = a;
+			break;
+		}
+		case O_LOG_FORMAT:
+			if (strcmp(a, "text") && strcmp(a, "json"))
+				return bad("--log-format: '%s' is not text or json%s", a, "");
+			log_format = a;
+			break;
+		case O_HELP: usage(stdout); return 0;
+		case O_VERSION: printf("alice-llm-server %s\n", ALICE_VERSION); return 0;
+		case ':': return bad("option %s needs a value%s", argv[optind - 1], "");
+		default: return bad("unknown option '%s'%s", argv[optind - 1], "");
+		}
+	}
+	if (optind < argc)
+		return bad("unexpected argument '%s'%s", argv[optind], "");
+	cfg.log_json = strcmp(log_format, "json") == 0;
+
+	if (model) {
+		cfg.model_path = strdup(model);
+	} else {
+		cfg.model_path = find_default_model();
+		if (!cfg.model_path) {
+			fprintf(stderr,
+				"alice-llm-server: no --model given and the bundled models/%s was not found "
+				"(looked next to the executable, in the source tree and in ./models)\n",
+				DEFAULT_MODEL);
+			return 1;
+		}
+	}
+	if (!cfg.model_path)
+		return 1;
+	int rc = srv_run(&cfg);
+	free(cfg.model_path);
+	return rc;
+}

@@ -1,0 +1,733 @@
+/* openai.c — request parsing/validation and error bodies (see openai.h). */
+#include "openai.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSON_MAX_DEPTH 64
+
+void srv_api_error_set(struct srv_api_error *e, int status, const char *type, const char *code,
+		       const char *param, const char *fmt, ...)
+{
+	va_list ap;
+	e->status = status;
+	e->type = type;
+	e->code = code;
+	snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+}
+
+void srv_api_error_invalid(struct srv_api_error *e, const char *param, const char *fmt, ...)
+{
+	va_list ap;
+	e->status = 400;
+	e->type = "invalid_request_error";
+	e->code = NULL;
+	snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+}
+
+struct json_object *srv_api_error_json(const struct srv_api_error *e)
+{
+	struct json_object *root = json_object_new_object();
+	struct json_object *err = json_object_new_object();
+	json_object_object_add(err, "message", json_object_new_string(e->message));
+	json_object_object_add(err, "type", json_object_new_string(e->type ? e->type : "server_error"));
+	json_object_object_add(err, "param", e->param[0] ? json_object_new_string(e->param) : NULL);
+	json_object_object_add(err, "code", e->code ? json_object_new_string(e->code) : NULL);
+	json_object_object_add(root, "error", err);
+	return root;
+}
+
+struct json_object *srv_json_parse_object(const char *body, size_t len, struct srv_api_error *e)
+{
+	if (len == 0) {
+		srv_api_error_invalid(e, NULL, "the request body is empty; expected a JSON object");
+		return NULL;
+	}
+	if (len > (size_t)INT32_MAX) {
+		srv_api_error_invalid(e, NULL, "the request body is too large");
+		return NULL;
+	}
+	struct json_tokener *tok = json_tokener_new_ex(JSON_MAX_DEPTH);
+	if (!tok) {
+		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	struct json_object *obj = json_tokener_parse_ex(tok, body, (int)len);
+	enum json_tokener_error jerr = json_tokener_get_error(tok);
+	size_t used = json_tokener_get_parse_end(tok);
+	json_tokener_free(tok);
+	if (jerr == json_tokener_continue) {
+		srv_api_error_invalid(e, NULL, "invalid JSON in the request body: unexpected end of input");
+		json_object_put(obj);
+		return NULL;
+	}
+	if (jerr != json_tokener_success || !obj) {
+		srv_api_error_invalid(e, NULL, "invalid JSON in the request body at byte %zu: %s", used,
+				      json_tokener_error_desc(jerr));
+		json_object_put(obj);
+		return NULL;
+	}
+	for (size_t i = used; i < len; i++) {
+		char c = body[i];
+		if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+			srv_api_error_invalid(e, NULL,
+					      "invalid JSON in the request body: trailing data at byte %zu", i);
+			json_object_put(obj);
+			return NULL;
+		}
+	}
+	if (!json_object_is_type(obj, json_type_object)) {
+		srv_api_error_invalid(e, NULL, "the request body must be a JSON object");
+		json_object_put(obj);
+		return NULL;
+	}
+	return obj;
+}
+
+/* ---- typed field getters: 0 = absent or null (default kept), 1 = set, -1 = error ---- */
+
+static struct json_object *field(struct json_object *o, const char *key)
+{
+	struct json_object *v = NULL;
+	if (!json_object_object_get_ex(o, key, &v))
+		return NULL;
+	return v; /* NULL for JSON null too */
+}
+
+static const char *type_name(struct json_object *v)
+{
+	switch (json_object_get_type(v)) {
+	case json_type_null: return "null";
+	case json_type_boolean: return "a boolean";
+	case json_type_double:
+	case json_type_int: return "a number";
+	case json_type_object: return "an object";
+	case json_type_array: return "an array";
+	case json_type_string: return "a string";
+	}
+	return "?";
+}
+
+static int get_bool(struct json_object *o, const char *key, bool *out, struct srv_api_error *e)
+{
+	struct json_object *v = field(o, key);
+	if (!v)
+		return 0;
+	if (!json_object_is_type(v, json_type_boolean)) {
+		srv_api_error_invalid(e, key, "'%s' must be a boolean, got %s", key, type_name(v));
+		return -1;
+	}
+	*out = json_object_get_boolean(v);
+	return 1;
+}
+
+static int as_int(struct json_object *v, int64_t *out)
+{
+	if (json_object_is_type(v, json_type_int)) {
+		errno = 0;
+		int64_t x = json_object_get_int64(v);
+		/* json-c clamps out-of-range values to INT64_MIN/MAX */
+		if (x == INT64_MAX || x == INT64_MIN)
+			return -1;
+		*out = x;
+		return 0;
+	}
+	if (json_object_is_type(v, json_type_double)) {
+		double d = json_object_get_double(v);
+		if (!isfinite(d) || d != floor(d) || fabs(d) > 9.0e15)
+			return -1;
+		*out = (int64_t)d;
+		return 0;
+	}
+	return -1;
+}
+
+static int get_int(struct json_object *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
+		   struct srv_api_error *e)
+{
+	struct json_object *v = field(o, key);
+	if (!v)
+		return 0;
+	int64_t x;
+	if (as_int(v, &x) != 0) {
+		srv_api_error_invalid(e, key, "'%s' must be an integer, got %s", key,
+				      json_object_is_type(v, json_type_double) ? "a non-integral number"
+									      : type_name(v));
+		return -1;
+	}
+	if (x < lo || x > hi) {
+		srv_api_error_invalid(e, key, "'%s' must be between %lld and %lld, got %lld", key,
+				      (long long)lo, (long long)hi, (long long)x);
+		return -1;
+	}
+	*out = x;
+	return 1;
+}
+
+static int get_num(struct json_object *o, const char *key, double lo, double hi, double *out,
+		   struct srv_api_error *e)
+{
+	struct json_object *v = field(o, key);
+	if (!v)
+		return 0;
+	if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double)) {
+		srv_api_error_invalid(e, key, "'%s' must be a number, got %s", key, type_name(v));
+		return -1;
+	}
+	double d = json_object_get_double(v);
+	if (!isfinite(d) || d < lo || d > hi) {
+		srv_api_error_invalid(e, key, "'%s' must be between %g and %g, got %g", key, lo, hi, d);
+		return -1;
+	}
+	*out = d;
+	return 1;
+}
+
+/* Copy a JSON string; strings with NUL bytes are refused (prompts are C strings). */
+static char *dup_string(struct json_object *v, const char *param, const char *what,
+			struct srv_api_error *e)
+{
+	const char *s = json_object_get_string(v);
+	size_t n = (size_t)json_object_get_string_len(v);
+	if (memchr(s, '\0', n)) {
+		srv_api_error_invalid(e, param, "%s contains a NUL character", what);
+		return NULL;
+	}
+	char *c = malloc(n + 1);
+	if (!c) {
+		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	memcpy(c, s, n + 1);
+	return c;
+}
+
+/* ---- messages ---- */
+
+static int parse_content(struct json_object *c, size_t i, char **out, struct srv_api_error *e)
+{
+	char what[64];
+	snprintf(what, sizeof(what), "messages[%zu].content", i);
+	if (!c) {
+		*out = strdup("");
+		goto check_alloc;
+	}
+	if (json_object_is_type(c, json_type_string)) {
+		*out = dup_string(c, "messages", what, e);
+		return *out ? 0 : -1;
+	}
+	if (!json_object_is_type(c, json_type_array)) {
+		srv_api_error_invalid(e, "messages", "%s must be a string or an array of content parts, got %s",
+				      what, type_name(c));
+		return -1;
+	}
+	size_t np = json_object_array_length(c), total = 0;
+	for (size_t j = 0; j < np; j++) {
+		struct json_object *p = json_object_array_get_idx(c, j), *t, *tx;
+		if (!p || !json_object_is_type(p, json_type_object)) {
+			srv_api_error_invalid(e, "messages", "%s[%zu] must be an object {\"type\":\"text\",\"text\":...}",
+					      what, j);
+			return -1;
+		}
+		t = field(p, "type");
+		if (!t || !json_object_is_type(t, json_type_string)) {
+			srv_api_error_invalid(e, "messages", "%s[%zu].type must be a string", what, j);
+			return -1;
+		}
+		if (strcmp(json_object_get_string(t), "text") != 0) {
+			srv_api_error_invalid(e, "messages",
+					      "%s[%zu]: content part type '%.40s' is not supported; only 'text' parts are",
+					      what, j, json_object_get_string(t));
+			return -1;
+		}
+		tx = field(p, "text");
+		if (!tx || !json_object_is_type(tx, json_type_string)) {
+			srv_api_error_invalid(e, "messages", "%s[%zu].text must be a string", what, j);
+			return -1;
+		}
+		total += (size_t)json_object_get_string_len(tx);
+	}
+	*out = malloc(total + 1);
+	if (!*out)
+		goto check_alloc;
+	size_t at = 0;
+	for (size_t j = 0; j < np; j++) {
+		struct json_object *tx = field(json_object_array_get_idx(c, j), "text");
+		size_t n = (size_t)json_object_get_string_len(tx);
+		const char *s = json_object_get_string(tx);
+		if (memchr(s, '\0', n)) {
+			free(*out);
+			*out = NULL;
+			srv_api_error_invalid(e, "messages", "%s[%zu].text contains a NUL character", what, j);
+			return -1;
+		}
+		memcpy(*out + at, s, n);
+		at += n;
+	}
+	(*out)[at] = '\0';
+check_alloc:
+	if (!*out) {
+		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_messages(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	struct json_object *m = field(o, "messages");
+	if (!m) {
+		srv_api_error_invalid(e, "messages", "'messages' is required");
+		return -1;
+	}
+	if (!json_object_is_type(m, json_type_array)) {
+		srv_api_error_invalid(e, "messages", "'messages' must be an array, got %s", type_name(m));
+		return -1;
+	}
+	size_t n = json_object_array_length(m);
+	if (n == 0) {
+		srv_api_error_invalid(e, "messages", "'messages' must contain at least one message");
+		return -1;
+	}
+	r->messages = calloc(n, sizeof(*r->messages));
+	if (!r->messages) {
+		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *msg = json_object_array_get_idx(m, i), *role;
+		if (!msg || !json_object_is_type(msg, json_type_object)) {
+			srv_api_error_invalid(e, "messages", "messages[%zu] must be an object", i);
+			return -1;
+		}
+		role = field(msg, "role");
+		if (!role || !json_object_is_type(role, json_type_string)) {
+			srv_api_error_invalid(e, "messages", "messages[%zu].role must be a string", i);
+			return -1;
+		}
+		const char *rs = json_object_get_string(role);
+		/* OpenAI's newer name for the system role */
+		if (strcmp(rs, "developer") == 0)
+			rs = "system";
+		if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant")) {
+			srv_api_error_invalid(e, "messages",
+					      "messages[%zu].role '%.40s' is not supported; use system, user or assistant",
+					      i, rs);
+			return -1;
+		}
+		r->messages[i].role = strdup(rs);
+		r->n_messages = i + 1;
+		if (!r->messages[i].role) {
+			srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+			return -1;
+		}
+		if (parse_content(field(msg, "content"), i, &r->messages[i].content, e) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- prompt (completions) ---- */
+
+static int parse_token_array(struct json_object *a, struct srv_prompt *p, const char *what,
+			     struct srv_api_error *e)
+{
+	size_t n = json_object_array_length(a);
+	if (n == 0) {
+		srv_api_error_invalid(e, "prompt", "%s is an empty token array", what);
+		return -1;
+	}
+	p->tokens = malloc(n * sizeof(*p->tokens));
+	if (!p->tokens) {
+		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		return -1;
+	}
+	p->n_tokens = n;
+	for (size_t i = 0; i < n; i++) {
+		int64_t t;
+		struct json_object *v = json_object_array_get_idx(a, i);
+		if (!v || as_int(v, &t) != 0 || t < 0 || t > INT32_MAX) {
+			srv_api_error_invalid(e, "prompt", "%s[%zu] must be a non-negative token id", what, i);
+			return -1;
+		}
+		p->tokens[i] = (int32_t)t;
+	}
+	return 0;
+}
+
+static int parse_prompt(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	struct json_object *p = field(o, "prompt");
+	if (!p) {
+		srv_api_error_invalid(e, "prompt", "'prompt' is required");
+		return -1;
+	}
+	if (json_object_is_type(p, json_type_string)) {
+		r->prompts = calloc(1, sizeof(*r->prompts));
+		if (!r->prompts)
+			goto nomem;
+		r->n_prompts = 1;
+		r->prompts[0].text = dup_string(p, "prompt", "'prompt'", e);
+		return r->prompts[0].text ? 0 : -1;
+	}
+	if (!json_object_is_type(p, json_type_array)) {
+		srv_api_error_invalid(e, "prompt",
+				      "'prompt' must be a string, an array of strings, or token ids; got %s",
+				      type_name(p));
+		return -1;
+	}
+	size_t n = json_object_array_length(p);
+	if (n == 0) {
+		srv_api_error_invalid(e, "prompt", "'prompt' must not be an empty array");
+		return -1;
+	}
+	struct json_object *first = json_object_array_get_idx(p, 0);
+	if (first && (json_object_is_type(first, json_type_int) ||
+		      json_object_is_type(first, json_type_double))) {
+		/* one prompt given as token ids */
+		r->prompts = calloc(1, sizeof(*r->prompts));
+		if (!r->prompts)
+			goto nomem;
+		r->n_prompts = 1;
+		return parse_token_array(p, &r->prompts[0], "'prompt'", e);
+	}
+	if (n > SRV_MAX_PROMPTS) {
+		srv_api_error_invalid(e, "prompt", "'prompt' has %zu entries; at most %d are allowed", n,
+				      SRV_MAX_PROMPTS);
+		return -1;
+	}
+	r->prompts = calloc(n, sizeof(*r->prompts));
+	if (!r->prompts)
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *v = json_object_array_get_idx(p, i);
+		char what[32];
+		snprintf(what, sizeof(what), "prompt[%zu]", i);
+		r->n_prompts = i + 1;
+		if (v && json_object_is_type(v, json_type_string)) {
+			r->prompts[i].text = dup_string(v, "prompt", what, e);
+			if (!r->prompts[i].text)
+				return -1;
+		} else if (v && json_object_is_type(v, json_type_array)) {
+			if (parse_token_array(v, &r->prompts[i], what, e) != 0)
+				return -1;
+		} else {
+			srv_api_error_invalid(e, "prompt", "%s must be a string or an array of token ids, got %s",
+					      what, v ? type_name(v) : "null");
+			return -1;
+		}
+	}
+	return 0;
+nomem:
+	srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	return -1;
+}
+
+/* ---- sampling and output options ---- */
+
+static int parse_stop(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	struct json_object *s = field(o, "stop");
+	if (!s)
+		return 0;
+	if (json_object_is_type(s, json_type_string)) {
+		if (json_object_get_string_len(s) == 0)
+			return 0;
+		r->stop[0] = dup_string(s, "stop", "'stop'", e);
+		if (!r->stop[0])
+			return -1;
+		r->n_stop = 1;
+		return 0;
+	}
+	if (!json_object_is_type(s, json_type_array)) {
+		srv_api_error_invalid(e, "stop", "'stop' must be a string or an array of strings, got %s",
+				      type_name(s));
+		return -1;
+	}
+	size_t n = json_object_array_length(s);
+	if (n > SRV_MAX_STOP) {
+		srv_api_error_invalid(e, "stop", "'stop' has %zu entries; at most %d are allowed", n,
+				      SRV_MAX_STOP);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *v = json_object_array_get_idx(s, i);
+		if (!v || !json_object_is_type(v, json_type_string)) {
+			srv_api_error_invalid(e, "stop", "stop[%zu] must be a string", i);
+			return -1;
+		}
+		if (json_object_get_string_len(v) == 0) {
+			srv_api_error_invalid(e, "stop", "stop[%zu] must not be empty", i);
+			return -1;
+		}
+		r->stop[r->n_stop] = dup_string(v, "stop", "a stop string", e);
+		if (!r->stop[r->n_stop])
+			return -1;
+		r->n_stop++;
+	}
+	return 0;
+}
+
+static int parse_logit_bias(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	struct json_object *b = field(o, "logit_bias");
+	if (!b)
+		return 0;
+	if (!json_object_is_type(b, json_type_object)) {
+		srv_api_error_invalid(e, "logit_bias",
+				      "'logit_bias' must be an object mapping token ids to numbers, got %s",
+				      type_name(b));
+		return -1;
+	}
+	size_t n = (size_t)json_object_object_length(b);
+	if (n > SRV_MAX_LOGIT_BIAS) {
+		srv_api_error_invalid(e, "logit_bias", "'logit_bias' has %zu entries; at most %d are allowed",
+				      n, SRV_MAX_LOGIT_BIAS);
+		return -1;
+	}
+	if (n == 0)
+		return 0;
+	r->logit_bias = calloc(n, sizeof(*r->logit_bias));
+	if (!r->logit_bias) {
+		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		return -1;
+	}
+	json_object_object_foreach(b, key, val)
+	{
+		char *end = NULL;
+		errno = 0;
+		long long t = strtoll(key, &end, 10);
+		if (!key[0] || *end || errno || t < 0 || t > INT32_MAX) {
+			srv_api_error_invalid(e, "logit_bias", "logit_bias key '%.32s' is not a token id", key);
+			return -1;
+		}
+		if (!val || (!json_object_is_type(val, json_type_int) &&
+			     !json_object_is_type(val, json_type_double))) {
+			srv_api_error_invalid(e, "logit_bias", "logit_bias[\"%s\"] must be a number", key);
+			return -1;
+		}
+		double d = json_object_get_double(val);
+		if (!isfinite(d) || d < -100.0 || d > 100.0) {
+			srv_api_error_invalid(e, "logit_bias",
+					      "logit_bias[\"%s\"] must be between -100 and 100, got %g", key, d);
+			return -1;
+		}
+		r->logit_bias[r->n_logit_bias].token = t;
+		r->logit_bias[r->n_logit_bias].bias = (float)d;
+		r->n_logit_bias++;
+	}
+	return 0;
+}
+
+static int parse_logprobs(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	int64_t k = 0;
+	if (r->kind == SRV_KIND_CHAT) {
+		if (get_bool(o, "logprobs", &r->logprobs, e) < 0)
+			return -1;
+		int st = get_int(o, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &k, e);
+		if (st < 0)
+			return -1;
+		if (st > 0 && !r->logprobs) {
+			srv_api_error_invalid(e, "top_logprobs", "'top_logprobs' requires 'logprobs': true");
+			return -1;
+		}
+		r->top_logprobs = (int)k;
+		return 0;
+	}
+	/* completions: legacy integer logprobs (null/absent = none) */
+	int st = get_int(o, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &k, e);
+	if (st < 0)
+		return -1;
+	r->logprobs = st > 0;
+	r->top_logprobs = (int)k;
+	return 0;
+}
+
+static int parse_options(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	struct json_object *v;
+	if ((v = field(o, "model"))) {
+		if (!json_object_is_type(v, json_type_string)) {
+			srv_api_error_invalid(e, "model", "'model' must be a string, got %s", type_name(v));
+			return -1;
+		}
+		if (!(r->model = dup_string(v, "model", "'model'", e)))
+			return -1;
+	}
+	if (get_bool(o, "stream", &r->stream, e) < 0)
+		return -1;
+	if ((v = field(o, "stream_options"))) {
+		if (!json_object_is_type(v, json_type_object)) {
+			srv_api_error_invalid(e, "stream_options", "'stream_options' must be an object, got %s",
+					      type_name(v));
+			return -1;
+		}
+		if (!r->stream) {
+			srv_api_error_invalid(e, "stream_options",
+					      "'stream_options' is only allowed when 'stream' is true");
+			return -1;
+		}
+		struct srv_api_error sub;
+		if (get_bool(v, "include_usage", &r->include_usage, &sub) < 0) {
+			srv_api_error_invalid(e, "stream_options.include_usage",
+					      "'stream_options.include_usage' must be a boolean");
+			return -1;
+		}
+	}
+	int st = get_int(o, "max_completion_tokens", 1, INT32_MAX, &r->max_tokens, e);
+	if (st < 0 || (st == 0 && get_int(o, "max_tokens", 1, INT32_MAX, &r->max_tokens, e) < 0))
+		return -1;
+	if (get_num(o, "temperature", 0.0, 2.0, &r->temperature, e) < 0 ||
+	    get_num(o, "top_p", 0.0, 1.0, &r->top_p, e) < 0 ||
+	    get_num(o, "min_p", 0.0, 1.0, &r->min_p, e) < 0 ||
+	    get_int(o, "top_k", 0, INT32_MAX, &r->top_k, e) < 0 ||
+	    get_num(o, "presence_penalty", -2.0, 2.0, &r->presence_penalty, e) < 0 ||
+	    get_num(o, "frequency_penalty", -2.0, 2.0, &r->frequency_penalty, e) < 0 ||
+	    get_num(o, "repeat_penalty", 0.0, 10.0, &r->repeat_penalty, e) < 0 ||
+	    get_int(o, "n", 1, SRV_MAX_N, &r->n, e) < 0)
+		return -1;
+	if (r->repeat_penalty == 0.0) {
+		srv_api_error_invalid(e, "repeat_penalty", "'repeat_penalty' must be greater than 0 (1 disables it)");
+		return -1;
+	}
+	int64_t seed;
+	st = get_int(o, "seed", INT64_MIN + 1, INT64_MAX - 1, &seed, e);
+	if (st < 0)
+		return -1;
+	if (st > 0) {
+		r->has_seed = true;
+		r->seed = (uint64_t)seed;
+	}
+	if (parse_stop(o, r, e) < 0 || parse_logit_bias(o, r, e) < 0 || parse_logprobs(o, r, e) < 0)
+		return -1;
+	if (r->kind == SRV_KIND_COMPLETION && get_bool(o, "echo", &r->echo, e) < 0)
+		return -1;
+	if ((v = field(o, "grammar"))) {
+		if (!json_object_is_type(v, json_type_string)) {
+			srv_api_error_invalid(e, "grammar", "'grammar' must be a string (GBNF), got %s",
+					      type_name(v));
+			return -1;
+		}
+		if (json_object_get_string_len(v) > 0 &&
+		    !(r->grammar = dup_string(v, "grammar", "'grammar'", e)))
+			return -1;
+	}
+	return 0;
+}
+
+int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, struct srv_gen_request *r,
+		     struct srv_api_error *e)
+{
+	memset(r, 0, sizeof(*r));
+	r->kind = kind;
+	r->max_tokens = -1;
+	r->temperature = 1.0;
+	r->top_p = 1.0;
+	r->min_p = 0.0;
+	r->top_k = 0;
+	r->repeat_penalty = 1.0;
+	r->n = 1;
+
+	struct json_object *o = srv_json_parse_object(body, len, e);
+	if (!o)
+		return -1;
+	int rc = kind == SRV_KIND_CHAT ? parse_messages(o, r, e) : parse_prompt(o, r, e);
+	if (rc == 0)
+		rc = parse_options(o, r, e);
+	json_object_put(o);
+	if (rc != 0)
+		srv_gen_request_clear(r);
+	return rc;
+}
+
+void srv_gen_request_clear(struct srv_gen_request *r)
+{
+	if (!r)
+		return;
+	free(r->model);
+	for (size_t i = 0; i < r->n_messages; i++) {
+		free(r->messages[i].role);
+		free(r->messages[i].content);
+	}
+	free(r->messages);
+	for (size_t i = 0; i < r->n_prompts; i++) {
+		free(r->prompts[i].text);
+		free(r->prompts[i].tokens);
+	}
+	free(r->prompts);
+	for (size_t i = 0; i < r->n_stop; i++)
+		free(r->stop[i]);
+	free(r->logit_bias);
+	free(r->grammar);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if invalid. */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len;
+	uint32_t cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF) {
+		len = 2;
+		cp = c & 0x1F;
+	} else if (c >= 0xE0 && c <= 0xEF) {
+		len = 3;
+		cp = c & 0x0F;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		len = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3F);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+	    (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return len;
+}
+
+char *srv_utf8_sanitize(const char *s, size_t n, size_t *out_len)
+{
+	char *out = malloc(n * 3 + 1); /* each bad byte becomes 3 bytes at most */
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	const unsigned char *u = (const unsigned char *)s;
+	for (size_t i = 0; i < n;) {
+		size_t l = utf8_seq_len(u + i, n - i);
+		if (l == 0) {
+			memcpy(out + o, "\xEF\xBF\xBD", 3);
+			o += 3;
+			i++;
+		} else {
+			memcpy(out + o, u + i, l);
+			o += l;
+			i += l;
+		}
+	}
+	out[o] = '\0';
+	if (out_len)
+		*out_len = o;
+	return out;
+}
