@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "alice/chat.h"
+#include "alice/gguf.h"
 
 #define CHAT_DATA ALICE_SOURCE_DIR "/tests/data/chat"
 
@@ -132,8 +133,26 @@ Test(chat, fixture_refs_chat_text)
 		cr_assert(json_object_object_get_ex(model, "chat_template", &tmpl));
 		cr_assert(json_object_object_get_ex(model, "add_bos", &add_bos));
 		cr_assert(json_object_object_get_ex(root, "prompts", &prompts));
+		/* the template stored in the GGUF is the one the ref records */
+		struct json_object *mfile;
+		cr_assert(json_object_object_get_ex(root, "model_file", &mfile));
+		char gpath[1024];
+		snprintf(gpath, sizeof(gpath), "%s/models/%s", ALICE_FIXTURES_DIR, json_object_get_string(mfile));
+		struct alice_gguf *g = NULL;
+		struct alice_error gerr = {{0}};
+		cr_assert_eq(alice_gguf_open(gpath, &g, &gerr), ALICE_OK, "%s", gerr.msg);
+		struct alice_gguf_str gt, ga;
+		cr_assert_eq(alice_gguf_get_str(g, "tokenizer.chat_template", &gt, &gerr), ALICE_OK, "%s", gerr.msg);
+		cr_assert_eq(alice_gguf_get_str(g, "general.architecture", &ga, &gerr), ALICE_OK, "%s", gerr.msg);
+		char *gtmpl = strndup(gt.ptr, gt.len), *garch = strndup(ga.ptr, ga.len);
+		cr_assert(gtmpl && garch);
+		cr_expect_str_eq(gtmpl, json_object_get_string(tmpl), "%s: GGUF template differs from the ref",
+				 e->d_name);
 		enum alice_chat_format f;
-		cr_assert_eq(alice_chat_detect(json_object_get_string(tmpl), NULL, &f), ALICE_OK);
+		cr_assert_eq(alice_chat_detect(gtmpl, garch, &f), ALICE_OK);
+		free(gtmpl);
+		free(garch);
+		alice_gguf_close(g);
 		const char *fam = expected_family(e->d_name);
 		cr_assert(fam, "no expected family for %s", e->d_name);
 		cr_expect_str_eq(alice_chat_format_name(f), fam, "%s detected as %s", e->d_name,
