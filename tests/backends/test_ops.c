@@ -1,0 +1,898 @@
+/* test_ops.c — every op of backend.h, on every backend the loader finds
+ * (ALICE_BACKEND_PATH; cpu now, cuda/vulkan when built), against a plain
+ * double-precision scalar reference written here, on seeded random inputs.
+ *
+ * One Criterion test per backend x op (parameterized); each runs that op's
+ * cases (types, odd shapes, strided views, broadcast, M=1/M>1, GQA, windows)
+ * and logs one line per case. A backend whose probe fails is skipped with its
+ * reason; an op a backend does not support is reported, and is a failure
+ * only for the core set the llama family needs (case.core).
+ *
+ * Error measure: NMSE = sum (out - ref)^2 / sum ref^2 over the output, with
+ * a bound per case explained where the bound is chosen (bound_*). MUL_MAT's
+ * reference is alice_dequantize(weights) . (unrounded f32 activations) in
+ * double, so its bound is what the activation rounding of the weight type's
+ * dot product (F16 / BF16 / Q8_0 / Q8_K, as llama.cpp does) can cost. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alice/backend.h"
+#include "alice/backend_loader.h"
+#include "alice/quant.h"
+
+/* ---- error bounds (NMSE) ------------------------------------------------
+ * Activations are N(0,1). Rounding x to a format with relative error u
+ * (uniform) gives NMSE u^2/3 on a dot product whose other side is exact:
+ *   F16: u = 2^-11 -> 8e-8;  BF16: u = 2^-8 -> 5e-6.
+ * Q8_0 (32-blocks): error uniform in +-d/2, d = amax/127; amax of 32 normals
+ * is ~2.1-3.5 -> NMSE (amax/127)^2/12 = 2.3e-5 .. 6.3e-5.
+ * Q8_K (256-blocks): amax of 256 normals ~2.9-4 -> 4.3e-5 .. 8.3e-5.
+ * Bounds are set ~2x above the worst of these; float32 paths get 1e-9
+ * (float summation over K <= 4096 terms is ~1e-12). */
+#define BOUND_EXACT 1e-12
+#define BOUND_F32 1e-9
+#define BOUND_F16_ACT 3e-7
+#define BOUND_BF16_ACT 1.5e-5
+#define BOUND_Q8_0_ACT 1.5e-4
+#define BOUND_Q8_K_ACT 2e-4
+/* RoPE: the CPU reproduces llama.cpp's float recurrence theta *= base^(-2/n)
+ * (angle error ~ pos * i * 6e-8 rad); positions up to 4096 -> < 1e-7. */
+#define BOUND_ROPE 1e-6
+/* Attention with an F16 cache: q may be rounded to F16 (8e-8 on scores),
+ * amplified by the softmax over scores of magnitude ~3. */
+#define BOUND_ATTN_F16 2e-6
+
+/* ---- random -------------------------------------------------------------- */
+struct rng {
+	uint64_t s;
+};
+
+static uint64_t rng_u64(struct rng *r)
+{
+	r->s ^= r->s << 13;
+	r->s ^= r->s >> 7;
+	r->s ^= r->s << 17;
+	return r->s;
+}
+
+static double rng_unif(struct rng *r)
+{
+	return (double)(rng_u64(r) >> 11) / 9007199254740992.0;
+}
+
+static double rng_gauss(struct rng *r)
+{
+	double u = rng_unif(r), v = rng_unif(r);
+	return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+/* ---- test cases ----------------------------------------------------------- */
+#define MAXT 6
+
+struct tcase {
+	char name[200];
+	int nt;
+	struct alice_tensor t[MAXT]; /* t[0] is dst; buf/offset set when run */
+	uint8_t *host[MAXT];
+	size_t size[MAXT];
+	bool import[MAXT]; /* weights: try buffer_import */
+	struct alice_node node;
+	double *ref; /* dense over dst's logical shape */
+	double bound;
+	bool core;
+};
+
+static void tc_free(struct tcase *c)
+{
+	for (int i = 0; i < c->nt; i++)
+		free(c->host[i]);
+	free(c->ref);
+	memset(c, 0, sizeof(*c));
+}
+
+/* A tensor with rows padded by pad elements and planes by pad rows (pad = 0:
+ * contiguous), host memory zeroed. Returns its index. */
+static int tc_tensor(struct tcase *c, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+		     int pad)
+{
+	const struct alice_type_info *ti = alice_type_info(type);
+	int i = c->nt++;
+	struct alice_tensor *t = &c->t[i];
+	memset(t, 0, sizeof(*t));
+	t->type = type;
+	t->ne[0] = ne0;
+	t->ne[1] = ne1;
+	t->ne[2] = ne2;
+	t->ne[3] = ne3;
+	t->nb[0] = ti->type_size;
+	t->nb[1] = (int64_t)alice_row_size(type, ne0) + (ti->block_size == 1 ? pad * ti->type_size : pad * ti->type_size);
+	t->nb[2] = t->nb[1] * (ne1 + pad);
+	t->nb[3] = t->nb[2] * (ne2 + (pad ? 1 : 0));
+	c->size[i] = (size_t)(t->nb[3] * ne3);
+	c->host[i] = calloc(1, c->size[i] + 64);
+	return i;
+}
+
+static int64_t nelem(const struct alice_tensor *t)
+{
+	return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+static uint8_t *elem_ptr(struct tcase *c, int i, int64_t flat)
+{
+	const struct alice_tensor *t = &c->t[i];
+	uint8_t *p = c->host[i];
+	for (int d = 0; d < 4; d++) {
+		p += (flat % t->ne[d]) * t->nb[d];
+		flat /= t->ne[d];
+	}
+	return p;
+}
+
+static double get_el(struct tcase *c, int i, int64_t flat)
+{
+	const uint8_t *p = elem_ptr(c, i, flat);
+	uint32_t type = c->t[i].type;
+	if (type == ALICE_TYPE_F32) {
+		float v;
+		memcpy(&v, p, 4);
+		return v;
+	}
+	if (type == ALICE_TYPE_I32) {
+		int32_t v;
+		memcpy(&v, p, 4);
+		return v;
+	}
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return type == ALICE_TYPE_F16 ? alice_fp16_to_fp32(h) : alice_bf16_to_fp32(h);
+}
+
+static void set_el(struct tcase *c, int i, int64_t flat, double v)
+{
+	uint8_t *p = elem_ptr(c, i, flat);
+	uint32_t type = c->t[i].type;
+	if (type == ALICE_TYPE_F32) {
+		float f = (float)v;
+		memcpy(p, &f, 4);
+	} else if (type == ALICE_TYPE_I32) {
+		int32_t x = (int32_t)v;
+		memcpy(p, &x, 4);
+	} else {
+		uint16_t h = type == ALICE_TYPE_F16 ? alice_fp32_to_fp16((float)v) : alice_fp32_to_bf16((float)v);
+		memcpy(p, &h, 2);
+	}
+}
+
+static void fill_gauss(struct tcase *c, int i, struct rng *r, double sigma)
+{
+	for (int64_t k = 0; k < nelem(&c->t[i]); k++)
+		set_el(c, i, k, sigma * rng_gauss(r));
+}
+
+/* Quantized weights [K, N] from N(0,1) values (the reference quantizer), or,
+ * for types without one, random codes with a sane scale field. */
+static void fill_weights(struct tcase *c, int i, struct rng *r)
+{
+	struct alice_tensor *t = &c->t[i];
+	const struct alice_type_info *ti = alice_type_info(t->type);
+	int64_t K = t->ne[0];
+	float *row = malloc((size_t)K * sizeof(float));
+	for (int64_t n = 0; n < t->ne[1] * t->ne[2] * t->ne[3]; n++) {
+		int64_t i1 = n % t->ne[1], i2 = (n / t->ne[1]) % t->ne[2], i3 = n / (t->ne[1] * t->ne[2]);
+		uint8_t *dst = c->host[i] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+		for (int64_t k = 0; k < K; k++)
+			row[k] = (float)rng_gauss(r);
+		if (ti->block_size == 1) {
+			for (int64_t k = 0; k < K; k++) {
+				if (t->type == ALICE_TYPE_F32)
+					memcpy(dst + 4 * k, &row[k], 4);
+				else {
+					uint16_t h = t->type == ALICE_TYPE_F16 ? alice_fp32_to_fp16(row[k])
+									      : alice_fp32_to_bf16(row[k]);
+					memcpy(dst + 2 * k, &h, 2);
+				}
+			}
+		} else if (ti->can_quantize) {
+			cr_assert(alice_quantize(t->type, row, dst, K), "quantize %s", ti->name);
+		} else {
+			size_t bytes = alice_row_size(t->type, K);
+			for (size_t b = 0; b < bytes; b++)
+				dst[b] = (uint8_t)rng_u64(r);
+			/* IQ4_NL / IQ4_XS: fp16 d first in each block */
+			for (int64_t b = 0; b < K / ti->block_size; b++) {
+				uint16_t h = alice_fp32_to_fp16((float)(0.01 + 0.01 * rng_unif(r)));
+				memcpy(dst + b * ti->type_size, &h, 2);
+			}
+		}
+	}
+	free(row);
+}
+
+/* Dequantized row n (flat over dims 1..3) of weight tensor i. */
+static void weight_row(struct tcase *c, int i, int64_t i1, int64_t i2, int64_t i3, float *out)
+{
+	struct alice_tensor *t = &c->t[i];
+	const uint8_t *p = c->host[i] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+	alice_dequantize(t->type, p, out, t->ne[0]);
+}
+
+static struct tcase *new_case(struct tcase **arr, int *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static struct tcase *new_case(struct tcase **arr, int *n, const char *fmt, ...)
+{
+	*arr = realloc(*arr, (size_t)(*n + 1) * sizeof(**arr));
+	struct tcase *c = &(*arr)[(*n)++];
+	memset(c, 0, sizeof(*c));
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->name, sizeof(c->name), fmt, ap);
+	va_end(ap);
+	c->node.dst = 0;
+	for (int i = 0; i < ALICE_MAX_SRC; i++)
+		c->node.src[i] = -1;
+	c->core = true;
+	return c;
+}
+
+static double *alloc_ref(struct tcase *c)
+{
+	c->ref = calloc((size_t)nelem(&c->t[0]), sizeof(double));
+	return c->ref;
+}
+
+/* ---- reference ops and case builders ------------------------------------- */
+
+static bool type_is_core(uint32_t type)
+{
+	switch (type) {
+	case ALICE_TYPE_F32: case ALICE_TYPE_F16: case ALICE_TYPE_Q8_0: case ALICE_TYPE_Q4_0:
+	case ALICE_TYPE_Q4_K: case ALICE_TYPE_Q5_K: case ALICE_TYPE_Q6_K:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static double mm_bound(uint32_t type)
+{
+	switch (type) {
+	case ALICE_TYPE_F32: return BOUND_F32;
+	case ALICE_TYPE_F16: return BOUND_F16_ACT;
+	case ALICE_TYPE_BF16: return BOUND_BF16_ACT;
+	case ALICE_TYPE_Q2_K: case ALICE_TYPE_Q3_K: case ALICE_TYPE_Q4_K: case ALICE_TYPE_Q5_K:
+	case ALICE_TYPE_Q6_K: case ALICE_TYPE_IQ4_XS:
+		return BOUND_Q8_K_ACT;
+	default:
+		return BOUND_Q8_0_ACT;
+	}
+}
+
+static const uint32_t weight_types[] = {
+	ALICE_TYPE_F32,	 ALICE_TYPE_F16,  ALICE_TYPE_BF16,   ALICE_TYPE_Q4_0,  ALICE_TYPE_Q4_1,
+	ALICE_TYPE_Q5_0, ALICE_TYPE_Q5_1, ALICE_TYPE_Q8_0,   ALICE_TYPE_Q2_K,  ALICE_TYPE_Q3_K,
+	ALICE_TYPE_Q4_K, ALICE_TYPE_Q5_K, ALICE_TYPE_Q6_K,   ALICE_TYPE_IQ4_NL, ALICE_TYPE_IQ4_XS,
+	ALICE_TYPE_MXFP4, ALICE_TYPE_Q1_0,
+};
+#define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
+
+static void build_mul_mat(struct tcase **cs, int *n, struct rng *r)
+{
+	for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+		uint32_t type = weight_types[ti];
+		int64_t bs = alice_type_info(type)->block_size;
+		int64_t kq = bs > 32 ? 256 : 32; /* K granularity (Q1_0 is 128) */
+		/* K, N, M, batch (ne2 of x; w has ne2 = 1 or 2), x padding, import */
+		struct { int64_t K, N, M, b2, w2; int pad; bool imp; } sh[] = {
+			{8 * kq, 64, 1, 1, 1, 0, true},    /* decode */
+			{2 * kq, 33, 7, 1, 1, 0, false},    /* odd N, prefill */
+			{4 * kq, 16, 17, 1, 1, 3, false},   /* strided activations, M > tile */
+			{kq * (bs > 32 ? 1 : 3), 9, 2, 4, 2, 0, false}, /* batch: w broadcast over 2 */
+			{bs == 1 ? 67 : 0, 5, 3, 1, 1, 1, false}, /* odd K (plain types only) */
+		};
+		for (size_t s = 0; s < sizeof(sh) / sizeof(sh[0]); s++) {
+			if (sh[s].K == 0)
+				continue;
+			int64_t K = sh[s].K, N = sh[s].N, M = sh[s].M;
+			struct tcase *c = new_case(cs, n, "MUL_MAT %s K=%lld N=%lld M=%lld batch=%lld/%lld%s%s",
+						   alice_type_name(type), (long long)K, (long long)N, (long long)M,
+						   (long long)sh[s].b2, (long long)sh[s].w2,
+						   sh[s].pad ? " strided-x" : "", sh[s].imp ? " imported-w" : "");
+			c->node.op = ALICE_OP_MUL_MAT;
+			tc_tensor(c, ALICE_TYPE_F32, N, M, sh[s].b2, 1, 0);
+			int w = tc_tensor(c, type, K, N, sh[s].w2, 1, 0);
+			int x = tc_tensor(c, ALICE_TYPE_F32, K, M, sh[s].b2, 1, sh[s].pad);
+			c->import[w] = sh[s].imp;
+			c->node.src[0] = w;
+			c->node.src[1] = x;
+			fill_weights(c, w, r);
+			fill_gauss(c, x, r, 1.0);
+			c->bound = mm_bound(type);
+			c->core = type_is_core(type);
+			double *ref = alloc_ref(c);
+			float *wr = malloc((size_t)K * sizeof(float));
+			int64_t r2 = sh[s].b2 / sh[s].w2;
+			for (int64_t b = 0; b < sh[s].b2; b++)
+				for (int64_t nn = 0; nn < N; nn++) {
+					weight_row(c, w, nn, b / r2, 0, wr);
+					for (int64_t m = 0; m < M; m++) {
+						double acc = 0.0;
+						for (int64_t k = 0; k < K; k++)
+							acc += (double)wr[k] * get_el(c, x, k + K * (m + M * b));
+						ref[nn + N * (m + M * b)] = acc;
+					}
+				}
+			free(wr);
+		}
+	}
+}
+
+static void build_get_rows(struct tcase **cs, int *n, struct rng *r)
+{
+	for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+		uint32_t type = weight_types[ti];
+		int64_t bs = alice_type_info(type)->block_size;
+		int64_t K = bs == 1 ? 45 : (bs > 32 ? 512 : 96);
+		struct tcase *c = new_case(cs, n, "GET_ROWS %s ne0=%lld rows=10 ids=6", alice_type_name(type),
+					   (long long)K);
+		c->node.op = ALICE_OP_GET_ROWS;
+		tc_tensor(c, ALICE_TYPE_F32, K, 6, 1, 1, type == ALICE_TYPE_F32 ? 2 : 0);
+		int s = tc_tensor(c, type, K, 10, 1, 1, 0);
+		int ids = tc_tensor(c, ALICE_TYPE_I32, 6, 1, 1, 1, 0);
+		c->node.src[0] = s;
+		c->node.src[1] = ids;
+		fill_weights(c, s, r);
+		static const int idv[6] = {3, 0, 9, 3, 7, 1};
+		for (int i = 0; i < 6; i++)
+			set_el(c, ids, i, idv[i]);
+		c->bound = BOUND_EXACT;
+		c->core = type_is_core(type);
+		double *ref = alloc_ref(c);
+		float *wr = malloc((size_t)K * sizeof(float));
+		for (int i = 0; i < 6; i++) {
+			weight_row(c, s, idv[i], 0, 0, wr);
+			for (int64_t k = 0; k < K; k++)
+				ref[k + K * i] = wr[k];
+		}
+		free(wr);
+	}
+}
+
+static void build_binary(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { int64_t a[4], b[4]; int pad; } sh[] = {
+		{{33, 4, 3, 1}, {33, 4, 3, 1}, 0},
+		{{33, 4, 3, 1}, {33, 1, 1, 1}, 0},
+		{{33, 4, 3, 2}, {1, 4, 1, 2}, 2},
+		{{64, 5, 1, 1}, {64, 5, 1, 1}, 1},
+	};
+	for (int op = ALICE_OP_ADD; op <= ALICE_OP_MUL; op++)
+		for (size_t s = 0; s < sizeof(sh) / sizeof(sh[0]); s++) {
+			const int64_t *a = sh[s].a, *b = sh[s].b;
+			struct tcase *c = new_case(cs, n, "%s [%lld,%lld,%lld,%lld] %s [%lld,%lld,%lld,%lld]%s",
+						   op == ALICE_OP_ADD ? "ADD" : "MUL", (long long)a[0],
+						   (long long)a[1], (long long)a[2], (long long)a[3],
+						   op == ALICE_OP_ADD ? "+" : "*", (long long)b[0], (long long)b[1],
+						   (long long)b[2], (long long)b[3], sh[s].pad ? " strided" : "");
+			c->node.op = (uint32_t)op;
+			tc_tensor(c, ALICE_TYPE_F32, a[0], a[1], a[2], a[3], 0);
+			int x = tc_tensor(c, ALICE_TYPE_F32, a[0], a[1], a[2], a[3], sh[s].pad);
+			int y = tc_tensor(c, ALICE_TYPE_F32, b[0], b[1], b[2], b[3], 0);
+			c->node.src[0] = x;
+			c->node.src[1] = y;
+			fill_gauss(c, x, r, 1.0);
+			fill_gauss(c, y, r, 1.0);
+			c->bound = BOUND_EXACT;
+			double *ref = alloc_ref(c);
+			for (int64_t i = 0; i < nelem(&c->t[0]); i++) {
+				int64_t i0 = i % a[0], i1 = (i / a[0]) % a[1], i2 = (i / (a[0] * a[1])) % a[2],
+					i3 = i / (a[0] * a[1] * a[2]);
+				int64_t j = (i0 % b[0]) + b[0] * ((i1 % b[1]) + b[1] * ((i2 % b[2]) + b[2] * (i3 % b[3])));
+				double u = get_el(c, x, i), v = get_el(c, y, j);
+				ref[i] = (float)(op == ALICE_OP_ADD ? u + v : u * v);
+			}
+		}
+}
+
+static double act_ref(int act, double x)
+{
+	switch (act) {
+	case ALICE_ACT_SILU: return x / (1.0 + exp(-x));
+	case ALICE_ACT_GELU_TANH:
+		return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+	case ALICE_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
+	case ALICE_ACT_SOFTPLUS: return log1p(exp(x));
+	case ALICE_ACT_EXP: return exp(x);
+	case ALICE_ACT_NEG: return -x;
+	case ALICE_ACT_RELU: return x > 0 ? x : 0;
+	case ALICE_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+	}
+	return NAN;
+}
+
+static const char *const act_names[] = {"SILU", "GELU_TANH", "SIGMOID", "SOFTPLUS",
+					"EXP",	"NEG",	     "RELU",	"GELU_ERF"};
+
+static void build_unary_glu(struct tcase **cs, int *n, struct rng *r)
+{
+	for (int glu = 0; glu < 2; glu++)
+		for (int act = 0; act < 8; act++) {
+			int pad = act % 2;
+			struct tcase *c = new_case(cs, n, "%s %s [67,3,2]%s", glu ? "GLU" : "UNARY", act_names[act],
+						   pad ? " strided" : "");
+			c->node.op = glu ? ALICE_OP_GLU : ALICE_OP_UNARY;
+			c->node.ip[0] = act;
+			tc_tensor(c, ALICE_TYPE_F32, 67, 3, 2, 1, 0);
+			int x = tc_tensor(c, ALICE_TYPE_F32, 67, 3, 2, 1, pad);
+			c->node.src[0] = x;
+			fill_gauss(c, x, r, 2.0);
+			int g = -1;
+			if (glu) {
+				g = tc_tensor(c, ALICE_TYPE_F32, 67, 3, 2, 1, 0);
+				c->node.src[1] = g;
+				fill_gauss(c, g, r, 1.0);
+			}
+			c->bound = BOUND_F32;
+			c->core = act == ALICE_ACT_SILU || act == ALICE_ACT_GELU_TANH;
+			double *ref = alloc_ref(c);
+			for (int64_t i = 0; i < nelem(&c->t[0]); i++)
+				ref[i] = act_ref(act, get_el(c, x, i)) * (glu ? get_el(c, g, i) : 1.0);
+		}
+}
+
+static void build_scale_softcap(struct tcase **cs, int *n, struct rng *r)
+{
+	for (int which = 0; which < 2; which++) {
+		struct tcase *c = new_case(cs, n, "%s [100,7] strided", which ? "SOFTCAP cap=5" : "SCALE *0.125+0.5");
+		c->node.op = which ? ALICE_OP_SOFTCAP : ALICE_OP_SCALE;
+		c->node.fp[0] = which ? 5.0f : 0.125f;
+		c->node.fp[1] = which ? 0.0f : 0.5f;
+		tc_tensor(c, ALICE_TYPE_F32, 100, 7, 1, 1, 0);
+		int x = tc_tensor(c, ALICE_TYPE_F32, 100, 7, 1, 1, 1);
+		c->node.src[0] = x;
+		fill_gauss(c, x, r, 8.0);
+		c->bound = BOUND_F32;
+		double *ref = alloc_ref(c);
+		for (int64_t i = 0; i < nelem(&c->t[0]); i++) {
+			double v = get_el(c, x, i);
+			ref[i] = which ? 5.0 * tanh(v / 5.0) : v * 0.125 + 0.5;
+		}
+	}
+}
+
+static void build_norm(struct tcase **cs, int *n, struct rng *r)
+{
+	for (int v = 0; v < 4; v++) {
+		bool l2 = v == 3, weight = v == 1 || v == 2;
+		int pad = v == 2 ? 5 : 0;
+		struct tcase *c = new_case(cs, n, "%s [257,5,2]%s%s", l2 ? "L2_NORM" : "RMS_NORM",
+					   weight ? " *weight" : "", pad ? " strided" : "");
+		c->node.op = l2 ? ALICE_OP_L2_NORM : ALICE_OP_RMS_NORM;
+		c->node.fp[0] = l2 ? 1e-12f : 1e-5f;
+		tc_tensor(c, ALICE_TYPE_F32, 257, 5, 2, 1, 0);
+		int x = tc_tensor(c, ALICE_TYPE_F32, 257, 5, 2, 1, pad);
+		c->node.src[0] = x;
+		fill_gauss(c, x, r, 3.0);
+		int w = -1;
+		if (weight) {
+			w = tc_tensor(c, ALICE_TYPE_F32, 257, 1, 1, 1, 0);
+			c->node.src[1] = w;
+			fill_gauss(c, w, r, 1.0);
+		}
+		c->bound = BOUND_F32;
+		c->core = !l2;
+		double *ref = alloc_ref(c);
+		for (int64_t row = 0; row < 10; row++) {
+			double ss = 0.0;
+			for (int64_t i = 0; i < 257; i++) {
+				double e = get_el(c, x, i + 257 * row);
+				ss += e * e;
+			}
+			double sc = l2 ? 1.0 / fmax(sqrt(ss), 1e-12) : 1.0 / sqrt(ss / 257.0 + 1e-5);
+			for (int64_t i = 0; i < 257; i++)
+				ref[i + 257 * row] = get_el(c, x, i + 257 * row) * sc * (w >= 0 ? get_el(c, w, i) : 1.0);
+		}
+	}
+}
+
+static void build_rope(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { int mode, hd, nd; bool ff; float scale; int pad; } v[] = {
+		{ALICE_ROPE_NORMAL, 64, 64, false, 1.0f, 0}, {ALICE_ROPE_NEOX, 64, 64, false, 1.0f, 0},
+		{ALICE_ROPE_NORMAL, 64, 32, true, 0.25f, 2}, {ALICE_ROPE_NEOX, 128, 64, true, 1.0f, 4},
+		{ALICE_ROPE_NEOX, 80, 80, false, 0.5f, 0},  {ALICE_ROPE_IMROPE, 64, 64, false, 1.0f, 0},
+		{ALICE_ROPE_IMROPE, 128, 128, true, 1.0f, 2},
+	};
+	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+		int hd = v[s].hd, nd = v[s].nd, nh = 3, nt = 5;
+		bool im = v[s].mode == ALICE_ROPE_IMROPE;
+		struct tcase *c = new_case(cs, n, "ROPE %s head_dim=%d n_dims=%d%s freq_scale=%g%s",
+					   v[s].mode == 0 ? "normal" : im ? "imrope" : "neox", hd, nd,
+					   v[s].ff ? " freq-factors" : "", v[s].scale, v[s].pad ? " strided" : "");
+		c->node.op = ALICE_OP_ROPE;
+		c->node.ip[0] = nd;
+		c->node.ip[1] = v[s].mode;
+		int sect[4] = {nd / 2 - 2 * (nd / 6), nd / 6, nd / 6, 0};
+		if (im)
+			for (int k = 0; k < 4; k++)
+				c->node.ip[2 + k] = sect[k];
+		c->node.fp[0] = 10000.0f;
+		c->node.fp[1] = v[s].scale;
+		tc_tensor(c, ALICE_TYPE_F32, hd, nh, nt, 1, 0);
+		int x = tc_tensor(c, ALICE_TYPE_F32, hd, nh, nt, 1, v[s].pad);
+		int pos = tc_tensor(c, ALICE_TYPE_I32, (im ? 4 : 1) * nt, 1, 1, 1, 0);
+		c->node.src[0] = x;
+		c->node.src[1] = pos;
+		fill_gauss(c, x, r, 1.0);
+		for (int i = 0; i < (im ? 4 : 1) * nt; i++)
+			set_el(c, pos, i, (double)(rng_u64(r) % 4096));
+		int ff = -1;
+		if (v[s].ff) {
+			ff = tc_tensor(c, ALICE_TYPE_F32, nd / 2, 1, 1, 1, 0);
+			c->node.src[2] = ff;
+			for (int i = 0; i < nd / 2; i++)
+				set_el(c, ff, i, 1.0 + 3.0 * rng_unif(r));
+		}
+		c->bound = BOUND_ROPE;
+		c->core = !im;
+		double *ref = alloc_ref(c);
+		int sd = sect[0] + sect[1] + sect[2] + sect[3];
+		for (int t = 0; t < nt; t++)
+			for (int h = 0; h < nh; h++) {
+				int64_t base = (int64_t)hd * (h + nh * t);
+				for (int i = 0; i < nd / 2; i++) {
+					int which = 0;
+					if (im) {
+						int sec = i % sd;
+						if (sec % 3 == 1 && sec < 3 * sect[1])
+							which = 1;
+						else if (sec % 3 == 2 && sec < 3 * sect[2])
+							which = 2;
+						else if (sec % 3 == 0 && sec < 3 * sect[0])
+							which = 0;
+						else
+							which = 3;
+					}
+					double p = get_el(c, pos, t + which * nt);
+					double th = p * v[s].scale * pow(10000.0, -2.0 * i / nd) /
+						    (ff >= 0 ? get_el(c, ff, i) : 1.0);
+					int a = v[s].mode == ALICE_ROPE_NORMAL ? 2 * i : i;
+					int b = v[s].mode == ALICE_ROPE_NORMAL ? 2 * i + 1 : i + nd / 2;
+					double x0 = get_el(c, x, base + a), x1 = get_el(c, x, base + b);
+					ref[base + a] = x0 * cos(th) - x1 * sin(th);
+					ref[base + b] = x0 * sin(th) + x1 * cos(th);
+				}
+				for (int i = nd; i < hd; i++)
+					ref[base + i] = get_el(c, x, base + i);
+			}
+	}
+}
+
+static void build_attention(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { int dk, dv, nh, nkv, nt, ncell; uint32_t kt; float cap; int window; int pad; } v[] = {
+		{64, 64, 8, 8, 1, 40, ALICE_TYPE_F16, 0.0f, 0, 0},
+		{64, 64, 8, 2, 7, 40, ALICE_TYPE_F16, 0.0f, 0, 0},
+		{64, 64, 8, 1, 5, 33, ALICE_TYPE_F32, 0.0f, 0, 2},
+		{128, 128, 4, 2, 6, 50, ALICE_TYPE_F16, 0.0f, 8, 0},
+		{64, 32, 6, 3, 4, 20, ALICE_TYPE_F16, 30.0f, 0, 0},
+		{32, 32, 4, 4, 9, 64, ALICE_TYPE_F32, 50.0f, 5, 1},
+	};
+	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+		int dk = v[s].dk, dv = v[s].dv, nh = v[s].nh, nkv = v[s].nkv, nt = v[s].nt, nc = v[s].ncell;
+		struct tcase *c = new_case(cs, n, "ATTENTION %s d_k=%d d_v=%d heads=%d/%d tokens=%d cells=%d%s%s%s",
+					   alice_type_name(v[s].kt), dk, dv, nh, nkv, nt, nc,
+					   v[s].cap != 0.0f ? " soft-cap" : "", v[s].window ? " window" : "",
+					   v[s].pad ? " strided-q" : "");
+		c->node.op = ALICE_OP_ATTENTION;
+		float scale = 1.0f / sqrtf((float)dk) * (v[s].cap != 0.0f ? 8.0f : 1.0f);
+		c->node.fp[0] = scale;
+		c->node.fp[1] = v[s].cap;
+		tc_tensor(c, ALICE_TYPE_F32, dv, nh, nt, 1, 0);
+		int q = tc_tensor(c, ALICE_TYPE_F32, dk, nh, nt, 1, v[s].pad);
+		int k = tc_tensor(c, v[s].kt, dk, nkv, nc, 1, 0);
+		int vv = tc_tensor(c, v[s].kt, dv, nkv, nc, 1, 0);
+		int rg = tc_tensor(c, ALICE_TYPE_I32, 2, nt, 1, 1, 0);
+		c->node.src[0] = q;
+		c->node.src[1] = k;
+		c->node.src[2] = vv;
+		c->node.src[3] = rg;
+		fill_gauss(c, q, r, 1.0);
+		fill_gauss(c, k, r, 1.0);
+		fill_gauss(c, vv, r, 1.0);
+		for (int t = 0; t < nt; t++) {
+			/* causal: token t sits at cell nc - nt + t; windowed: last `window` cells */
+			int end = nc - nt + t + 1, beg = v[s].window ? end - v[s].window : 0;
+			if (beg < 0)
+				beg = 0;
+			set_el(c, rg, 2 * t, beg);
+			set_el(c, rg, 2 * t + 1, end);
+		}
+		c->bound = v[s].kt == ALICE_TYPE_F16 ? BOUND_ATTN_F16 : BOUND_F32;
+		double *ref = alloc_ref(c);
+		double *sc = malloc((size_t)nc * sizeof(double));
+		for (int t = 0; t < nt; t++)
+			for (int h = 0; h < nh; h++) {
+				int hk = h / (nh / nkv);
+				int beg = (int)get_el(c, rg, 2 * t), end = (int)get_el(c, rg, 2 * t + 1);
+				double mx = -INFINITY, sum = 0.0;
+				for (int ce = beg; ce < end; ce++) {
+					double d = 0.0;
+					for (int i = 0; i < dk; i++)
+						d += get_el(c, q, i + (int64_t)dk * (h + nh * t)) *
+						     get_el(c, k, i + (int64_t)dk * (hk + nkv * ce));
+					d *= scale;
+					if (v[s].cap != 0.0f)
+						d = v[s].cap * tanh(d / v[s].cap);
+					sc[ce] = d;
+					mx = fmax(mx, d);
+				}
+				for (int ce = beg; ce < end; ce++) {
+					sc[ce] = exp(sc[ce] - mx);
+					sum += sc[ce];
+				}
+				for (int i = 0; i < dv; i++) {
+					double acc = 0.0;
+					for (int ce = beg; ce < end; ce++)
+						acc += sc[ce] * get_el(c, vv, i + (int64_t)dv * (hk + nkv * ce));
+					ref[i + (int64_t)dv * (h + nh * t)] = sum > 0 ? acc / sum : 0.0;
+				}
+			}
+		free(sc);
+	}
+}
+
+static void build_kv_write(struct tcase **cs, int *n, struct rng *r)
+{
+	for (int f = 0; f < 2; f++) {
+		uint32_t type = f ? ALICE_TYPE_F32 : ALICE_TYPE_F16;
+		struct tcase *c = new_case(cs, n, "KV_WRITE %s cache [64,2,16] rows [64,2,3]%s",
+					   alice_type_name(type), f ? " strided-src" : "");
+		c->node.op = ALICE_OP_KV_WRITE;
+		tc_tensor(c, type, 64, 2, 16, 1, 0);
+		int s = tc_tensor(c, ALICE_TYPE_F32, 64, 2, 3, 1, f);
+		int ids = tc_tensor(c, ALICE_TYPE_I32, 3, 1, 1, 1, 0);
+		c->node.src[0] = s;
+		c->node.src[1] = ids;
+		fill_gauss(c, 0, r, 1.0);
+		fill_gauss(c, s, r, 1.0);
+		static const int cells[3] = {5, 0, 15};
+		for (int i = 0; i < 3; i++)
+			set_el(c, ids, i, cells[i]);
+		c->bound = BOUND_EXACT;
+		double *ref = alloc_ref(c);
+		for (int64_t i = 0; i < nelem(&c->t[0]); i++)
+			ref[i] = get_el(c, 0, i);
+		for (int i = 0; i < 3; i++)
+			for (int e = 0; e < 128; e++) {
+				double val = get_el(c, s, e + 128 * i);
+				ref[e + 128 * cells[i]] = f ? (double)(float)val
+							    : alice_fp16_to_fp32(alice_fp32_to_fp16((float)val));
+			}
+	}
+}
+
+static void build_copy(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { uint32_t from, to; bool transpose; int pad; } v[] = {
+		{ALICE_TYPE_F32, ALICE_TYPE_F16, false, 0}, {ALICE_TYPE_F16, ALICE_TYPE_F32, false, 2},
+		{ALICE_TYPE_F32, ALICE_TYPE_BF16, false, 0}, {ALICE_TYPE_BF16, ALICE_TYPE_F32, false, 0},
+		{ALICE_TYPE_F32, ALICE_TYPE_F32, true, 0},  {ALICE_TYPE_F32, ALICE_TYPE_F16, false, 3},
+	};
+	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+		struct tcase *c = new_case(cs, n, "COPY %s -> %s [31,6,2]%s%s", alice_type_name(v[s].from),
+					   alice_type_name(v[s].to), v[s].transpose ? " transposed-src" : "",
+					   v[s].pad ? " strided-src" : "");
+		c->node.op = ALICE_OP_COPY;
+		tc_tensor(c, v[s].to, 31, 6, 2, 1, 0);
+		int x = tc_tensor(c, v[s].from, 31, 6, 2, 1, v[s].pad);
+		if (v[s].transpose) { /* a [31,6] view of a [6,31] matrix */
+			c->t[x].nb[0] = 6 * 4;
+			c->t[x].nb[1] = 4;
+		}
+		c->node.src[0] = x;
+		fill_gauss(c, x, r, 10.0);
+		c->core = v[s].from != ALICE_TYPE_BF16 && v[s].to != ALICE_TYPE_BF16;
+		c->bound = BOUND_EXACT;
+		double *ref = alloc_ref(c);
+		for (int64_t i = 0; i < nelem(&c->t[0]); i++) {
+			float val = (float)get_el(c, x, i);
+			ref[i] = v[s].to == ALICE_TYPE_F16 ? alice_fp16_to_fp32(alice_fp32_to_fp16(val))
+			       : v[s].to == ALICE_TYPE_BF16 ? alice_bf16_to_fp32(alice_fp32_to_bf16(val))
+							    : val;
+		}
+	}
+}
+
+typedef void (*builder_fn)(struct tcase **cs, int *n, struct rng *r);
+
+static const struct {
+	const char *name;
+	builder_fn build;
+} op_groups[] = {
+	{"MUL_MAT", build_mul_mat},   {"GET_ROWS", build_get_rows}, {"ADD_MUL", build_binary},
+	{"UNARY_GLU", build_unary_glu}, {"SCALE_SOFTCAP", build_scale_softcap}, {"NORM", build_norm},
+	{"ROPE", build_rope},	      {"ATTENTION", build_attention}, {"KV_WRITE", build_kv_write},
+	{"COPY", build_copy},
+};
+#define N_GROUPS (int)(sizeof(op_groups) / sizeof(op_groups[0]))
+
+/* ---- running a case on a backend ----------------------------------------- */
+
+enum outcome { OUT_PASS, OUT_FAIL, OUT_UNSUPPORTED };
+
+static enum outcome run_case(const struct alice_backend_vtable *vt, struct alice_backend_ctx *ctx,
+			     bool can_import, struct tcase *c, double *nmse_out, char *msg, size_t msg_len)
+{
+	struct alice_buffer *buf = NULL, *imp[MAXT] = {0};
+	enum outcome res = OUT_FAIL;
+	uint64_t total = 0, off[MAXT];
+	for (int i = 0; i < c->nt; i++) {
+		off[i] = total;
+		if (!(c->import[i] && can_import))
+			total += (c->size[i] + 255) & ~(uint64_t)255;
+	}
+	*nmse_out = NAN;
+	if (vt->buffer_alloc(ctx, total, ALICE_BUFFER_COMPUTE, &buf) != ALICE_OK) {
+		snprintf(msg, msg_len, "buffer_alloc: %s", vt->last_error(ctx));
+		return OUT_FAIL;
+	}
+	struct alice_tensor t[MAXT];
+	memcpy(t, c->t, sizeof(t));
+	for (int i = 0; i < c->nt; i++) {
+		if (c->import[i] && can_import) {
+			if (vt->buffer_import(ctx, c->host[i], c->size[i], &imp[i]) != ALICE_OK) {
+				snprintf(msg, msg_len, "buffer_import: %s", vt->last_error(ctx));
+				goto out;
+			}
+			t[i].buf = imp[i];
+			t[i].offset = 0;
+		} else {
+			t[i].buf = buf;
+			t[i].offset = off[i];
+			if (vt->buffer_write(ctx, buf, off[i], c->host[i], c->size[i]) != ALICE_OK) {
+				snprintf(msg, msg_len, "buffer_write: %s", vt->last_error(ctx));
+				goto out;
+			}
+		}
+	}
+	struct alice_graph g = {.n_tensors = (uint32_t)c->nt, .n_nodes = 1, .tensors = t, .nodes = &c->node};
+	if (!vt->supports_op(ctx, &g, &c->node)) {
+		snprintf(msg, msg_len, "not supported");
+		res = OUT_UNSUPPORTED;
+		goto out;
+	}
+	if (vt->graph_compute(ctx, &g) != ALICE_OK) {
+		snprintf(msg, msg_len, "graph_compute: %s", vt->last_error(ctx));
+		goto out;
+	}
+	/* read dst back into the host copy, then compare its logical elements */
+	if (vt->buffer_read(ctx, buf, off[0], c->host[0], c->size[0]) != ALICE_OK) {
+		snprintf(msg, msg_len, "buffer_read: %s", vt->last_error(ctx));
+		goto out;
+	}
+	double num = 0.0, den = 0.0;
+	bool finite = true;
+	for (int64_t i = 0; i < nelem(&c->t[0]); i++) {
+		double o = get_el(c, 0, i), e = c->ref[i];
+		finite = finite && isfinite(o);
+		num += (o - e) * (o - e);
+		den += e * e;
+	}
+	double nmse = den > 0 ? num / den : num;
+	*nmse_out = nmse;
+	if (!finite) {
+		snprintf(msg, msg_len, "non-finite output");
+	} else if (!(nmse <= c->bound)) {
+		snprintf(msg, msg_len, "NMSE %.3g > bound %.3g", nmse, c->bound);
+	} else {
+		snprintf(msg, msg_len, "NMSE %.3g <= %.3g", nmse, c->bound);
+		res = OUT_PASS;
+	}
+out:
+	for (int i = 0; i < MAXT; i++)
+		if (imp[i])
+			vt->buffer_free(ctx, imp[i]);
+	vt->buffer_free(ctx, buf);
+	return res;
+}
+
+/* ---- Criterion: one test per backend x op group --------------------------- */
+
+struct op_param {
+	char backend[ALICE_BACKEND_NAME_MAX];
+	int group;
+};
+
+ParameterizedTestParameters(ops, backend_op)
+{
+	static struct op_param params[32 * 16];
+	static size_t np;
+	np = 0;
+	struct alice_backend_listing *list = NULL;
+	size_t n = 0;
+	if (alice_backend_list(NULL, &list, &n, NULL) == ALICE_OK) {
+		for (size_t i = 0; i < n && np + N_GROUPS <= sizeof(params) / sizeof(params[0]); i++) {
+			if (list[i].shadowed)
+				continue;
+			for (int g = 0; g < N_GROUPS; g++) {
+				snprintf(params[np].backend, sizeof(params[np].backend), "%s", list[i].name);
+				params[np].group = g;
+				np++;
+			}
+		}
+	}
+	alice_backend_list_free(list);
+	return cr_make_param_array(struct op_param, params, np);
+}
+
+ParameterizedTest(struct op_param *p, ops, backend_op, .timeout = 600)
+{
+	struct alice_backend *be = NULL;
+	struct alice_error err = {{0}};
+	enum alice_status st = alice_backend_open(p->backend, NULL, &be, &err);
+	if (st == ALICE_ERR_UNSUPPORTED && strstr(err.msg, "cannot run here"))
+		cr_skip_test("%s: skipped: %s", p->backend, err.msg);
+	cr_assert_eq(st, ALICE_OK, "open %s: %s", p->backend, err.msg);
+	struct alice_backend_ctx *ctx = NULL;
+	cr_assert_eq(alice_backend_init(be, NULL, &ctx, &err), ALICE_OK, "%s", err.msg);
+	struct alice_device_info info;
+	memset(&info, 0, sizeof(info));
+	be->vt->device_info(0, &info);
+	bool can_import = be->vt->buffer_import && (info.flags & ALICE_DEVICE_HOST_IMPORT);
+
+	struct tcase *cs = NULL;
+	int nc = 0;
+	struct rng r = {0x9e3779b97f4a7c15ull ^ (uint64_t)(p->group + 1) * 0x100000001b3ull};
+	op_groups[p->group].build(&cs, &nc, &r);
+	int n_fail = 0, n_unsup = 0;
+	char failures[2048] = "";
+	size_t fl = 0;
+	for (int i = 0; i < nc; i++) {
+		char msg[600];
+		double nmse;
+		enum outcome o = run_case(be->vt, ctx, can_import, &cs[i], &nmse, msg, sizeof(msg));
+		const char *tag = o == OUT_PASS ? "ok" : o == OUT_UNSUPPORTED ? (cs[i].core ? "FAIL (unsupported core op)" : "unsupported") : "FAIL";
+		cr_log_info("[%s] %-70s %s: %s", p->backend, cs[i].name, tag, msg);
+		fprintf(stderr, "[%s] %-70s %s: %s\n", p->backend, cs[i].name, tag, msg);
+		if (o == OUT_UNSUPPORTED && !cs[i].core) {
+			n_unsup++;
+		} else if (o != OUT_PASS) {
+			n_fail++;
+			int w = snprintf(failures + fl, sizeof(failures) - fl, "%s%s (%s)", fl ? "; " : "",
+					 cs[i].name, msg);
+			if (w > 0 && fl + (size_t)w < sizeof(failures))
+				fl += (size_t)w;
+		}
+	}
+	for (int i = 0; i < nc; i++)
+		tc_free(&cs[i]);
+	free(cs);
+	be->vt->free(ctx);
+	alice_backend_close(be);
+	cr_assert_eq(n_fail, 0, "[%s] %s: %d of %d cases failed: %s", p->backend, op_groups[p->group].name,
+		     n_fail, nc, failures);
+	if (n_unsup)
+		cr_log_warn("[%s] %s: %d case(s) not supported by this backend", p->backend,
+			    op_groups[p->group].name, n_unsup);
+}
+
+/* The list must not be empty: with no backend found every test above would
+ * vanish silently. */
+Test(ops, some_backend_found)
+{
+	struct alice_backend_listing *list = NULL;
+	size_t n = 0;
+	struct alice_error err = {{0}};
+	cr_assert_eq(alice_backend_list(NULL, &list, &n, &err), ALICE_OK, "%s", err.msg);
+	bool cpu = false;
+	for (size_t i = 0; i < n; i++)
+		cpu = cpu || (strcmp(list[i].name, "cpu") == 0 && list[i].loadable);
+	alice_backend_list_free(list);
+	cr_assert(cpu, "the cpu backend was not found (ALICE_BACKEND_PATH=%s)",
+		  getenv("ALICE_BACKEND_PATH") ? getenv("ALICE_BACKEND_PATH") : "(unset)");
+}
