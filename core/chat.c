@@ -197,9 +197,29 @@ static void sb_span(struct sbuf *b, struct span s)
 	sb_putn(b, s.p, s.n);
 }
 
-static bool is_ws(char c)
+/* Python's str.isspace() code points (what Jinja's trim and str.strip() remove). */
+static bool is_space_cp(uint32_t c)
 {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+	return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
+	       c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+	       c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+/* Decode the UTF-8 sequence at p[0..n) (n >= 1); returns its length, or 0
+ * when malformed (malformed bytes are never whitespace). */
+static size_t utf8_decode(const unsigned char *p, size_t n, uint32_t *cp)
+{
+	size_t len = p[0] < 0x80 ? 1 : (p[0] >> 5) == 0x6 ? 2 : (p[0] >> 4) == 0xe ? 3 : (p[0] >> 3) == 0x1e ? 4 : 0;
+	if (len == 0 || len > n)
+		return 0;
+	uint32_t c = len == 1 ? p[0] : len == 2 ? p[0] & 0x1f : len == 3 ? p[0] & 0x0f : p[0] & 0x07;
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (p[i] & 0x3f);
+	}
+	*cp = c;
+	return len;
 }
 
 static struct span span_of(const char *s)
@@ -207,12 +227,22 @@ static struct span span_of(const char *s)
 	return (struct span){s ? s : "", s ? strlen(s) : 0};
 }
 
+/* Strip leading and trailing whitespace as Python's str.strip() does. */
 static struct span trim(struct span s)
 {
-	while (s.n && is_ws(s.p[0]))
-		s.p++, s.n--;
-	while (s.n && is_ws(s.p[s.n - 1]))
-		s.n--;
+	uint32_t cp;
+	size_t len;
+	while (s.n && (len = utf8_decode((const unsigned char *)s.p, s.n, &cp)) && is_space_cp(cp))
+		s.p += len, s.n -= len;
+	while (s.n) {
+		size_t start = s.n - 1; /* back to the lead byte of the last character */
+		while (start > 0 && s.n - start < 4 && ((unsigned char)s.p[start] & 0xc0) == 0x80)
+			start--;
+		len = utf8_decode((const unsigned char *)s.p + start, s.n - start, &cp);
+		if (len != s.n - start || !is_space_cp(cp))
+			break;
+		s.n = start;
+	}
 	return s;
 }
 

@@ -17,7 +17,8 @@
  * templates. Role order is not enforced (templates that raise on
  * non-alternating roles are rendered leniently). Content is never parsed:
  * special-token text inside user content stays text (the tokenizer decides).
- * Whitespace trimming, where a family trims, removes ASCII whitespace only. */
+ * Where a family trims, whitespace is what Python's str.strip() removes
+ * (Unicode white space, as Jinja's trim filter does). */
 #ifndef ALICE_CHAT_H
 #define ALICE_CHAT_H
 
