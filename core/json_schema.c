@@ -1081,11 +1081,6 @@ static char *visit_object(struct conv *c, struct json_object *o, const char *nam
 			return cfail(c, ALICE_ERR_INVALID, "'additionalProperties' must be a boolean or a schema");
 		}
 	}
-	if (!props && (!has_addl || (addl_any && !addl_expr)))
-		return use(c, P_OBJECT); /* any object */
-	if (addl_any && !addl_expr)
-		addl_expr = use(c, P_VALUE);
-	free(use(c, P_SPACE));
 	/* check required names */
 	size_t n_req = req ? json_object_array_length(req) : 0;
 	for (size_t i = 0; i < n_req; i++) {
@@ -1102,6 +1097,11 @@ static char *visit_object(struct conv *c, struct json_object *o, const char *nam
 				     json_object_get_string(e));
 		}
 	}
+	if (!props && (!has_addl || (addl_any && !addl_expr)))
+		return use(c, P_OBJECT); /* any object */
+	if (addl_any && !addl_expr)
+		addl_expr = use(c, P_VALUE);
+	free(use(c, P_SPACE));
 	/* items: one "key": value rule per property, then optional extras */
 	size_t n_items = props ? (size_t)json_object_object_length(props) : 0;
 	char **kv = calloc(n_items + 2, sizeof *kv);
@@ -1643,21 +1643,23 @@ enum alice_status alice_json_schema_to_gbnf(const char *json, size_t len, char *
 		return alice_fail(err, ALICE_ERR_NOMEM, "json schema: out of memory");
 	struct json_object *o = json_tokener_parse_ex(tok, json, (int)len);
 	enum json_tokener_error je = json_tokener_get_error(tok);
-	if (!o || je != json_tokener_success || json_tokener_get_parse_end(tok) != len) {
-		/* trailing whitespace is fine */
-		size_t end = json_tokener_get_parse_end(tok);
-		int trailing_ok = o && je == json_tokener_success;
-		for (size_t i = end; trailing_ok && i < len; i++)
-			if (json[i] != ' ' && json[i] != '\n' && json[i] != '\r' && json[i] != '\t')
-				trailing_ok = 0;
-		if (!trailing_ok) {
-			enum alice_status st = alice_fail(err, ALICE_ERR_INVALID,
-							  "json schema: invalid JSON at offset %zu: %s", end,
-							  o ? "trailing data" : json_tokener_error_desc(je));
-			json_object_put(o);
-			json_tokener_free(tok);
-			return st;
-		}
+	size_t end = len;
+	if (je == json_tokener_continue) { /* a bare scalar at the end: a NUL ends it */
+		o = json_tokener_parse_ex(tok, "", 1);
+		je = json_tokener_get_error(tok);
+	} else if (je == json_tokener_success) {
+		end = json_tokener_get_parse_end(tok);
+	}
+	int ok = o && je == json_tokener_success;
+	for (size_t i = end; ok && i < len; i++) /* trailing whitespace is fine */
+		if (json[i] != ' ' && json[i] != '\n' && json[i] != '\r' && json[i] != '\t')
+			ok = 0;
+	if (!ok) {
+		enum alice_status st = alice_fail(err, ALICE_ERR_INVALID, "json schema: invalid JSON: %s",
+						  o ? "trailing data" : json_tokener_error_desc(je));
+		json_object_put(o);
+		json_tokener_free(tok);
+		return st;
 	}
 	json_tokener_free(tok);
 	enum alice_status st = alice_json_schema_obj_to_gbnf(o, gbnf, err);
