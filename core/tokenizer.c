@@ -37,7 +37,9 @@ uint64_t tok_hash(const char *s, size_t n)
 		h ^= (unsigned char)s[i];
 		h *= 0x100000001b3ull;
 	}
-	return h ^ (h >> 29);
+	h ^= h >> 33; /* final mix: both halves are used (index and tag) */
+	h *= 0xff51afd7ed558ccdull;
+	return h ^ (h >> 33);
 }
 
 static size_t pow2_at_least(size_t n)
@@ -50,13 +52,17 @@ static size_t pow2_at_least(size_t n)
 
 int32_t tok_lookup(const struct alice_tokenizer *t, const char *s, size_t n)
 {
-	size_t i = tok_hash(s, n) & t->map.mask;
+	uint64_t h = tok_hash(s, n), tag = h >> 32;
+	size_t i = h & t->map.mask;
 	for (;;) {
-		int32_t id = t->map.slots[i];
-		if (id < 0)
+		uint64_t v = t->map.slots[i];
+		if (!v)
 			return -1;
-		if (t->tok[id].len == n && memcmp(t->tok[id].text, s, n) == 0)
-			return id;
+		if ((v >> 32) == tag) {
+			int32_t id = (int32_t)(uint32_t)v - 1;
+			if (t->tok[id].len == n && memcmp(t->tok[id].text, s, n) == 0)
+				return id;
+		}
 		i = (i + 1) & t->map.mask;
 	}
 }
@@ -196,19 +202,20 @@ static enum alice_status build_strmap(struct alice_tokenizer *t, const struct al
 				      struct alice_error *err)
 {
 	t->map.mask = pow2_at_least((size_t)t->n * 2) - 1;
-	t->map.slots = malloc((t->map.mask + 1) * sizeof *t->map.slots);
+	t->map.slots = calloc(t->map.mask + 1, sizeof *t->map.slots);
 	if (!t->map.slots)
 		return fail(err, ALICE_ERR_NOMEM, g, "out of memory");
-	memset(t->map.slots, 0xff, (t->map.mask + 1) * sizeof *t->map.slots);
 	for (int32_t id = 0; id < t->n; id++) {
 		const struct tok_entry *e = &t->tok[id];
-		size_t i = tok_hash(e->text, e->len) & t->map.mask;
+		uint64_t h = tok_hash(e->text, e->len);
+		size_t i = h & t->map.mask;
 		for (;;) {
-			int32_t o = t->map.slots[i];
-			if (o < 0) {
-				t->map.slots[i] = id;
+			uint64_t v = t->map.slots[i];
+			if (!v) {
+				t->map.slots[i] = (h >> 32) << 32 | (uint32_t)(id + 1);
 				break;
 			}
+			int32_t o = (int32_t)(uint32_t)v - 1;
 			if (t->tok[o].len == e->len && memcmp(t->tok[o].text, e->text, e->len) == 0)
 				return alice_fail(err, ALICE_ERR_INVALID,
 						  "%s: tokenizer: duplicate token in vocabulary: ids %d and %d",
@@ -660,6 +667,21 @@ enum alice_status alice_tokenizer_load(const struct alice_gguf *g, struct alice_
 		char u[4];
 		t->gpt2_enc_len[b] = (uint8_t)alice_utf8_encode(alice_gpt2_byte_to_cp((unsigned char)b), u);
 		memcpy(t->gpt2_enc[b], u, t->gpt2_enc_len[b]);
+	}
+	if (t->type == TOK_TYPE_SPM) {
+		for (int b = 0; b < 128; b++)
+			t->spm_barrier[b] = true;
+		for (int32_t id = 0; id < t->n; id++) {
+			const struct tok_entry *e = &t->tok[id];
+			size_t n_chars = 0;
+			for (uint32_t j = 0; j < e->len; j += (uint32_t)alice_utf8_seq_len((unsigned char)e->text[j]))
+				n_chars++;
+			if (n_chars < 2)
+				continue;
+			for (uint32_t j = 0; j < e->len; j++)
+				if ((unsigned char)e->text[j] < 128)
+					t->spm_barrier[(unsigned char)e->text[j]] = false;
+		}
 	}
 	if ((st = tok_build_pieces(t)) != ALICE_OK)
 		goto nomem;

@@ -41,9 +41,11 @@ struct tok_entry {
 	float score;
 };
 
-/* Open-addressing hash of byte strings -> token id. */
+/* Open-addressing hash of byte strings -> token id. A slot holds the upper
+ * 32 bits of the key's hash and id + 1 (0: empty), so most misses and
+ * collisions are settled without touching the token table. */
 struct tok_strmap {
-	int32_t *slots; /* token id or -1 */
+	uint64_t *slots;
 	size_t mask;
 };
 
@@ -101,6 +103,7 @@ struct alice_tokenizer {
 	size_t *piece_off; /* n+1 offsets into pieces */
 
 	int32_t byte_tok[256]; /* SPM byte fallback token per byte, -1 if none */
+	bool spm_barrier[256]; /* ASCII bytes in no multi-character token */
 	char gpt2_enc[256][3]; /* GPT-2 alphabet UTF-8 per byte */
 	uint8_t gpt2_enc_len[256];
 };

@@ -85,15 +85,12 @@ static bool try_bigram(const struct alice_tokenizer *t, const char *text, const 
 	return heap_push(h, b);
 }
 
-enum alice_status tok_spm_encode(const struct alice_tokenizer *t, const char *text, size_t len,
-				 struct tok_ivec *out)
+/* Tokenize text[0..len) using the caller's buffers. */
+static bool spm_segment(const struct alice_tokenizer *t, const char *text, size_t len, struct spm_sym *sym,
+			struct spm_heap *h, struct tok_ivec *out)
 {
-	enum alice_status st = ALICE_ERR_NOMEM;
-	struct spm_heap h = {0};
-	struct spm_sym *sym = malloc((len ? len : 1) * sizeof *sym);
-	if (!sym)
-		return ALICE_ERR_NOMEM;
 	int32_t ns = 0;
+	h->n = 0;
 	for (size_t off = 0; off < len;) {
 		size_t n = alice_utf8_seq_len((unsigned char)text[off]);
 		if (n > len - off)
@@ -103,10 +100,10 @@ enum alice_status tok_spm_encode(const struct alice_tokenizer *t, const char *te
 		ns++;
 	}
 	for (int32_t i = 1; i < ns; i++)
-		if (!try_bigram(t, text, sym, &h, i - 1, i))
-			goto out;
-	while (h.n) {
-		struct spm_bigram b = heap_pop(&h);
+		if (!try_bigram(t, text, sym, h, i - 1, i))
+			return false;
+	while (h->n) {
+		struct spm_bigram b = heap_pop(h);
 		struct spm_sym *l = &sym[b.left], *r = &sym[b.right];
 		if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
 			continue; /* stale: one side was merged since */
@@ -115,15 +112,14 @@ enum alice_status tok_spm_encode(const struct alice_tokenizer *t, const char *te
 		l->next = r->next;
 		if (r->next >= 0)
 			sym[r->next].prev = b.left;
-		if (!try_bigram(t, text, sym, &h, l->prev, b.left) ||
-		    !try_bigram(t, text, sym, &h, b.left, l->next))
-			goto out;
+		if (!try_bigram(t, text, sym, h, l->prev, b.left) || !try_bigram(t, text, sym, h, b.left, l->next))
+			return false;
 	}
 	for (int32_t i = ns ? 0 : -1; i != -1; i = sym[i].next) {
 		int32_t id = tok_lookup(t, text + sym[i].off, sym[i].n);
 		if (id >= 0) {
 			if (!tok_ivec_push(out, id))
-				goto out;
+				return false;
 			continue;
 		}
 		/* Only merges that form tokens happen, so this is a single
@@ -131,12 +127,30 @@ enum alice_status tok_spm_encode(const struct alice_tokenizer *t, const char *te
 		for (uint32_t j = 0; j < sym[i].n; j++) {
 			int32_t b = t->byte_tok[(unsigned char)text[sym[i].off + j]];
 			if (b >= 0 && !tok_ivec_push(out, b))
-				goto out;
+				return false;
 		}
 	}
-	st = ALICE_OK;
-out:
+	return true;
+}
+
+enum alice_status tok_spm_encode(const struct alice_tokenizer *t, const char *text, size_t len,
+				 struct tok_ivec *out)
+{
+	struct spm_heap h = {0};
+	struct spm_sym *sym = malloc((len ? len : 1) * sizeof *sym);
+	bool ok = sym != NULL;
+	/* An ASCII byte that no multi-character token contains can never be
+	 * merged with a neighbour, so the text on either side of it is merged
+	 * independently: same result, much smaller heaps (e.g. split at '\n'). */
+	size_t a = 0;
+	for (size_t i = 0; ok && i < len; i++) {
+		if (!t->spm_barrier[(unsigned char)text[i]])
+			continue;
+		ok = spm_segment(t, text + a, i - a, sym, &h, out) && spm_segment(t, text + i, 1, sym, &h, out);
+		a = i + 1;
+	}
+	ok = ok && spm_segment(t, text + a, len - a, sym, &h, out);
 	free(sym);
 	free(h.v);
-	return st;
+	return ok ? ALICE_OK : ALICE_ERR_NOMEM;
 }
