@@ -1,0 +1,210 @@
+/* attention.cu — fused ATTENTION over a KV cache (F16 or F32 K/V).
+ *
+ * A block of 4 warps owns one (query head, token, split); the token's cell
+ * range [r0, r1) is read on the device (so a captured graph stays valid as
+ * the range grows) and cut into n_split equal parts (flash-decoding: a
+ * single decode token still fills the GPU on long contexts). Each warp
+ * walks its cells with an online softmax (F32), lanes holding head dims
+ * lane + 32j; warps then merge in shared memory. With several splits each
+ * block writes (max, sum, unnormalized acc) to scratch and a second kernel
+ * merges the splits. An empty range gives zeros. */
+#include "common.cuh"
+
+#define ATT_WARPS 4
+#define ATT_MAXJ 16 /* head dims up to 512 */
+
+struct att_params {
+	struct cu_view q, k, v, d;
+	const uint8_t *rng;
+	int64_t rnb0, rnb1;
+	int64_t n_head, n_head_kv, n_tokens, n_cells;
+	int dk, dv, n_split;
+	uint32_t kt, vt;
+	float scale, softcap;
+};
+
+template <int J>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
+       uint8_t *__restrict__ dst, float *__restrict__ part, struct att_params p)
+{
+	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int64_t hk = h / (p.n_head / p.n_head_kv);
+	int32_t r0 = *(const int32_t *)(p.rng + t * p.rnb1);
+	int32_t r1 = *(const int32_t *)(p.rng + p.rnb0 + t * p.rnb1);
+	if (r0 < 0)
+		r0 = 0;
+	if (r1 > p.n_cells)
+		r1 = (int32_t)p.n_cells;
+	int32_t len = r1 > r0 ? r1 - r0 : 0;
+	int32_t chunk = (len + p.n_split - 1) / p.n_split;
+	int32_t c0 = r0 + sp * chunk, c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+
+	float qr[J], acc[J];
+	const uint8_t *qh = q + h * p.q.nb[1] + t * p.q.nb[2];
+#pragma unroll
+	for (int j = 0; j < J; j++) {
+		int e = lane + 32 * j;
+		qr[j] = e < p.dk ? *(const float *)(qh + e * p.q.nb[0]) * p.scale : 0.f;
+		acc[j] = 0.f;
+	}
+	float m = -INFINITY, l = 0.f;
+	for (int32_t c = c0 + warp; c < c1; c += ATT_WARPS) {
+		const uint8_t *kr = kc + hk * p.k.nb[1] + (int64_t)c * p.k.nb[2];
+		float s = 0.f;
+#pragma unroll
+		for (int j = 0; j < J; j++) {
+			int e = lane + 32 * j;
+			if (e < p.dk)
+				s += qr[j] * ld_float(kr + e * p.k.nb[0], p.kt);
+		}
+		s = warp_sum(s);
+		if (p.softcap != 0.f)
+			s = p.softcap * tanhf(s / p.softcap);
+		float mn = fmaxf(m, s);
+		float corr = expf(m - mn), w = expf(s - mn);
+		l = l * corr + w;
+		const uint8_t *vr = vc + hk * p.v.nb[1] + (int64_t)c * p.v.nb[2];
+#pragma unroll
+		for (int j = 0; j < J; j++) {
+			int e = lane + 32 * j;
+			float vv = e < p.dv ? ld_float(vr + e * p.v.nb[0], p.vt) : 0.f;
+			acc[j] = acc[j] * corr + w * vv;
+		}
+		m = mn;
+	}
+	/* merge the warps */
+	__shared__ float sm[ATT_WARPS], sl[ATT_WARPS];
+	__shared__ float sacc[ATT_WARPS][J * 32];
+	if (lane == 0) {
+		sm[warp] = m;
+		sl[warp] = l;
+	}
+#pragma unroll
+	for (int j = 0; j < J; j++)
+		sacc[warp][lane + 32 * j] = acc[j];
+	__syncthreads();
+	float M = -INFINITY;
+	for (int w = 0; w < ATT_WARPS; w++)
+		M = fmaxf(M, sm[w]);
+	float L = 0.f, f[ATT_WARPS];
+	for (int w = 0; w < ATT_WARPS; w++) {
+		f[w] = sm[w] == -INFINITY ? 0.f : expf(sm[w] - M);
+		L += sl[w] * f[w];
+	}
+	for (int e = threadIdx.x; e < p.dv; e += ATT_WARPS * 32) {
+		float a = 0.f;
+		for (int w = 0; w < ATT_WARPS; w++)
+			a += sacc[w][e] * f[w];
+		if (p.n_split == 1) {
+			*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = L > 0.f ? a / L : 0.f;
+		} else {
+			float *pp = part + (((int64_t)t * p.n_head + h) * p.n_split + sp) * (p.dv + 2);
+			pp[2 + e] = a;
+			if (e == 0) {
+				pp[0] = M;
+				pp[1] = L;
+			}
+		}
+	}
+}
+
+__global__ void k_attn_merge(const float *__restrict__ part, uint8_t *__restrict__ dst, struct att_params p)
+{
+	const int h = blockIdx.x, t = blockIdx.y;
+	const float *pp = part + ((int64_t)t * p.n_head + h) * p.n_split * (p.dv + 2);
+	float M = -INFINITY;
+	for (int s = 0; s < p.n_split; s++)
+		M = fmaxf(M, pp[s * (p.dv + 2)]);
+	float L = 0.f;
+	for (int s = 0; s < p.n_split; s++) {
+		float ms = pp[s * (p.dv + 2)];
+		if (ms != -INFINITY)
+			L += pp[s * (p.dv + 2) + 1] * expf(ms - M);
+	}
+	for (int e = threadIdx.x; e < p.dv; e += blockDim.x) {
+		float a = 0.f;
+		for (int s = 0; s < p.n_split; s++) {
+			float ms = pp[s * (p.dv + 2)];
+			if (ms != -INFINITY)
+				a += pp[s * (p.dv + 2) + 2 + e] * expf(ms - M);
+		}
+		*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = L > 0.f ? a / L : 0.f;
+	}
+}
+
+static int att_splits(const struct cu_args *a)
+{
+	const struct alice_tensor *q = a->src[0], *k = a->src[1];
+	int64_t blocks = q->ne[1] * q->ne[2];
+	int64_t want = (2 * (int64_t)a->ctx->n_sm + blocks - 1) / blocks;
+	int64_t cap = k->ne[2] / 128;
+	if (want > cap)
+		want = cap;
+	if (want > 32)
+		want = 32;
+	return want < 1 ? 1 : (int)want;
+}
+
+size_t cu_attention_scratch(const struct cu_args *a)
+{
+	int ns = att_splits(a);
+	if (ns == 1)
+		return 0;
+	const struct alice_tensor *q = a->src[0], *v = a->src[2];
+	return (size_t)(q->ne[1] * q->ne[2]) * (size_t)ns * (size_t)(v->ne[0] + 2) * sizeof(float);
+}
+
+enum alice_status cu_op_attention(const struct cu_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;
+	struct att_params p;
+	p.dk = (int)q->ne[0];
+	p.dv = (int)v->ne[0];
+	p.n_head = q->ne[1];
+	p.n_tokens = q->ne[2];
+	p.n_head_kv = k->ne[1];
+	p.n_cells = k->ne[2];
+	if (k->ne[0] != q->ne[0] || v->ne[1] != k->ne[1] || v->ne[2] != k->ne[2] || p.n_head_kv < 1 ||
+	    p.n_head % p.n_head_kv != 0 || d->ne[0] != v->ne[0] || d->ne[1] != p.n_head || d->ne[2] != p.n_tokens ||
+	    q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1 || d->ne[3] != 1)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "ATTENTION: q/k/v/dst shapes do not match");
+	if (r->ne[0] < 2 || r->ne[1] < p.n_tokens)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "ATTENTION: ranges must be I32 [2, n_tokens]");
+	if (p.dk > 32 * ATT_MAXJ || p.dv > 32 * ATT_MAXJ)
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: head dims above %d", 32 * ATT_MAXJ);
+	if (p.n_head > 65535 || p.n_tokens > 65535)
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: more than 65535 heads or tokens");
+	p.q = cu_view_of(q);
+	p.k = cu_view_of(k);
+	p.v = cu_view_of(v);
+	p.d = cu_view_of(d);
+	p.rng = tdata(r);
+	p.rnb0 = r->nb[0];
+	p.rnb1 = r->nb[1];
+	p.kt = k->type;
+	p.vt = v->type;
+	p.scale = a->node->fp[0];
+	p.softcap = a->node->fp[1];
+	p.n_split = att_splits(a);
+	dim3 grid((unsigned)p.n_head, (unsigned)p.n_tokens, (unsigned)p.n_split);
+	float *part = (float *)ctx->scratch;
+	int J = ((p.dk > p.dv ? p.dk : p.dv) + 31) / 32;
+	cudaStream_t s = ctx->stream;
+	if (J <= 2)
+		k_attn<2><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, p);
+	else if (J <= 4)
+		k_attn<4><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, p);
+	else if (J <= 8)
+		k_attn<8><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, p);
+	else
+		k_attn<16><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, p);
+	CUDA_LAUNCH_CHECK(ctx, "attention");
+	if (p.n_split > 1) {
+		k_attn_merge<<<dim3((unsigned)p.n_head, (unsigned)p.n_tokens), 128, 0, s>>>(part, tdata(d), p);
+		CUDA_LAUNCH_CHECK(ctx, "attention merge");
+	}
+	return ALICE_OK;
+}

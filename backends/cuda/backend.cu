@@ -1,0 +1,699 @@
+/* backend.cu — the CUDA backend's vtable: probe, device info, contexts,
+ * device buffers, op support, and graph execution with CUDA-graph replay.
+ *
+ * graph_compute validates every node on the host, sizes the shared scratch
+ * region for the whole graph, then launches the op kernels on the context's
+ * stream. When a graph's signature (every node's op, sources and params,
+ * every tensor's type, shape, strides and device address, and the scratch
+ * region) equals the previous call's, the kernel sequence is captured once
+ * into a CUDA graph and replayed from then on: a decode step only changes
+ * input *data* (written by buffer_write before the call), and every kernel
+ * reads its variable inputs (positions, cell ranges, ids) from device memory,
+ * so the replay computes the new step. Any other graph runs as plain launches.
+ * A CUDA error fails the call with last_error set; the process never aborts. */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "common.cuh"
+
+static const struct alice_backend_host *g_host;
+
+static void cu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void cu_log(int level, const char *fmt, ...)
+{
+	if (!g_host || !g_host->log)
+		return;
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	g_host->log(level, msg);
+}
+
+enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+/* ---- probe / device ---- */
+
+#define CU_MIN_CC_MAJOR 9 /* the build targets sm_90 (+ PTX of compute_90) */
+
+static int cu_probe(char *reason, size_t reason_len)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess) {
+		snprintf(reason, reason_len, "no CUDA device: cudaGetDeviceCount returned %s (%s)", cudaGetErrorName(e),
+			 cudaGetErrorString(e));
+		cudaGetLastError();
+		return 0;
+	}
+	if (n == 0) {
+		snprintf(reason, reason_len, "no CUDA device: the driver reports 0 devices");
+		return 0;
+	}
+	int usable = 0;
+	for (int i = 0; i < n; i++) {
+		int major = 0;
+		if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, i) == cudaSuccess &&
+		    major >= CU_MIN_CC_MAJOR)
+			usable++;
+	}
+	if (!usable) {
+		int major = 0, minor = 0;
+		cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+		cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+		snprintf(reason, reason_len,
+			 "no usable CUDA device: device 0 has compute capability %d.%d, this build needs %d.0 or newer "
+			 "(ALICE_CUDA_ARCHS)", major, minor, CU_MIN_CC_MAJOR);
+		return 0;
+	}
+	return usable;
+}
+
+static enum alice_status cu_device_info(int device, struct alice_device_info *out)
+{
+	if (!out)
+		return ALICE_ERR_INVALID;
+	memset(out, 0, sizeof(*out));
+	if (device < 0)
+		device = 0;
+	cudaDeviceProp prop;
+	if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+		cudaGetLastError();
+		return ALICE_ERR_INVALID;
+	}
+	int drv = 0, rt = 0;
+	cudaDriverGetVersion(&drv);
+	cudaRuntimeGetVersion(&rt);
+	snprintf(out->name, sizeof(out->name), "%.127s", prop.name);
+	snprintf(out->description, sizeof(out->description),
+		 "compute capability %d.%d, %d SMs, %.0f MiB L2, driver %d.%d, runtime %d.%d", prop.major, prop.minor,
+		 prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, drv / 1000, (drv % 1000) / 10, rt / 1000,
+		 (rt % 1000) / 10);
+	int prev = 0;
+	cudaGetDevice(&prev);
+	size_t fr = 0, tot = 0;
+	if (cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+		out->mem_free = fr;
+		out->mem_total = tot;
+	} else {
+		out->mem_total = prop.totalGlobalMem;
+		cudaGetLastError();
+	}
+	cudaSetDevice(prev);
+	out->flags = 0;
+	return ALICE_OK;
+}
+
+/* ---- contexts ---- */
+
+static void cu_graph_reset(struct cu_graph_cache *gc)
+{
+	if (gc->exec)
+		cudaGraphExecDestroy(gc->exec);
+	gc->exec = NULL;
+	gc->repeats = 0;
+	gc->sig_len = 0;
+}
+
+static void cu_free(struct alice_backend_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	cudaSetDevice(ctx->device);
+	if (ctx->stream)
+		cudaStreamSynchronize(ctx->stream);
+	cu_graph_reset(&ctx->gc);
+	free(ctx->gc.sig);
+	if (ctx->cublas)
+		cublasDestroy(ctx->cublas);
+	cudaFree(ctx->cublas_ws);
+	cudaFree(ctx->scratch);
+	if (ctx->stream)
+		cudaStreamDestroy(ctx->stream);
+	cudaGetLastError();
+	free(ctx);
+}
+
+#define CU_CUBLAS_WS ((size_t)32 << 20)
+
+static enum alice_status cu_init(const struct alice_backend_options *opts, struct alice_backend_ctx **out, char *err,
+				 size_t err_len)
+{
+	*out = NULL;
+	int dev = -1;
+	if (opts && opts->size >= offsetof(struct alice_backend_options, device) + sizeof(int32_t))
+		dev = opts->device;
+	char why[256];
+	int n = cu_probe(why, sizeof(why));
+	if (n <= 0) {
+		snprintf(err, err_len, "%s", why);
+		return ALICE_ERR_UNSUPPORTED;
+	}
+	int count = 0;
+	cudaGetDeviceCount(&count);
+	if (dev < 0)
+		dev = 0;
+	if (dev >= count) {
+		snprintf(err, err_len, "CUDA device %d does not exist (%d present)", dev, count);
+		return ALICE_ERR_INVALID;
+	}
+	struct alice_backend_ctx *ctx = (struct alice_backend_ctx *)calloc(1, sizeof(*ctx));
+	if (!ctx) {
+		snprintf(err, err_len, "out of memory");
+		return ALICE_ERR_NOMEM;
+	}
+	ctx->device = dev;
+	const char *g = getenv("ALICE_CUDA_GRAPHS");
+	ctx->use_graphs = !(g && g[0] == '0');
+	cudaError_t e;
+	cudaDeviceProp prop;
+	cublasStatus_t cs;
+	if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaMalloc(&ctx->cublas_ws, CU_CUBLAS_WS)) != cudaSuccess) {
+		snprintf(err, err_len, "CUDA device %d: %s", dev, cudaGetErrorString(e));
+		cudaGetLastError();
+		cu_free(ctx);
+		return ALICE_ERR_BACKEND;
+	}
+	ctx->n_sm = prop.multiProcessorCount;
+	if ((cs = cublasCreate(&ctx->cublas)) != CUBLAS_STATUS_SUCCESS ||
+	    (cs = cublasSetStream(ctx->cublas, ctx->stream)) != CUBLAS_STATUS_SUCCESS ||
+	    (cs = cublasSetWorkspace(ctx->cublas, ctx->cublas_ws, CU_CUBLAS_WS)) != CUBLAS_STATUS_SUCCESS) {
+		snprintf(err, err_len, "cuBLAS: %s", cublasGetStatusString(cs));
+		cu_free(ctx);
+		return ALICE_ERR_BACKEND;
+	}
+	cu_log(1, "cuda backend: device %d %s (cc %d.%d, %d SMs), graphs %s", dev, prop.name, prop.major, prop.minor,
+	       prop.multiProcessorCount, ctx->use_graphs ? "on" : "off");
+	*out = ctx;
+	return ALICE_OK;
+}
+
+static const char *cu_last_error(struct alice_backend_ctx *ctx)
+{
+	return ctx ? ctx->err : "no context";
+}
+
+/* ---- buffers ---- */
+
+static enum alice_status cu_buffer_alloc(struct alice_backend_ctx *ctx, uint64_t size, uint32_t usage,
+					 struct alice_buffer **out)
+{
+	*out = NULL;
+	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	struct alice_buffer *b = (struct alice_buffer *)calloc(1, sizeof(*b));
+	if (!b)
+		return cu_fail(ctx, ALICE_ERR_NOMEM, "out of host memory");
+	cudaError_t e = cudaMalloc((void **)&b->dev, size ? (size_t)size : 256);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		size_t fr = 0, tot = 0;
+		cudaMemGetInfo(&fr, &tot);
+		free(b);
+		return cu_fail(ctx, ALICE_ERR_NOMEM,
+			       "out of device memory: buffer of %.1f MiB needed, %.1f MiB free of %.1f MiB (%s)",
+			       size / 1048576.0, fr / 1048576.0, tot / 1048576.0, cudaGetErrorString(e));
+	}
+	b->size = size;
+	b->usage = usage;
+	*out = b;
+	return ALICE_OK;
+}
+
+static void cu_buffer_free(struct alice_backend_ctx *ctx, struct alice_buffer *buf)
+{
+	if (!buf)
+		return;
+	if (ctx) {
+		cudaSetDevice(ctx->device);
+		cudaStreamSynchronize(ctx->stream);
+		/* a captured graph may point into this buffer */
+		cu_graph_reset(&ctx->gc);
+	}
+	cudaFree(buf->dev);
+	cudaGetLastError();
+	free(buf);
+}
+
+static enum alice_status check_range(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
+				     uint64_t size, const char *what)
+{
+	if (!buf)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "%s: NULL buffer", what);
+	if (offset > buf->size || size > buf->size - offset)
+		return cu_fail(ctx, ALICE_ERR_RANGE, "%s: [%llu, +%llu) is outside the buffer of %llu bytes", what,
+			       (unsigned long long)offset, (unsigned long long)size, (unsigned long long)buf->size);
+	return ALICE_OK;
+}
+
+static enum alice_status cu_buffer_write(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
+					 const void *src, uint64_t size)
+{
+	enum alice_status st = check_range(ctx, buf, offset, size, "buffer_write");
+	if (st != ALICE_OK || !size)
+		return st;
+	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	CUDA_CHECK(ctx, cudaMemcpyAsync(buf->dev + offset, src, (size_t)size, cudaMemcpyHostToDevice, ctx->stream));
+	CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
+	return ALICE_OK;
+}
+
+static enum alice_status cu_buffer_read(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
+					void *dst, uint64_t size)
+{
+	enum alice_status st = check_range(ctx, buf, offset, size, "buffer_read");
+	if (st != ALICE_OK || !size)
+		return st;
+	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	CUDA_CHECK(ctx, cudaMemcpyAsync(dst, buf->dev + offset, (size_t)size, cudaMemcpyDeviceToHost, ctx->stream));
+	CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
+	return ALICE_OK;
+}
+
+static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
+					 uint64_t size)
+{
+	enum alice_status st = check_range(ctx, buf, offset, size, "buffer_clear");
+	if (st != ALICE_OK || !size)
+		return st;
+	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	CUDA_CHECK(ctx, cudaMemsetAsync(buf->dev + offset, 0, (size_t)size, ctx->stream));
+	CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
+	return ALICE_OK;
+}
+
+/* ---- ops ---- */
+
+typedef enum alice_status (*cu_op_fn)(const struct cu_args *a);
+
+static const char *const op_names[ALICE_OP_COUNT_V1_0] = {
+	"NONE", "GET_ROWS", "MUL_MAT", "ADD", "MUL", "SCALE", "RMS_NORM", "L2_NORM",
+	"ROPE", "ATTENTION", "KV_WRITE", "GLU", "UNARY", "SOFTCAP", "COPY",
+};
+
+static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_0] = {
+	NULL,		cu_op_get_rows, cu_op_mul_mat,	 cu_op_binary,	  cu_op_binary,
+	cu_op_scale,	cu_op_rms_norm, cu_op_l2_norm,	 cu_op_rope,	  cu_op_attention,
+	cu_op_kv_write, cu_op_glu,	cu_op_unary,	 cu_op_softcap,	  cu_op_copy,
+};
+
+/* minimum and maximum number of sources */
+static const int8_t op_nsrc[ALICE_OP_COUNT_V1_0][2] = {
+	{0, 0}, {2, 2}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, {1, 2}, {1, 1},
+	{2, 3}, {4, 4}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {1, 1},
+};
+
+static const char *op_name(uint32_t op)
+{
+	return op < ALICE_OP_COUNT_V1_0 ? op_names[op] : "unknown op";
+}
+
+static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+				   const struct alice_node *n, struct cu_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->ctx = ctx;
+	a->node = n;
+	if (n->op == ALICE_OP_NONE || n->op >= ALICE_OP_COUNT_V1_0)
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the cuda backend", n->op);
+	if (n->dst < 0 || (uint32_t)n->dst >= g->n_tensors)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "dst tensor index %d out of range", n->dst);
+	a->dst = &g->tensors[n->dst];
+	int nsrc = 0;
+	for (int i = 0; i < ALICE_MAX_SRC; i++) {
+		if (n->src[i] < 0)
+			continue;
+		if ((uint32_t)n->src[i] >= g->n_tensors)
+			return cu_fail(ctx, ALICE_ERR_INVALID, "src[%d] tensor index %d out of range", i, n->src[i]);
+		a->src[i] = &g->tensors[n->src[i]];
+		nsrc = i + 1;
+	}
+	for (int i = 0; i < op_nsrc[n->op][0]; i++)
+		if (!a->src[i])
+			return cu_fail(ctx, ALICE_ERR_INVALID, "src[%d] is required", i);
+	if (nsrc > op_nsrc[n->op][1])
+		return cu_fail(ctx, ALICE_ERR_INVALID, "too many sources (%d, at most %d)", nsrc, op_nsrc[n->op][1]);
+	return ALICE_OK;
+}
+
+/* Bounds, shape and alignment of one tensor against its buffer. */
+static enum alice_status check_tensor(struct alice_backend_ctx *ctx, const struct alice_tensor *t, int idx)
+{
+	const struct alice_type_info *ti = alice_type_info(t->type);
+	if (!ti || !ti->supported)
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "tensor %d: type %s (%u) is not supported", idx,
+			       alice_type_name(t->type), t->type);
+	if (!t->buf)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "tensor %d has no buffer", idx);
+	uint64_t extent = 0;
+	for (int d = 0; d < ALICE_MAX_DIMS; d++) {
+		if (t->ne[d] < 1 || t->ne[d] > ((int64_t)1 << 40) || t->nb[d] < 0 || t->nb[d] > ((int64_t)1 << 44))
+			return cu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: bad ne/nb in dim %d (%lld, %lld)", idx, d,
+				       (long long)t->ne[d], (long long)t->nb[d]);
+		if (d > 0)
+			extent += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
+	}
+	if (ti->block_size > 1) {
+		if (t->ne[0] % ti->block_size != 0 || t->nb[0] != (int64_t)ti->type_size)
+			return cu_fail(ctx, ALICE_ERR_INVALID,
+				       "tensor %d: %s rows need ne[0] %% %u == 0 and nb[0] == %u (got %lld, %lld)", idx,
+				       ti->name, ti->block_size, ti->type_size, (long long)t->ne[0], (long long)t->nb[0]);
+		extent += alice_row_size(t->type, t->ne[0]);
+	} else {
+		extent += (uint64_t)(t->ne[0] - 1) * (uint64_t)t->nb[0] + ti->type_size;
+	}
+	if (t->offset > t->buf->size || extent > t->buf->size - t->offset)
+		return cu_fail(ctx, ALICE_ERR_RANGE, "tensor %d: [%llu, +%llu) is outside its buffer of %llu bytes", idx,
+			       (unsigned long long)t->offset, (unsigned long long)extent,
+			       (unsigned long long)t->buf->size);
+	/* natural alignment of every element access (fp16 block fields too;
+	 * MXFP4 blocks are read bytewise) */
+	uint64_t al = t->type == ALICE_TYPE_MXFP4 ? 1 : (ti->block_size > 1 ? 2 : ti->type_size);
+	if (al > 1) {
+		bool ok = t->offset % al == 0;
+		for (int d = 0; d < ALICE_MAX_DIMS; d++)
+			ok = ok && (t->ne[d] == 1 || t->nb[d] % (int64_t)al == 0);
+		if (!ok)
+			return cu_fail(ctx, ALICE_ERR_UNSUPPORTED,
+				       "tensor %d: offset/strides are not %llu-byte aligned (%s)", idx,
+				       (unsigned long long)al, ti->name);
+	}
+	return ALICE_OK;
+}
+
+static bool is_f32(const struct alice_tensor *t)
+{
+	return t && t->type == ALICE_TYPE_F32;
+}
+
+static bool is_i32(const struct alice_tensor *t)
+{
+	return t && t->type == ALICE_TYPE_I32;
+}
+
+static bool is_float_type(uint32_t type)
+{
+	return type == ALICE_TYPE_F32 || type == ALICE_TYPE_F16 || type == ALICE_TYPE_BF16;
+}
+
+static bool types_ok(const struct alice_node *n, const struct alice_tensor *dst, const struct alice_tensor *const *s)
+{
+	switch (n->op) {
+	case ALICE_OP_GET_ROWS:
+		return cu_weight_type_ok(s[0]->type) && is_i32(s[1]) && is_f32(dst);
+	case ALICE_OP_MUL_MAT:
+		return cu_weight_type_ok(s[0]->type) && is_f32(s[1]) && is_f32(dst);
+	case ALICE_OP_ADD:
+	case ALICE_OP_MUL:
+	case ALICE_OP_GLU:
+		return is_f32(s[0]) && is_f32(s[1]) && is_f32(dst) && (n->op != ALICE_OP_GLU || cu_act_ok(n->ip[0]));
+	case ALICE_OP_UNARY:
+		return is_f32(s[0]) && is_f32(dst) && cu_act_ok(n->ip[0]);
+	case ALICE_OP_SCALE:
+	case ALICE_OP_L2_NORM:
+	case ALICE_OP_SOFTCAP:
+		return is_f32(s[0]) && is_f32(dst);
+	case ALICE_OP_RMS_NORM:
+		return is_f32(s[0]) && is_f32(dst) && (!s[1] || is_f32(s[1]));
+	case ALICE_OP_ROPE:
+		return is_f32(s[0]) && is_i32(s[1]) && is_f32(dst) && (!s[2] || is_f32(s[2])) &&
+		       (n->ip[1] == ALICE_ROPE_NORMAL || n->ip[1] == ALICE_ROPE_NEOX || n->ip[1] == ALICE_ROPE_IMROPE);
+	case ALICE_OP_ATTENTION:
+		return is_f32(s[0]) && (s[1]->type == ALICE_TYPE_F16 || s[1]->type == ALICE_TYPE_F32) &&
+		       (s[2]->type == ALICE_TYPE_F16 || s[2]->type == ALICE_TYPE_F32) && is_i32(s[3]) && is_f32(dst);
+	case ALICE_OP_KV_WRITE:
+		return is_f32(s[0]) && is_i32(s[1]) && (dst->type == ALICE_TYPE_F16 || dst->type == ALICE_TYPE_F32);
+	case ALICE_OP_COPY:
+		return is_float_type(s[0]->type) && is_float_type(dst->type);
+	default:
+		return false;
+	}
+}
+
+/* Shape limits of the kernels (the launchers check the rest). */
+static bool shapes_ok(const struct cu_args *a)
+{
+	const struct alice_tensor *d = a->dst, *const *s = a->src;
+	switch (a->node->op) {
+	case ALICE_OP_MUL_MAT:
+		return s[0]->ne[0] % 32 == 0 && s[1]->ne[0] == s[0]->ne[0] && s[1]->ne[2] % s[0]->ne[2] == 0 &&
+		       s[1]->ne[3] % s[0]->ne[3] == 0 && (s[1]->ne[1] <= 8 || d->nb[0] == 4) &&
+		       s[0]->ne[1] < ((int64_t)1 << 31) && s[1]->ne[1] < ((int64_t)1 << 31);
+	case ALICE_OP_GET_ROWS:
+		return s[1]->ne[1] * s[1]->ne[2] * s[1]->ne[3] == 1 && d->ne[2] * d->ne[3] == 1 &&
+		       s[0]->ne[2] * s[0]->ne[3] == 1;
+	case ALICE_OP_ATTENTION:
+		return s[0]->ne[0] <= 512 && s[2]->ne[0] <= 512 && s[1]->ne[1] > 0 && s[0]->ne[1] % s[1]->ne[1] == 0 &&
+		       s[0]->ne[1] <= 65535 && s[0]->ne[2] <= 65535;
+	case ALICE_OP_KV_WRITE:
+		return d->ne[3] == 1;
+	default:
+		return true;
+	}
+}
+
+static bool cu_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g, const struct alice_node *node)
+{
+	struct alice_backend_ctx dummy;
+	struct cu_args a;
+	if (!ctx) {
+		memset(&dummy, 0, sizeof(dummy));
+		ctx = &dummy;
+	}
+	if (!g || !node || node_args(ctx, g, node, &a) != ALICE_OK)
+		return false;
+	return types_ok(node, a.dst, a.src) && shapes_ok(&a);
+}
+
+/* Host-side checks of a node; the scratch it needs goes to *scratch. */
+static enum alice_status prepare_node(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+				      const struct alice_node *n, struct cu_args *a, size_t *scratch)
+{
+	enum alice_status st = node_args(ctx, g, n, a);
+	if (st != ALICE_OK)
+		return st;
+	st = check_tensor(ctx, a->dst, n->dst);
+	for (int i = 0; i < ALICE_MAX_SRC && st == ALICE_OK; i++)
+		if (a->src[i])
+			st = check_tensor(ctx, a->src[i], n->src[i]);
+	if (st != ALICE_OK)
+		return st;
+	if (!types_ok(n, a->dst, a->src)) {
+		char types[160];
+		int w = snprintf(types, sizeof(types), "dst %s", alice_type_name(a->dst->type));
+		for (int i = 0; i < ALICE_MAX_SRC && w > 0 && (size_t)w < sizeof(types); i++)
+			if (a->src[i])
+				w += snprintf(types + w, sizeof(types) - (size_t)w, ", src%d %s", i,
+					      alice_type_name(a->src[i]->type));
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "unsupported types or params (%s; ip[0]=%d ip[1]=%d)", types,
+			       n->ip[0], n->ip[1]);
+	}
+	if (!shapes_ok(a))
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "shapes outside what the cuda kernels handle");
+	*scratch = 0;
+	if (n->op == ALICE_OP_MUL_MAT)
+		*scratch = cu_mul_mat_scratch(a);
+	else if (n->op == ALICE_OP_ATTENTION)
+		*scratch = cu_attention_scratch(a);
+	return ALICE_OK;
+}
+
+static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, size_t need)
+{
+	if (need <= ctx->scratch_size)
+		return ALICE_OK;
+	need = (need + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+	cudaFree(ctx->scratch);
+	ctx->scratch = NULL;
+	ctx->scratch_size = 0;
+	ctx->scratch_gen++;
+	cu_graph_reset(&ctx->gc);
+	cudaError_t e = cudaMalloc((void **)&ctx->scratch, need);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		size_t fr = 0, tot = 0;
+		cudaMemGetInfo(&fr, &tot);
+		return cu_fail(ctx, ALICE_ERR_NOMEM, "out of device memory: %.1f MiB of scratch needed, %.1f MiB free",
+			       need / 1048576.0, fr / 1048576.0);
+	}
+	ctx->scratch_size = need;
+	return ALICE_OK;
+}
+
+static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	for (uint32_t i = 0; i < g->n_nodes; i++) {
+		struct cu_args a;
+		size_t scr;
+		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a, &scr);
+		if (st == ALICE_OK)
+			st = op_fns[g->nodes[i].op](&a);
+		if (st != ALICE_OK) {
+			char msg[sizeof(ctx->err)];
+			snprintf(msg, sizeof(msg), "%s", ctx->err);
+			snprintf(ctx->err, sizeof(ctx->err), "node %u (%s): %.480s", i, op_name(g->nodes[i].op), msg);
+			return st;
+		}
+	}
+	return ALICE_OK;
+}
+
+/* The graph's signature: nodes verbatim, tensors by type/shape/strides and
+ * device address, and the scratch region. */
+static bool build_sig(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint8_t **out, size_t *len)
+{
+	size_t per_t = 4 + 8 * 8 + 8;
+	size_t n = 16 + (size_t)g->n_nodes * sizeof(struct alice_node) + (size_t)g->n_tensors * per_t;
+	uint8_t *s = (uint8_t *)malloc(n);
+	if (!s)
+		return false;
+	uint8_t *p = s;
+	uint64_t hdr[2] = { (uint64_t)(uintptr_t)ctx->scratch, ctx->scratch_gen };
+	memcpy(p, hdr, 16);
+	p += 16;
+	if (g->n_nodes) {
+		memcpy(p, g->nodes, (size_t)g->n_nodes * sizeof(struct alice_node));
+		p += (size_t)g->n_nodes * sizeof(struct alice_node);
+	}
+	for (uint32_t i = 0; i < g->n_tensors; i++) {
+		const struct alice_tensor *t = &g->tensors[i];
+		memcpy(p, &t->type, 4);
+		memcpy(p + 4, t->ne, 32);
+		memcpy(p + 36, t->nb, 32);
+		uint64_t addr = t->buf ? (uint64_t)(uintptr_t)t->buf->dev + t->offset : 0;
+		memcpy(p + 68, &addr, 8);
+		p += per_t;
+	}
+	*out = s;
+	*len = n;
+	return true;
+}
+
+static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors))
+		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_compute: malformed graph");
+	ctx->err[0] = '\0';
+	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	/* pass 1: validate every node and size the scratch */
+	size_t need = 0;
+	for (uint32_t i = 0; i < g->n_nodes; i++) {
+		struct cu_args a;
+		size_t scr = 0;
+		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a, &scr);
+		if (st != ALICE_OK) {
+			char msg[sizeof(ctx->err)];
+			snprintf(msg, sizeof(msg), "%s", ctx->err);
+			snprintf(ctx->err, sizeof(ctx->err), "node %u (%s): %.480s", i, op_name(g->nodes[i].op), msg);
+			return st;
+		}
+		if (scr > need)
+			need = scr;
+	}
+	enum alice_status st = ensure_scratch(ctx, need);
+	if (st != ALICE_OK)
+		return st;
+
+	/* pass 2: replay, capture or launch */
+	struct cu_graph_cache *gc = &ctx->gc;
+	uint8_t *sig = NULL;
+	size_t sig_len = 0;
+	bool same = false;
+	if (ctx->use_graphs && g->n_nodes > 0 && build_sig(ctx, g, &sig, &sig_len)) {
+		same = gc->sig && gc->sig_len == sig_len && memcmp(gc->sig, sig, sig_len) == 0;
+		if (!same) {
+			cu_graph_reset(gc);
+			free(gc->sig);
+			gc->sig = sig;
+			gc->sig_len = sig_len;
+			gc->repeats = 1;
+		} else {
+			free(sig);
+			gc->repeats++;
+		}
+	}
+	if (same && !gc->exec && gc->repeats == 2) {
+		/* seen twice in a row: capture it */
+		cudaGraph_t graph = NULL;
+		cudaError_t e = cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal);
+		if (e == cudaSuccess) {
+			enum alice_status lst = launch_all(ctx, g);
+			e = cudaStreamEndCapture(ctx->stream, &graph);
+			if (lst == ALICE_OK && e == cudaSuccess && graph)
+				e = cudaGraphInstantiate(&gc->exec, graph, 0);
+			else if (e == cudaSuccess)
+				e = cudaErrorUnknown;
+			if (graph)
+				cudaGraphDestroy(graph);
+		}
+		if (e != cudaSuccess) {
+			/* this graph cannot be captured: launch it plainly, and
+			 * do not try again while the signature repeats */
+			cudaGetLastError();
+			gc->exec = NULL;
+			cu_log(2, "cuda backend: graph capture failed (%s); using plain launches", cudaGetErrorString(e));
+			ctx->err[0] = '\0';
+		} else {
+			gc->scratch_gen = ctx->scratch_gen;
+		}
+	}
+	if (same && gc->exec && gc->scratch_gen == ctx->scratch_gen) {
+		CUDA_CHECK(ctx, cudaGraphLaunch(gc->exec, ctx->stream));
+	} else {
+		st = launch_all(ctx, g);
+		if (st != ALICE_OK) {
+			cudaStreamSynchronize(ctx->stream);
+			cudaGetLastError();
+			return st;
+		}
+	}
+	cudaError_t e = cudaStreamSynchronize(ctx->stream);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		cu_graph_reset(gc);
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "graph_compute: %s", cudaGetErrorString(e));
+	}
+	return ALICE_OK;
+}
+
+static const struct alice_backend_vtable cu_vtable = {
+	ALICE_BACKEND_ABI_MAJOR,
+	ALICE_BACKEND_ABI_MINOR,
+	sizeof(struct alice_backend_vtable),
+	"cuda",
+	cu_probe,
+	cu_device_info,
+	cu_init,
+	cu_free,
+	cu_last_error,
+	cu_buffer_alloc,
+	NULL, /* buffer_import: discrete GPU, weights are uploaded once */
+	cu_buffer_free,
+	cu_buffer_write,
+	cu_buffer_read,
+	cu_buffer_clear,
+	cu_supports_op,
+	cu_graph_compute,
+};
+
+extern "C" ALICE_BACKEND_EXPORT const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host)
+{
+	if (host && host->abi_major == ALICE_BACKEND_ABI_MAJOR)
+		g_host = host;
+	return &cu_vtable;
+}
+
+extern "C" ALICE_BACKEND_EXPORT int alice_backend_score(void)
+{
+	char why[256];
+	return cu_probe(why, sizeof(why)) > 0 ? 10 : 0;
+}

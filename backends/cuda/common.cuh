@@ -1,0 +1,187 @@
+/* common.cuh — shared by the CUDA backend's files (nothing here is exported
+ * from the .so): the context and buffer structs, the status-returning
+ * CUDA_CHECK, tensor helpers and the launch functions of each op family.
+ *
+ * Every op launcher validates its node on the host, enqueues kernels on
+ * ctx->stream and returns a status; a CUDA error fails the call with
+ * ctx->err set, never aborts the process. Launchers must not synchronize or
+ * read device memory: graph_compute may be capturing them into a CUDA graph. */
+#ifndef ALICE_CUDA_COMMON_CUH
+#define ALICE_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "alice/backend.h"
+#include "alice/quant.h"
+}
+
+#define CU_HIDDEN __attribute__((visibility("hidden")))
+
+struct alice_buffer {
+	uint8_t *dev;
+	uint64_t size;
+	uint32_t usage;
+};
+
+struct cu_graph_cache {
+	uint8_t *sig;          /* signature of the last graph (see backend.cu) */
+	size_t sig_len, sig_cap;
+	int repeats;           /* consecutive calls with this signature */
+	cudaGraphExec_t exec;  /* instantiated replay of that graph, or NULL */
+	uint64_t scratch_gen;  /* scratch generation the exec was captured with */
+};
+
+struct alice_backend_ctx {
+	int device;
+	int n_sm;
+	cudaStream_t stream;
+	cublasHandle_t cublas;
+	void *cublas_ws;
+	char err[512];
+	/* scratch: one region reused by every op (ops run in stream order) */
+	uint8_t *scratch;
+	size_t scratch_size;
+	uint64_t scratch_gen; /* bumped on every reallocation */
+	bool use_graphs;
+	struct cu_graph_cache gc;
+};
+
+enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4))) CU_HIDDEN;
+
+/* A failed CUDA call fails the enclosing function with a message naming it. */
+#define CUDA_CHECK(ctx, call)                                                                      \
+	do {                                                                                       \
+		cudaError_t e_ = (call);                                                           \
+		if (e_ != cudaSuccess)                                                             \
+			return cu_fail((ctx), ALICE_ERR_BACKEND, "%s failed: %s (%s:%d)", #call,   \
+				       cudaGetErrorString(e_), __FILE__, __LINE__);                \
+	} while (0)
+
+/* After a kernel launch: a launch error (bad config, sticky fault) fails the call. */
+#define CUDA_LAUNCH_CHECK(ctx, what) CUDA_CHECK(ctx, cudaGetLastError())
+
+/* ---- node arguments ---- */
+struct cu_args {
+	struct alice_backend_ctx *ctx;
+	const struct alice_node *node;
+	const struct alice_tensor *dst;
+	const struct alice_tensor *src[ALICE_MAX_SRC];
+};
+
+static inline uint8_t *tdata(const struct alice_tensor *t)
+{
+	return t->buf->dev + t->offset;
+}
+
+static inline int64_t tnelem(const struct alice_tensor *t)
+{
+	return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+static inline bool tcontig(const struct alice_tensor *t, int64_t esize)
+{
+	return t->nb[0] == esize && t->nb[1] == t->nb[0] * t->ne[0] && t->nb[2] == t->nb[1] * t->ne[1] &&
+	       t->nb[3] == t->nb[2] * t->ne[2];
+}
+
+/* Shape and strides of a 4-D strided tensor passed to kernels by value. */
+struct cu_view {
+	int64_t ne[4];
+	int64_t nb[4];
+};
+
+static inline struct cu_view cu_view_of(const struct alice_tensor *t)
+{
+	struct cu_view v;
+	for (int i = 0; i < 4; i++) {
+		v.ne[i] = t->ne[i];
+		v.nb[i] = t->nb[i];
+	}
+	return v;
+}
+
+/* Byte offset of flat element index i (dim 0 fastest) in a view. */
+__device__ static inline int64_t view_off(const struct cu_view &v, int64_t i)
+{
+	int64_t i0 = i % v.ne[0];
+	i /= v.ne[0];
+	int64_t i1 = i % v.ne[1];
+	i /= v.ne[1];
+	int64_t i2 = i % v.ne[2];
+	int64_t i3 = i / v.ne[2];
+	return i0 * v.nb[0] + i1 * v.nb[1] + i2 * v.nb[2] + i3 * v.nb[3];
+}
+
+static inline unsigned cu_blocks(int64_t n, int threads)
+{
+	int64_t b = (n + threads - 1) / threads;
+	return (unsigned)(b > 0x7fffffff ? 0x7fffffff : (b < 1 ? 1 : b));
+}
+
+/* Scratch bytes each op needs (0 for most); computed before any launch so
+ * the scratch region is stable while a graph is captured. */
+size_t cu_mul_mat_scratch(const struct cu_args *a) CU_HIDDEN;
+size_t cu_attention_scratch(const struct cu_args *a) CU_HIDDEN;
+
+/* ---- op launchers (one per op family file) ---- */
+enum alice_status cu_op_mul_mat(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_get_rows(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_rms_norm(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_l2_norm(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_rope(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_attention(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_kv_write(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_binary(const struct cu_args *a) CU_HIDDEN; /* ADD, MUL */
+enum alice_status cu_op_scale(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_softcap(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_glu(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_unary(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_copy(const struct cu_args *a) CU_HIDDEN;
+
+/* Weight types MUL_MAT / GET_ROWS handle. */
+bool cu_weight_type_ok(uint32_t type) CU_HIDDEN;
+bool cu_act_ok(int act) CU_HIDDEN;
+
+/* Element conversions for F32/F16/BF16 tensors. */
+__device__ static inline float ld_float(const uint8_t *p, uint32_t type)
+{
+	if (type == ALICE_TYPE_F32)
+		return *(const float *)p;
+	if (type == ALICE_TYPE_F16)
+		return __half2float(*(const __half *)p);
+	return __bfloat162float(*(const __nv_bfloat16 *)p);
+}
+
+__device__ static inline void st_float(uint8_t *p, uint32_t type, float v)
+{
+	if (type == ALICE_TYPE_F32)
+		*(float *)p = v;
+	else if (type == ALICE_TYPE_F16)
+		*(__half *)p = __float2half_rn(v);
+	else
+		*(__nv_bfloat16 *)p = __float2bfloat16_rn(v);
+}
+
+__device__ static inline float warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ static inline float warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+#endif

@@ -1,0 +1,308 @@
+/* cuda_bench.c — alice-cuda-bench: checks MUL_MAT / GET_ROWS of a backend
+ * plugin against the scalar reference dequantizers for every weight type,
+ * then times decode mat-vecs (GB/s of weights) and prefill GEMMs (TFLOP/s).
+ * Talks to the .so through the plugin ABI only (dlopen), so it measures what
+ * the core will see.  Usage: alice-cuda-bench [path/to/libalice-backend-X.so] [--quick] */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alice/backend.h"
+#include "alice/quant.h"
+
+static const struct alice_backend_vtable *vt;
+static struct alice_backend_ctx *ctx;
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.f - 1.f;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#define CHECK(x)                                                                                   \
+	do {                                                                                       \
+		if ((x) != ALICE_OK) {                                                             \
+			fprintf(stderr, "FAILED %s: %s\n", #x, vt->last_error(ctx));               \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static void tensor2(struct alice_tensor *t, uint32_t type, int64_t ne0, int64_t ne1, struct alice_buffer *b,
+		    uint64_t off)
+{
+	memset(t, 0, sizeof(*t));
+	t->type = type;
+	t->ne[0] = ne0;
+	t->ne[1] = ne1;
+	t->ne[2] = t->ne[3] = 1;
+	const struct alice_type_info *ti = alice_type_info(type);
+	t->nb[0] = ti->type_size;
+	t->nb[1] = (int64_t)alice_row_size(type, ne0);
+	t->nb[2] = t->nb[3] = t->nb[1] * ne1;
+	t->buf = b;
+	t->offset = off;
+}
+
+/* Random weights of a type: quantized from random floats, or random bytes
+ * with sane fp16 scales for types without a quantizer. */
+static void make_weights(uint32_t type, int64_t K, int64_t N, uint8_t *w)
+{
+	size_t rs = alice_row_size(type, K);
+	float *row = malloc((size_t)K * 4);
+	for (int64_t n = 0; n < N; n++) {
+		for (int64_t k = 0; k < K; k++)
+			row[k] = frand() * (1.f + (float)(n % 7));
+		if (!alice_quantize(type, row, w + n * rs, K)) {
+			const struct alice_type_info *ti = alice_type_info(type);
+			uint8_t *r = w + n * rs;
+			for (size_t i = 0; i < rs; i++)
+				r[i] = (uint8_t)(rng >> 24), frand();
+			for (int64_t b = 0; b < K / ti->block_size; b++) {
+				uint16_t d = alice_fp32_to_fp16(0.01f + 0.001f * (float)(b % 5));
+				memcpy(r + b * ti->type_size, &d, 2);
+			}
+		}
+	}
+	free(row);
+}
+
+static const uint32_t types[] = {
+	ALICE_TYPE_F32,	 ALICE_TYPE_F16,  ALICE_TYPE_BF16,   ALICE_TYPE_Q4_0,	ALICE_TYPE_Q4_1, ALICE_TYPE_Q5_0,
+	ALICE_TYPE_Q5_1, ALICE_TYPE_Q8_0, ALICE_TYPE_Q2_K,   ALICE_TYPE_Q3_K,	ALICE_TYPE_Q4_K, ALICE_TYPE_Q5_K,
+	ALICE_TYPE_Q6_K, ALICE_TYPE_IQ4_NL, ALICE_TYPE_IQ4_XS, ALICE_TYPE_MXFP4, ALICE_TYPE_Q1_0,
+};
+#define N_TYPES (sizeof(types) / sizeof(types[0]))
+
+/* MUL_MAT of one type at one M against a double-precision reference on the
+ * dequantized weights; returns the relative L2 error (max over batches). */
+static double check_mm(uint32_t type, int64_t K, int64_t N, int64_t M, double *max_abs)
+{
+	size_t rs = alice_row_size(type, K);
+	size_t wbytes = rs * (size_t)N;
+	uint8_t *w = malloc(wbytes);
+	make_weights(type, K, N, w);
+	float *wf = malloc((size_t)(K * N) * 4);
+	for (int64_t n = 0; n < N; n++)
+		alice_dequantize(type, w + n * rs, wf + n * K, K);
+	float *x = malloc((size_t)(K * M) * 4), *y = malloc((size_t)(N * M) * 4);
+	for (int64_t i = 0; i < K * M; i++)
+		x[i] = frand();
+	/* one buffer: weights at an offset (as in a model file), x, dst */
+	uint64_t wo = 256, xo = (wo + wbytes + 255) / 256 * 256, yo = xo + (uint64_t)(K * M) * 4;
+	yo = (yo + 255) / 256 * 256;
+	struct alice_buffer *b;
+	CHECK(vt->buffer_alloc(ctx, yo + (uint64_t)(N * M) * 4, ALICE_BUFFER_COMPUTE, &b));
+	CHECK(vt->buffer_write(ctx, b, wo, w, wbytes));
+	CHECK(vt->buffer_write(ctx, b, xo, x, (uint64_t)(K * M) * 4));
+	struct alice_tensor t[3];
+	tensor2(&t[0], type, K, N, b, wo);
+	tensor2(&t[1], ALICE_TYPE_F32, K, M, b, xo);
+	tensor2(&t[2], ALICE_TYPE_F32, N, M, b, yo);
+	struct alice_node nd;
+	memset(&nd, 0, sizeof(nd));
+	nd.op = ALICE_OP_MUL_MAT;
+	nd.dst = 2;
+	for (int i = 0; i < ALICE_MAX_SRC; i++)
+		nd.src[i] = -1;
+	nd.src[0] = 0;
+	nd.src[1] = 1;
+	struct alice_graph g = { 3, 1, t, &nd };
+	if (!vt->supports_op(ctx, &g, &nd)) {
+		fprintf(stderr, "  %s: supports_op says no\n", alice_type_name(type));
+		exit(1);
+	}
+	CHECK(vt->graph_compute(ctx, &g));
+	CHECK(vt->buffer_read(ctx, b, yo, y, (uint64_t)(N * M) * 4));
+	double e2 = 0, r2 = 0, ma = 0;
+	for (int64_t m = 0; m < M; m++)
+		for (int64_t n = 0; n < N; n++) {
+			double ref = 0;
+			for (int64_t k = 0; k < K; k++)
+				ref += (double)wf[n * K + k] * x[m * K + k];
+			double d = y[m * N + n] - ref;
+			if (!(fabs(d) <= 1e30))
+				d = 1e30;
+			e2 += d * d;
+			r2 += ref * ref;
+			if (fabs(d) > ma)
+				ma = fabs(d);
+		}
+	/* GET_ROWS of the same weights: bit-level agreement within rounding */
+	int32_t ids[3] = { 0, (int32_t)(N - 1), (int32_t)(N / 2) };
+	CHECK(vt->buffer_write(ctx, b, xo, ids, sizeof(ids)));
+	struct alice_tensor t2[3];
+	t2[0] = t[0];
+	tensor2(&t2[1], ALICE_TYPE_I32, 3, 1, b, xo);
+	tensor2(&t2[2], ALICE_TYPE_F32, K, 3, b, yo);
+	nd.op = ALICE_OP_GET_ROWS;
+	struct alice_graph g2 = { 3, 1, t2, &nd };
+	CHECK(vt->graph_compute(ctx, &g2));
+	float *gr = malloc((size_t)K * 3 * 4);
+	CHECK(vt->buffer_read(ctx, b, yo, gr, (uint64_t)K * 3 * 4));
+	double gmax = 0;
+	for (int i = 0; i < 3; i++)
+		for (int64_t k = 0; k < K; k++) {
+			double d = fabs((double)gr[i * K + k] - wf[ids[i] * K + k]);
+			double s = fabs(wf[ids[i] * K + k]) + 1e-6;
+			if (!(d / s <= 1e30))
+				gmax = 1e30;
+			else if (d / s > gmax)
+				gmax = d / s;
+		}
+	if (gmax > 1e-6) {
+		fprintf(stderr, "  %s: GET_ROWS differs from the reference (max rel %.3g)\n", alice_type_name(type), gmax);
+		e2 = 1e30;
+	}
+	free(gr);
+	vt->buffer_free(ctx, b);
+	free(w);
+	free(wf);
+	free(x);
+	free(y);
+	*max_abs = ma;
+	return r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+}
+
+/* Decode: n_mat weight matrices (together well over L2) in one graph, M = 1. */
+static void bench_mm(uint32_t type, int64_t K, int64_t N, int64_t M, int n_mat, int reps)
+{
+	size_t rs = alice_row_size(type, K), wbytes = rs * (size_t)N;
+	uint8_t *w = malloc(wbytes);
+	make_weights(type, K, N, w);
+	uint64_t wstride = (wbytes + 255) / 256 * 256;
+	uint64_t xo = wstride * (uint64_t)n_mat, yo = xo + (uint64_t)(K * M) * 4;
+	yo = (yo + 255) / 256 * 256;
+	struct alice_buffer *b;
+	CHECK(vt->buffer_alloc(ctx, yo + (uint64_t)(N * M) * 4 * n_mat, ALICE_BUFFER_WEIGHTS, &b));
+	for (int i = 0; i < n_mat; i++)
+		CHECK(vt->buffer_write(ctx, b, wstride * i, w, wbytes));
+	float *x = malloc((size_t)(K * M) * 4);
+	for (int64_t i = 0; i < K * M; i++)
+		x[i] = frand();
+	CHECK(vt->buffer_write(ctx, b, xo, x, (uint64_t)(K * M) * 4));
+	struct alice_tensor *t = calloc((size_t)n_mat * 2 + 1, sizeof(*t));
+	struct alice_node *nd = calloc((size_t)n_mat, sizeof(*nd));
+	tensor2(&t[0], ALICE_TYPE_F32, K, M, b, xo);
+	for (int i = 0; i < n_mat; i++) {
+		tensor2(&t[1 + 2 * i], type, K, N, b, wstride * i);
+		tensor2(&t[2 + 2 * i], ALICE_TYPE_F32, N, M, b, yo + (uint64_t)(N * M) * 4 * i);
+		nd[i].op = ALICE_OP_MUL_MAT;
+		nd[i].dst = 2 + 2 * i;
+		for (int s = 0; s < ALICE_MAX_SRC; s++)
+			nd[i].src[s] = -1;
+		nd[i].src[0] = 1 + 2 * i;
+		nd[i].src[1] = 0;
+	}
+	struct alice_graph g = { (uint32_t)(n_mat * 2 + 1), (uint32_t)n_mat, t, nd };
+	for (int i = 0; i < 3; i++)
+		CHECK(vt->graph_compute(ctx, &g));
+	double best = 1e30;
+	for (int r = 0; r < reps; r++) {
+		double t0 = now_s();
+		CHECK(vt->graph_compute(ctx, &g));
+		double dt = now_s() - t0;
+		if (dt < best)
+			best = dt;
+	}
+	double per = best / n_mat;
+	double gbs = (double)wbytes / per / 1e9;
+	double tflops = 2.0 * (double)K * (double)N * (double)M / per / 1e12;
+	printf("| %-6s | %6lld | %6lld | %4lld | %9.1f | %8.0f | %7.1f |\n", alice_type_name(type), (long long)N,
+	       (long long)K, (long long)M, per * 1e6, gbs, tflops);
+	vt->buffer_free(ctx, b);
+	free(t);
+	free(nd);
+	free(w);
+	free(x);
+}
+
+static void host_log(int level, const char *msg)
+{
+	(void)level;
+	fprintf(stderr, "[backend] %s\n", msg);
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = "libalice-backend-cuda.so";
+	int quick = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = 1;
+		else
+			path = argv[i];
+	}
+	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!dl) {
+		fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+		return 1;
+	}
+	alice_backend_entry_fn entry = (alice_backend_entry_fn)dlsym(dl, ALICE_BACKEND_ENTRY_SYMBOL);
+	if (!entry) {
+		fprintf(stderr, "no entry symbol in %s\n", path);
+		return 1;
+	}
+	static const struct alice_backend_host host = { ALICE_BACKEND_ABI_MAJOR, ALICE_BACKEND_ABI_MINOR,
+							 sizeof(struct alice_backend_host), host_log };
+	vt = entry(&host);
+	char why[256] = "";
+	if (vt->probe(why, sizeof(why)) <= 0) {
+		printf("skipped: %s\n", why);
+		return 0;
+	}
+	struct alice_device_info di;
+	if (vt->device_info(0, &di) == ALICE_OK)
+		printf("device: %s, %s, %.1f / %.1f GiB free\n", di.name, di.description, di.mem_free / 1073741824.0,
+		       di.mem_total / 1073741824.0);
+	char err[256];
+	if (vt->init(NULL, &ctx, err, sizeof(err)) != ALICE_OK) {
+		fprintf(stderr, "init: %s\n", err);
+		return 1;
+	}
+	int fails = 0;
+	printf("\nMUL_MAT vs double reference on the dequantized weights (rel L2 / max abs)\n");
+	printf("| type   | M=1                 | M=5                 | M=37                |\n");
+	static const int64_t Ms[3] = { 1, 5, 37 };
+	for (size_t ti = 0; ti < N_TYPES; ti++) {
+		printf("| %-6s |", alice_type_name(types[ti]));
+		for (int mi = 0; mi < 3; mi++) {
+			double ma, rel = check_mm(types[ti], 512, 67, Ms[mi], &ma);
+			/* F16 GEMM path rounds activations to F16: 1e-3 allowed there */
+			double tol = Ms[mi] > 8 ? 2e-3 : 1e-5;
+			if (!(rel <= tol))
+				fails++;
+			printf(" %8.2e %8.2e%s|", rel, ma, rel <= tol ? "  " : " X");
+		}
+		printf("\n");
+	}
+	printf("\n%s: %d failure(s)\n", fails ? "FAIL" : "PASS", fails);
+	if (!quick) {
+		printf("\n| type   |      N |      K |    M |  us/matmul | GB/s     | TFLOP/s |\n");
+		printf("|--------|--------|--------|------|-----------|----------|---------|\n");
+		static const uint32_t bt[] = { ALICE_TYPE_Q4_K, ALICE_TYPE_Q6_K, ALICE_TYPE_Q8_0, ALICE_TYPE_F16,
+					       ALICE_TYPE_Q4_0, ALICE_TYPE_Q5_K };
+		for (size_t i = 0; i < sizeof(bt) / sizeof(bt[0]); i++) {
+			bench_mm(bt[i], 4096, 14336, 1, 16, 10);
+			bench_mm(bt[i], 2048, 2048, 1, 64, 10);
+		}
+		bench_mm(ALICE_TYPE_Q4_K, 4096, 14336, 512, 4, 5);
+		bench_mm(ALICE_TYPE_F16, 4096, 14336, 512, 4, 5);
+		bench_mm(ALICE_TYPE_Q8_0, 4096, 14336, 512, 4, 5);
+	}
+	vt->free(ctx);
+	return fails ? 1 : 0;
+}

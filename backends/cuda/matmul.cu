@@ -1,0 +1,495 @@
+/* matmul.cu — MUL_MAT and GET_ROWS.
+ *
+ * Decode (M <= MMV_MAX_M activation columns): a mat-vec kernel per weight
+ * type. A block of 128 threads owns R weight rows; its threads walk the row
+ * in items of 32 weights (one dequantization unit), load the matching 32
+ * activations once and dot them with each of the R rows, dequantizing in
+ * registers; the block then reduces. Activations stay F32 (no activation
+ * rounding, unlike the CPU's Q8 path). Q4_K and Q6_K have hand-laid items
+ * (16-byte loads for Q4_K); every other type uses the dq32 dequantizer.
+ *
+ * Prefill (M > MMV_MAX_M): weights are dequantized to F16 in row chunks into
+ * scratch, activations converted to F16, and cuBLAS multiplies with F32
+ * accumulation (F32 / BF16 weights go through an F32 GEMM instead, so no
+ * value is narrowed to F16's range). */
+#include "dequant.cuh"
+
+#define MMV_THREADS 128
+#define MMV_R 2
+#define MMV_MAX_M 8
+#define GEMM_CHUNK_BYTES ((size_t)64 << 20)
+
+bool cu_weight_type_ok(uint32_t type)
+{
+	switch (type) {
+	case ALICE_TYPE_F32: case ALICE_TYPE_F16: case ALICE_TYPE_BF16:
+	case ALICE_TYPE_Q4_0: case ALICE_TYPE_Q4_1: case ALICE_TYPE_Q5_0: case ALICE_TYPE_Q5_1:
+	case ALICE_TYPE_Q8_0: case ALICE_TYPE_Q2_K: case ALICE_TYPE_Q3_K: case ALICE_TYPE_Q4_K:
+	case ALICE_TYPE_Q5_K: case ALICE_TYPE_Q6_K: case ALICE_TYPE_IQ4_NL: case ALICE_TYPE_IQ4_XS:
+	case ALICE_TYPE_MXFP4: case ALICE_TYPE_Q1_0:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* ---- mat-vec items ---- */
+
+__device__ static inline uint32_t byte_of3(uint32_t s0, uint32_t s1, uint32_t s2, int i)
+{
+	uint32_t w = i < 4 ? s0 : (i < 8 ? s1 : s2);
+	return (w >> (8 * (i & 3))) & 0xff;
+}
+
+/* 16 bytes; the vector load when aligned (weights placed at odd offsets
+ * still work, slower) */
+__device__ static inline uint4 ld_u4(const uint8_t *p)
+{
+	if (((uintptr_t)p & 15) == 0)
+		return *(const uint4 *)p;
+	return make_uint4(dq_u32(p), dq_u32(p + 4), dq_u32(p + 8), dq_u32(p + 12));
+}
+
+__device__ static inline void ld_x8(const float *p, float *xv)
+{
+	float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+	xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
+	xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+}
+
+/* The 32 activations item `it` of type T pairs with. */
+template <int T>
+__device__ static inline void item_x(const float *__restrict__ x, int64_t it, float *xv)
+{
+	if constexpr (T == ALICE_TYPE_Q4_K) {
+		int64_t sb = it >> 3;
+		int p = (int)(it & 7);
+		const float *xa = x + sb * 256 + (p >> 1) * 64 + (p & 1) * 16;
+		ld_x8(xa, xv); ld_x8(xa + 8, xv + 8);
+		ld_x8(xa + 32, xv + 16); ld_x8(xa + 40, xv + 24);
+	} else if constexpr (T == ALICE_TYPE_Q6_K) {
+		int64_t sb = it >> 3;
+		int p = (int)(it & 7);
+		const float *xa = x + sb * 256 + (p >> 2) * 128 + (p & 3) * 8;
+#pragma unroll
+		for (int g = 0; g < 4; g++)
+			ld_x8(xa + g * 32, xv + g * 8);
+	} else {
+		const float *xa = x + it * 32;
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			ld_x8(xa + 8 * i, xv + 8 * i);
+	}
+}
+
+/* Dot of item `it` of a weight row with its activations. */
+template <int T>
+__device__ static inline float item_dot(const uint8_t *__restrict__ row, int64_t it, const float *xv)
+{
+	if constexpr (T == ALICE_TYPE_Q4_K) {
+		const uint8_t *b = row + (it >> 3) * 144;
+		int p = (int)(it & 7), pair = p >> 1;
+		uint4 h = ld_u4(b);
+		uint4 q = ld_u4(b + 16 + pair * 32 + (p & 1) * 16);
+		float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xffff)));
+		float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
+		int j0 = 2 * pair, j1 = j0 + 1, sc0, m0, sc1, m1;
+		if (j0 < 4) {
+			sc0 = byte_of3(h.y, h.z, h.w, j0) & 63;
+			m0 = byte_of3(h.y, h.z, h.w, j0 + 4) & 63;
+			sc1 = byte_of3(h.y, h.z, h.w, j1) & 63;
+			m1 = byte_of3(h.y, h.z, h.w, j1 + 4) & 63;
+		} else {
+			uint32_t a0 = byte_of3(h.y, h.z, h.w, j0 + 4), c0 = byte_of3(h.y, h.z, h.w, j0 - 4),
+				 e0 = byte_of3(h.y, h.z, h.w, j0);
+			uint32_t a1 = byte_of3(h.y, h.z, h.w, j1 + 4), c1 = byte_of3(h.y, h.z, h.w, j1 - 4),
+				 e1 = byte_of3(h.y, h.z, h.w, j1);
+			sc0 = (int)((a0 & 0xf) | ((c0 >> 6) << 4));
+			m0 = (int)((a0 >> 4) | ((e0 >> 6) << 4));
+			sc1 = (int)((a1 & 0xf) | ((c1 >> 6) << 4));
+			m1 = (int)((a1 >> 4) | ((e1 >> 6) << 4));
+		}
+		const uint32_t qw[4] = { q.x, q.y, q.z, q.w };
+		float slo = 0.f, shi = 0.f, xlo = 0.f, xhi = 0.f;
+#pragma unroll
+		for (int k = 0; k < 16; k++) {
+			uint32_t byte = (qw[k >> 2] >> (8 * (k & 3))) & 0xff;
+			slo += (float)(byte & 0xf) * xv[k];
+			shi += (float)(byte >> 4) * xv[16 + k];
+			xlo += xv[k];
+			xhi += xv[16 + k];
+		}
+		return d * (float)sc0 * slo - dmin * (float)m0 * xlo + d * (float)sc1 * shi -
+		       dmin * (float)m1 * xhi;
+	} else if constexpr (T == ALICE_TYPE_Q6_K) {
+		const uint8_t *b = row + (it >> 3) * 210;
+		int p = (int)(it & 7), n = p >> 2, lq = (p & 3) * 8;
+		const uint16_t *ql0 = (const uint16_t *)(b + n * 64 + lq);
+		const uint16_t *ql1 = (const uint16_t *)(b + n * 64 + 32 + lq);
+		const uint16_t *qh = (const uint16_t *)(b + 128 + n * 32 + lq);
+		uint32_t a[4], c[4], hh[4];
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			a[i] = ql0[i];
+			c[i] = ql1[i];
+			hh[i] = qh[i];
+		}
+		const int8_t *sc = (const int8_t *)(b + 192) + n * 8 + lq / 16;
+		float d = __half2float(*(const __half *)(b + 208));
+		float s[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			uint32_t lo0 = (a[k >> 1] >> (8 * (k & 1))) & 0xff;
+			uint32_t lo1 = (c[k >> 1] >> (8 * (k & 1))) & 0xff;
+			uint32_t h = (hh[k >> 1] >> (8 * (k & 1))) & 0xff;
+			s[0] += (float)((int)((lo0 & 0xf) | ((h & 3) << 4)) - 32) * xv[k];
+			s[1] += (float)((int)((lo1 & 0xf) | (((h >> 2) & 3) << 4)) - 32) * xv[8 + k];
+			s[2] += (float)((int)((lo0 >> 4) | (((h >> 4) & 3) << 4)) - 32) * xv[16 + k];
+			s[3] += (float)((int)((lo1 >> 4) | (((h >> 6) & 3) << 4)) - 32) * xv[24 + k];
+		}
+		return d * ((float)sc[0] * s[0] + (float)sc[2] * s[1] + (float)sc[4] * s[2] +
+			    (float)sc[6] * s[3]);
+	} else {
+		float w[32];
+		dq32<T>(row, it, w);
+		float s = 0.f;
+#pragma unroll
+		for (int k = 0; k < 32; k++)
+			s += w[k] * xv[k];
+		return s;
+	}
+}
+
+/* dst[row, c] for rows [R*block, +R) and NC activation columns. */
+template <int T, int NC>
+__global__ void __launch_bounds__(MMV_THREADS)
+k_mmv(const uint8_t *__restrict__ w, int64_t wnb1, const float *__restrict__ x, int64_t xcs,
+      float *__restrict__ d, int64_t drs, int64_t dcs, int64_t N, int64_t nitems)
+{
+	int64_t row0 = (int64_t)blockIdx.x * MMV_R;
+	float acc[MMV_R][NC];
+#pragma unroll
+	for (int r = 0; r < MMV_R; r++)
+#pragma unroll
+		for (int c = 0; c < NC; c++)
+			acc[r][c] = 0.f;
+	const int nr = (int)(N - row0 < MMV_R ? N - row0 : MMV_R);
+	for (int64_t it = threadIdx.x; it < nitems; it += MMV_THREADS) {
+#pragma unroll
+		for (int c = 0; c < NC; c++) {
+			float xv[32];
+			item_x<T>(x + c * xcs, it, xv);
+#pragma unroll
+			for (int r = 0; r < MMV_R; r++)
+				if (r < nr)
+					acc[r][c] += item_dot<T>(w + (row0 + r) * wnb1, it, xv);
+		}
+	}
+	__shared__ float sh[MMV_THREADS / 32][MMV_R * NC];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+	for (int r = 0; r < MMV_R; r++)
+#pragma unroll
+		for (int c = 0; c < NC; c++) {
+			float v = warp_sum(acc[r][c]);
+			if (lane == 0)
+				sh[warp][r * NC + c] = v;
+		}
+	__syncthreads();
+	if (threadIdx.x < MMV_R * NC) {
+		int r = threadIdx.x / NC, c = threadIdx.x % NC;
+		if (r < nr) {
+			float s = 0.f;
+#pragma unroll
+			for (int i = 0; i < MMV_THREADS / 32; i++)
+				s += sh[i][threadIdx.x];
+			d[(row0 + r) * drs + c * dcs] = s;
+		}
+	}
+}
+
+/* ---- conversions ---- */
+
+/* Rows [r0, r0+rows) of a weight matrix to a dense F16 (or F32) [rows, K]. */
+template <int T, typename O>
+__global__ void k_dequant_rows(const uint8_t *__restrict__ w, int64_t wnb1, O *__restrict__ out,
+			       int64_t rows, int64_t ngroups)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= rows * ngroups)
+		return;
+	int64_t r = i / ngroups, g = i % ngroups;
+	float v[32];
+	dq32<T>(w + r * wnb1, g, v);
+	O *o = out + r * ngroups * 32 + g * 32;
+	if constexpr (sizeof(O) == 2) {
+		uint4 pk[4];
+		__half2 *h = (__half2 *)pk;
+#pragma unroll
+		for (int k = 0; k < 16; k++)
+			h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			((uint4 *)o)[k] = pk[k];
+	} else {
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			((float4 *)o)[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+	}
+}
+
+/* A strided F32 [K, M] view to dense [M, K] of type O. */
+template <typename O>
+__global__ void k_act_dense(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
+			    O *__restrict__ out)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= K * M)
+		return;
+	int64_t k = i % K, m = i / K;
+	float v = *(const float *)(x + k * nb0 + m * nb1);
+	if constexpr (sizeof(O) == 2)
+		out[i] = __float2half_rn(v);
+	else
+		out[i] = v;
+}
+
+/* ---- host side ---- */
+
+static size_t align256(size_t x)
+{
+	return (x + 255) & ~(size_t)255;
+}
+
+static bool mm_use_mmv(const struct cu_args *a)
+{
+	return a->src[1]->ne[1] <= MMV_MAX_M;
+}
+
+static bool mm_x_dense(const struct alice_tensor *x)
+{
+	return x->nb[0] == 4 && x->nb[1] % 16 == 0 && ((uintptr_t)tdata(x) & 15) == 0;
+}
+
+static int64_t gemm_chunk_rows(int64_t N, int64_t K, size_t esize)
+{
+	int64_t rows = (int64_t)(GEMM_CHUNK_BYTES / ((size_t)K * esize));
+	rows = rows / 256 * 256;
+	if (rows < 256)
+		rows = 256;
+	return rows < N ? rows : N;
+}
+
+/* F16 GEMM, unless the weights are F32/BF16 (F32 GEMM) */
+static bool gemm_f32(uint32_t type)
+{
+	return type == ALICE_TYPE_F32 || type == ALICE_TYPE_BF16;
+}
+
+size_t cu_mul_mat_scratch(const struct cu_args *a)
+{
+	const struct alice_tensor *w = a->src[0], *x = a->src[1];
+	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+	if (mm_use_mmv(a))
+		return mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4));
+	size_t es = gemm_f32(w->type) ? 4 : 2;
+	size_t xs = align256((size_t)(K * M) * es);
+	bool direct = (w->type == ALICE_TYPE_F32 && w->nb[1] % 4 == 0) ||
+		      (w->type == ALICE_TYPE_F16 && w->nb[1] % 2 == 0);
+	if (direct)
+		return xs;
+	return xs + align256((size_t)gemm_chunk_rows(N, K, es) * (size_t)K * es);
+}
+
+template <int T>
+static void launch_mmv_t(cudaStream_t s, const uint8_t *w, int64_t wnb1, const float *x, int64_t xcs,
+			 float *d, int64_t drs, int64_t dcs, int64_t N, int64_t K, int64_t M)
+{
+	unsigned grid = (unsigned)((N + MMV_R - 1) / MMV_R);
+	int64_t nitems = K / 32;
+	int64_t c = 0;
+	for (; c + 4 <= M; c += 4)
+		k_mmv<T, 4><<<grid, MMV_THREADS, 0, s>>>(w, wnb1, x + c * xcs, xcs, d + c * dcs, drs, dcs, N,
+							 nitems);
+	for (; c < M; c++)
+		k_mmv<T, 1><<<grid, MMV_THREADS, 0, s>>>(w, wnb1, x + c * xcs, xcs, d + c * dcs, drs, dcs, N,
+							 nitems);
+}
+
+template <int T, typename O>
+static void launch_dequant_t(cudaStream_t s, const uint8_t *w, int64_t wnb1, O *out, int64_t rows, int64_t K)
+{
+	int64_t n = rows * (K / 32);
+	k_dequant_rows<T, O><<<cu_blocks(n, 256), 256, 0, s>>>(w, wnb1, out, rows, K / 32);
+}
+
+enum alice_status cu_op_mul_mat(const struct cu_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *w = a->src[0], *x = a->src[1], *dt = a->dst;
+	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+	if (x->ne[0] != K || dt->ne[0] != N || dt->ne[1] != M || dt->ne[2] != x->ne[2] ||
+	    dt->ne[3] != x->ne[3] || x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT shapes do not match: w [%lld,%lld] x [%lld,%lld] dst [%lld,%lld]",
+			       (long long)K, (long long)N, (long long)x->ne[0], (long long)M,
+			       (long long)dt->ne[0], (long long)dt->ne[1]);
+	if (K % 32 != 0)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: K = %lld is not a multiple of 32", (long long)K);
+	if (dt->nb[0] % 4 != 0 || dt->nb[1] % 4 != 0 || x->nb[0] % 4 != 0)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: dst / activation strides must be float aligned");
+	const struct alice_type_info *ti = alice_type_info(w->type);
+	if (ti->block_size == 1 && w->nb[0] != (int64_t)ti->type_size)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: weight rows must be contiguous");
+	cudaStream_t s = ctx->stream;
+	int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+	bool mmv = mm_use_mmv(a);
+	for (int64_t i3 = 0; i3 < x->ne[3]; i3++) {
+		for (int64_t i2 = 0; i2 < x->ne[2]; i2++) {
+			const uint8_t *wb = tdata(w) + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
+			const uint8_t *xb = tdata(x) + i2 * x->nb[2] + i3 * x->nb[3];
+			float *db = (float *)(tdata(dt) + i2 * dt->nb[2] + i3 * dt->nb[3]);
+			if (mmv) {
+				const float *xd = (const float *)xb;
+				int64_t xcs = x->nb[1] / 4;
+				if (!mm_x_dense(x)) {
+					float *tmp = (float *)ctx->scratch;
+					k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, x->nb[0], x->nb[1], K, M, tmp);
+					xd = tmp;
+					xcs = K;
+				}
+				int64_t drs = dt->nb[0] / 4, dcs = dt->nb[1] / 4, wnb1 = w->nb[1];
+				auto l = [&]<int T>() { launch_mmv_t<T>(s, wb, wnb1, xd, xcs, db, drs, dcs, N, K, M); };
+				if (!dispatch_type(w->type, l))
+					return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", ti->name);
+				CUDA_LAUNCH_CHECK(ctx, "mmv");
+				continue;
+			}
+			/* GEMM: D[N, M] (column-major, ld = dnb1/4) = W^T X */
+			if (dt->nb[0] != 4)
+				return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: dst rows must be contiguous for M > %d",
+					       MMV_MAX_M);
+			bool f32 = gemm_f32(w->type);
+			size_t es = f32 ? 4 : 2;
+			uint8_t *xs = ctx->scratch;
+			uint8_t *ws = xs + align256((size_t)(K * M) * es);
+			if (f32)
+				k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, x->nb[0], x->nb[1], K, M, (float *)xs);
+			else
+				k_act_dense<__half><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, x->nb[0], x->nb[1], K, M, (__half *)xs);
+			CUDA_LAUNCH_CHECK(ctx, "act");
+			cudaDataType_t ct = f32 ? CUDA_R_32F : CUDA_R_16F;
+			const float one = 1.f, zero = 0.f;
+			int64_t ldd = dt->nb[1] / 4;
+			bool direct = (w->type == ALICE_TYPE_F32 && w->nb[1] % 4 == 0) ||
+				      (w->type == ALICE_TYPE_F16 && w->nb[1] % 2 == 0);
+			int64_t chunk = direct ? N : gemm_chunk_rows(N, K, es);
+			for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+				int64_t rows = N - n0 < chunk ? N - n0 : chunk;
+				const void *A;
+				int64_t lda;
+				if (direct) {
+					A = wb + n0 * w->nb[1];
+					lda = w->nb[1] / (int64_t)es;
+				} else {
+					const uint8_t *wr = wb + n0 * w->nb[1];
+					bool ok;
+					if (f32) {
+						int64_t nb1 = w->nb[1];
+						auto l = [&]<int T>() { launch_dequant_t<T, float>(s, wr, nb1, (float *)ws, rows, K); };
+						ok = dispatch_type(w->type, l);
+					} else {
+						int64_t nb1 = w->nb[1];
+						auto l = [&]<int T>() { launch_dequant_t<T, __half>(s, wr, nb1, (__half *)ws, rows, K); };
+						ok = dispatch_type(w->type, l);
+					}
+					if (!ok)
+						return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", ti->name);
+					CUDA_LAUNCH_CHECK(ctx, "dequant");
+					A = ws;
+					lda = K;
+				}
+				cublasStatus_t cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)M, (int)K,
+								 &one, A, ct, (int)lda, xs, ct, (int)K, &zero,
+								 db + n0, CUDA_R_32F, (int)ldd, CUBLAS_COMPUTE_32F,
+								 CUBLAS_GEMM_DEFAULT);
+				if (cs != CUBLAS_STATUS_SUCCESS)
+					return cu_fail(ctx, ALICE_ERR_BACKEND, "cublasGemmEx failed: %s (N %lld, M %lld, K %lld)",
+						       cublasGetStatusString(cs), (long long)rows, (long long)M, (long long)K);
+			}
+		}
+	}
+	return ALICE_OK;
+}
+
+/* ---- GET_ROWS ---- */
+
+template <int T>
+__global__ void k_get_rows_q(const uint8_t *__restrict__ src, int64_t snb1, const int32_t *__restrict__ ids,
+			     int64_t inb0, int64_t n_rows, uint8_t *__restrict__ dst, int64_t dnb0, int64_t dnb1,
+			     int64_t ngroups, int64_t n)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= ngroups * n)
+		return;
+	int64_t t = i / ngroups, g = i % ngroups;
+	int32_t id = *(const int32_t *)((const uint8_t *)ids + t * inb0);
+	float v[32];
+	if (id < 0 || id >= n_rows) {
+#pragma unroll
+		for (int k = 0; k < 32; k++)
+			v[k] = 0.f; /* out-of-range ids read as zeros, never outside the tensor */
+	} else {
+		dq32<T>(src + (int64_t)id * snb1, g, v);
+	}
+	uint8_t *o = dst + t * dnb1 + g * 32 * dnb0;
+#pragma unroll
+	for (int k = 0; k < 32; k++)
+		*(float *)(o + k * dnb0) = v[k];
+}
+
+__global__ void k_get_rows_f(const uint8_t *__restrict__ src, uint32_t type, int64_t snb0, int64_t snb1,
+			     const int32_t *__restrict__ ids, int64_t inb0, int64_t n_rows, uint8_t *__restrict__ dst,
+			     int64_t dnb0, int64_t dnb1, int64_t ne0, int64_t n)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= ne0 * n)
+		return;
+	int64_t t = i / ne0, k = i % ne0;
+	int32_t id = *(const int32_t *)((const uint8_t *)ids + t * inb0);
+	float v = 0.f;
+	if (id >= 0 && id < n_rows)
+		v = ld_float(src + (int64_t)id * snb1 + k * snb0, type);
+	*(float *)(dst + t * dnb1 + k * dnb0) = v;
+}
+
+enum alice_status cu_op_get_rows(const struct cu_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *s = a->src[0], *ids = a->src[1], *d = a->dst;
+	int64_t ne0 = s->ne[0], n = ids->ne[0];
+	if (d->ne[0] != ne0 || d->ne[1] != n || ids->ne[1] * ids->ne[2] * ids->ne[3] != 1 ||
+	    d->ne[2] * d->ne[3] != 1 || s->ne[2] * s->ne[3] != 1)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "GET_ROWS: expected src [ne0, rows], ids [n], dst [ne0, n]");
+	uint32_t type = s->type;
+	cudaStream_t st = ctx->stream;
+	if (type == ALICE_TYPE_F32 || type == ALICE_TYPE_F16 || type == ALICE_TYPE_BF16) {
+		k_get_rows_f<<<cu_blocks(ne0 * n, 256), 256, 0, st>>>(tdata(s), type, s->nb[0], s->nb[1],
+								       (const int32_t *)tdata(ids), ids->nb[0],
+								       s->ne[1], tdata(d), d->nb[0], d->nb[1], ne0, n);
+	} else {
+		if (ne0 % 32 != 0)
+			return cu_fail(ctx, ALICE_ERR_INVALID, "GET_ROWS: row length %lld", (long long)ne0);
+		int64_t ng = ne0 / 32;
+		const uint8_t *sp = tdata(s);
+		const int32_t *ip = (const int32_t *)tdata(ids);
+		uint8_t *dp = tdata(d);
+		int64_t snb1 = s->nb[1], inb0 = ids->nb[0], nr = s->ne[1], dnb0 = d->nb[0], dnb1 = d->nb[1];
+		auto l = [&]<int T>() {
+			k_get_rows_q<T><<<cu_blocks(ng * n, 128), 128, 0, st>>>(sp, snb1, ip, inb0, nr, dp, dnb0, dnb1, ng, n);
+		};
+		if (!dispatch_type(type, l))
+			return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "GET_ROWS: type %s", alice_type_name(type));
+	}
+	CUDA_LAUNCH_CHECK(ctx, "get_rows");
+	return ALICE_OK;
+}

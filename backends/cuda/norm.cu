@@ -1,0 +1,71 @@
+/* norm.cu — RMS_NORM (optionally times a weight) and L2_NORM over dim 0.
+ * One block per row; sums of squares in F32 with a block reduction. */
+#include "common.cuh"
+
+#define NORM_THREADS 256
+
+template <bool RMS>
+__global__ void __launch_bounds__(NORM_THREADS)
+k_norm(uint8_t *__restrict__ d, struct cu_view dv, const uint8_t *__restrict__ x, struct cu_view xv,
+       const uint8_t *__restrict__ w, int64_t wnb0, float eps)
+{
+	int64_t r = blockIdx.x;
+	int64_t i1 = r % xv.ne[1], i2 = (r / xv.ne[1]) % xv.ne[2], i3 = r / (xv.ne[1] * xv.ne[2]);
+	const uint8_t *xr = x + i1 * xv.nb[1] + i2 * xv.nb[2] + i3 * xv.nb[3];
+	uint8_t *dr = d + i1 * dv.nb[1] + i2 * dv.nb[2] + i3 * dv.nb[3];
+	int64_t n = xv.ne[0];
+	float s = 0.f;
+	for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
+		float v = *(const float *)(xr + i * xv.nb[0]);
+		s += v * v;
+	}
+	__shared__ float sh[NORM_THREADS / 32];
+	s = warp_sum(s);
+	if ((threadIdx.x & 31) == 0)
+		sh[threadIdx.x >> 5] = s;
+	__syncthreads();
+	float tot = 0.f;
+#pragma unroll
+	for (int i = 0; i < NORM_THREADS / 32; i++)
+		tot += sh[i];
+	float scale = RMS ? 1.f / sqrtf(tot / (float)n + eps) : 1.f / fmaxf(sqrtf(tot), eps);
+	for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
+		float v = *(const float *)(xr + i * xv.nb[0]) * scale;
+		if (w)
+			v *= *(const float *)(w + i * wnb0);
+		*(float *)(dr + i * dv.nb[0]) = v;
+	}
+}
+
+static enum alice_status launch_norm(const struct cu_args *a, bool rms)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *d = a->dst, *x = a->src[0], *w = rms ? a->src[1] : NULL;
+	for (int i = 0; i < 4; i++)
+		if (d->ne[i] != x->ne[i])
+			return cu_fail(ctx, ALICE_ERR_INVALID, "dst and src0 shapes differ");
+	if (w && (w->ne[0] != x->ne[0] || tnelem(w) != w->ne[0]))
+		return cu_fail(ctx, ALICE_ERR_INVALID, "RMS_NORM weight must be [%lld]", (long long)x->ne[0]);
+	int64_t rows = x->ne[1] * x->ne[2] * x->ne[3];
+	if (rows > 0x7fffffff)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "too many rows");
+	if (rms)
+		k_norm<true><<<(unsigned)rows, NORM_THREADS, 0, ctx->stream>>>(
+			tdata(d), cu_view_of(d), tdata(x), cu_view_of(x), w ? tdata(w) : NULL, w ? w->nb[0] : 0,
+			a->node->fp[0]);
+	else
+		k_norm<false><<<(unsigned)rows, NORM_THREADS, 0, ctx->stream>>>(
+			tdata(d), cu_view_of(d), tdata(x), cu_view_of(x), NULL, 0, a->node->fp[0]);
+	CUDA_LAUNCH_CHECK(ctx, "norm");
+	return ALICE_OK;
+}
+
+enum alice_status cu_op_rms_norm(const struct cu_args *a)
+{
+	return launch_norm(a, true);
+}
+
+enum alice_status cu_op_l2_norm(const struct cu_args *a)
+{
+	return launch_norm(a, false);
+}
