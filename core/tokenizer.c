@@ -902,7 +902,8 @@ enum alice_status alice_tokenizer_encode(const struct alice_tokenizer *t, const 
 	int32_t *v = realloc(*tokens, (*n_tokens + out.n + 1) * sizeof *v);
 	if (!v)
 		goto out;
-	memcpy(v + *n_tokens, out.v, out.n * sizeof *v);
+	if (out.n)
+		memcpy(v + *n_tokens, out.v, out.n * sizeof *v);
 	*tokens = v;
 	*n_tokens += out.n;
 	st = ALICE_OK;

@@ -296,8 +296,10 @@ enum alice_status alice_detok_stream_push(struct alice_detok_stream *s, int32_t 
 		s->work = w;
 		s->work_cap = n;
 	}
-	memcpy(s->work, s->pend, s->n_pend);
-	memcpy(s->work + s->n_pend, piece, pn);
+	if (n) {
+		memcpy(s->work, s->pend, s->n_pend);
+		memcpy(s->work + s->n_pend, piece, pn);
+	}
 	s->out.n = 0;
 	size_t i = 0;
 	while (i < n) {
@@ -322,7 +324,8 @@ enum alice_status alice_detok_stream_push(struct alice_detok_stream *s, int32_t 
 			return alice_fail(err, ALICE_ERR_NOMEM, "tokenizer: out of memory");
 	}
 	s->n_pend = n - i;
-	memcpy(s->pend, s->work + i, s->n_pend);
+	if (s->n_pend)
+		memcpy(s->pend, s->work + i, s->n_pend);
 	if (!s->out.p && !sb_put(&s->out, "", 0))
 		return alice_fail(err, ALICE_ERR_NOMEM, "tokenizer: out of memory");
 	*text = s->out.p;

@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alice/gguf.h"
+#include "alice/gguf_write.h"
 #include "alice/tokenizer.h"
 #include "support/paths.h"
 #include "support/refs.h"
@@ -454,4 +456,60 @@ Test(errors, unsupported_and_bad_ids)
 	char buf[8];
 	cr_expect_eq(alice_tokenizer_piece(l.t, -1, true, buf, sizeof buf), 0);
 	unload(l);
+}
+
+/* Write a tiny vocabulary GGUF and try to load it. */
+static enum alice_status load_synthetic(const char *model, const char *pre, const char *const *toks, size_t n,
+					const char *const *merges, size_t n_merges, char *msg, size_t cap)
+{
+	char path[] = "/tmp/alice-tok-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	struct alice_gguf_writer *w = alice_gguf_writer_create();
+	cr_assert(w);
+	struct alice_error err = {{0}};
+	cr_assert_eq(alice_gguf_writer_set_str(w, "tokenizer.ggml.model", model), ALICE_OK);
+	if (pre)
+		cr_assert_eq(alice_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre), ALICE_OK);
+	cr_assert_eq(alice_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, n), ALICE_OK);
+	if (merges)
+		cr_assert_eq(alice_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, n_merges), ALICE_OK);
+	cr_assert_eq(alice_gguf_writer_write(w, path, &err), ALICE_OK, "%s", err.msg);
+	alice_gguf_writer_free(w);
+	struct alice_gguf *g;
+	cr_assert_eq(alice_gguf_open(path, &g, &err), ALICE_OK, "%s", err.msg);
+	struct alice_tokenizer *t = NULL;
+	enum alice_status st = alice_tokenizer_load(g, &t, &err);
+	snprintf(msg, cap, "%s", err.msg);
+	if (st == ALICE_OK) { /* a usable tokenizer: encode something */
+		int32_t *ids = NULL;
+		size_t k = 0;
+		cr_expect_eq(alice_tokenizer_encode(t, "ab ab", 5, true, true, &ids, &k, &err), ALICE_OK);
+		free(ids);
+	}
+	cr_expect(st == ALICE_OK || t == NULL);
+	alice_tokenizer_free(t);
+	alice_gguf_close(g);
+	unlink(path);
+	return st;
+}
+
+Test(errors, unsupported_and_malformed_vocab)
+{
+	static const char *const toks[] = {"<unk>", "<s>", "</s>", "a", "b", "ab", "\xc4\xa0"};
+	static const char *const merges[] = {"a b"};
+	char msg[512];
+	cr_expect_eq(load_synthetic("t5", NULL, toks, 7, NULL, 0, msg, sizeof msg), ALICE_ERR_UNSUPPORTED);
+	cr_expect(strstr(msg, "'t5'"), "%s", msg);
+	cr_expect_eq(load_synthetic("gpt2", "falcon", toks, 7, merges, 1, msg, sizeof msg), ALICE_ERR_UNSUPPORTED);
+	cr_expect(strstr(msg, "'falcon'"), "%s", msg);
+	cr_expect_eq(load_synthetic("gpt2", "gpt-2", toks, 7, NULL, 0, msg, sizeof msg), ALICE_ERR_INVALID);
+	cr_expect(strstr(msg, "merges"), "%s", msg);
+	static const char *const dup[] = {"<unk>", "a", "a"};
+	cr_expect_eq(load_synthetic("llama", NULL, dup, 3, NULL, 0, msg, sizeof msg), ALICE_ERR_INVALID);
+	cr_expect(strstr(msg, "duplicate"), "%s", msg);
+	/* a minimal valid BPE vocabulary loads and encodes */
+	cr_expect_eq(load_synthetic("gpt2", "gpt-2", toks, 7, merges, 1, msg, sizeof msg), ALICE_OK, "%s", msg);
+	cr_expect_eq(load_synthetic("llama", NULL, toks, 7, NULL, 0, msg, sizeof msg), ALICE_OK, "%s", msg);
 }
