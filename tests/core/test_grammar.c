@@ -478,3 +478,40 @@ Test(grammar_mask, llama_bpe_vocab_equals_brute_force, .timeout = 600)
 	alice_grammar_vocab_free(v);
 	gfx_vocab_free(&fx);
 }
+
+Test(grammar_match, long_generation_compacts_caches)
+{
+	/* every position of x{0,30000} is a distinct state: the DFA cache passes
+	 * its limit and is rebuilt around the current position mid-generation */
+	struct alice_grammar *g = parse_ok("root ::= \"<\" [a-c]{0,30000} \">\"");
+	struct alice_grammar_state *st;
+	struct alice_error err;
+	static const char *pieces[] = {"<", "a", "b", "c", ">", "ab", "c>", "x"};
+	size_t lens[8];
+	for (int i = 0; i < 8; i++)
+		lens[i] = strlen(pieces[i]);
+	struct alice_grammar_vocab *v;
+	cr_assert_eq(alice_grammar_vocab_build(pieces, lens, NULL, 8, &v, &err), ALICE_OK);
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
+	cr_assert_eq(alice_grammar_state_accept_bytes(st, "<", 1, &err), ALICE_OK);
+	uint8_t mask[8];
+	for (int i = 0; i < 29999; i++) {
+		cr_assert_eq(alice_grammar_state_accept_bytes(st, "abc" + i % 3, 1, &err), ALICE_OK,
+			     "step %d: %s", i, err.msg);
+		if (i % 997 == 0) {
+			cr_assert_eq(alice_grammar_state_mask(st, v, mask, &err), ALICE_OK);
+			static const uint8_t want[8] = {0, 1, 1, 1, 1, 1, 1, 0};
+			cr_expect_arr_eq(mask, want, 8, "mask at step %d", i);
+		}
+	}
+	/* one character left: "ab" would overflow the bound, "c>" fits */
+	cr_assert_eq(alice_grammar_state_mask(st, v, mask, &err), ALICE_OK);
+	static const uint8_t last[8] = {0, 1, 1, 1, 1, 0, 1, 0};
+	cr_expect_arr_eq(mask, last, 8, "mask before the bound");
+	cr_expect(!alice_grammar_state_check_bytes(st, "ab", 2));
+	cr_assert_eq(alice_grammar_state_accept_bytes(st, "c>", 2, &err), ALICE_OK);
+	cr_expect(alice_grammar_state_must_end(st));
+	alice_grammar_state_free(st);
+	alice_grammar_vocab_free(v);
+	alice_grammar_free(g);
+}
