@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* memmem */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -512,4 +513,57 @@ Test(errors, unsupported_and_malformed_vocab)
 	/* a minimal valid BPE vocabulary loads and encodes */
 	cr_expect_eq(load_synthetic("gpt2", "gpt-2", toks, 7, merges, 1, msg, sizeof msg), ALICE_OK, "%s", msg);
 	cr_expect_eq(load_synthetic("llama", NULL, toks, 7, NULL, 0, msg, sizeof msg), ALICE_OK, "%s", msg);
+}
+
+/* ---- concurrent use of one tokenizer ----------------------------------------- */
+
+struct thread_job {
+	const struct alice_tokenizer *t;
+	const char *text;
+	size_t len;
+	const int32_t *want;
+	size_t n_want;
+	int mismatches;
+};
+
+static void *encode_many(void *arg)
+{
+	struct thread_job *j = arg;
+	for (int r = 0; r < 20; r++) {
+		int32_t *ids = NULL;
+		size_t n = 0;
+		struct alice_error err = {{0}};
+		if (alice_tokenizer_encode(j->t, j->text, j->len, true, true, &ids, &n, &err) != ALICE_OK ||
+		    n != j->n_want || memcmp(ids, j->want, n * sizeof *ids) != 0)
+			j->mismatches++;
+		free(ids);
+	}
+	return NULL;
+}
+
+Test(threads, concurrent_encode_is_consistent)
+{
+	static const char *const vocabs[] = {"llama-spm", "qwen2"};
+	for (int v = 0; v < 2; v++) {
+		struct loaded l = load_vocab(vocabs[v]);
+		size_t len;
+		char rel[256];
+		snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", vocabs[v]);
+		char *text = read_file(alice_test_path(alice_test_fixtures_dir(), rel), &len);
+		int32_t *want;
+		size_t n_want = encode(l.t, text, len, true, true, &want);
+		struct thread_job jobs[4];
+		pthread_t th[4];
+		for (int i = 0; i < 4; i++) {
+			jobs[i] = (struct thread_job){l.t, text, len, want, n_want, 0};
+			cr_assert_eq(pthread_create(&th[i], NULL, encode_many, &jobs[i]), 0);
+		}
+		for (int i = 0; i < 4; i++) {
+			pthread_join(th[i], NULL);
+			cr_expect_eq(jobs[i].mismatches, 0, "%s: thread %d got different ids", vocabs[v], i);
+		}
+		free(want);
+		free(text);
+		unload(l);
+	}
 }
