@@ -191,14 +191,18 @@ static void a2_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
 	const struct act_q8_k *a = act;
 	const __m256i m4 = _mm256_set1_epi8(0xf);
 	__m256 acc = _mm256_setzero_ps();
-	float accm = 0.0f;
+	__m128 accm = _mm_setzero_ps();
 	for (int64_t b = 0; b < k / QKK; b++, wb += 144, a++) {
-		uint8_t sc[8], mn[8];
-		k4_unpack(wb + 4, sc, mn);
-		int summ = 0;
-		for (int j = 0; j < 8; j++)
-			summ += mn[j] * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
-		accm += ld_fp16(wb + 2) * a->d * (float)summ;
+		uint32_t u[4];
+		k4_scales_mins(wb + 4, u);
+		/* 16 int16: scales 0..7, mins 8..15 */
+		__m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
+					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
+		__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
+		accm = _mm_fmadd_ps(_mm_set1_ps(ld_fp16(wb + 2) * a->d), _mm_cvtepi32_ps(pm), accm);
+		__m128i sc128 = _mm256_castsi256_si128(ms);
+		__m256i sc = _mm256_set_m128i(sc128, sc128);
 		const uint8_t *qs = wb + 16;
 		__m256i sumi = _mm256_setzero_si256();
 		for (int j = 0; j < 4; j++) {
@@ -207,14 +211,19 @@ static void a2_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
 			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
 			__m256i alo = _mm256_loadu_si256((const __m256i *)(a->q + 64 * j));
 			__m256i ahi = _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32));
-			sumi = _mm256_add_epi32(sumi, dot_u8_sc(lo, alo, _mm256_set1_epi16(sc[2 * j])));
-			sumi = _mm256_add_epi32(sumi, dot_u8_sc(hi, ahi, _mm256_set1_epi16(sc[2 * j + 1])));
+			__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+			__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+			sumi = _mm256_add_epi32(sumi, dot_u8_sc(lo, alo, sl));
+			sumi = _mm256_add_epi32(sumi, dot_u8_sc(hi, ahi, sh));
 		}
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a->d), _mm256_cvtepi32_ps(sumi), acc);
 	}
-	*out = hsum256_ps(acc) - accm;
+	__m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+	m = _mm_add_ss(m, _mm_movehdup_ps(m));
+	*out = hsum256_ps(acc) - _mm_cvtss_f32(m);
 }
 
+/* Q6_K: scales of one 128-half as int16 lanes, 8 lanes (16 elements) each */
 static void a2_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
 {
 	const uint8_t *wb = w;
@@ -222,14 +231,14 @@ static void a2_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
 	const __m256i m4 = _mm256_set1_epi8(0xf), m2 = _mm256_set1_epi8(3);
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < k / QKK; b++, wb += 210, a++) {
-		const int8_t *sc = (const int8_t *)(wb + 192);
-		int off = 0;
-		for (int j = 0; j < 16; j++)
-			off += sc[j] * a->bsums[j];
-		__m256i sumi = _mm256_setzero_si256();
+		__m128i sc8 = _mm_loadu_si128((const __m128i *)(wb + 192));
+		__m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+		/* the -32 offset of every q: 32 * sum(scale_i * bsum_i) */
+		__m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
+		__m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
 		for (int n = 0; n < 2; n++) {
 			const uint8_t *ql = wb + 64 * n, *qh = wb + 128 + 32 * n;
-			const int8_t *s = sc + 8 * n, *q8 = a->q + 128 * n;
+			const int8_t *q8 = a->q + 128 * n;
 			__m256i h = _mm256_loadu_si256((const __m256i *)qh);
 			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
 			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
@@ -243,12 +252,17 @@ static void a2_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
 			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
 					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
 			for (int g = 0; g < 4; g++) {
-				__m256i sc16 = _mm256_set_m128i(_mm_set1_epi16(s[2 * g + 1]), _mm_set1_epi16(s[2 * g]));
+				int s0 = 8 * n + 2 * g;
+				__m256i scv = _mm256_shuffle_epi8(
+					_mm256_set_m128i(sc8, sc8),
+					_mm256_set_m128i(_mm_set1_epi16((short)(0x8000 | (s0 + 1))),
+							 _mm_set1_epi16((short)(0x8000 | s0))));
+				/* bytes -> int16 with sign: low byte = scale, high byte zeroed */
+				scv = _mm256_srai_epi16(_mm256_slli_epi16(scv, 8), 8);
 				__m256i qa = _mm256_loadu_si256((const __m256i *)(q8 + 32 * g));
-				sumi = _mm256_add_epi32(sumi, dot_u8_sc(q[g], qa, sc16));
+				sumi = _mm256_add_epi32(sumi, dot_u8_sc(q[g], qa, scv));
 			}
 		}
-		sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * off, 0, 0, 0, 0, 0, 0, 0));
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb + 208) * a->d), _mm256_cvtepi32_ps(sumi), acc);
 	}
 	*out = hsum256_ps(acc);

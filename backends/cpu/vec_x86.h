@@ -33,4 +33,18 @@ static inline void k4_unpack(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 	}
 }
 
+/* The same as 4 words: bytes 0..7 the scales, 8..15 the mins. */
+static inline void k4_scales_mins(const uint8_t *q, uint32_t *u)
+{
+	memcpy(u, q, 12);
+	const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+	uint32_t mins_hi = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
+	uint32_t mins_lo = u[1] & m6;
+	uint32_t sc_hi = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
+	u[0] &= m6;
+	u[1] = sc_hi;
+	u[2] = mins_lo;
+	u[3] = mins_hi;
+}
+
 #endif

@@ -1,0 +1,108 @@
+/* bench_mul_mat.c — micro-benchmark of one MUL_MAT node on a backend (not a
+ * test: timings never decide pass/fail). Usage:
+ *   bench_mul_mat [backend] [threads] [K] [N] [M] [type...]
+ * Prints ms per call, weight GB/s and GFLOP/s. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alice/backend.h"
+#include "alice/backend_loader.h"
+#include "alice/quant.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of the process: with 1 thread, the kernel's own time even when
+ * other processes compete for the cores. */
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+	const char *name = argc > 1 ? argv[1] : "cpu";
+	int threads = argc > 2 ? atoi(argv[2]) : 0;
+	int64_t K = argc > 3 ? atoll(argv[3]) : 2048, N = argc > 4 ? atoll(argv[4]) : 8192,
+		M = argc > 5 ? atoll(argv[5]) : 1;
+	struct alice_backend *be = NULL;
+	struct alice_error err = {{0}};
+	if (alice_backend_open(name, NULL, &be, &err) != ALICE_OK) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	struct alice_backend_options opt = {.size = sizeof(opt), .device = -1, .n_threads = threads};
+	struct alice_backend_ctx *ctx = NULL;
+	if (alice_backend_init(be, &opt, &ctx, &err) != ALICE_OK) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	const struct alice_backend_vtable *vt = be->vt;
+	const char *def[] = {"Q4_K", "Q8_0", "Q6_K", "Q4_0", "Q5_K", "F16"};
+	int ntypes = argc > 6 ? argc - 6 : 6;
+	float *row = malloc((size_t)K * 4);
+	for (int ti = 0; ti < ntypes; ti++) {
+		int type = alice_type_from_name(argc > 6 ? argv[6 + ti] : def[ti]);
+		if (type < 0)
+			continue;
+		size_t rs = alice_row_size((uint32_t)type, K), wbytes = rs * (size_t)N;
+		uint8_t *w = malloc(wbytes);
+		srand(1);
+		for (int64_t n = 0; n < N; n++) {
+			for (int64_t k = 0; k < K; k++)
+				row[k] = (float)rand() / RAND_MAX - 0.5f;
+			if (!alice_quantize((uint32_t)type, row, w + rs * (size_t)n, K))
+				memset(w + rs * (size_t)n, 0, rs);
+		}
+		struct alice_buffer *wb = NULL, *ab = NULL;
+		vt->buffer_import(ctx, w, wbytes, &wb);
+		vt->buffer_alloc(ctx, (uint64_t)(K * M + N * M) * 4, ALICE_BUFFER_COMPUTE, &ab);
+		float *x = malloc((size_t)(K * M) * 4);
+		for (int64_t i = 0; i < K * M; i++)
+			x[i] = (float)rand() / RAND_MAX - 0.5f;
+		vt->buffer_write(ctx, ab, 0, x, (uint64_t)(K * M) * 4);
+		struct alice_tensor t[3];
+		memset(t, 0, sizeof(t));
+		t[0] = (struct alice_tensor){.type = ALICE_TYPE_F32, .ne = {N, M, 1, 1}, .nb = {4, 4 * N, 4 * N * M, 4 * N * M},
+					     .buf = ab, .offset = (uint64_t)(K * M) * 4};
+		t[1] = (struct alice_tensor){.type = (uint32_t)type, .ne = {K, N, 1, 1},
+					     .nb = {(int64_t)alice_type_info((uint32_t)type)->type_size, (int64_t)rs,
+						    (int64_t)wbytes, (int64_t)wbytes},
+					     .buf = wb};
+		t[2] = (struct alice_tensor){.type = ALICE_TYPE_F32, .ne = {K, M, 1, 1}, .nb = {4, 4 * K, 4 * K * M, 4 * K * M},
+					     .buf = ab};
+		struct alice_node node = {.op = ALICE_OP_MUL_MAT, .dst = 0, .src = {1, 2, -1, -1, -1, -1}};
+		struct alice_graph g = {.n_tensors = 3, .n_nodes = 1, .tensors = t, .nodes = &node};
+		if (vt->graph_compute(ctx, &g) != ALICE_OK) {
+			fprintf(stderr, "%s\n", vt->last_error(ctx));
+			return 1;
+		}
+		int iters = 0;
+		double t0 = now(), c0 = cpu_now(), t1;
+		do {
+			vt->graph_compute(ctx, &g);
+			iters++;
+			t1 = now();
+		} while (t1 - t0 < 1.0);
+		double ms = (t1 - t0) / iters * 1e3, cms = (cpu_now() - c0) / iters * 1e3;
+		printf("%-5s K=%lld N=%lld M=%lld: %8.3f ms wall (%8.3f ms cpu)  %6.1f GB/s weights  %7.1f GFLOP/s\n",
+		       alice_type_name((uint32_t)type), (long long)K, (long long)N, (long long)M, ms, cms,
+		       (double)wbytes / (ms * 1e-3) / 1e9, 2.0 * (double)K * (double)N * (double)M / (ms * 1e-3) / 1e9);
+		vt->buffer_free(ctx, wb);
+		vt->buffer_free(ctx, ab);
+		free(w);
+		free(x);
+	}
+	free(row);
+	vt->free(ctx);
+	alice_backend_close(be);
+	return 0;
+}
