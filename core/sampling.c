@@ -313,7 +313,7 @@ static void apply_bias(const struct alice_sampler *s, float *work)
 {
 	for (size_t i = 0; i < s->p.n_logit_bias; i++) {
 		const struct alice_logit_bias *b = &s->bias[i];
-		work[b->token] = b->bias <= -100 ? -INFINITY : work[b->token] + b->bias;
+		work[b->token] = b->bias <= -100 ? -INFINITY : clean_logit(work[b->token] + b->bias);
 	}
 }
 
@@ -333,13 +333,14 @@ static void apply_penalties(struct alice_sampler *s, float *work)
 			if (s->stamp[t] == s->stamp_gen)
 				continue;
 			s->stamp[t] = s->stamp_gen;
-			work[t] = work[t] > 0 ? work[t] / rp : work[t] * rp;
+			work[t] = clean_logit(work[t] > 0 ? work[t] / rp : work[t] * rp);
 		}
 	}
 	if (s->counts) {
 		for (size_t i = 0; i < s->n_distinct; i++) {
 			int32_t t = s->distinct[i];
-			work[t] -= (float)s->counts[t] * s->p.frequency_penalty + s->p.presence_penalty;
+			float pen = (float)s->counts[t] * s->p.frequency_penalty + s->p.presence_penalty;
+			work[t] = clean_logit(work[t] - pen); /* stays finite (or -inf) */
 		}
 	}
 }
@@ -580,7 +581,7 @@ enum alice_status alice_sampler_sample(struct alice_sampler *s, const float *log
 		float l = clean_logit(logits[token]);
 		for (size_t i = 0; i < s->p.n_logit_bias; i++)
 			if (s->bias[i].token == token)
-				l = s->bias[i].bias <= -100 ? -INFINITY : l + s->bias[i].bias;
+				l = s->bias[i].bias <= -100 ? -INFINITY : clean_logit(l + s->bias[i].bias);
 		out->logprob = (float)((double)l - lse);
 	}
 	return ALICE_OK;

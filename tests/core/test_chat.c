@@ -349,3 +349,53 @@ Test(chat, stop_strings)
 	cr_expect_str_eq(alice_chat_stop_strings(ALICE_CHAT_FORMAT_MISTRAL)[0], "</s>");
 	cr_expect_null(alice_chat_stop_strings(ALICE_CHAT_FORMAT_COUNT)[0]);
 }
+
+/* Random conversations (roles in any order, contents mixing think tags,
+ * invalid UTF-8 and white space): every format renders or, for qwen3.5's
+ * own rules, fails cleanly; the length matches the text. */
+Test(chat, random_conversations_render_cleanly)
+{
+	static const char *const pieces[] = {"<think>", "</think>", "\n", " ", "\xe3\x80\x80", "\xff",
+					     "\xe3\x80", "a", "\xc3\xa9", "<tool_response>", "</tool_response>",
+					     "\x85", "\xc2\x85"};
+	static const char *const roles[] = {"system", "user", "assistant"};
+	uint64_t x = 88172645463325252ULL;
+	for (int iter = 0; iter < 3000; iter++) {
+		struct alice_chat_message m[6];
+		char buf[6][64];
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		size_t n = x % 7;
+		for (size_t i = 0; i < n; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			m[i].role = roles[x % 3];
+			size_t len = 0, np = (x >> 8) % 8;
+			buf[i][0] = 0;
+			for (size_t k = 0; k < np; k++) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				const char *pc = pieces[x % (sizeof(pieces) / sizeof(pieces[0]))];
+				size_t pl = strlen(pc);
+				if (len + pl >= sizeof(buf[i]))
+					break;
+				memcpy(buf[i] + len, pc, pl + 1);
+				len += pl;
+			}
+			m[i].content = (x & 0x100000) ? NULL : buf[i];
+		}
+		for (int f = 0; f < ALICE_CHAT_FORMAT_COUNT; f++) {
+			char *out = NULL;
+			size_t len = 0;
+			struct alice_error err = {{0}};
+			struct alice_chat_render_opts o = {.add_leading_bos = iter & 1};
+			enum alice_status st = alice_chat_render((enum alice_chat_format)f, m, n, iter & 2, &o,
+								 &out, &len, &err);
+			if (f == ALICE_CHAT_FORMAT_QWEN35 && st == ALICE_ERR_INVALID) {
+				cr_assert_null(out);
+				cr_assert(err.msg[0]);
+				continue;
+			}
+			cr_assert_eq(st, ALICE_OK, "format %d iter %d: %s", f, iter, err.msg);
+			cr_assert_eq(len, strlen(out));
+			free(out);
+		}
+	}
+}

@@ -4,6 +4,7 @@
  * sigma = sqrt(p(1-p)/N); checks allow 5 sigma (false-alarm rate < 1e-6 per
  * check for an unbiased sampler; the seeds are fixed, so runs are repeatable). */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,10 +593,100 @@ Test(sampling, infinite_logits)
 	for (int i = 0; i < 100; i++)
 		cr_assert_eq(draw(s, l, NULL), 1);
 	alice_sampler_free(s);
+	/* bias and penalties cannot push +inf/FLT_MAX to inf (inf - inf = NaN) */
+	struct alice_logit_bias big[] = {{1, 50}, {2, 1e38f}};
+	p.logit_bias = big;
+	p.n_logit_bias = 2;
+	p.repeat_penalty = 0.5f;
+	p.presence_penalty = -2e38f;
+	p.logprobs = true;
+	p.n_probs = 2;
+	s = mk(&p, 4);
+	struct alice_error err = {{0}};
+	cr_assert_eq(alice_sampler_accept(s, 1, &err), ALICE_OK);
+	cr_assert_eq(alice_sampler_accept(s, 2, &err), ALICE_OK);
+	float tr[4];
+	cr_assert_eq(alice_sampler_transform(s, l, NULL, tr, &err), ALICE_OK);
+	cr_expect_eq(tr[1], FLT_MAX);
+	cr_expect_eq(tr[2], FLT_MAX);
+	for (int i = 0; i < 100; i++) {
+		struct alice_sample_result r;
+		cr_assert_eq(alice_sampler_sample(s, l, NULL, &r, &err), ALICE_OK);
+		cr_assert(r.token == 1 || r.token == 2);
+		cr_assert(isfinite(r.logprob), "logprob %g", r.logprob);
+	}
+	alice_sampler_free(s);
+	alice_sampling_params_default(&p);
 	p.temperature = 1e-30f; /* effectively greedy, no 1/T overflow */
 	s = mk(&p, 4);
 	float m[4] = {1, 3, 2, 3};
 	for (int i = 0; i < 100; i++)
 		cr_assert_eq(draw(s, m, NULL), 1);
 	alice_sampler_free(s);
+}
+
+/* Random parameter sets and hostile logits: the sampled token is always one
+ * that the mask allows and whose transformed logit is not -inf. */
+Test(sampling, random_params_and_logits)
+{
+	enum { NV = 300 };
+	float l[NV], tr[NV];
+	uint8_t mask[NV];
+	struct alice_error err = {{0}};
+	for (int iter = 0; iter < 400; iter++) {
+		struct alice_sampling_params p;
+		alice_sampling_params_default(&p);
+		p.temperature = lcg_uniform() < 0.2 ? 0 : (float)(lcg_uniform() * 3);
+		p.top_k = lcg_uniform() < 0.5 ? 0 : (int32_t)(lcg_uniform() * 400);
+		p.top_p = lcg_uniform() < 0.5 ? 1 : (float)lcg_uniform();
+		p.min_p = lcg_uniform() < 0.5 ? 0 : (float)lcg_uniform();
+		p.repeat_penalty = lcg_uniform() < 0.5 ? 1 : (float)(0.5 + lcg_uniform());
+		p.penalty_last_n = (int32_t)(lcg_uniform() * 10) - 1;
+		p.frequency_penalty = (float)(lcg_uniform() * 4 - 2);
+		p.presence_penalty = (float)(lcg_uniform() * 4 - 2);
+		p.logprobs = lcg_uniform() < 0.5;
+		p.n_probs = (int32_t)(lcg_uniform() * 21);
+		p.seed = (uint64_t)iter;
+		struct alice_logit_bias b[3];
+		for (int i = 0; i < 3; i++)
+			b[i] = (struct alice_logit_bias){(int32_t)(lcg_uniform() * NV), (float)(lcg_uniform() * 300 - 150)};
+		p.logit_bias = b;
+		p.n_logit_bias = 3;
+		struct alice_sampler *s = mk(&p, NV);
+		for (int step = 0; step < 10; step++) {
+			random_logits(l, NV, (float)(lcg_uniform() * 10));
+			for (int i = 0; i < NV; i++) {
+				double u = lcg_uniform();
+				if (u < 0.02)
+					l[i] = NAN;
+				else if (u < 0.04)
+					l[i] = -INFINITY;
+				else if (u < 0.045)
+					l[i] = INFINITY;
+				mask[i] = lcg_uniform() < 0.7;
+			}
+			const uint8_t *mk_ = step & 1 ? mask : NULL;
+			struct alice_sample_result r;
+			cr_assert_eq(alice_sampler_transform(s, l, mk_, tr, &err), ALICE_OK);
+			int any = 0;
+			for (int i = 0; i < NV; i++)
+				any |= tr[i] > -INFINITY;
+			enum alice_status st = alice_sampler_sample(s, l, mk_, &r, &err);
+			if (!any) {
+				cr_assert_eq(st, ALICE_ERR_INVALID);
+				continue;
+			}
+			cr_assert_eq(st, ALICE_OK, "%s", err.msg);
+			cr_assert(r.token >= 0 && r.token < NV);
+			cr_assert(tr[r.token] > -INFINITY, "iter %d: token %d was excluded", iter, r.token);
+			if (mk_)
+				cr_assert(mask[r.token]);
+			if (p.logprobs) {
+				cr_assert(r.logprob <= 1e-6f, "logprob %g", r.logprob);
+				cr_assert_eq(r.n_top, p.n_probs);
+			}
+			cr_assert_eq(alice_sampler_accept(s, r.token, &err), ALICE_OK);
+		}
+		alice_sampler_free(s);
+	}
 }
