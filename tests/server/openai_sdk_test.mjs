@@ -1,0 +1,120 @@
+// End-to-end test with the official `openai` npm package against a running
+// alice-llm-server. Run by sdk_test.py, which installs the package into
+// <build>/npm, starts the server (API key "sk-alice-test") and sets
+// ALICE_BASE_URL. Prints one line per check and "N passed, N failed".
+import OpenAI from 'openai';
+
+const baseURL = process.env.ALICE_BASE_URL;
+const apiKey = process.env.ALICE_API_KEY_FOR_TEST;
+let passed = 0;
+let failed = 0;
+
+function check(name, cond, detail) {
+  if (cond) {
+    passed++;
+    console.log(`PASS ${name}`);
+  } else {
+    failed++;
+    console.log(`FAIL ${name} ${detail === undefined ? '' : JSON.stringify(detail)}`);
+  }
+}
+
+async function group(name, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    check(`${name} threw`, false, String(e && e.stack ? e.stack : e));
+  }
+}
+
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
+const messages = [{ role: 'user', content: 'Who is Pierre?' }];
+
+let chatText = null;
+await group('chat', async () => {
+  const r = await client.chat.completions.create({ model: 'tiny-tolstoy', messages, max_tokens: 12, temperature: 0 });
+  chatText = r.choices[0].message.content;
+  check('chat: assistant text', r.choices[0].message.role === 'assistant' && chatText.length > 0, r);
+  check('chat: finish_reason', ['stop', 'length'].includes(r.choices[0].finish_reason), r);
+  check('chat: usage', r.usage.completion_tokens > 0 &&
+    r.usage.total_tokens === r.usage.prompt_tokens + r.usage.completion_tokens, r.usage);
+  check('chat: id/object', r.id.startsWith('chatcmpl-') && r.object === 'chat.completion', r);
+});
+
+await group('chat stream', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'tiny-tolstoy', messages, max_tokens: 12, temperature: 0, stream: true,
+    stream_options: { include_usage: true },
+  });
+  let text = '';
+  let finish = null;
+  let usage = null;
+  let role = null;
+  const ids = new Set();
+  for await (const chunk of stream) {
+    ids.add(chunk.id);
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta.role) role = c.delta.role;
+      if (c.delta.content) text += c.delta.content;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  check('stream: text equals non-streamed', text === chatText, { text, chatText });
+  check('stream: role chunk', role === 'assistant');
+  check('stream: finish_reason', finish === 'stop' || finish === 'length', finish);
+  check('stream: usage chunk', usage && usage.completion_tokens > 0, usage);
+  check('stream: one id', ids.size === 1, [...ids]);
+});
+
+await group('completions', async () => {
+  const r = await client.completions.create({
+    model: 'tiny-tolstoy', prompt: 'Prince Andrew looked at', max_tokens: 8, temperature: 0,
+    logit_bias: { 0: -100, 2: -100 },
+  });
+  check('completions: text', typeof r.choices[0].text === 'string' && r.choices[0].text.length > 0, r);
+  check('completions: length', r.choices[0].finish_reason === 'length' && r.usage.completion_tokens === 8, r);
+  const s = await client.completions.create({
+    model: 'tiny-tolstoy', prompt: 'Prince Andrew looked at', max_tokens: 8, temperature: 0,
+    logit_bias: { 0: -100, 2: -100 }, stream: true,
+  });
+  let text = '';
+  for await (const chunk of s) text += chunk.choices.map((c) => c.text).join('');
+  check('completions stream: same text', text === r.choices[0].text, { text, want: r.choices[0].text });
+});
+
+await group('models', async () => {
+  const list = await client.models.list();
+  const ids = [];
+  for await (const m of list) ids.push(m.id);
+  check('models: the loaded model', ids.length === 1 && ids[0] === 'tiny-tolstoy-Q8_0', ids);
+});
+
+await group('errors', async () => {
+  try {
+    await client.chat.completions.create({ model: 'x', messages, temperature: 5 });
+    check('400: BadRequestError thrown', false, 'no error');
+  } catch (e) {
+    check('400: BadRequestError', e instanceof OpenAI.BadRequestError && e.status === 400, String(e));
+    check('400: param names the field', e.param === 'temperature' || (e.error && e.error.param === 'temperature'),
+      e.error);
+  }
+  const bad = new OpenAI({ baseURL, apiKey: 'wrong-key', maxRetries: 0 });
+  try {
+    await bad.models.list();
+    check('401: AuthenticationError thrown', false, 'no error');
+  } catch (e) {
+    check('401: AuthenticationError', e instanceof OpenAI.AuthenticationError && e.status === 401, String(e));
+  }
+  try {
+    await client.chat.completions.create({
+      model: 'x', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x/y.png' } }] }],
+    });
+    check('400: image part rejected', false, 'no error');
+  } catch (e) {
+    check('400: image part rejected', e.status === 400 && /image_url/.test(e.message), String(e));
+  }
+});
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

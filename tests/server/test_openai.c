@@ -1,0 +1,205 @@
+// ctest-labels: unit;server
+/* Request parsing and validation of server/openai.c, without a model. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "openai.h"
+
+static int parse(enum srv_kind k, const char *json, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	return srv_openai_parse(k, json, strlen(json), r, e);
+}
+
+static void expect_400(enum srv_kind k, const char *json, const char *param)
+{
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	memset(&e, 0, sizeof(e));
+	cr_assert_eq(parse(k, json, &r, &e), -1, "accepted: %s", json);
+	cr_assert_eq(e.status, 400, "%s -> %d", json, e.status);
+	cr_assert_str_eq(e.type, "invalid_request_error");
+	cr_assert_str_eq(e.param, param, "%s: param '%s', message %s", json, e.param, e.message);
+	cr_assert(e.message[0], "empty message for %s", json);
+}
+
+Test(openai, chat_defaults)
+{
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	cr_assert_eq(parse(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r, &e), 0);
+	cr_assert_eq(r.n_messages, 1);
+	cr_assert_str_eq(r.messages[0].role, "user");
+	cr_assert_str_eq(r.messages[0].content, "hi");
+	cr_assert_eq(r.max_tokens, -1);
+	cr_assert_float_eq(r.temperature, 1.0, 1e-9);
+	cr_assert_float_eq(r.top_p, 1.0, 1e-9);
+	cr_assert_float_eq(r.repeat_penalty, 1.0, 1e-9);
+	cr_assert_eq(r.n, 1);
+	cr_assert(!r.stream && !r.logprobs && !r.has_seed && r.n_stop == 0 && !r.grammar);
+	srv_gen_request_clear(&r);
+}
+
+Test(openai, chat_all_fields)
+{
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	const char *j = "{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"s\"},"
+			"{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
+			"{\"role\":\"assistant\",\"content\":null}],"
+			"\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0,\"top_k\":3,\"top_p\":0.5,"
+			"\"min_p\":0.1,\"seed\":-3,\"stop\":[\"x\",\"yy\"],\"presence_penalty\":1,"
+			"\"frequency_penalty\":-1,\"repeat_penalty\":1.1,\"logit_bias\":{\"12\":-100,\"7\":2.5},"
+			"\"n\":3,\"logprobs\":true,\"top_logprobs\":4,\"stream\":true,"
+			"\"stream_options\":{\"include_usage\":true},\"grammar\":\"root ::= \\\"a\\\"\",\"unknown\":[1]}";
+	cr_assert_eq(parse(SRV_KIND_CHAT, j, &r, &e), 0, "%s", e.message);
+	cr_assert_str_eq(r.model, "m");
+	cr_assert_str_eq(r.messages[0].role, "system");
+	cr_assert_str_eq(r.messages[1].content, "ab");
+	cr_assert_str_eq(r.messages[2].content, "");
+	cr_assert_eq(r.max_tokens, 7); /* max_completion_tokens wins */
+	cr_assert_eq(r.top_k, 3);
+	cr_assert(r.has_seed && r.seed == (uint64_t)-3);
+	cr_assert_eq(r.n_stop, 2);
+	cr_assert_str_eq(r.stop[1], "yy");
+	cr_assert_eq(r.n_logit_bias, 2);
+	cr_assert_eq(r.n, 3);
+	cr_assert(r.logprobs && r.top_logprobs == 4 && r.stream && r.include_usage);
+	cr_assert_str_eq(r.grammar, "root ::= \"a\"");
+	srv_gen_request_clear(&r);
+}
+
+Test(openai, completion_prompts)
+{
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	cr_assert_eq(parse(SRV_KIND_COMPLETION, "{\"prompt\":[\"a\",[1,2,3],\"c\"],\"logprobs\":2,\"echo\":true}", &r, &e), 0);
+	cr_assert_eq(r.n_prompts, 3);
+	cr_assert_str_eq(r.prompts[0].text, "a");
+	cr_assert_eq(r.prompts[1].n_tokens, 3);
+	cr_assert_eq(r.prompts[1].tokens[2], 3);
+	cr_assert(r.logprobs && r.top_logprobs == 2 && r.echo);
+	srv_gen_request_clear(&r);
+	cr_assert_eq(parse(SRV_KIND_COMPLETION, "{\"prompt\":[5,6],\"logprobs\":null}", &r, &e), 0);
+	cr_assert_eq(r.n_prompts, 1);
+	cr_assert_eq(r.prompts[0].n_tokens, 2);
+	cr_assert(!r.logprobs);
+	srv_gen_request_clear(&r);
+}
+
+Test(openai, rejects_bad_json)
+{
+	expect_400(SRV_KIND_CHAT, "", "");
+	expect_400(SRV_KIND_CHAT, "{", "");
+	expect_400(SRV_KIND_CHAT, "[]", "");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[]} junk", "");
+	expect_400(SRV_KIND_CHAT, "{\"a\":\"\xff\xfe\"}", ""); /* invalid UTF-8 */
+	/* a valid object nested beyond the depth limit */
+	char deep[700];
+	strcpy(deep, "{\"a\":");
+	memset(deep + 5, '[', 300);
+	memset(deep + 305, ']', 300);
+	strcpy(deep + 605, "}");
+	expect_400(SRV_KIND_CHAT, deep, "");
+	struct srv_api_error e;
+	cr_assert_null(srv_json_parse_object(deep, strlen(deep), &e));
+	cr_assert(strstr(e.message, "depth") || strstr(e.message, "nest"), "%s", e.message);
+}
+
+Test(openai, rejects_wrong_types_and_ranges)
+{
+	const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+	char buf[512];
+	struct {
+		const char *field;
+		const char *param;
+	} cases[] = {
+		{"\"temperature\":\"1\"", "temperature"}, {"\"temperature\":2.5", "temperature"},
+		{"\"top_p\":-0.1", "top_p"},		 {"\"top_k\":1.5", "top_k"},
+		{"\"min_p\":true", "min_p"},		 {"\"max_tokens\":0", "max_tokens"},
+		{"\"max_tokens\":1e30", "max_tokens"},	 {"\"n\":17", "n"},
+		{"\"n\":0", "n"},			 {"\"seed\":\"s\"", "seed"},
+		{"\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]", "stop"},
+		{"\"stop\":[\"\"]", "stop"},		 {"\"stop\":{}", "stop"},
+		{"\"presence_penalty\":2.1", "presence_penalty"},
+		{"\"frequency_penalty\":-3", "frequency_penalty"},
+		{"\"repeat_penalty\":0", "repeat_penalty"},
+		{"\"logit_bias\":[]", "logit_bias"},	 {"\"logit_bias\":{\"-1\":1}", "logit_bias"},
+		{"\"logit_bias\":{\"1x\":1}", "logit_bias"},
+		{"\"logit_bias\":{\"1\":\"a\"}", "logit_bias"},
+		{"\"logit_bias\":{\"1\":101}", "logit_bias"},
+		{"\"logprobs\":1", "logprobs"},	 {"\"logprobs\":true,\"top_logprobs\":21", "top_logprobs"},
+		{"\"top_logprobs\":1", "top_logprobs"},
+		{"\"stream\":1", "stream"},		 {"\"stream_options\":{\"include_usage\":true}", "stream_options"},
+		{"\"stream\":true,\"stream_options\":{\"include_usage\":1}", "stream_options.include_usage"},
+		{"\"grammar\":1", "grammar"},		 {"\"model\":[]", "model"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(buf, sizeof(buf), "{%s,%s}", m, cases[i].field);
+		expect_400(SRV_KIND_CHAT, buf, cases[i].param);
+	}
+}
+
+Test(openai, rejects_bad_messages)
+{
+	expect_400(SRV_KIND_CHAT, "{}", "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":{}}", "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[]}", "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[1]}", "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}", "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", "messages");
+
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	cr_assert_eq(parse(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\"}]}]}", &r, &e), -1);
+	cr_assert(strstr(e.message, "input_audio") && strstr(e.message, "only 'text'"), "%s", e.message);
+}
+
+Test(openai, rejects_bad_prompts)
+{
+	expect_400(SRV_KIND_COMPLETION, "{}", "prompt");
+	expect_400(SRV_KIND_COMPLETION, "{\"prompt\":1}", "prompt");
+	expect_400(SRV_KIND_COMPLETION, "{\"prompt\":[]}", "prompt");
+	expect_400(SRV_KIND_COMPLETION, "{\"prompt\":[\"a\",{}]}", "prompt");
+	expect_400(SRV_KIND_COMPLETION, "{\"prompt\":[1,-2]}", "prompt");
+	expect_400(SRV_KIND_COMPLETION, "{\"prompt\":[[]]}", "prompt");
+	expect_400(SRV_KIND_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":true}", "logprobs");
+	expect_400(SRV_KIND_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":21}", "logprobs");
+	expect_400(SRV_KIND_COMPLETION, "{\"prompt\":\"a\",\"echo\":\"yes\"}", "echo");
+}
+
+Test(openai, error_json_shape)
+{
+	struct srv_api_error e;
+	srv_api_error_invalid(&e, "temperature", "bad %d", 3);
+	struct json_object *o = srv_api_error_json(&e), *err, *v;
+	cr_assert(json_object_object_get_ex(o, "error", &err));
+	cr_assert(json_object_object_get_ex(err, "message", &v));
+	cr_assert_str_eq(json_object_get_string(v), "bad 3");
+	cr_assert(json_object_object_get_ex(err, "param", &v));
+	cr_assert_str_eq(json_object_get_string(v), "temperature");
+	cr_assert(json_object_object_get_ex(err, "code", &v));
+	cr_assert_null(v); /* present, null */
+	cr_assert(json_object_object_get_ex(err, "type", &v));
+	cr_assert_str_eq(json_object_get_string(v), "invalid_request_error");
+	json_object_put(o);
+}
+
+Test(openai, utf8_sanitize)
+{
+	size_t n;
+	char *s = srv_utf8_sanitize("a\xe2\x82", 3, &n);
+	cr_assert_str_eq(s, "a\xef\xbf\xbd\xef\xbf\xbd");
+	free(s);
+	s = srv_utf8_sanitize("\xe2\x82\xac!", 4, &n);
+	cr_assert_str_eq(s, "\xe2\x82\xac!");
+	cr_assert_eq(n, 4);
+	free(s);
+	s = srv_utf8_sanitize("\xed\xa0\x80", 3, &n); /* surrogate */
+	cr_assert_eq(n, 9);
+	free(s);
+}
