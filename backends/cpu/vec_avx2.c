@@ -268,6 +268,282 @@ static void a2_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
 	*out = hsum256_ps(acc);
 }
 
+/* 32 bits -> 32 bytes, 0xff where the bit is set (bit e -> byte e) */
+static inline __m256i bits_to_bytes(uint32_t x)
+{
+	const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,
+					      2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bm = _mm256_set1_epi64x(0x8040201008040201ll);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
+	return _mm256_cmpeq_epi8(_mm256_and_si256(v, bm), bm);
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles then high nibbles */
+static inline __m256i nibbles(const uint8_t *p)
+{
+	__m128i t = _mm_loadu_si128((const __m128i *)p);
+	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0xf));
+}
+
+static inline int hsum256_i32(__m256i v)
+{
+	__m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+	t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+	t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+	return _mm_cvtsi128_si32(t);
+}
+
+static void a2_dot_q4_1(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	__m256 acc = _mm256_setzero_ps();
+	float accm = 0.0f;
+	for (int64_t b = 0; b < k / QK8; b++, wb += 20, a++) {
+		__m256i q = nibbles(wb + 4);
+		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
+		__m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, qa), _mm256_set1_epi16(1));
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a->d), _mm256_cvtepi32_ps(p), acc);
+		accm += ld_fp16(wb + 2) * a->s;
+	}
+	*out = hsum256_ps(acc) + accm;
+}
+
+static void a2_dot_q5_0(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	__m256 acc = _mm256_setzero_ps();
+	const __m256i h5 = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8(16);
+	for (int64_t b = 0; b < k / QK8; b++, wb += 22, a++) {
+		uint32_t qh;
+		memcpy(&qh, wb + 2, 4);
+		__m256i q = _mm256_or_si256(nibbles(wb + 6), _mm256_and_si256(bits_to_bytes(qh), h5));
+		q = _mm256_sub_epi8(q, off);
+		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a->d), _mm256_cvtepi32_ps(dot_s8(q, qa)), acc);
+	}
+	*out = hsum256_ps(acc);
+}
+
+static void a2_dot_q5_1(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	__m256 acc = _mm256_setzero_ps();
+	float accm = 0.0f;
+	const __m256i h5 = _mm256_set1_epi8(0x10);
+	for (int64_t b = 0; b < k / QK8; b++, wb += 24, a++) {
+		uint32_t qh;
+		memcpy(&qh, wb + 4, 4);
+		__m256i q = _mm256_or_si256(nibbles(wb + 8), _mm256_and_si256(bits_to_bytes(qh), h5));
+		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
+		__m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, qa), _mm256_set1_epi16(1));
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a->d), _mm256_cvtepi32_ps(p), acc);
+		accm += ld_fp16(wb + 2) * a->s;
+	}
+	*out = hsum256_ps(acc) + accm;
+}
+
+static const int8_t kv_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+static const int8_t kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static void a2_dot_iq4_nl(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv_iq4nl));
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < k / QK8; b++, wb += 18, a++) {
+		__m256i q = _mm256_shuffle_epi8(tab, nibbles(wb + 2));
+		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a->d), _mm256_cvtepi32_ps(dot_s8(q, qa)), acc);
+	}
+	*out = hsum256_ps(acc);
+}
+
+static inline float e8m0_half(uint8_t e)
+{
+	uint32_t u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static void a2_dot_mxfp4(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv_mxfp4));
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < k / QK8; b++, wb += 17, a++) {
+		__m256i q = _mm256_shuffle_epi8(tab, nibbles(wb + 1));
+		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(e8m0_half(wb[0]) * a->d), _mm256_cvtepi32_ps(dot_s8(q, qa)), acc);
+	}
+	*out = hsum256_ps(acc);
+}
+
+/* Q1_0: 128 signs of +-d; per 32-element activation block sum +-a. */
+static void a2_dot_q1_0(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	const __m256i one = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+	float s = 0.0f;
+	for (int64_t b = 0; b < k / 128; b++, wb += 18) {
+		float d = ld_fp16(wb);
+		__m256 acc = _mm256_setzero_ps();
+		for (int j = 0; j < 4; j++, a++) {
+			uint32_t bits;
+			memcpy(&bits, wb + 2 + 4 * j, 4);
+			__m256i pm = _mm256_or_si256(bits_to_bytes(~bits), one); /* set: +1, clear: -1 */
+			__m256i sa = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->q), pm);
+			__m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(one, sa), ones16);
+			acc = _mm256_fmadd_ps(_mm256_set1_ps(a->d), _mm256_cvtepi32_ps(p), acc);
+		}
+		s += d * hsum256_ps(acc);
+	}
+	*out = s;
+}
+
+static void a2_dot_iq4_xs(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv_iq4nl));
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < k / QKK; b++, wb += 136, a++) {
+		uint16_t sh;
+		memcpy(&sh, wb + 2, 2);
+		const uint8_t *sl = wb + 4, *qs = wb + 8;
+		__m256i sumi = _mm256_setzero_si256();
+		for (int ib = 0; ib < 8; ib++) {
+			int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((sh >> (2 * ib)) & 3) << 4);
+			__m256i q = _mm256_shuffle_epi8(tab, nibbles(qs + 16 * ib));
+			__m256i qa = _mm256_loadu_si256((const __m256i *)(a->q + 32 * ib));
+			__m256i ax = _mm256_sign_epi8(q, q), sy = _mm256_sign_epi8(qa, q);
+			__m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16((short)(ls - 32)));
+			sumi = _mm256_add_epi32(sumi, p);
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a->d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum256_ps(acc);
+}
+
+static void a2_dot_q5_k(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	const __m256i m4 = _mm256_set1_epi8(0xf), one = _mm256_set1_epi8(1);
+	__m256 acc = _mm256_setzero_ps();
+	__m128 accm = _mm_setzero_ps();
+	for (int64_t b = 0; b < k / QKK; b++, wb += 176, a++) {
+		uint32_t u[4];
+		k4_scales_mins(wb + 4, u);
+		__m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
+					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
+		__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
+		accm = _mm_fmadd_ps(_mm_set1_ps(ld_fp16(wb + 2) * a->d), _mm_cvtepi32_ps(pm), accm);
+		__m128i sc128 = _mm256_castsi256_si128(ms);
+		__m256i sc = _mm256_set_m128i(sc128, sc128);
+		__m256i hb = _mm256_loadu_si256((const __m256i *)(wb + 16));
+		const uint8_t *qs = wb + 48;
+		__m256i sumi = _mm256_setzero_si256();
+		for (int j = 0; j < 4; j++) {
+			__m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+			__m256i lo = _mm256_or_si256(_mm256_and_si256(q4, m4),
+						     _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+			hb = _mm256_srli_epi16(hb, 1);
+			__m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+						     _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+			hb = _mm256_srli_epi16(hb, 1);
+			__m256i alo = _mm256_loadu_si256((const __m256i *)(a->q + 64 * j));
+			__m256i ahi = _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32));
+			__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+			__m256i shs = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+			sumi = _mm256_add_epi32(sumi, dot_u8_sc(lo, alo, sl));
+			sumi = _mm256_add_epi32(sumi, dot_u8_sc(hi, ahi, shs));
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a->d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	__m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+	m = _mm_add_ss(m, _mm_movehdup_ps(m));
+	*out = hsum256_ps(acc) - _mm_cvtss_f32(m);
+}
+
+/* int16 lanes: 8 x scale s0, then 8 x scale s0+1 (scales given as int8[16]) */
+static inline __m256i sc16_pair(__m128i sc8, int s0)
+{
+	__m256i v = _mm256_shuffle_epi8(_mm256_set_m128i(sc8, sc8),
+					_mm256_set_m128i(_mm_set1_epi16((short)(0x8000 | (s0 + 1))),
+							 _mm_set1_epi16((short)(0x8000 | s0))));
+	return _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
+}
+
+/* Q2_K and Q3_K: 2-bit planes (+ Q3_K's high bit), 16 scales of 16 elements */
+static void a2_dot_q2_k(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0xf);
+	__m256 acc = _mm256_setzero_ps();
+	float accm = 0.0f;
+	for (int64_t b = 0; b < k / QKK; b++, wb += 84, a++) {
+		__m128i raw = _mm_loadu_si128((const __m128i *)wb);
+		__m128i sc8 = _mm_and_si128(raw, _mm256_castsi256_si128(m4));
+		__m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm256_castsi256_si128(m4)));
+		int summ = hsum256_i32(_mm256_madd_epi16(mins16, _mm256_loadu_si256((const __m256i *)a->bsums)));
+		accm += ld_fp16(wb + 82) * a->d * (float)summ;
+		__m256i sumi = _mm256_setzero_si256();
+		for (int n = 0; n < 2; n++) {
+			__m256i qs = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * n));
+			for (int g = 0; g < 4; g++) {
+				__m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * g), m2);
+				__m256i qa = _mm256_loadu_si256((const __m256i *)(a->q + 128 * n + 32 * g));
+				sumi = _mm256_add_epi32(sumi, dot_u8_sc(q, qa, sc16_pair(sc8, 8 * n + 2 * g)));
+			}
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb + 80) * a->d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum256_ps(acc) - accm;
+}
+
+static void a2_dot_q3_k(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < k / QKK; b++, wb += 110, a++) {
+		const uint8_t *s12 = wb + 96;
+		int8_t scv[16];
+		for (int j = 0; j < 16; j++) {
+			int lo = j < 8 ? s12[j] & 0xf : s12[j - 8] >> 4;
+			int hi = (s12[8 + j % 4] >> (2 * (j / 4))) & 3;
+			scv[j] = (int8_t)((lo | (hi << 4)) - 32);
+		}
+		__m128i sc8 = _mm_loadu_si128((const __m128i *)scv);
+		/* q = u - 4 with u = q2 | hbit << 2 in 0..7: subtract 4 * sum(scale * bsum) */
+		__m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)a->bsums));
+		__m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 2));
+		__m256i hm = _mm256_loadu_si256((const __m256i *)wb);
+		for (int n = 0; n < 2; n++) {
+			__m256i qs = _mm256_loadu_si256((const __m256i *)(wb + 32 + 32 * n));
+			for (int g = 0; g < 4; g++) {
+				__m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * g), m2);
+				__m256i h = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * n + g), one);
+				q = _mm256_or_si256(q, _mm256_slli_epi16(h, 2));
+				__m256i qa = _mm256_loadu_si256((const __m256i *)(a->q + 128 * n + 32 * g));
+				sumi = _mm256_add_epi32(sumi, dot_u8_sc(q, qa, sc16_pair(sc8, 8 * n + 2 * g)));
+			}
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb + 108) * a->d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum256_ps(acc);
+}
+
 void cpu_kernels_avx2_dots(struct cpu_kernels *k)
 {
 	k->dot_f32 = a2_dot_f32;
@@ -283,6 +559,16 @@ void cpu_kernels_avx2_dots(struct cpu_kernels *k)
 	k->dot[ALICE_TYPE_Q4_0] = a2_dot_q4_0;
 	k->dot[ALICE_TYPE_Q4_K] = a2_dot_q4_k;
 	k->dot[ALICE_TYPE_Q6_K] = a2_dot_q6_k;
+	k->dot[ALICE_TYPE_Q4_1] = a2_dot_q4_1;
+	k->dot[ALICE_TYPE_Q5_0] = a2_dot_q5_0;
+	k->dot[ALICE_TYPE_Q5_1] = a2_dot_q5_1;
+	k->dot[ALICE_TYPE_IQ4_NL] = a2_dot_iq4_nl;
+	k->dot[ALICE_TYPE_IQ4_XS] = a2_dot_iq4_xs;
+	k->dot[ALICE_TYPE_MXFP4] = a2_dot_mxfp4;
+	k->dot[ALICE_TYPE_Q1_0] = a2_dot_q1_0;
+	k->dot[ALICE_TYPE_Q5_K] = a2_dot_q5_k;
+	k->dot[ALICE_TYPE_Q2_K] = a2_dot_q2_k;
+	k->dot[ALICE_TYPE_Q3_K] = a2_dot_q3_k;
 }
 
 void cpu_kernels_avx2(struct cpu_kernels *k)
