@@ -268,6 +268,14 @@ static void usage_totals(const struct srv_gen *g, int64_t *completion, double *p
 	}
 }
 
+/* A measurement rounded for reading (3 decimals), still a JSON number. */
+static struct json_object *json_measure(double d)
+{
+	char b[64];
+	snprintf(b, sizeof(b), "%.3f", d);
+	return json_object_new_double_s(d, b);
+}
+
 static struct json_object *usage_json(const struct srv_gen *g)
 {
 	int64_t completion;
@@ -281,9 +289,9 @@ static struct json_object *usage_json(const struct srv_gen *g)
 	json_object_object_add(u, "prompt_tokens", json_object_new_int64(g->prompt_tokens));
 	json_object_object_add(u, "completion_tokens", json_object_new_int64(completion));
 	json_object_object_add(u, "total_tokens", json_object_new_int64(g->prompt_tokens + completion));
-	json_object_object_add(u, "tokens_per_second", json_object_new_double(tps));
-	json_object_object_add(u, "prefill_ms", json_object_new_double(prefill));
-	json_object_object_add(u, "decode_ms", json_object_new_double(decode));
+	json_object_object_add(u, "tokens_per_second", json_measure(tps));
+	json_object_object_add(u, "prefill_ms", json_measure(prefill));
+	json_object_object_add(u, "decode_ms", json_measure(decode));
 	return u;
 }
 

@@ -533,6 +533,7 @@ static void *loader_main(void *arg)
 	if (!m)
 		abort(); /* no memory for one small message: nothing sensible left */
 	m->kind = SRV_MSG_LOADED;
+	__atomic_store_n(&s->loader_done, 1, __ATOMIC_RELEASE);
 	srv_post(s, m);
 	return NULL;
 fail:
@@ -541,6 +542,7 @@ fail:
 	if (!m)
 		abort();
 	m->kind = SRV_MSG_LOAD_FAILED;
+	__atomic_store_n(&s->loader_done, 1, __ATOMIC_RELEASE);
 	srv_post(s, m);
 	return NULL;
 }
@@ -725,6 +727,14 @@ int srv_run(const struct srv_config *cfg)
 	rc = s->exit_code;
 
 out:
+	if (s->loader_started && !__atomic_load_n(&s->loader_done, __ATOMIC_ACQUIRE)) {
+		/* Stopped while the model is still loading (a load cannot be
+		 * interrupted): leave the loader and its state to process exit. */
+		alice_log(ALICE_LOG_INFO, "exiting while the model is still loading");
+		if (s->listener)
+			evhttp_del_accept_socket(s->http, s->listener);
+		return rc;
+	}
 	if (s->loader_started) {
 		pthread_join(s->loader, NULL);
 		/* a load that finished after the loop ended: its message is still queued */

@@ -75,6 +75,7 @@ struct srv {
 
 	pthread_t loader;
 	bool loader_started;
+	int loader_done; /* atomic: the loader posted its result */
 	enum srv_state state; /* event thread only */
 	double shutdown_started;
 

@@ -665,6 +665,64 @@ def test_process():
     check("--help lists every flag", r.returncode == 0 and all(f in r.stdout for f in flags), r.stdout)
     r = subprocess.run([BIN, "--version"], capture_output=True, text=True)
     check("--version", r.returncode == 0 and "alice-llm-server" in r.stdout, r)
+    # While the model loads the socket is already open: 503 + Retry-After.
+    # A FIFO as the model file holds the loader in open() until we write.
+    fifo = f"/tmp/alice-srv-test-fifo-{os.getpid()}.gguf"
+    if os.path.exists(fifo):
+        os.unlink(fifo)
+    os.mkfifo(fifo)
+    port = free_port()
+    e = dict(os.environ, ALICE_BACKEND_PATH=LIBDIR)
+    p = subprocess.Popen([BIN, "--port", str(port), "--model", fifo], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=e)
+    try:
+        st = js = h = None
+        for _ in range(200):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("GET", "/health")
+                r = c.getresponse()
+                st, js, h = r.status, json.loads(r.read()), {k.lower(): v for k, v in r.getheaders()}
+                c.close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        check("503 while loading, with Retry-After and an OpenAI error body",
+              st == 503 and is_error(js) and js["error"]["code"] == "model_loading" and "retry-after" in h,
+              (st, js, h))
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("POST", CHAT, body=json.dumps(chat_body("x")), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        check("503 on /v1 while loading", r.status == 503, r.status)
+        c.close()
+        try:  # not a mappable GGUF: the load fails (maybe before we write)
+            with open(fifo, "wb") as f:
+                f.write(b"GGUF" + b"\0" * 60)
+        except BrokenPipeError:
+            pass
+        out, _ = p.communicate(timeout=30)
+        check("load failure after the socket opened exits 1 naming the file", p.returncode == 1 and fifo in out,
+              (p.returncode, out))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.unlink(fifo)
+    # SIGTERM while the model is still loading: exit 0 without waiting for it
+    os.mkfifo(fifo)
+    p = subprocess.Popen([BIN, "--port", str(free_port()), "--model", fifo], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=e)
+    try:
+        time.sleep(0.5)
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=10)
+        check("SIGTERM while loading exits 0", rc == 0, rc)
+    except subprocess.TimeoutExpired:
+        check("SIGTERM while loading exits 0", False, "hung")
+        p.kill()
+        p.wait()
+    finally:
+        os.unlink(fifo)
     # model load failure: the socket opens first, then the process exits 1 naming the file
     port = free_port()
     e = dict(os.environ, ALICE_BACKEND_PATH=LIBDIR)
