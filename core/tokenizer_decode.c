@@ -277,7 +277,7 @@ void alice_detok_stream_free(struct alice_detok_stream *s)
 	free(s);
 }
 
-static const char REPLACEMENT[3] = {'\xef', '\xbf', '\xbd'};
+static const char REPLACEMENT[] = "\xef\xbf\xbd"; /* U+FFFD */
 
 enum alice_status alice_detok_stream_push(struct alice_detok_stream *s, int32_t id, const char **text,
 					  size_t *len, struct alice_error *err)

@@ -109,11 +109,13 @@ struct alice_detok_stream;
 enum alice_status alice_detok_stream_create(const struct alice_tokenizer *t, bool render_special,
 					    struct alice_detok_stream **out, struct alice_error *err);
 void alice_detok_stream_free(struct alice_detok_stream *s); /* NULL is a no-op */
-/* Feed one id. *text (owned by the stream, valid until the next call) gets
- * the complete UTF-8 text to emit now, possibly empty. Bad ids: ALICE_ERR_RANGE. */
+/* Feed one id. *text (owned by the stream, NUL-terminated, valid until the
+ * next call) gets the complete UTF-8 text to emit now, possibly empty.
+ * Bad ids: ALICE_ERR_RANGE. */
 enum alice_status alice_detok_stream_push(struct alice_detok_stream *s, int32_t id, const char **text,
 					  size_t *len, struct alice_error *err);
-/* End of the sequence: the remaining text (see above); the stream is reset. */
+/* End of the sequence: the remaining text (see above; NUL-terminated, static
+ * storage); the stream is reset for a new sequence. */
 void alice_detok_stream_flush(struct alice_detok_stream *s, const char **text, size_t *len);
 
 #endif
