@@ -1,0 +1,122 @@
+#version 450
+// attn.comp — fused ATTENTION over the KV cache: one workgroup per
+// (head, token); cells of the token's range [c0, c1) go in blocks of WG,
+// one score per thread, online softmax across blocks; each thread owns
+// output dims tid, tid + WG, ... (d_v <= 4 * WG). With an F16 K cache, q is
+// rounded to F16 first (as the CPU reference does).
+#extension GL_GOOGLE_include_directive : require
+#define WG 128u
+#define DMAX 512u
+layout(local_size_x = 128) in;
+#include "common.glsl"
+#include "reduce.glsl"
+
+layout(push_constant) uniform PC {
+	uint dk, dv, nh, nt;
+	uint group, q_off, q_nb1, q_nb2;
+	uint k_off, k_nb1, k_nb2, k_type;
+	uint v_off, v_nb1, v_nb2, v_type;
+	uint r_off, r_nb0, r_nb1, d_off;
+	uint d_nb0, d_nb1, d_nb2, n_cells;
+	float scale, cap;
+} p;
+
+shared float qs[DMAX];
+shared float ps[WG];
+
+// K row dot q (K in b_)
+float kdot(uint kr)
+{
+	float s = 0.0;
+	if (p.k_type == T_F32) {
+		uint w = kr >> 2;
+		for (uint i = 0u; i < p.dk; i++)
+			s += uintBitsToFloat(b_[w + i]) * qs[i];
+	} else if ((kr & 3u) == 0u && (p.dk & 1u) == 0u) {
+		uint w = kr >> 2;
+		for (uint i = 0u; i < p.dk; i += 2u) {
+			vec2 kv = unpackHalf2x16(b_[w + (i >> 1)]);
+			s += kv.x * qs[i] + kv.y * qs[i + 1u];
+		}
+	} else {
+		for (uint i = 0u; i < p.dk; i++)
+			s += b_ld(kr + i * 2u, T_F16) * qs[i];
+	}
+	return s;
+}
+
+float tanh_s(float x)
+{
+	if (abs(x) < 0.5)
+		return tanh(x);
+	float e = exp(-2.0 * abs(x));
+	return sign(x) * (1.0 - e) / (1.0 + e);
+}
+
+void main()
+{
+	uint wg = wg_flat();
+	if (wg >= p.nh * p.nt)
+		return;
+	uint tid = gl_LocalInvocationID.x;
+	uint h = wg % p.nh, t = wg / p.nh, hk = h / p.group;
+	uint qr = p.q_off + h * p.q_nb1 + t * p.q_nb2;
+	for (uint i = tid; i < p.dk; i += WG) {
+		float q = a_f(qr + i * 4u);
+		if (p.k_type == T_F16)
+			q = unpackHalf2x16(f32_to_f16(q)).x;
+		qs[i] = q;
+	}
+	barrier();
+	int c0 = e_i(p.r_off + t * p.r_nb1), c1 = e_i(p.r_off + p.r_nb0 + t * p.r_nb1);
+	if (c0 < 0 || c1 < c0 || uint(c1) > p.n_cells) {
+		if (tid == 0u)
+			report(ST_RANGE, uint(c0));
+		return;
+	}
+	uint kb = p.k_off + hk * p.k_nb1, vb = p.v_off + hk * p.v_nb1;
+	uint vsz = p.v_type == T_F32 ? 4u : 2u;
+	float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+	float m = -1.0 / 0.0, l = 0.0;
+	for (int cb = c0; cb < c1; cb += int(WG)) {
+		int c = cb + int(tid);
+		float s = -1.0 / 0.0;
+		if (c < c1) {
+			s = kdot(kb + uint(c) * p.k_nb2) * p.scale;
+			if (p.cap != 0.0)
+				s = p.cap * tanh_s(s / p.cap);
+		}
+		float bm = wg_max(s);
+		float nm = max(m, bm);
+		if (nm == -1.0 / 0.0)
+			continue; // uniform: every score of the block is -inf
+		float pv = s == -1.0 / 0.0 ? 0.0 : exp(s - nm);
+		ps[tid] = pv;
+		float bs = wg_sum(pv); // its barriers also publish ps[]
+		float f = m == -1.0 / 0.0 ? 0.0 : exp(m - nm);
+		l = l * f + bs;
+		m = nm;
+		uint nc = min(WG, uint(c1 - cb));
+		[[unroll]] for (uint j = 0u; j < 4u; j++) {
+			uint dcol = tid + j * WG;
+			if (dcol < p.dv) {
+				float a = acc[j] * f;
+				uint vr = vb + uint(cb) * p.v_nb2 + dcol * vsz;
+				for (uint cc = 0u; cc < nc; cc++) {
+					float w = ps[cc];
+					if (w != 0.0)
+						a += w * c_ld(vr + cc * p.v_nb2, p.v_type);
+				}
+				acc[j] = a;
+			}
+		}
+		barrier();
+	}
+	float inv = l > 0.0 ? 1.0 / l : 0.0;
+	uint dr = p.d_off + h * p.d_nb1 + t * p.d_nb2;
+	[[unroll]] for (uint j = 0u; j < 4u; j++) {
+		uint dcol = tid + j * WG;
+		if (dcol < p.dv)
+			d_stf(dr + dcol * p.d_nb0, acc[j] * inv);
+	}
+}

@@ -1,0 +1,165 @@
+/* vk_internal.h — shared between the Vulkan backend's files (nothing here
+ * is exported from the .so): the context, buffers, pipelines, and the
+ * per-op recording functions. */
+#ifndef ALICE_VK_INTERNAL_H
+#define ALICE_VK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vulkan/vulkan.h>
+
+#include "alice/backend.h"
+#include "alice/quant.h"
+
+#define VK_HIDDEN __attribute__((visibility("hidden")))
+#define VK_NBIND 6        /* dst, src0..src3, status */
+#define VK_PUSH_BYTES 128 /* the minimum maxPushConstantsSize */
+#define VK_STAGING_BYTES (32u << 20) /* bounded staging buffer for discrete GPUs */
+
+struct alice_buffer {
+	VkBuffer buf;
+	VkDeviceMemory mem;
+	uint64_t size;     /* bytes the caller sees */
+	uint64_t base;     /* caller's byte 0 sits at this offset in buf (imports) */
+	uint64_t vk_size;  /* size of buf */
+	uint8_t *map;      /* host mapping of buf's byte 0, or NULL (device-only) */
+	bool coherent;
+	bool imported;
+	uint32_t usage;
+};
+
+/* Pipelines are made on first use, keyed by shader name. */
+struct vk_pipeline {
+	const char *name;
+	VkPipeline pipe;
+};
+
+#define VK_MAX_PIPES 96
+
+struct alice_backend_ctx {
+	char err[512];
+	bool lost; /* VK_ERROR_DEVICE_LOST seen: every later call fails */
+	int dev_index;
+
+	VkInstance inst;
+	VkPhysicalDevice phys;
+	VkDevice dev;
+	VkQueue queue;
+	uint32_t qfam;
+	VkPhysicalDeviceProperties props;
+	VkPhysicalDeviceMemoryProperties memprops;
+	bool unified;       /* integrated GPU / CPU device: host-visible memory is device memory */
+	bool subgroup_arith;/* subgroupAdd/Max in compute shaders */
+	bool host_import;   /* VK_EXT_external_memory_host enabled */
+	uint64_t import_align;
+	uint64_t max_range;  /* maxStorageBufferRange */
+	uint64_t max_alloc;  /* maxMemoryAllocationSize */
+	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
+	uint64_t bytes_held[3]; /* per usage: device memory we allocated */
+	uint64_t bytes_imported;
+
+	VkCommandPool cmdpool;
+	VkCommandBuffer cmd;
+	VkFence fence;
+	VkPipelineCache pcache;
+	VkDescriptorSetLayout dsl;
+	VkPipelineLayout playout;
+	VkDescriptorPool dpool;
+	uint32_t dpool_cap;
+	struct vk_pipeline pipes[VK_MAX_PIPES];
+	int n_pipes;
+
+	struct alice_buffer *staging; /* host-visible, VK_STAGING_BYTES (discrete only) */
+	struct alice_buffer *status;  /* 16 bytes, host-visible: shader error reports */
+	struct alice_buffer *dummy;   /* bound to unused slots */
+
+	/* recording state of one graph_compute */
+	bool recording;
+	uint32_t n_dispatch;
+};
+
+/* vk.c */
+enum alice_status vk_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4))) VK_HIDDEN;
+/* Turn a VkResult into a failure with "what: VK_ERROR_..." (device lost is remembered). */
+enum alice_status vk_check(struct alice_backend_ctx *ctx, VkResult r, const char *what) VK_HIDDEN;
+const char *vk_result_str(VkResult r) VK_HIDDEN;
+/* Add to the process-wide bytes-held counters device_info reports. */
+void vk_account(struct alice_backend_ctx *ctx, int64_t held, int64_t imported) VK_HIDDEN;
+void vk_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3))) VK_HIDDEN;
+
+/* vk_mem.c */
+enum alice_status vk_buffer_alloc(struct alice_backend_ctx *ctx, uint64_t size, uint32_t usage,
+				  struct alice_buffer **out) VK_HIDDEN;
+enum alice_status vk_buffer_import(struct alice_backend_ctx *ctx, const void *host, uint64_t size,
+				   struct alice_buffer **out) VK_HIDDEN;
+void vk_buffer_free(struct alice_backend_ctx *ctx, struct alice_buffer *buf) VK_HIDDEN;
+enum alice_status vk_buffer_write(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
+				  const void *src, uint64_t size) VK_HIDDEN;
+enum alice_status vk_buffer_read(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
+				 void *dst, uint64_t size) VK_HIDDEN;
+enum alice_status vk_buffer_clear(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
+				  uint64_t size) VK_HIDDEN;
+/* Internal host-visible buffer (staging, status). */
+enum alice_status vk_buffer_host(struct alice_backend_ctx *ctx, uint64_t size, struct alice_buffer **out) VK_HIDDEN;
+/* Begin/submit-and-wait a one-off command buffer on ctx->cmd. */
+enum alice_status vk_cmd_begin(struct alice_backend_ctx *ctx) VK_HIDDEN;
+enum alice_status vk_cmd_submit_wait(struct alice_backend_ctx *ctx) VK_HIDDEN;
+
+/* vk_pipe.c */
+enum alice_status vk_pipe_init(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_pipe_free(struct alice_backend_ctx *ctx) VK_HIDDEN;
+/* The pipeline for shader `name` (made on first use), or VK_NULL_HANDLE with ctx->err. */
+VkPipeline vk_pipe_get(struct alice_backend_ctx *ctx, const char *name) VK_HIDDEN;
+/* Make room for n descriptor sets in this graph (resets the pool). */
+enum alice_status vk_desc_reserve(struct alice_backend_ctx *ctx, uint32_t n) VK_HIDDEN;
+
+/* A tensor bound to a slot: the descriptor range and the byte offset of the
+ * tensor inside it (what shaders add to every address). */
+struct vk_bind {
+	VkBuffer buf;
+	VkDeviceSize off, range;
+	uint32_t rel; /* tensor byte 0 relative to off */
+};
+
+/* vk_graph.c: record one dispatch (binds, push constants, barrier after). */
+enum alice_status vk_dispatch(struct alice_backend_ctx *ctx, const char *shader, const struct vk_bind *binds,
+			      int n_binds, const void *push, uint32_t push_bytes, uint32_t groups) VK_HIDDEN;
+/* Bind tensor t (checking its extent fits one descriptor range). */
+enum alice_status vk_bind_tensor(struct alice_backend_ctx *ctx, const struct alice_tensor *t,
+				 struct vk_bind *b) VK_HIDDEN;
+bool vk_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+		    const struct alice_node *node) VK_HIDDEN;
+enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g) VK_HIDDEN;
+
+/* per-op recording (vk_ops_*.c): validate shapes, bind, dispatch */
+struct vk_op_args {
+	struct alice_backend_ctx *ctx;
+	const struct alice_node *node;
+	const struct alice_tensor *dst;
+	const struct alice_tensor *src[ALICE_MAX_SRC];
+};
+typedef enum alice_status (*vk_op_fn)(const struct vk_op_args *a);
+enum alice_status vk_op_mul_mat(const struct vk_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_get_rows(const struct vk_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_ew(const struct vk_op_args *a) VK_HIDDEN; /* ADD MUL SCALE SOFTCAP GLU UNARY COPY */
+enum alice_status vk_op_norm(const struct vk_op_args *a) VK_HIDDEN; /* RMS_NORM L2_NORM */
+enum alice_status vk_op_rope(const struct vk_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_attention(const struct vk_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_kv_write(const struct vk_op_args *a) VK_HIDDEN;
+
+bool vk_weight_type_ok(uint32_t type) VK_HIDDEN;
+
+static inline int64_t vk_nelem(const struct alice_tensor *t)
+{
+	return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+static inline bool vk_same_shape(const struct alice_tensor *a, const struct alice_tensor *b)
+{
+	return a->ne[0] == b->ne[0] && a->ne[1] == b->ne[1] && a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3];
+}
+
+#endif

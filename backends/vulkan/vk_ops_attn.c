@@ -1,0 +1,130 @@
+/* vk_ops_attn.c — ATTENTION (attn.comp, one workgroup per head and token)
+ * and KV_WRITE (kvw.comp). Cell ranges and cell indices live in device
+ * buffers, so the shaders check them and report through the status buffer. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+struct attn_push {
+	uint32_t dk, dv, nh, nt;
+	uint32_t group, q_off, q_nb1, q_nb2;
+	uint32_t k_off, k_nb1, k_nb2, k_type;
+	uint32_t v_off, v_nb1, v_nb2, v_type;
+	uint32_t r_off, r_nb0, r_nb1, d_off;
+	uint32_t d_nb0, d_nb1, d_nb2, n_cells;
+	float scale, cap;
+};
+
+struct kvw_push {
+	uint32_t sne[4], snb[4];
+	uint32_t dne0, dne1, dne2, dd;
+	uint32_t dnb0, dnb1, dnb2, dnb_cell;
+	uint32_t s_off, d_off, i_off, i_nb0;
+	uint32_t E, n, n_cells, dtype;
+};
+
+enum alice_status vk_op_attention(const struct vk_op_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;
+	int64_t dk = q->ne[0], nh = q->ne[1], nt = q->ne[2], nkv = k->ne[1], ncell = k->ne[2];
+	if (q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1 || k->ne[0] != dk || v->ne[1] != nkv || v->ne[2] != ncell ||
+	    d->ne[0] != v->ne[0] || d->ne[1] != nh || d->ne[2] != nt || d->ne[3] != 1 || r->ne[0] != 2 || r->ne[1] != nt)
+		return vk_fail(ctx, ALICE_ERR_INVALID,
+			       "shapes do not match: q [%lld,%lld,%lld] K [%lld,%lld,%lld] V [%lld,%lld,%lld] ranges [%lld,%lld] dst [%lld,%lld,%lld]",
+			       (long long)q->ne[0], (long long)q->ne[1], (long long)q->ne[2], (long long)k->ne[0],
+			       (long long)k->ne[1], (long long)k->ne[2], (long long)v->ne[0], (long long)v->ne[1],
+			       (long long)v->ne[2], (long long)r->ne[0], (long long)r->ne[1], (long long)d->ne[0],
+			       (long long)d->ne[1], (long long)d->ne[2]);
+	if (nkv < 1 || nh % nkv != 0)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "n_head %lld is not a multiple of n_head_kv %lld", (long long)nh,
+			       (long long)nkv);
+	if (k->nb[0] != (k->type == ALICE_TYPE_F16 ? 2 : 4) || v->nb[0] != (v->type == ALICE_TYPE_F16 ? 2 : 4))
+		return vk_fail(ctx, ALICE_ERR_INVALID, "K and V rows must be contiguous in dim 0");
+	if (!isfinite(a->node->fp[0]) || !isfinite(a->node->fp[1]) || a->node->fp[1] < 0.0f)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "bad scale %g or soft-cap %g", a->node->fp[0], a->node->fp[1]);
+	struct vk_bind b[5];
+	enum alice_status st = vk_bind_tensor(ctx, d, &b[0]);
+	for (int i = 0; i < 4 && st == ALICE_OK; i++)
+		st = vk_bind_tensor(ctx, a->src[i], &b[i + 1]);
+	if (st != ALICE_OK)
+		return st;
+	struct attn_push p = {
+		.dk = (uint32_t)dk, .dv = (uint32_t)v->ne[0], .nh = (uint32_t)nh, .nt = (uint32_t)nt,
+		.group = (uint32_t)(nh / nkv), .q_off = b[1].rel, .q_nb1 = (uint32_t)q->nb[1], .q_nb2 = (uint32_t)q->nb[2],
+		.k_off = b[2].rel, .k_nb1 = (uint32_t)k->nb[1], .k_nb2 = (uint32_t)k->nb[2], .k_type = k->type,
+		.v_off = b[3].rel, .v_nb1 = (uint32_t)v->nb[1], .v_nb2 = (uint32_t)v->nb[2], .v_type = v->type,
+		.r_off = b[4].rel, .r_nb0 = (uint32_t)r->nb[0], .r_nb1 = (uint32_t)r->nb[1], .d_off = b[0].rel,
+		.d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1], .d_nb2 = (uint32_t)d->nb[2],
+		.n_cells = (uint32_t)ncell, .scale = a->node->fp[0], .cap = a->node->fp[1],
+	};
+	return vk_dispatch(ctx, "attn", b, 5, &p, sizeof(p), (uint32_t)(nh * nt));
+}
+
+/* The first dim whose lower dims hold exactly e elements (as the CPU reference). */
+static int cell_dim(const struct alice_tensor *t, int64_t e)
+{
+	int64_t p = 1;
+	for (int d = 0; d < ALICE_MAX_DIMS; d++) {
+		if (p == e)
+			return d;
+		p *= t->ne[d];
+	}
+	return -1;
+}
+
+enum alice_status vk_op_kv_write(const struct vk_op_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *s = a->src[0], *idx = a->src[1], *d = a->dst;
+	int64_t n = idx->ne[0];
+	if (idx->ne[1] * idx->ne[2] * idx->ne[3] != 1 || n < 1 || vk_nelem(s) % n != 0)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "%lld cell indices for %lld source elements", (long long)vk_nelem(idx),
+			       (long long)vk_nelem(s));
+	int64_t e = vk_nelem(s) / n;
+	int ds = cell_dim(s, e), dd = cell_dim(d, e);
+	if (ds < 0 || dd < 0)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "rows of %lld elements do not line up with the dims of src0 / dst",
+			       (long long)e);
+	int64_t ncell = 1;
+	for (int k = dd; k < ALICE_MAX_DIMS; k++)
+		ncell *= d->ne[k];
+	if (ncell != d->ne[dd])
+		return vk_fail(ctx, ALICE_ERR_INVALID, "dst has dims past its cell dim %d", dd);
+	if ((uint64_t)vk_nelem(s) > 0xffffffffull)
+		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "KV_WRITE too large");
+	struct vk_bind b[3];
+	enum alice_status st = vk_bind_tensor(ctx, d, &b[0]);
+	if (st == ALICE_OK)
+		st = vk_bind_tensor(ctx, s, &b[1]);
+	if (st == ALICE_OK)
+		st = vk_bind_tensor(ctx, idx, &b[2]);
+	if (st != ALICE_OK)
+		return st;
+	struct kvw_push p;
+	memset(&p, 0, sizeof(p));
+	for (int k = 0; k < 4; k++) {
+		p.sne[k] = (uint32_t)s->ne[k];
+		p.snb[k] = (uint32_t)s->nb[k];
+	}
+	p.dne0 = (uint32_t)d->ne[0];
+	p.dne1 = (uint32_t)d->ne[1];
+	p.dne2 = (uint32_t)d->ne[2];
+	p.dd = (uint32_t)dd;
+	p.dnb0 = (uint32_t)d->nb[0];
+	p.dnb1 = (uint32_t)d->nb[1];
+	p.dnb2 = (uint32_t)d->nb[2];
+	p.dnb_cell = (uint32_t)d->nb[dd];
+	p.s_off = b[1].rel;
+	p.d_off = b[0].rel;
+	p.i_off = b[2].rel;
+	p.i_nb0 = (uint32_t)idx->nb[0];
+	p.E = (uint32_t)e;
+	p.n = (uint32_t)n;
+	p.n_cells = (uint32_t)d->ne[dd];
+	p.dtype = d->type;
+	/* KV_WRITE writes dst in place: bind it as slot 0 so hazards see the write */
+	return vk_dispatch(ctx, "kvw", b, 3, &p, sizeof(p), (uint32_t)((vk_nelem(s) + 255) / 256));
+}
