@@ -124,15 +124,19 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 
 /* ---- KV_WRITE ----
  * E = elements of src0 / n (n = number of cell indices). The cell dim of a
- * tensor is the first dim whose lower dims hold exactly E elements; row i of
- * src0 goes to cell idx[i] of dst, element by element in index order. */
+ * tensor is the first dim of size > 1 (or dim 3) whose lower dims hold
+ * exactly E elements; row i of src0 goes to cell idx[i] of dst, element by
+ * element in index order. */
 
 static int cell_dim(const struct alice_tensor *t, int64_t e)
 {
 	int64_t p = 1;
 	for (int d = 0; d < ALICE_MAX_DIMS; d++) {
-		if (p == e)
+		if (p == e) {
+			while (d < ALICE_MAX_DIMS - 1 && t->ne[d] == 1)
+				d++;
 			return d;
+		}
 		p *= t->ne[d];
 	}
 	return -1;

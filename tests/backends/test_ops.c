@@ -646,6 +646,8 @@ static void build_attention(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+static void build_kv_write_flat(struct tcase **cs, int *n, struct rng *r);
+
 static void build_kv_write(struct tcase **cs, int *n, struct rng *r)
 {
 	for (int f = 0; f < 2; f++) {
@@ -674,6 +676,31 @@ static void build_kv_write(struct tcase **cs, int *n, struct rng *r)
 							    : alice_fp16_to_fp32(alice_fp32_to_fp16((float)val));
 			}
 	}
+	build_kv_write_flat(cs, n, r);
+}
+
+static void build_kv_write_flat(struct tcase **cs, int *n, struct rng *r)
+{
+	/* cache [128, 1, 8] written from rows [128, 2]: the cell dim is 2 */
+	struct tcase *c = new_case(cs, n, "KV_WRITE F16 cache [128,1,8] rows [128,2]");
+	c->node.op = ALICE_OP_KV_WRITE;
+	tc_tensor(c, ALICE_TYPE_F16, 128, 1, 8, 1, 0);
+	int s = tc_tensor(c, ALICE_TYPE_F32, 128, 2, 1, 1, 0);
+	int ids = tc_tensor(c, ALICE_TYPE_I32, 2, 1, 1, 1, 0);
+	c->node.src[0] = s;
+	c->node.src[1] = ids;
+	fill_gauss(c, 0, r, 1.0);
+	fill_gauss(c, s, r, 1.0);
+	set_el(c, ids, 0, 7);
+	set_el(c, ids, 1, 2);
+	c->bound = BOUND_EXACT;
+	double *ref = alloc_ref(c);
+	for (int64_t i = 0; i < nelem(&c->t[0]); i++)
+		ref[i] = get_el(c, 0, i);
+	for (int i = 0; i < 2; i++)
+		for (int e = 0; e < 128; e++)
+			ref[e + 128 * (i == 0 ? 7 : 2)] =
+				alice_fp16_to_fp32(alice_fp32_to_fp16((float)get_el(c, s, e + 128 * i)));
 }
 
 static void build_copy(struct tcase **cs, int *n, struct rng *r)
@@ -879,6 +906,98 @@ ParameterizedTest(struct op_param *p, ops, backend_op, .timeout = 600)
 	if (n_unsup)
 		cr_log_warn("[%s] %s: %d case(s) not supported by this backend", p->backend,
 			    op_groups[p->group].name, n_unsup);
+}
+
+/* Bad graphs give an error status and a message, never a crash, and the
+ * context stays usable. */
+ParameterizedTestParameters(ops, rejects_bad_nodes)
+{
+	static struct op_param params[32];
+	static size_t np;
+	np = 0;
+	struct alice_backend_listing *list = NULL;
+	size_t n = 0;
+	if (alice_backend_list(NULL, &list, &n, NULL) == ALICE_OK)
+		for (size_t i = 0; i < n && np < 32; i++)
+			if (!list[i].shadowed)
+				snprintf(params[np++].backend, sizeof(params[0].backend), "%s", list[i].name);
+	alice_backend_list_free(list);
+	return cr_make_param_array(struct op_param, params, np);
+}
+
+ParameterizedTest(struct op_param *p, ops, rejects_bad_nodes)
+{
+	struct alice_backend *be = NULL;
+	struct alice_error err = {{0}};
+	enum alice_status st = alice_backend_open(p->backend, NULL, &be, &err);
+	if (st == ALICE_ERR_UNSUPPORTED && strstr(err.msg, "cannot run here"))
+		cr_skip_test("%s: skipped: %s", p->backend, err.msg);
+	cr_assert_eq(st, ALICE_OK, "%s", err.msg);
+	struct alice_backend_ctx *ctx = NULL;
+	cr_assert_eq(alice_backend_init(be, NULL, &ctx, &err), ALICE_OK, "%s", err.msg);
+	const struct alice_backend_vtable *vt = be->vt;
+	struct rng r = {12345};
+	struct tcase *cs = NULL;
+	int nc = 0;
+	build_mul_mat(&cs, &nc, &r); /* cs[0]: F32 decode case */
+	struct tcase *c = &cs[0];
+	c->import[1] = false;
+	char msg[600];
+	double nmse;
+	cr_assert_eq(run_case(vt, ctx, false, c, &nmse, msg, sizeof(msg)), OUT_PASS, "%s", msg);
+	/* K mismatch */
+	c->t[2].ne[0] -= 1;
+	cr_assert_neq(run_case(vt, ctx, false, c, &nmse, msg, sizeof(msg)), OUT_PASS);
+	cr_log_info("[%s] K mismatch: %s", p->backend, msg);
+	c->t[2].ne[0] += 1;
+	/* weight extends past its buffer */
+	c->t[1].ne[1] += 1000;
+	cr_assert_neq(run_case(vt, ctx, false, c, &nmse, msg, sizeof(msg)), OUT_PASS);
+	cr_log_info("[%s] out of bounds: %s", p->backend, msg);
+	c->t[1].ne[1] -= 1000;
+	c->t[0].ne[0] += 1000;
+	cr_assert_neq(run_case(vt, ctx, false, c, &nmse, msg, sizeof(msg)), OUT_PASS);
+	c->t[0].ne[0] -= 1000;
+	/* bad tensor index and unknown op */
+	c->node.src[1] = 77;
+	cr_assert_neq(run_case(vt, ctx, false, c, &nmse, msg, sizeof(msg)), OUT_PASS);
+	c->node.src[1] = 2;
+	c->node.op = 999;
+	cr_assert_neq(run_case(vt, ctx, false, c, &nmse, msg, sizeof(msg)), OUT_PASS);
+	c->node.op = ALICE_OP_MUL_MAT;
+	/* an unsupported weight type (IQ2_XXS) */
+	c->t[1].type = 16;
+	cr_assert_neq(run_case(vt, ctx, false, c, &nmse, msg, sizeof(msg)), OUT_PASS);
+	c->t[1].type = ALICE_TYPE_F32;
+	/* and the context still works */
+	cr_assert_eq(run_case(vt, ctx, false, c, &nmse, msg, sizeof(msg)), OUT_PASS, "%s", msg);
+	for (int i = 0; i < nc; i++)
+		tc_free(&cs[i]);
+	free(cs);
+	/* GET_ROWS with an id out of range */
+	cs = NULL;
+	nc = 0;
+	build_get_rows(&cs, &nc, &r);
+	set_el(&cs[0], 2, 1, 10);
+	cr_assert_neq(run_case(vt, ctx, false, &cs[0], &nmse, msg, sizeof(msg)), OUT_PASS);
+	cr_log_info("[%s] bad row id: %s", p->backend, msg);
+	set_el(&cs[0], 2, 1, -1);
+	cr_assert_neq(run_case(vt, ctx, false, &cs[0], &nmse, msg, sizeof(msg)), OUT_PASS);
+	for (int i = 0; i < nc; i++)
+		tc_free(&cs[i]);
+	free(cs);
+	/* ATTENTION with a cell range past the cache */
+	cs = NULL;
+	nc = 0;
+	build_attention(&cs, &nc, &r);
+	set_el(&cs[0], 4, 1, 1000);
+	cr_assert_neq(run_case(vt, ctx, false, &cs[0], &nmse, msg, sizeof(msg)), OUT_PASS);
+	cr_log_info("[%s] bad range: %s", p->backend, msg);
+	for (int i = 0; i < nc; i++)
+		tc_free(&cs[i]);
+	free(cs);
+	vt->free(ctx);
+	alice_backend_close(be);
 }
 
 /* The list must not be empty: with no backend found every test above would

@@ -43,12 +43,14 @@ enum alice_op {
 	ALICE_OP_NONE = 0,
 	/* dst[:, i] = dequant(src0[:, ids[i]]).  src0: any type [ne0, n_rows]
 	 * (F32 too, to pick rows of activations); src1: I32 ids [n];
-	 * dst: F32 [ne0, n]. */
+	 * dst: F32 [ne0, n].  (src1 may be [n, a, b]: dst is then [ne0, n, a, b].) */
 	ALICE_OP_GET_ROWS = 1,
 	/* dst[n, m] = sum_k src0[k, n] * src1[k, m].  src0: weight of any type,
 	 * rows contiguous [K, N]; src1: F32 [K, M] (M = 1 decode, many prefill);
 	 * dst: F32 [N, M].  Dims 2,3 of src1/dst are batch dims; src0 broadcasts
-	 * over them when its ne[2]=ne[3]=1. */
+	 * over them when its ne[2]=ne[3]=1.  Like llama.cpp, a backend may round
+	 * src1 to the weight's partner format before the dot (F16 for F16, BF16
+	 * for BF16, Q8_0 blocks for 32-blocks, Q8_K for K-quants): tests allow it. */
 	ALICE_OP_MUL_MAT = 2,
 	/* dst = src0 + src1; src1 broadcasts over any dim where its ne is 1. */
 	ALICE_OP_ADD = 3,
@@ -75,11 +77,15 @@ enum alice_op {
 	 * [src3[0,t], src3[1,t]) (this carries causality, sequences and sliding
 	 * windows).  GQA: query head h uses kv head h / (n_head / n_head_kv).
 	 * fp[0] scale on q.k, fp[1] soft-cap (0 = none: s = cap*tanh(s/cap)).
-	 * dst: F32 [d_v, n_head, n_tokens].  Softmax in F32. */
+	 * dst: F32 [d_v, n_head, n_tokens].  Softmax in F32.  K and V rows are
+	 * contiguous in dim 0; an empty range [c, c) gives zeros. */
 	ALICE_OP_ATTENTION = 9,
 	/* In place: dst is the cache [row..., n_cells] (F16 or F32); src0 F32
 	 * rows [.., n] with the same elements per cell; src1 I32 cell index [n].
-	 * Writes row i of src0 into cell src1[i] of dst (converting type). */
+	 * Writes row i of src0 into cell src1[i] of dst (converting type).
+	 * With E = elements(src0) / n, a tensor's cell dim is its first dim of
+	 * size > 1 whose lower dims hold E elements (so [d, h, n] and [d*h, n]
+	 * rows both fit a [d, h, n_cells] cache); indices must be < n_cells. */
 	ALICE_OP_KV_WRITE = 10,
 	/* dst = act(src0) * src1, act = ip[0] (ALICE_ACT_*). */
 	ALICE_OP_GLU = 11,
