@@ -85,7 +85,7 @@ struct gdfa {
 	uint8_t need;  /* continuation bytes still needed (0: none pending) */
 	uint8_t len;   /* total length of the pending character */
 	uint8_t can_end;
-	int32_t *next; /* 256 entries or NULL */
+	int32_t *next; /* 256 entries, allocated with the state */
 };
 
 struct gtable {
@@ -117,6 +117,12 @@ struct alice_grammar_state {
 	struct gdfa *dfa;
 	uint32_t n_dfa, cap_dfa;
 	struct gtable dfa_tab;
+	/* advance cache: (set, which of its first 64 stacks match the code point)
+	 * -> next set; the expansion depends on nothing else */
+	uint32_t *adv_set;   /* set id + 1; 0 = empty slot */
+	uint64_t *adv_match;
+	int64_t *adv_next;
+	uint32_t cap_adv, n_adv;
 	/* scratch for expansion */
 	uint64_t *work;
 	uint32_t cap_work;
@@ -129,7 +135,10 @@ struct alice_grammar_state {
 	struct gmask_cache mcache[GMASK_CACHE];
 	uint32_t mstamp;
 	int32_t *walk; /* per-depth DFA states for the trie walk */
+	const int32_t **walk_tab; /* and their transition tables */
 	uint32_t cap_walk;
+	uint8_t *tok_ok; /* allowed flags in trie order */
+	uint32_t cap_tok_ok;
 };
 
 /* Slow path of the transition: compute, cache and return next state,

@@ -175,7 +175,14 @@ static int32_t dfa_intern(struct alice_grammar_state *st, uint32_t set, uint32_t
 	d->len = (uint8_t)len;
 	const struct gset *s = &st->sets[set];
 	d->can_end = need == 0 && s->n > 0 && st->set_items[s->off] == 0;
-	d->next = NULL;
+	/* the table exists from the start: the trie walk indexes it without a check */
+	d->next = malloc(256 * sizeof *d->next);
+	if (!d->next) {
+		st->n_dfa--;
+		return GDFA_ERROR;
+	}
+	for (int i = 0; i < 256; i++)
+		d->next[i] = GDFA_UNKNOWN;
 	t->slot[h] = id + 1;
 	if (++t->n * 2 > t->cap && tab_grow(st, t, dfa_id_hash) < 0)
 		return GDFA_ERROR;
@@ -305,8 +312,7 @@ add:
 	return s < 0 ? -2 : s;
 }
 
-/* Set after taking code point cp from set `set`. */
-static int64_t advance_set(struct alice_grammar_state *st, uint32_t set, uint32_t cp)
+static int64_t advance_uncached(struct alice_grammar_state *st, uint32_t set, uint32_t cp)
 {
 	const struct alice_grammar *g = st->g;
 	uint32_t n_work = 0;
@@ -319,11 +325,81 @@ static int64_t advance_set(struct alice_grammar_state *st, uint32_t set, uint32_
 		if (gelem_match(g, &g->elems[k->pos], cp) &&
 		    work_push(st, &n_work, k->pos + 1, k->parent) < 0)
 			return -2;
-		s = &st->sets[set]; /* stable: sets only grow in expand() */
 	}
 	if (!n_work)
 		return -1;
 	return expand(st, n_work);
+}
+
+static int adv_grow(struct alice_grammar_state *st)
+{
+	uint32_t nc = st->cap_adv ? st->cap_adv * 2 : 256;
+	uint32_t *ks = calloc(nc, sizeof *ks);
+	uint64_t *km = malloc((size_t)nc * sizeof *km);
+	int64_t *kv = malloc((size_t)nc * sizeof *kv);
+	if (!ks || !km || !kv) {
+		free(ks);
+		free(km);
+		free(kv);
+		return -1;
+	}
+	for (uint32_t i = 0; i < st->cap_adv; i++) {
+		if (!st->adv_set[i])
+			continue;
+		uint32_t h = hash32(((uint64_t)st->adv_set[i] << 40) ^ st->adv_match[i]) & (nc - 1);
+		while (ks[h])
+			h = (h + 1) & (nc - 1);
+		ks[h] = st->adv_set[i];
+		km[h] = st->adv_match[i];
+		kv[h] = st->adv_next[i];
+	}
+	free(st->adv_set);
+	free(st->adv_match);
+	free(st->adv_next);
+	st->adv_set = ks;
+	st->adv_match = km;
+	st->adv_next = kv;
+	st->cap_adv = nc;
+	return 0;
+}
+
+/* Set after taking code point cp from set `set` (-1 dead, -2 OOM, -3 too many).
+ * For sets of up to 64 stacks the result is cached by which stacks match, so
+ * the many code points a string class accepts share one expansion. */
+static int64_t advance_set(struct alice_grammar_state *st, uint32_t set, uint32_t cp)
+{
+	const struct alice_grammar *g = st->g;
+	const struct gset *s = &st->sets[set];
+	if (s->n > 64)
+		return advance_uncached(st, set, cp);
+	uint64_t m = 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint32_t id = st->set_items[s->off + i];
+		if (id != 0 && gelem_match(g, &g->elems[st->stacks[id].pos], cp))
+			m |= 1ull << i;
+	}
+	if (!m)
+		return -1;
+	if ((st->n_adv + 1) * 2 > st->cap_adv && adv_grow(st) < 0)
+		return -2;
+	uint32_t h = hash32(((uint64_t)(set + 1) << 40) ^ m) & (st->cap_adv - 1);
+	while (st->adv_set[h]) {
+		if (st->adv_set[h] == set + 1 && st->adv_match[h] == m)
+			return st->adv_next[h];
+		h = (h + 1) & (st->cap_adv - 1);
+	}
+	int64_t r = advance_uncached(st, set, cp);
+	if (r < -1)
+		return r; /* errors are not cached */
+	/* the slot may have moved if expand() grew nothing here: recompute */
+	h = hash32(((uint64_t)(set + 1) << 40) ^ m) & (st->cap_adv - 1);
+	while (st->adv_set[h])
+		h = (h + 1) & (st->cap_adv - 1);
+	st->adv_set[h] = set + 1;
+	st->adv_match[h] = m;
+	st->adv_next[h] = r;
+	st->n_adv++;
+	return r;
 }
 
 static int class_meets(const struct alice_grammar *g, const struct gelem *e, uint32_t lo, uint32_t hi)
@@ -477,6 +553,11 @@ static void state_release(struct alice_grammar_state *st)
 	for (int i = 0; i < GMASK_CACHE; i++)
 		free(st->mcache[i].mask);
 	free(st->walk);
+	free(st->walk_tab);
+	free(st->tok_ok);
+	free(st->adv_set);
+	free(st->adv_match);
+	free(st->adv_next);
 }
 
 void alice_grammar_state_free(struct alice_grammar_state *st)

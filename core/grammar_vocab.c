@@ -14,19 +14,17 @@
 
 #define MAX_TOKEN_BYTES 65535
 
-struct tnode {
-	uint32_t skip;
-	uint32_t tok_start;
-	uint32_t tok_n;
-	uint16_t depth;
-	uint8_t byte;
-};
-
+/* Nodes as parallel arrays: the walk reads db[] and tstart[] in order and
+ * skip[] only on a rejected prefix. */
 struct alice_grammar_vocab {
 	size_t n_tokens;
-	struct tnode *nodes;
+	uint32_t *db;      /* depth << 8 | byte */
+	uint32_t *skip;    /* index just past the node's subtree */
+	uint32_t *tstart;  /* node i's tokens: tok_ids[tstart[i] .. tstart[i+1]) */
 	uint32_t n_nodes;
 	uint32_t *tok_ids; /* tokens in trie order */
+	uint32_t *pos_of;  /* token id -> trie order position; n_text for non-text tokens */
+	uint32_t n_text;
 	uint32_t *eog;     /* end-of-generation token ids */
 	uint32_t n_eog;
 	uint32_t max_depth;
@@ -54,8 +52,11 @@ void alice_grammar_vocab_free(struct alice_grammar_vocab *v)
 {
 	if (!v)
 		return;
-	free(v->nodes);
+	free(v->db);
+	free(v->skip);
+	free(v->tstart);
 	free(v->tok_ids);
+	free(v->pos_of);
 	free(v->eog);
 	free(v);
 }
@@ -106,16 +107,25 @@ enum alice_status alice_grammar_vocab_build(const char *const *pieces, const siz
 			  skipped_long, MAX_TOKEN_BYTES);
 	v->eog = malloc((n_eog ? n_eog : 1) * sizeof *v->eog);
 	v->tok_ids = malloc((n_text ? n_text : 1) * sizeof *v->tok_ids);
-	v->nodes = malloc((total ? total : 1) * sizeof *v->nodes); /* upper bound; shrunk below */
+	v->pos_of = malloc((n ? n : 1) * sizeof *v->pos_of);
+	/* node count <= total bytes; shrunk below */
+	v->db = malloc((total ? total : 1) * sizeof *v->db);
+	v->skip = malloc((total ? total : 1) * sizeof *v->skip);
+	v->tstart = malloc((total + 1) * sizeof *v->tstart);
 	path = malloc((MAX_TOKEN_BYTES + 1) * sizeof *path);
-	if (!v->eog || !v->tok_ids || !v->nodes || !path)
+	if (!v->eog || !v->tok_ids || !v->pos_of || !v->db || !v->skip || !v->tstart || !path)
 		goto oom;
 	for (size_t i = 0; i < n; i++)
 		if (kinds && kinds[i] == ALICE_GRAMMAR_TOKEN_EOG)
 			v->eog[v->n_eog++] = (uint32_t)i;
 	qsort(refs, n_text, sizeof *refs, cmp_tref);
+	v->n_text = (uint32_t)n_text;
+	for (size_t i = 0; i < n; i++)
+		v->pos_of[i] = (uint32_t)n_text;
 	uint32_t depth = 0, nn = 0;
 	const struct tref *prev = NULL;
+	/* tokens arrive in preorder of their end nodes, so each node's tokens
+	 * are the contiguous run added while it was the newest node */
 	for (size_t t = 0; t < n_text; t++) {
 		const struct tref *r = &refs[t];
 		uint32_t lcp = 0;
@@ -125,31 +135,34 @@ enum alice_status alice_grammar_vocab_build(const char *const *pieces, const siz
 				lcp++;
 		}
 		while (depth > lcp) /* close nodes leaving the path */
-			v->nodes[path[--depth]].skip = nn;
+			v->skip[path[--depth]] = nn;
 		for (uint32_t i = lcp; i < r->len; i++) {
-			struct tnode *nd = &v->nodes[nn];
-			nd->byte = r->p[i];
-			nd->depth = (uint16_t)(i + 1);
-			nd->tok_start = 0;
-			nd->tok_n = 0;
-			nd->skip = 0;
+			v->db[nn] = ((i + 1) << 8) | r->p[i];
+			v->tstart[nn] = (uint32_t)t;
+			v->skip[nn] = 0;
 			path[depth++] = nn++;
 		}
-		struct tnode *end = &v->nodes[path[r->len - 1]];
-		if (end->tok_n == 0)
-			end->tok_start = (uint32_t)t;
-		end->tok_n++;
+		/* r ends at the newest node: identical pieces sort together, and a
+		 * shorter token's node is created (and its tokens added) before its children */
 		v->tok_ids[t] = r->id;
+		v->pos_of[r->id] = (uint32_t)t;
 		if (r->len > v->max_depth)
 			v->max_depth = r->len;
 		prev = r;
 	}
 	while (depth > 0)
-		v->nodes[path[--depth]].skip = nn;
+		v->skip[path[--depth]] = nn;
+	v->tstart[nn] = (uint32_t)n_text;
 	v->n_nodes = nn;
-	struct tnode *shrunk = realloc(v->nodes, (nn ? nn : 1) * sizeof *shrunk);
-	if (shrunk)
-		v->nodes = shrunk;
+	uint32_t *t1 = realloc(v->db, (nn ? nn : 1) * sizeof *t1);
+	if (t1)
+		v->db = t1;
+	uint32_t *t2 = realloc(v->skip, (nn ? nn : 1) * sizeof *t2);
+	if (t2)
+		v->skip = t2;
+	uint32_t *t3 = realloc(v->tstart, (nn + 1) * sizeof *t3);
+	if (t3)
+		v->tstart = t3;
 	free(path);
 	free(refs);
 	*out = v;
@@ -182,31 +195,56 @@ enum alice_status alice_grammar_state_mask(struct alice_grammar_state *st,
 	}
 	if (st->cap_walk < v->max_depth + 1) {
 		int32_t *w = realloc(st->walk, (v->max_depth + 1) * sizeof *w);
-		if (!w)
+		if (w)
+			st->walk = w;
+		const int32_t **wt = realloc(st->walk_tab, (v->max_depth + 1) * sizeof *wt);
+		if (wt)
+			st->walk_tab = wt;
+		if (!w || !wt)
 			return alice_fail(err, ALICE_ERR_NOMEM, "grammar: out of memory");
-		st->walk = w;
 		st->cap_walk = v->max_depth + 1;
 	}
-	memset(mask, 0, v->n_tokens);
+	if (st->cap_tok_ok < v->n_text + 1) {
+		uint8_t *t = realloc(st->tok_ok, v->n_text + 1);
+		if (!t)
+			return alice_fail(err, ALICE_ERR_NOMEM, "grammar: out of memory");
+		st->tok_ok = t;
+		st->cap_tok_ok = v->n_text + 1;
+	}
+	/* Mark in trie order: everything allowed, minus the token ranges of the
+	 * rejected subtrees (each subtree's tokens are contiguous). */
+	uint8_t *ok = st->tok_ok;
+	memset(ok, 1, v->n_text);
+	ok[v->n_text] = 0;
 	int32_t *w = st->walk;
+	const int32_t **wt = st->walk_tab;
 	w[0] = st->cur;
-	const struct tnode *nodes = v->nodes;
+	wt[0] = st->dfa[st->cur].next;
+	const uint32_t *db = v->db, *tstart = v->tstart;
 	for (uint32_t i = 0; i < v->n_nodes;) {
-		const struct tnode *nd = &nodes[i];
-		int32_t d = gstate_step(st, w[nd->depth - 1], nd->byte);
+		uint32_t x = db[i], dep = x >> 8;
+		int32_t d = wt[dep - 1][x & 0xFF];
 		if (d < 0) {
+			if (d == GDFA_UNKNOWN)
+				d = gstate_step_slow(st, w[dep - 1], (uint8_t)x);
 			if (d == GDFA_ERROR)
 				return alice_fail(err, ALICE_ERR_RANGE,
 						  "grammar: too ambiguous (more than %d live stacks or expansion budget exceeded)",
 						  ALICE_GRAMMAR_MAX_STACKS);
-			i = nd->skip;
-			continue;
+			if (d < 0) {
+				uint32_t j = v->skip[i];
+				memset(ok + tstart[i], 0, tstart[j] - tstart[i]);
+				i = j;
+				continue;
+			}
 		}
-		w[nd->depth] = d;
-		for (uint32_t k = 0; k < nd->tok_n; k++)
-			mask[v->tok_ids[nd->tok_start + k]] = 1;
+		w[dep] = d;
+		wt[dep] = st->dfa[d].next;
 		i++;
 	}
+	const uint32_t *pos_of = v->pos_of;
+	for (size_t t = 0; t < v->n_tokens; t++)
+		mask[t] = ok[pos_of[t]];
 	uint8_t end = st->dfa[st->cur].can_end;
 	for (uint32_t k = 0; k < v->n_eog; k++)
 		mask[v->eog[k]] = end;
