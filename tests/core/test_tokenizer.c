@@ -16,6 +16,7 @@
 #include "alice/tokenizer.h"
 #include "support/paths.h"
 #include "support/refs.h"
+#include "unicode.h"
 
 static char *read_file(const char *path, size_t *len)
 {
@@ -566,4 +567,46 @@ Test(threads, concurrent_encode_is_consistent)
 		free(text);
 		unload(l);
 	}
+}
+
+/* ---- Unicode tables and the lenient decoder ----------------------------------- */
+
+Test(unicode, categories_match_llama_cpp_table)
+{
+	/* spot checks against llama.cpp's unicode-data.cpp (Unicode 15.1) */
+	cr_expect_eq(alice_ucp_flags('a'), ALICE_UCP_LETTER);
+	cr_expect_eq(alice_ucp_flags('7'), ALICE_UCP_NUMBER);
+	cr_expect_eq(alice_ucp_flags('$'), ALICE_UCP_SYMBOL);
+	cr_expect_eq(alice_ucp_flags('!'), ALICE_UCP_PUNCT);
+	cr_expect_eq(alice_ucp_flags(' '), ALICE_UCP_SEPARATOR | ALICE_UCP_WHITESPACE);
+	cr_expect_eq(alice_ucp_flags('\n'), ALICE_UCP_CONTROL | ALICE_UCP_WHITESPACE);
+	cr_expect_eq(alice_ucp_flags(0x1C), ALICE_UCP_CONTROL); /* not White_Space */
+	cr_expect_eq(alice_ucp_flags(0x85), ALICE_UCP_CONTROL | ALICE_UCP_WHITESPACE);
+	cr_expect_eq(alice_ucp_flags(0x3000), ALICE_UCP_SEPARATOR | ALICE_UCP_WHITESPACE);
+	cr_expect_eq(alice_ucp_flags(0x0301), ALICE_UCP_MARK);
+	cr_expect_eq(alice_ucp_flags(0x0378), ALICE_UCP_UNDEFINED);
+	cr_expect_eq(alice_ucp_flags(0x0CF3), ALICE_UCP_MARK);    /* Unicode 15.0 */
+	cr_expect_eq(alice_ucp_flags(0x31EF), ALICE_UCP_SYMBOL);  /* Unicode 15.1 */
+	cr_expect_eq(alice_ucp_flags(0x2EBF0), ALICE_UCP_LETTER); /* CJK Ext. I, 15.1 */
+	cr_expect_eq(alice_ucp_flags(0x1C89), ALICE_UCP_UNDEFINED); /* Unicode 16 */
+	cr_expect_eq(alice_ucp_flags(0xE000), ALICE_UCP_CONTROL);
+	cr_expect_eq(alice_ucp_flags(0x10FFFF), ALICE_UCP_UNDEFINED);
+	cr_expect_eq(alice_ucp_flags(0x1FFFFF), ALICE_UCP_UNDEFINED);
+}
+
+Test(unicode, lenient_decoder_like_llama_cpp)
+{
+	/* bad bytes become U+FFFD one byte at a time; overlongs are accepted */
+	const unsigned char s[] = {'a', 0xE2, 0x96, 0x81, 0x80, 0xC0, 0x80, 0xE2, 0x96};
+	uint32_t want[] = {'a', 0x2581, 0xFFFD, 0, 0xFFFD, 0xFFFD};
+	size_t off = 0, k = 0;
+	while (off < sizeof s) {
+		cr_assert_lt(k, 6);
+		cr_expect_eq(alice_utf8_decode_lenient(s, sizeof s, &off), want[k], "code point %zu", k);
+		k++;
+	}
+	cr_expect_eq(k, 6);
+	for (int b = 0; b < 256; b++) /* the GPT-2 alphabet is a bijection */
+		cr_expect_eq(alice_gpt2_cp_to_byte(alice_gpt2_byte_to_cp((unsigned char)b)), b);
+	cr_expect_eq(alice_gpt2_byte_to_cp(' '), 0x120u);
 }
