@@ -131,6 +131,9 @@ enum act_fmt {
 
 /* ---- kernels (vec_*.c), one table per ISA ---- */
 typedef void (*vec_dot_fn)(int64_t k, const void *w, const void *act, float *out);
+/* The same for 4 activation rows `stride` bytes apart (prefill): the weight
+ * row is decoded once per block for all four. */
+typedef void (*vec_dot4_fn)(int64_t k, const void *w, const void *act, size_t stride, float *out);
 
 struct cpu_kernels {
 	const char *isa;
@@ -147,6 +150,7 @@ struct cpu_kernels {
 	/* Per weight type: the dot of one weight row with one activation row in
 	 * format act_of[type]; NULL = generic path (dequantize + dot_f32). */
 	vec_dot_fn dot[ALICE_TYPE_COUNT];
+	vec_dot4_fn dot4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 };
 
 extern const struct cpu_kernels *cpu_k CPU_HIDDEN; /* chosen at init */

@@ -143,6 +143,7 @@ static void mm_dot(void *arg, int ith, int nth)
 	long total = j->n_chunks_per_batch * (long)(j->ne12 * j->ne13);
 	long c0, c1;
 	vec_dot_fn dot = j->spec ? k->dot[j->type] : NULL;
+	vec_dot4_fn dot4 = j->spec ? k->dot4[j->type] : NULL;
 	while (chunk_next(&j->ctr, total, 1, &c0, &c1)) {
 		long b = c0 / j->n_chunks_per_batch;
 		int64_t n0 = (c0 % j->n_chunks_per_batch) * j->chunk;
@@ -163,7 +164,14 @@ static void mm_dot(void *arg, int ith, int nth)
 						alice_dequantize(j->type, w, wrow, j->K);
 					wf = wrow;
 				}
-				for (int64_t m = m0; m < m1; m++) {
+				int64_t m = m0;
+				for (; dot4 && m + 4 <= m1; m += 4) {
+					float r4[4];
+					dot4(j->K, w, ab + (size_t)m * j->act_row, j->act_row, r4);
+					for (int c = 0; c < 4; c++)
+						memcpy(db + n * j->dnb0 + (m + c) * j->dnb1, &r4[c], 4);
+				}
+				for (; m < m1; m++) {
 					const uint8_t *a = ab + (size_t)m * j->act_row;
 					float r;
 					if (dot)
@@ -203,8 +211,12 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	j.k = cpu_k;
 	j.type = w->type;
 	j.act = cpu_act_of(w->type);
-	/* F32 weights take the generic path: it is the plain dot, no row copy */
+	/* F32 weights take the generic path: it is the plain dot, no row copy.
+	 * So do F16/BF16 in prefill: the row is widened once per column tile and
+	 * the activations are stored as floats already rounded to F16/BF16. */
 	j.spec = w->type != ALICE_TYPE_F32 && cpu_k->dot[w->type] != NULL;
+	if ((w->type == ALICE_TYPE_F16 || w->type == ALICE_TYPE_BF16) && M >= 4)
+		j.spec = false;
 	j.K = K;
 	j.N = N;
 	j.M = M;

@@ -156,8 +156,135 @@ static void a5_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
 	*out = _mm512_reduce_add_ps(acc);
 }
 
+/* ---- 4 activation rows at a time (prefill) ---- */
+
+static void a5_dot4_q8_0(int64_t k, const void *w, const void *act, size_t stride, float *out)
+{
+	const uint8_t *wb = w;
+	const uint8_t *ab = act;
+	int64_t nb = k / QK8, b = 0;
+	__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+	for (; b + 2 <= nb; b += 2, wb += 68) {
+		__m512i qw = ld2x256(wb + 2, wb + 36);
+		__mmask64 neg = _mm512_movepi8_mask(qw);
+		__m512i ax = _mm512_abs_epi8(qw);
+		float dw0 = ld_fp16(wb), dw1 = ld_fp16(wb + 34);
+		for (int c = 0; c < 4; c++) {
+			const struct act_q8_0 *a = (const struct act_q8_0 *)(ab + c * stride) + b;
+			__m512i qa = ld2x256(a[0].q, a[1].q);
+			__m512i sa = _mm512_mask_sub_epi8(qa, neg, _mm512_setzero_si512(), qa);
+			__m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sa);
+			__m512 d = _mm512_insertf32x8(_mm512_set1_ps(dw0 * a[0].d), _mm256_set1_ps(dw1 * a[1].d), 1);
+			acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dp), acc[c]);
+		}
+	}
+	for (int c = 0; c < 4; c++) {
+		out[c] = _mm512_reduce_add_ps(acc[c]);
+		if (b < nb) {
+			float r;
+			a5_dot_q8_0(QK8, wb, (const struct act_q8_0 *)(ab + c * stride) + b, &r);
+			out[c] += r;
+		}
+	}
+}
+
+static void a5_dot4_q4_k(int64_t k, const void *w, const void *act, size_t stride, float *out)
+{
+	const uint8_t *wb = w;
+	const uint8_t *ab = act;
+	const __m512i m4 = _mm512_set1_epi8(0xf);
+	__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+	__m128 accm[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+	for (int64_t b = 0; b < k / QKK; b++, wb += 144) {
+		uint32_t u[4];
+		k4_scales_mins(wb + 4, u);
+		__m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+		__m128i mins = _mm256_extracti128_si256(ms, 1);
+		const uint8_t *sc = (const uint8_t *)u;
+		float dw = ld_fp16(wb), dmin = ld_fp16(wb + 2);
+		const uint8_t *qs = wb + 16;
+		__m512i lo[2], hi[2], slo[2], shi[2];
+		for (int p = 0; p < 2; p++) {
+			__m512i q4 = _mm512_loadu_si512((const void *)(qs + 64 * p));
+			lo[p] = _mm512_and_si512(q4, m4);
+			hi[p] = _mm512_and_si512(_mm512_srli_epi16(q4, 4), m4);
+			slo[p] = _mm512_inserti64x4(_mm512_set1_epi16(sc[4 * p]), _mm256_set1_epi16(sc[4 * p + 2]), 1);
+			shi[p] = _mm512_inserti64x4(_mm512_set1_epi16(sc[4 * p + 1]), _mm256_set1_epi16(sc[4 * p + 3]), 1);
+		}
+		for (int c = 0; c < 4; c++) {
+			const struct act_q8_k *a = (const struct act_q8_k *)(ab + c * stride) + b;
+			__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
+						    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
+			accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmin * a->d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs)), accm[c]);
+			__m512i sumi = _mm512_setzero_si512();
+			for (int p = 0; p < 2; p++) {
+				const int8_t *q8 = a->q + 128 * p;
+				__m512i alo = ld2x256(q8, q8 + 64), ahi = ld2x256(q8 + 32, q8 + 96);
+				sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(lo[p], alo), slo[p]));
+				sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(hi[p], ahi), shi[p]));
+			}
+			acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dw * a->d), _mm512_cvtepi32_ps(sumi), acc[c]);
+		}
+	}
+	for (int c = 0; c < 4; c++) {
+		__m128 m = _mm_add_ps(accm[c], _mm_movehl_ps(accm[c], accm[c]));
+		m = _mm_add_ss(m, _mm_movehdup_ps(m));
+		out[c] = _mm512_reduce_add_ps(acc[c]) - _mm_cvtss_f32(m);
+	}
+}
+
+static void a5_dot4_q6_k(int64_t k, const void *w, const void *act, size_t stride, float *out)
+{
+	const uint8_t *wb = w;
+	const uint8_t *ab = act;
+	const __m512i m4 = _mm512_set1_epi8(0xf), m2 = _mm512_set1_epi8(3);
+	__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+	for (int64_t b = 0; b < k / QKK; b++, wb += 210) {
+		__m128i sc8 = _mm_loadu_si128((const __m128i *)(wb + 192));
+		__m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+		/* int16 lanes, 8 per scale: q01 of half n uses scales 8n..8n+3, q23 8n+4..8n+7 */
+		__m512i scq[2][2], q[2][2];
+		for (int n = 0; n < 2; n++) {
+			for (int h = 0; h < 2; h++) {
+				int s0 = 8 * n + 4 * h;
+				__m512i idx = _mm512_set_epi16(
+					s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 2, s0 + 2, s0 + 2,
+					s0 + 2, s0 + 2, s0 + 2, s0 + 2, s0 + 2, s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0 + 1,
+					s0 + 1, s0 + 1, s0, s0, s0, s0, s0, s0, s0, s0);
+				scq[n][h] = _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(sc16));
+			}
+			const uint8_t *ql = wb + 64 * n, *qh = wb + 128 + 32 * n;
+			__m256i hh = _mm256_loadu_si256((const __m256i *)qh);
+			__m512i l = _mm512_loadu_si512((const void *)ql);
+			__m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(hh), _mm256_srli_epi16(hh, 2), 1);
+			__m512i h23 = _mm512_srli_epi16(h01, 4);
+			q[n][0] = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4));
+			q[n][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+						  _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4));
+		}
+		float dw = ld_fp16(wb + 208);
+		for (int c = 0; c < 4; c++) {
+			const struct act_q8_k *a = (const struct act_q8_k *)(ab + c * stride) + b;
+			__m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
+			__m512i sumi = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
+			sumi = _mm512_inserti64x4(sumi, _mm256_setzero_si256(), 1);
+			for (int n = 0; n < 2; n++)
+				for (int h = 0; h < 2; h++) {
+					__m512i qa = _mm512_loadu_si512((const void *)(a->q + 128 * n + 64 * h));
+					sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q[n][h], qa), scq[n][h]));
+				}
+			acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dw * a->d), _mm512_cvtepi32_ps(sumi), acc[c]);
+		}
+	}
+	for (int c = 0; c < 4; c++)
+		out[c] = _mm512_reduce_add_ps(acc[c]);
+}
+
 void cpu_kernels_avx512(struct cpu_kernels *k)
 {
+	k->dot4[ALICE_TYPE_Q8_0] = a5_dot4_q8_0;
+	k->dot4[ALICE_TYPE_Q4_K] = a5_dot4_q4_k;
+	k->dot4[ALICE_TYPE_Q6_K] = a5_dot4_q6_k;
 	cpu_kernels_avx2_dots(k);
 	k->dot_f32 = a5_dot_f32;
 	k->dot[ALICE_TYPE_Q8_0] = a5_dot_q8_0;
