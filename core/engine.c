@@ -118,7 +118,8 @@ static void req_free(struct eng_req *r)
 /* ---- events ---- */
 
 static void emit_done(struct eng_req *r, enum alice_engine_finish f, const char *text, size_t len,
-		      int32_t n_completion, const struct eng_slot *sl, const char *error)
+		      int32_t n_completion, const struct eng_slot *sl, const char *error,
+		      enum alice_status error_status)
 {
 	struct alice_engine_event ev = {0};
 	ev.id = r->id;
@@ -129,6 +130,7 @@ static void emit_done(struct eng_req *r, enum alice_engine_finish f, const char 
 	ev.n_prompt = r->n_prompt;
 	ev.n_completion = n_completion;
 	ev.error = error;
+	ev.error_status = f == ALICE_ENGINE_FINISH_ERROR ? error_status : ALICE_OK;
 	if (sl) {
 		ev.queue_ms = sl->t_start - r->t_submit;
 		if (sl->t_first > 0) {
@@ -164,13 +166,19 @@ static void slot_release(struct alice_engine *e, struct eng_slot *sl)
 }
 
 /* Finish the slot's request: emit DONE (with `text` as the last delta) and free the slot. */
-static void slot_finish(struct alice_engine *e, struct eng_slot *sl, enum alice_engine_finish f,
-			const char *text, size_t len, const char *error)
+static void slot_finish_status(struct alice_engine *e, struct eng_slot *sl, enum alice_engine_finish f,
+			       const char *text, size_t len, const char *error, enum alice_status est)
 {
 	if (sl->t_first > 0 && sl->t_last <= 0)
 		sl->t_last = sl->t_first;
-	emit_done(sl->r, f, text, len, sl->n_generated, sl, error);
+	emit_done(sl->r, f, text, len, sl->n_generated, sl, error, est);
 	slot_release(e, sl);
+}
+
+static void slot_finish(struct alice_engine *e, struct eng_slot *sl, enum alice_engine_finish f,
+			const char *text, size_t len, const char *error)
+{
+	slot_finish_status(e, sl, f, text, len, error, ALICE_ERR_BACKEND);
 }
 
 static bool pending_append(struct eng_slot *sl, const char *s, size_t n)
@@ -226,8 +234,9 @@ static size_t stop_prefix_tail(const struct eng_slot *sl, const struct eng_req *
 	return keep;
 }
 
-static int slot_start(struct alice_engine *e, struct eng_slot *sl, struct alice_error *err)
+static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl, struct alice_error *err)
 {
+	enum alice_status st;
 	struct eng_req *r = sl->r;
 	sl->n_past = 0;
 	sl->generating = false;
@@ -237,11 +246,9 @@ static int slot_start(struct alice_engine *e, struct eng_slot *sl, struct alice_
 	sl->t_start = now_ms();
 	sl->t_first = sl->t_last = 0;
 	alice_context_seq_clear(e->ctx, sl->seq); /* nothing from the previous request survives */
-	if (alice_sampler_create(&r->sp, e->n_vocab, &sl->sampler, err) != ALICE_OK)
-		return -1;
-	if (alice_detok_stream_create(e->tok, false, &sl->detok, err) != ALICE_OK)
-		return -1;
-	return 0;
+	if ((st = alice_sampler_create(&r->sp, e->n_vocab, &sl->sampler, err)) != ALICE_OK)
+		return st;
+	return alice_detok_stream_create(e->tok, false, &sl->detok, err);
 }
 
 /* ---- the step ---- */
@@ -290,19 +297,20 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl, const float
 	struct alice_error err = {{0}};
 	const uint8_t *mask = NULL;
 	char msg[ALICE_ERROR_MSG_MAX + 64];
+	enum alice_status st;
 	if (r->c_mask) {
 		memset(e->mask, 1, (size_t)e->n_vocab);
-		if (r->c_mask(r->constraint, e->mask, e->n_vocab, &err) != ALICE_OK) {
+		if ((st = r->c_mask(r->constraint, e->mask, e->n_vocab, &err)) != ALICE_OK) {
 			snprintf(msg, sizeof(msg), "constraint: %s", err.msg);
-			slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+			slot_finish_status(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg, st);
 			return;
 		}
 		mask = e->mask;
 	}
 	struct alice_sample_result res;
-	if (alice_sampler_sample(sl->sampler, logits, mask, &res, &err) != ALICE_OK) {
-		snprintf(msg, sizeof(msg), "sampling: %s", err.msg);
-		slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+	if ((st = alice_sampler_sample(sl->sampler, logits, mask, &res, &err)) != ALICE_OK) {
+		snprintf(msg, sizeof(msg), "%s", err.msg);
+		slot_finish_status(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg, st);
 		return;
 	}
 	double t = now_ms();
@@ -321,9 +329,9 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl, const float
 		return;
 	}
 	bool must_end = false;
-	if (r->c_accept && r->c_accept(r->constraint, res.token, &must_end, &err) != ALICE_OK) {
+	if (r->c_accept && (st = r->c_accept(r->constraint, res.token, &must_end, &err)) != ALICE_OK) {
 		snprintf(msg, sizeof(msg), "constraint: %s", err.msg);
-		slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+		slot_finish_status(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg, st);
 		return;
 	}
 	const char *piece;
@@ -478,7 +486,7 @@ static void *engine_main(void *arg)
 		while (cancelled) {
 			struct eng_req *r = cancelled;
 			cancelled = r->next;
-			emit_done(r, ALICE_ENGINE_FINISH_CANCELLED, NULL, 0, 0, NULL, NULL);
+			emit_done(r, ALICE_ENGINE_FINISH_CANCELLED, NULL, 0, 0, NULL, NULL, ALICE_OK);
 			req_free(r);
 		}
 		for (uint32_t i = 0; i < e->n_slots; i++) {
@@ -493,10 +501,11 @@ static void *engine_main(void *arg)
 			}
 			if (!sl->sampler) {
 				struct alice_error err = {{0}};
-				if (slot_start(e, sl, &err) != 0) {
+				enum alice_status st = slot_start(e, sl, &err);
+				if (st != ALICE_OK) {
 					char msg[ALICE_ERROR_MSG_MAX + 32];
 					snprintf(msg, sizeof(msg), "request setup: %s", err.msg);
-					slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+					slot_finish_status(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg, st);
 				}
 			}
 		}

@@ -41,6 +41,7 @@ struct srv_choice {
 	int32_t n_prompt, n_completion;
 	double prefill_ms, decode_ms;
 	char *error;
+	enum alice_status error_status;
 };
 
 struct srv_gen {
@@ -347,6 +348,12 @@ static void send_chunk(struct srv_gen *g, const struct srv_choice *c, const char
 
 /* ---- completion of the whole request ---- */
 
+/* The request itself could not be served (see engine.h): a 400, not a 500. */
+static bool request_fault(const struct srv_choice *c)
+{
+	return c->error_status == ALICE_ERR_INVALID || c->error_status == ALICE_ERR_RANGE;
+}
+
 static void gen_complete(struct srv_gen *g)
 {
 	struct srv *s = g->srv;
@@ -367,8 +374,12 @@ static void gen_complete(struct srv_gen *g)
 		if (g->http.req) {
 			if (failed) {
 				struct srv_api_error e;
-				srv_api_error_set(&e, 500, "server_error", "backend_error", NULL, "%s",
-						  failed->error ? failed->error : "generation failed");
+				if (request_fault(failed))
+					srv_api_error_invalid(&e, NULL, "the request cannot be completed: %s",
+							      failed->error ? failed->error : "generation failed");
+				else
+					srv_api_error_set(&e, 500, "server_error", "backend_error", NULL, "%s",
+							  failed->error ? failed->error : "generation failed");
 				struct json_object *eo = srv_api_error_json(&e);
 				srv_sse_send_json(g->http.req, eo);
 				json_object_put(eo);
@@ -381,7 +392,7 @@ static void gen_complete(struct srv_gen *g)
 			}
 			srv_sse_finish(g->http.req);
 		}
-		g->http.status = g->client_gone ? 499 : failed ? 500 : 200;
+		g->http.status = g->client_gone ? 499 : failed ? (request_fault(failed) ? 400 : 500) : 200;
 		srv_log_request(&g->http);
 		g->replied = true;
 		return;
@@ -394,7 +405,10 @@ static void gen_complete(struct srv_gen *g)
 	}
 	if (failed || g->client_gone) {
 		struct srv_api_error e;
-		if (failed)
+		if (failed && request_fault(failed))
+			srv_api_error_invalid(&e, NULL, "the request cannot be completed: %s",
+					      failed->error ? failed->error : "generation failed");
+		else if (failed)
 			srv_api_error_set(&e, 500, "server_error", "backend_error", NULL, "%s",
 					  failed->error ? failed->error : "generation failed");
 		else
@@ -500,9 +514,10 @@ void srv_gen_on_message(struct srv *s, struct srv_msg *m)
 	c->decode_ms = ev->decode_ms;
 	if (ev->error)
 		c->error = strdup(ev->error);
+	c->error_status = ev->error_status;
 	if (ev->finish == ALICE_ENGINE_FINISH_ERROR)
-		alice_log(ALICE_LOG_ERROR, "req %llu choice %d: %s", (unsigned long long)g->http.id, c->index,
-			  ev->error ? ev->error : "failed");
+		alice_log(request_fault(c) ? ALICE_LOG_INFO : ALICE_LOG_ERROR, "req %llu choice %d: %s",
+			  (unsigned long long)g->http.id, c->index, ev->error ? ev->error : "failed");
 	if (g->stream) {
 		if (live_reply && ev->finish != ALICE_ENGINE_FINISH_ERROR &&
 		    ev->finish != ALICE_ENGINE_FINISH_CANCELLED) {
@@ -828,6 +843,12 @@ void srv_gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const
 		for (const char *const *cs = alice_chat_stop_strings(s->chat_format); *cs && n_stop < 12; cs++)
 			stops[n_stop++] = *cs;
 
+	if (np * (size_t)r.n > (size_t)s->cfg.queue + (size_t)s->cfg.n_parallel) {
+		srv_api_error_invalid(&e, "n",
+				      "this request needs %zu sequences (prompts x n); the server runs %d at once and queues %d",
+				      np * (size_t)r.n, s->cfg.n_parallel, s->cfg.queue);
+		goto fail;
+	}
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		goto nomem;

@@ -284,6 +284,8 @@ def test_validation(s):
         st, js, h = s.post(path, body)
         check(f"400 {name}", st == 400 and is_error(js, param) and js["error"]["type"] == "invalid_request_error",
               (st, js))
+    st, js, h = s.post(COMP, {"prompt": ["a"] * 64, "n": 16, "max_tokens": 1})
+    check("400 more sequences than slots + queue", st == 400 and is_error(js, "n"), (st, js))
     st, js, h = s.post(CHAT, chat_body("x", max_tokens=2, unknown_field={"a": 1}, model="gpt-4o"))
     check("unknown fields ignored, other model name accepted", st == 200, (st, js))
     long_prompt = "the " * 700
@@ -520,6 +522,13 @@ def test_grammar(s):
     st, js, h = s.post(CHAT, chat_body("Is Pierre rich?", grammar='root ::= "yes" | "no"', max_tokens=10))
     check("grammar constrains output", st == 200 and js["choices"][0]["message"]["content"] in ("yes", "no")
           and js["choices"][0]["finish_reason"] == "stop", js)
+    # a grammar whose only tokens are all banned: the client's mistake, a 400
+    bias = {}
+    for d in "0123456789":
+        t = s.post("/tokenize", {"content": d})[1]["tokens"]
+        bias[str(t[0])] = -100
+    st, js, h = s.post(COMP, {"prompt": "hi", "max_tokens": 3, "grammar": "root ::= [0-9]", "logit_bias": bias})
+    check("nothing samplable under grammar + logit_bias is a 400", st == 400 and is_error(js), (st, js))
     g = 'root ::= [a-z]{1,6} " " [0-9] [0-9]'
     st, js, h = s.post(COMP, {"prompt": "Count:", "grammar": g, "max_tokens": 40, "temperature": 0.8, "seed": 3})
     txt = js["choices"][0]["text"] if st == 200 else ""

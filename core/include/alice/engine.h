@@ -74,6 +74,11 @@ struct alice_engine_event {
 	double prefill_ms;     /* slot start to first sampled token */
 	double decode_ms;      /* first to last sampled token */
 	const char *error;     /* FINISH_ERROR: what failed */
+	/* FINISH_ERROR: ALICE_ERR_INVALID / ALICE_ERR_RANGE when the request
+	 * itself cannot be served (nothing may be sampled under its logit bias
+	 * and grammar, bad sampling parameters, a grammar too ambiguous);
+	 * ALICE_ERR_BACKEND or another status for a failure of the server. */
+	enum alice_status error_status;
 };
 
 typedef void (*alice_engine_event_fn)(const struct alice_engine_event *ev, void *user);
