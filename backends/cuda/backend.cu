@@ -136,6 +136,7 @@ static void cu_free(struct alice_backend_ctx *ctx)
 		cublasDestroy(ctx->cublas);
 	cudaFree(ctx->cublas_ws);
 	cudaFree(ctx->scratch);
+	cudaFreeHost(ctx->stage);
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
 	cudaGetLastError();
@@ -143,6 +144,8 @@ static void cu_free(struct alice_backend_ctx *ctx)
 }
 
 #define CU_CUBLAS_WS ((size_t)32 << 20)
+#define CU_STAGE ((size_t)8 << 20)
+#define CU_STAGE_WRITE_MAX ((size_t)256 << 10)
 
 static enum alice_status cu_init(const struct alice_backend_options *opts, struct alice_backend_ctx **out, char *err,
 				 size_t err_len)
@@ -178,13 +181,15 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	cublasStatus_t cs;
 	if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
 	    (e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) != cudaSuccess ||
-	    (e = cudaMalloc(&ctx->cublas_ws, CU_CUBLAS_WS)) != cudaSuccess) {
+	    (e = cudaMalloc(&ctx->cublas_ws, CU_CUBLAS_WS)) != cudaSuccess ||
+	    (e = cudaMallocHost((void **)&ctx->stage, CU_STAGE)) != cudaSuccess) {
 		snprintf(err, err_len, "CUDA device %d: %s", dev, cudaGetErrorString(e));
 		cudaGetLastError();
 		cu_free(ctx);
 		return ALICE_ERR_BACKEND;
 	}
 	ctx->n_sm = prop.multiProcessorCount;
+	ctx->stage_size = CU_STAGE;
 	if ((cs = cublasCreate(&ctx->cublas)) != CUBLAS_STATUS_SUCCESS ||
 	    (cs = cublasSetStream(ctx->cublas, ctx->stream)) != CUBLAS_STATUS_SUCCESS ||
 	    (cs = cublasSetWorkspace(ctx->cublas, ctx->cublas_ws, CU_CUBLAS_WS)) != CUBLAS_STATUS_SUCCESS) {
@@ -236,6 +241,7 @@ static void cu_buffer_free(struct alice_backend_ctx *ctx, struct alice_buffer *b
 	if (ctx) {
 		cudaSetDevice(ctx->device);
 		cudaStreamSynchronize(ctx->stream);
+		ctx->stage_used = 0;
 		/* a captured graph may point into this buffer */
 		cu_graph_reset(&ctx->gc);
 	}
@@ -255,6 +261,14 @@ static enum alice_status check_range(struct alice_backend_ctx *ctx, struct alice
 	return ALICE_OK;
 }
 
+/* Wait for the stream; the staging ring is free again afterwards. */
+static enum alice_status cu_sync(struct alice_backend_ctx *ctx)
+{
+	CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
+	ctx->stage_used = 0;
+	return ALICE_OK;
+}
+
 static enum alice_status cu_buffer_write(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
 					 const void *src, uint64_t size)
 {
@@ -262,9 +276,20 @@ static enum alice_status cu_buffer_write(struct alice_backend_ctx *ctx, struct a
 	if (st != ALICE_OK || !size)
 		return st;
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	if (size <= CU_STAGE_WRITE_MAX) {
+		/* small inputs (tokens, positions, ranges): copy into pinned
+		 * staging and enqueue, no round trip per write */
+		size_t al = ((size_t)size + 255) & ~(size_t)255;
+		if (ctx->stage_used + al > ctx->stage_size && (st = cu_sync(ctx)) != ALICE_OK)
+			return st;
+		uint8_t *p = ctx->stage + ctx->stage_used;
+		memcpy(p, src, (size_t)size);
+		ctx->stage_used += al;
+		CUDA_CHECK(ctx, cudaMemcpyAsync(buf->dev + offset, p, (size_t)size, cudaMemcpyHostToDevice, ctx->stream));
+		return ALICE_OK;
+	}
 	CUDA_CHECK(ctx, cudaMemcpyAsync(buf->dev + offset, src, (size_t)size, cudaMemcpyHostToDevice, ctx->stream));
-	CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
-	return ALICE_OK;
+	return cu_sync(ctx);
 }
 
 static enum alice_status cu_buffer_read(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
@@ -274,9 +299,18 @@ static enum alice_status cu_buffer_read(struct alice_backend_ctx *ctx, struct al
 	if (st != ALICE_OK || !size)
 		return st;
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	if (size <= ctx->stage_size) {
+		if ((st = cu_sync(ctx)) != ALICE_OK)
+			return st;
+		CUDA_CHECK(ctx, cudaMemcpyAsync(ctx->stage, buf->dev + offset, (size_t)size, cudaMemcpyDeviceToHost,
+						ctx->stream));
+		if ((st = cu_sync(ctx)) != ALICE_OK)
+			return st;
+		memcpy(dst, ctx->stage, (size_t)size);
+		return ALICE_OK;
+	}
 	CUDA_CHECK(ctx, cudaMemcpyAsync(dst, buf->dev + offset, (size_t)size, cudaMemcpyDeviceToHost, ctx->stream));
-	CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
-	return ALICE_OK;
+	return cu_sync(ctx);
 }
 
 static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
@@ -287,8 +321,7 @@ static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct a
 		return st;
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
 	CUDA_CHECK(ctx, cudaMemsetAsync(buf->dev + offset, 0, (size_t)size, ctx->stream));
-	CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
-	return ALICE_OK;
+	return cu_sync(ctx);
 }
 
 /* ---- ops ---- */
@@ -445,7 +478,8 @@ static bool shapes_ok(const struct cu_args *a)
 	const struct alice_tensor *d = a->dst, *const *s = a->src;
 	switch (a->node->op) {
 	case ALICE_OP_MUL_MAT:
-		return s[0]->ne[0] % 32 == 0 && s[1]->ne[0] == s[0]->ne[0] && s[1]->ne[2] % s[0]->ne[2] == 0 &&
+		return (s[0]->ne[0] % 32 == 0 || (is_float_type(s[0]->type) && s[1]->ne[1] <= 65535)) &&
+		       s[1]->ne[0] == s[0]->ne[0] && s[1]->ne[2] % s[0]->ne[2] == 0 &&
 		       s[1]->ne[3] % s[0]->ne[3] == 0 && (s[1]->ne[1] <= 8 || d->nb[0] == 4) &&
 		       s[0]->ne[1] < ((int64_t)1 << 31) && s[1]->ne[1] < ((int64_t)1 << 31);
 	case ALICE_OP_GET_ROWS:
@@ -662,6 +696,7 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		cu_graph_reset(gc);
 		return cu_fail(ctx, ALICE_ERR_BACKEND, "graph_compute: %s", cudaGetErrorString(e));
 	}
+	ctx->stage_used = 0;
 	return ALICE_OK;
 }
 

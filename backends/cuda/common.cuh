@@ -51,6 +51,11 @@ struct alice_backend_ctx {
 	uint64_t scratch_gen; /* bumped on every reallocation */
 	bool use_graphs;
 	struct cu_graph_cache gc;
+	/* pinned staging for small buffer_write / buffer_read: writes are
+	 * enqueued without a host sync (the stream orders them before the
+	 * next graph); the ring is reset whenever the stream is idle */
+	uint8_t *stage;
+	size_t stage_size, stage_used;
 };
 
 enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)

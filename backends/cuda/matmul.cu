@@ -160,33 +160,38 @@ __device__ static inline float item_dot(const uint8_t *__restrict__ row, int64_t
 	}
 }
 
-/* dst[row, c] for rows [R*block, +R) and NC activation columns. */
+/* dst[row, c] for NC activation columns. The block's threads form
+ * row groups of tpr threads (32, 64 or 128: short rows leave no thread
+ * idle); each group owns MMV_R consecutive rows. */
 template <int T, int NC>
 __global__ void __launch_bounds__(MMV_THREADS)
 k_mmv(const uint8_t *__restrict__ w, int64_t wnb1, const float *__restrict__ x, int64_t xcs,
-      float *__restrict__ d, int64_t drs, int64_t dcs, int64_t N, int64_t nitems)
+      float *__restrict__ d, int64_t drs, int64_t dcs, int64_t N, int64_t nitems, int tpr)
 {
-	int64_t row0 = (int64_t)blockIdx.x * MMV_R;
+	const int rg = threadIdx.x / tpr, lt = threadIdx.x % tpr;
+	const int64_t row0 = ((int64_t)blockIdx.x * (MMV_THREADS / tpr) + rg) * MMV_R;
 	float acc[MMV_R][NC];
 #pragma unroll
 	for (int r = 0; r < MMV_R; r++)
 #pragma unroll
 		for (int c = 0; c < NC; c++)
 			acc[r][c] = 0.f;
-	const int nr = (int)(N - row0 < MMV_R ? N - row0 : MMV_R);
-	for (int64_t it = threadIdx.x; it < nitems; it += MMV_THREADS) {
+	const int nr = row0 >= N ? 0 : (int)(N - row0 < MMV_R ? N - row0 : MMV_R);
+	if (nr > 0) {
+		for (int64_t it = lt; it < nitems; it += tpr) {
 #pragma unroll
-		for (int c = 0; c < NC; c++) {
-			float xv[32];
-			item_x<T>(x + c * xcs, it, xv);
+			for (int c = 0; c < NC; c++) {
+				float xv[32];
+				item_x<T>(x + c * xcs, it, xv);
 #pragma unroll
-			for (int r = 0; r < MMV_R; r++)
-				if (r < nr)
-					acc[r][c] += item_dot<T>(w + (row0 + r) * wnb1, it, xv);
+				for (int r = 0; r < MMV_R; r++)
+					if (r < nr)
+						acc[r][c] += item_dot<T>(w + (row0 + r) * wnb1, it, xv);
+			}
 		}
 	}
 	__shared__ float sh[MMV_THREADS / 32][MMV_R * NC];
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
 	for (int r = 0; r < MMV_R; r++)
 #pragma unroll
@@ -196,16 +201,41 @@ k_mmv(const uint8_t *__restrict__ w, int64_t wnb1, const float *__restrict__ x, 
 				sh[warp][r * NC + c] = v;
 		}
 	__syncthreads();
-	if (threadIdx.x < MMV_R * NC) {
-		int r = threadIdx.x / NC, c = threadIdx.x % NC;
+	if (lt < MMV_R * NC) {
+		int r = lt / NC, c = lt % NC;
 		if (r < nr) {
+			const int wpg = tpr / 32, w0 = rg * wpg;
 			float s = 0.f;
-#pragma unroll
-			for (int i = 0; i < MMV_THREADS / 32; i++)
-				s += sh[i][threadIdx.x];
+			for (int i = 0; i < wpg; i++)
+				s += sh[w0 + i][lt];
 			d[(row0 + r) * drs + c * dcs] = s;
 		}
 	}
+}
+
+/* Plain (F32/F16/BF16) weights whose K is not a multiple of 32: one warp
+ * per (row, column), any strides. Only odd shapes take this path. */
+__global__ void k_mm_plain(const uint8_t *__restrict__ w, uint32_t wt, int64_t wnb0, int64_t wnb1,
+			   const uint8_t *__restrict__ x, int64_t xnb0, int64_t xnb1, float *__restrict__ d,
+			   int64_t drs, int64_t dcs, int64_t N, int64_t K)
+{
+	int64_t row = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
+	int64_t m = blockIdx.y;
+	int lane = threadIdx.x & 31;
+	if (row >= N)
+		return;
+	float s = 0.f;
+	for (int64_t k = lane; k < K; k += 32)
+		s += ld_float(w + row * wnb1 + k * wnb0, wt) * *(const float *)(x + k * xnb0 + m * xnb1);
+	s = warp_sum(s);
+	if (lane == 0)
+		d[row * drs + m * dcs] = s;
+}
+
+static bool mm_plain_odd(const struct alice_tensor *w)
+{
+	return w->ne[0] % 32 != 0 &&
+	       (w->type == ALICE_TYPE_F32 || w->type == ALICE_TYPE_F16 || w->type == ALICE_TYPE_BF16);
 }
 
 /* ---- conversions ---- */
@@ -290,6 +320,8 @@ size_t cu_mul_mat_scratch(const struct cu_args *a)
 {
 	const struct alice_tensor *w = a->src[0], *x = a->src[1];
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+	if (mm_plain_odd(w))
+		return 0;
 	if (mm_use_mmv(a))
 		return mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4));
 	size_t es = gemm_f32(w->type) ? 4 : 2;
@@ -305,15 +337,17 @@ template <int T>
 static void launch_mmv_t(cudaStream_t s, const uint8_t *w, int64_t wnb1, const float *x, int64_t xcs,
 			 float *d, int64_t drs, int64_t dcs, int64_t N, int64_t K, int64_t M)
 {
-	unsigned grid = (unsigned)((N + MMV_R - 1) / MMV_R);
 	int64_t nitems = K / 32;
+	int tpr = nitems <= 32 ? 32 : (nitems <= 64 ? 64 : MMV_THREADS);
+	int64_t rows_per_block = (int64_t)(MMV_THREADS / tpr) * MMV_R;
+	unsigned grid = (unsigned)((N + rows_per_block - 1) / rows_per_block);
 	int64_t c = 0;
 	for (; c + 4 <= M; c += 4)
 		k_mmv<T, 4><<<grid, MMV_THREADS, 0, s>>>(w, wnb1, x + c * xcs, xcs, d + c * dcs, drs, dcs, N,
-							 nitems);
+							 nitems, tpr);
 	for (; c < M; c++)
 		k_mmv<T, 1><<<grid, MMV_THREADS, 0, s>>>(w, wnb1, x + c * xcs, xcs, d + c * dcs, drs, dcs, N,
-							 nitems);
+							 nitems, tpr);
 }
 
 template <int T, typename O>
@@ -333,8 +367,10 @@ enum alice_status cu_op_mul_mat(const struct cu_args *a)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT shapes do not match: w [%lld,%lld] x [%lld,%lld] dst [%lld,%lld]",
 			       (long long)K, (long long)N, (long long)x->ne[0], (long long)M,
 			       (long long)dt->ne[0], (long long)dt->ne[1]);
-	if (K % 32 != 0)
+	if (K % 32 != 0 && !mm_plain_odd(w))
 		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: K = %lld is not a multiple of 32", (long long)K);
+	if (M > 65535 && mm_plain_odd(w))
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: M = %lld with an odd K", (long long)M);
 	if (dt->nb[0] % 4 != 0 || dt->nb[1] % 4 != 0 || x->nb[0] % 4 != 0)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: dst / activation strides must be float aligned");
 	const struct alice_type_info *ti = alice_type_info(w->type);
@@ -348,6 +384,13 @@ enum alice_status cu_op_mul_mat(const struct cu_args *a)
 			const uint8_t *wb = tdata(w) + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
 			const uint8_t *xb = tdata(x) + i2 * x->nb[2] + i3 * x->nb[3];
 			float *db = (float *)(tdata(dt) + i2 * dt->nb[2] + i3 * dt->nb[3]);
+			if (mm_plain_odd(w)) {
+				dim3 grid((unsigned)((N + 3) / 4), (unsigned)M);
+				k_mm_plain<<<grid, 128, 0, s>>>(wb, w->type, w->nb[0], w->nb[1], xb, x->nb[0], x->nb[1], db,
+								dt->nb[0] / 4, dt->nb[1] / 4, N, K);
+				CUDA_LAUNCH_CHECK(ctx, "mm_plain");
+				continue;
+			}
 			if (mmv) {
 				const float *xd = (const float *)xb;
 				int64_t xcs = x->nb[1] / 4;
