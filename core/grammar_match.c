@@ -10,7 +10,7 @@
 #include "grammar_internal.h"
 
 #define EXPAND_BUDGET (1u << 20)    /* work items per code point */
-#define COMPACT_DFA 20000u          /* DFA states before the caches are rebuilt */
+#define COMPACT_DFA 10000u          /* DFA states (~1 KiB each) before the caches are rebuilt */
 #define COMPACT_STACKS (1u << 20)
 #define COMPACT_SET_ITEMS (1u << 22)
 
