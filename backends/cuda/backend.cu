@@ -176,6 +176,8 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	ctx->device = dev;
 	const char *g = getenv("ALICE_CUDA_GRAPHS");
 	ctx->use_graphs = !(g && g[0] == '0');
+	const char *fz = getenv("ALICE_CUDA_FUSE");
+	ctx->fuse = !(fz && fz[0] == '0');
 	cudaError_t e;
 	cudaDeviceProp prop;
 	cublasStatus_t cs;
@@ -566,11 +568,24 @@ static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, size_t ne
 static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
-		struct cu_args a;
+		struct cu_args a[3];
 		size_t scr;
-		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a, &scr);
-		if (st == ALICE_OK)
-			st = op_fns[g->nodes[i].op](&a);
+		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a[0], &scr);
+		if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_MUL_MAT && ctx->fuse) {
+			/* Q/K/V or gate/up: consecutive mat-vecs of one input */
+			int n = 1;
+			while (n < 3 && i + n < g->n_nodes && g->nodes[i + n].op == ALICE_OP_MUL_MAT &&
+			       prepare_node(ctx, g, &g->nodes[i + n], &a[n], &scr) == ALICE_OK)
+				n++;
+			n = cu_mul_mat_fusable(a, n);
+			st = cu_mul_mat_multi(a, n);
+			if (st == ALICE_OK) {
+				i += (uint32_t)(n - 1);
+				continue;
+			}
+		} else if (st == ALICE_OK) {
+			st = op_fns[g->nodes[i].op](&a[0]);
+		}
 		if (st != ALICE_OK) {
 			char msg[sizeof(ctx->err)];
 			snprintf(msg, sizeof(msg), "%s", ctx->err);

@@ -50,6 +50,7 @@ struct alice_backend_ctx {
 	size_t scratch_size;
 	uint64_t scratch_gen; /* bumped on every reallocation */
 	bool use_graphs;
+	bool fuse; /* one launch for mat-vecs sharing their input */
 	struct cu_graph_cache gc;
 	/* pinned staging for small buffer_write / buffer_read: writes are
 	 * enqueued without a host sync (the stream orders them before the
@@ -150,6 +151,11 @@ enum alice_status cu_op_softcap(const struct cu_args *a) CU_HIDDEN;
 enum alice_status cu_op_glu(const struct cu_args *a) CU_HIDDEN;
 enum alice_status cu_op_unary(const struct cu_args *a) CU_HIDDEN;
 enum alice_status cu_op_copy(const struct cu_args *a) CU_HIDDEN;
+
+/* How many of the n MUL_MAT nodes a[0..n) can run as one mat-vec launch
+ * (>= 1), and that launch. */
+int cu_mul_mat_fusable(const struct cu_args *a, int n) CU_HIDDEN;
+enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n) CU_HIDDEN;
 
 /* Weight types MUL_MAT / GET_ROWS handle. */
 bool cu_weight_type_ok(uint32_t type) CU_HIDDEN;

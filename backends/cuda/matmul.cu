@@ -163,13 +163,28 @@ __device__ static inline float item_dot(const uint8_t *__restrict__ row, int64_t
 /* dst[row, c] for NC activation columns. The block's threads form
  * row groups of tpr threads (32, 64 or 128: short rows leave no thread
  * idle); each group owns MMV_R consecutive rows. */
+/* Up to MMV_MAX_SET weight matrices multiplied with the same activations in
+ * one launch (Q/K/V, gate/up): blocks [bstart[m], bstart[m+1]) belong to
+ * matrix m. */
+#define MMV_MAX_SET 3
+struct mmv_set {
+	const uint8_t *w[MMV_MAX_SET];
+	int64_t wnb1[MMV_MAX_SET];
+	float *d[MMV_MAX_SET];
+	int64_t drs[MMV_MAX_SET], N[MMV_MAX_SET];
+	unsigned bstart[MMV_MAX_SET + 1];
+};
+
 template <int T, int NC>
 __global__ void __launch_bounds__(MMV_THREADS)
-k_mmv(const uint8_t *__restrict__ w, int64_t wnb1, const float *__restrict__ x, int64_t xcs,
-      float *__restrict__ d, int64_t drs, int64_t dcs, int64_t N, int64_t nitems, int tpr)
+k_mmv(const struct mmv_set set, const float *__restrict__ x, int64_t xcs, int64_t dcs, int64_t nitems, int tpr)
 {
+	const int m = (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
+	const uint8_t *__restrict__ w = set.w[m];
+	const int64_t wnb1 = set.wnb1[m], drs = set.drs[m], N = set.N[m];
+	float *__restrict__ d = set.d[m];
 	const int rg = threadIdx.x / tpr, lt = threadIdx.x % tpr;
-	const int64_t row0 = ((int64_t)blockIdx.x * (MMV_THREADS / tpr) + rg) * MMV_R;
+	const int64_t row0 = ((int64_t)(blockIdx.x - set.bstart[m]) * (MMV_THREADS / tpr) + rg) * MMV_R;
 	float acc[MMV_R][NC];
 #pragma unroll
 	for (int r = 0; r < MMV_R; r++)
@@ -333,21 +348,36 @@ size_t cu_mul_mat_scratch(const struct cu_args *a)
 	return xs + align256((size_t)gemm_chunk_rows(N, K, es) * (size_t)K * es);
 }
 
+/* set.w/wnb1/d/drs/N filled for n matrices; bstart is computed here. */
 template <int T>
-static void launch_mmv_t(cudaStream_t s, const uint8_t *w, int64_t wnb1, const float *x, int64_t xcs,
-			 float *d, int64_t drs, int64_t dcs, int64_t N, int64_t K, int64_t M)
+static void launch_mmv_t(cudaStream_t s, struct mmv_set set, int n, const float *x, int64_t xcs, int64_t dcs,
+			 int64_t K, int64_t M)
 {
 	int64_t nitems = K / 32;
 	int tpr = nitems <= 32 ? 32 : (nitems <= 64 ? 64 : MMV_THREADS);
 	int64_t rows_per_block = (int64_t)(MMV_THREADS / tpr) * MMV_R;
-	unsigned grid = (unsigned)((N + rows_per_block - 1) / rows_per_block);
+	unsigned b = 0;
+	for (int i = 0; i < MMV_MAX_SET; i++) {
+		set.bstart[i] = b;
+		if (i < n)
+			b += (unsigned)((set.N[i] + rows_per_block - 1) / rows_per_block);
+	}
+	set.bstart[MMV_MAX_SET] = b;
+	for (int i = n; i < MMV_MAX_SET; i++)
+		set.bstart[i] = b; /* unused slots: no block maps there */
 	int64_t c = 0;
-	for (; c + 4 <= M; c += 4)
-		k_mmv<T, 4><<<grid, MMV_THREADS, 0, s>>>(w, wnb1, x + c * xcs, xcs, d + c * dcs, drs, dcs, N,
-							 nitems, tpr);
-	for (; c < M; c++)
-		k_mmv<T, 1><<<grid, MMV_THREADS, 0, s>>>(w, wnb1, x + c * xcs, xcs, d + c * dcs, drs, dcs, N,
-							 nitems, tpr);
+	for (; c + 4 <= M; c += 4) {
+		struct mmv_set sc = set;
+		for (int i = 0; i < n; i++)
+			sc.d[i] = set.d[i] + c * dcs;
+		k_mmv<T, 4><<<b, MMV_THREADS, 0, s>>>(sc, x + c * xcs, xcs, dcs, nitems, tpr);
+	}
+	for (; c < M; c++) {
+		struct mmv_set sc = set;
+		for (int i = 0; i < n; i++)
+			sc.d[i] = set.d[i] + c * dcs;
+		k_mmv<T, 1><<<b, MMV_THREADS, 0, s>>>(sc, x + c * xcs, xcs, dcs, nitems, tpr);
+	}
 }
 
 template <int T, typename O>
@@ -400,8 +430,15 @@ enum alice_status cu_op_mul_mat(const struct cu_args *a)
 					xd = tmp;
 					xcs = K;
 				}
-				int64_t drs = dt->nb[0] / 4, dcs = dt->nb[1] / 4, wnb1 = w->nb[1];
-				auto l = [&]<int T>() { launch_mmv_t<T>(s, wb, wnb1, xd, xcs, db, drs, dcs, N, K, M); };
+				struct mmv_set set;
+				memset(&set, 0, sizeof(set));
+				set.w[0] = wb;
+				set.wnb1[0] = w->nb[1];
+				set.d[0] = db;
+				set.drs[0] = dt->nb[0] / 4;
+				set.N[0] = N;
+				int64_t dcs = dt->nb[1] / 4;
+				auto l = [&]<int T>() { launch_mmv_t<T>(s, set, 1, xd, xcs, dcs, K, M); };
 				if (!dispatch_type(w->type, l))
 					return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", ti->name);
 				CUDA_LAUNCH_CHECK(ctx, "mmv");
@@ -461,6 +498,73 @@ enum alice_status cu_op_mul_mat(const struct cu_args *a)
 			}
 		}
 	}
+	return ALICE_OK;
+}
+
+/* Consecutive MUL_MAT nodes that can share one mat-vec launch with a[0]:
+ * same activations tensor (dense, M <= MMV_MAX_M, no batch dims), same
+ * weight type and K, dst columns with the same stride. */
+static uint64_t t_extent(const struct alice_tensor *t)
+{
+	uint64_t e = alice_row_size(t->type, t->ne[0]);
+	for (int d = 1; d < 4; d++)
+		e += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
+	return e;
+}
+
+static bool t_overlap(const struct alice_tensor *a, const struct alice_tensor *b)
+{
+	return a->buf == b->buf && a->offset < b->offset + t_extent(b) && b->offset < a->offset + t_extent(a);
+}
+
+int cu_mul_mat_fusable(const struct cu_args *a, int n)
+{
+	const struct alice_tensor *x = a[0].src[1];
+	if (!mm_use_mmv(&a[0]) || !mm_x_dense(x) || x->ne[2] * x->ne[3] != 1 || mm_plain_odd(a[0].src[0]))
+		return 1;
+	int k = 1;
+	while (k < n && k < MMV_MAX_SET) {
+		const struct alice_tensor *w = a[k].src[0], *d = a[k].dst;
+		if (a[k].node->src[1] != a[0].node->src[1] || w->type != a[0].src[0]->type ||
+		    w->ne[0] != a[0].src[0]->ne[0] || w->ne[2] * w->ne[3] != 1 || d->nb[1] != a[0].dst->nb[1] ||
+		    d->nb[0] % 4 != 0 || d->ne[0] != w->ne[1] || d->ne[1] != x->ne[1])
+			break;
+		/* no member may read what an earlier one writes */
+		bool dep = false;
+		for (int j = 0; j < k; j++)
+			dep = dep || t_overlap(w, a[j].dst) || t_overlap(d, a[j].dst);
+		if (dep)
+			break;
+		k++;
+	}
+	return k;
+}
+
+enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n)
+{
+	if (n == 1)
+		return cu_op_mul_mat(a);
+	struct alice_backend_ctx *ctx = a[0].ctx;
+	const struct alice_tensor *x = a[0].src[1];
+	struct mmv_set set;
+	memset(&set, 0, sizeof(set));
+	for (int i = 0; i < n; i++) {
+		const struct alice_tensor *w = a[i].src[0], *d = a[i].dst;
+		if (w->ne[2] * w->ne[3] != 1 || d->ne[0] != w->ne[1])
+			return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: fused shapes do not match");
+		set.w[i] = tdata(w);
+		set.wnb1[i] = w->nb[1];
+		set.d[i] = (float *)tdata(d);
+		set.drs[i] = d->nb[0] / 4;
+		set.N[i] = w->ne[1];
+	}
+	int64_t K = x->ne[0], M = x->ne[1], xcs = x->nb[1] / 4, dcs = a[0].dst->nb[1] / 4;
+	const float *xd = (const float *)tdata(x);
+	cudaStream_t s = ctx->stream;
+	auto l = [&]<int T>() { launch_mmv_t<T>(s, set, n, xd, xcs, dcs, K, M); };
+	if (!dispatch_type(a[0].src[0]->type, l))
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", alice_type_name(a[0].src[0]->type));
+	CUDA_LAUNCH_CHECK(ctx, "mmv multi");
 	return ALICE_OK;
 }
 
