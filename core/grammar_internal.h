@@ -123,6 +123,7 @@ struct alice_grammar_state {
 	uint64_t *adv_match;
 	int64_t *adv_next;
 	uint32_t cap_adv, n_adv;
+	uint64_t op_work; /* expansion work in the current public call (budgeted) */
 	/* scratch for expansion */
 	uint64_t *work;
 	uint32_t cap_work;

@@ -10,6 +10,7 @@
 #include "grammar_internal.h"
 
 #define EXPAND_BUDGET (1u << 20)    /* work items per code point */
+#define OP_BUDGET (1ull << 24)      /* work items per mask / accept / check */
 #define COMPACT_DFA 10000u          /* DFA states (~1 KiB each) before the caches are rebuilt */
 #define COMPACT_STACKS (1u << 20)
 #define COMPACT_SET_ITEMS (1u << 22)
@@ -258,7 +259,7 @@ static int64_t expand(struct alice_grammar_state *st, uint32_t n_work)
 	}
 	while (n_work) {
 		uint64_t item = st->work[--n_work];
-		if (++budget > EXPAND_BUDGET)
+		if (++budget > EXPAND_BUDGET || ++st->op_work > OP_BUDGET)
 			return -3;
 		int f = seen_first(st, item, &n_seen);
 		if (f < 0)
@@ -700,6 +701,7 @@ enum alice_status alice_grammar_state_accept_bytes(struct alice_grammar_state *s
 	enum alice_status rc = gstate_maybe_compact(st, err);
 	if (rc != ALICE_OK)
 		return rc;
+	st->op_work = 0;
 	int32_t d = walk(st, bytes, n);
 	if (d == GDFA_ERROR)
 		return expand_fail(-3, err);
@@ -711,6 +713,7 @@ enum alice_status alice_grammar_state_accept_bytes(struct alice_grammar_state *s
 
 bool alice_grammar_state_check_bytes(struct alice_grammar_state *st, const void *bytes, size_t n)
 {
+	st->op_work = 0;
 	return walk(st, bytes, n) >= 0;
 }
 

@@ -182,6 +182,7 @@ enum alice_status alice_grammar_state_mask(struct alice_grammar_state *st,
 	if (rc != ALICE_OK)
 		return rc;
 	st->mstamp++;
+	st->op_work = 0;
 	struct gmask_cache *slot = &st->mcache[0];
 	for (int i = 0; i < GMASK_CACHE; i++) {
 		struct gmask_cache *c = &st->mcache[i];
