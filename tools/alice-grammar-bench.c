@@ -158,7 +158,7 @@ int main(int argc, char **argv)
 	struct alice_grammar *g;
 	struct alice_grammar_vocab *v;
 	double t0 = now_ms();
-	if (alice_grammar_vocab_build((const char *const *)fx.piece, fx.len, fx.kind, fx.n, &v, &err) != ALICE_OK) {
+	if (alice_grammar_vocab_build(fx.piece, fx.len, fx.kind, fx.n, &v, &err) != ALICE_OK) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}

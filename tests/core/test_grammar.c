@@ -339,7 +339,7 @@ Test(grammar_match, hostile_ambiguity_errors_out)
 
 /* mask(st) must equal the one-by-one check of every token. */
 static void expect_mask_matches(struct alice_grammar_state *st, const struct alice_grammar_vocab *v,
-				char *const *pieces, const size_t *lens, const uint8_t *kinds,
+				const char *const *pieces, const size_t *lens, const uint8_t *kinds,
 				size_t n, const char *where)
 {
 	uint8_t *mask = malloc(n), *mask2 = malloc(n);
@@ -420,7 +420,7 @@ Test(grammar_mask, synthetic_vocab_equals_brute_force)
 		cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
 		cr_assert_eq(alice_grammar_state_accept_bytes(st, prefixes[i], strlen(prefixes[i]), &err),
 			     ALICE_OK, "prefix '%s': %s", prefixes[i], err.msg);
-		expect_mask_matches(st, v, pieces, lens, kinds, n, prefixes[i]);
+		expect_mask_matches(st, v, (const char *const *)pieces, lens, kinds, n, prefixes[i]);
 		alice_grammar_state_free(st);
 	}
 	/* the same through one state moving along a document (caches reused) */
@@ -430,10 +430,10 @@ Test(grammar_mask, synthetic_vocab_equals_brute_force)
 	for (size_t i = 0; doc[i]; i++) {
 		char where[64];
 		snprintf(where, sizeof where, "doc@%zu", i);
-		expect_mask_matches(st, v, pieces, lens, kinds, n, where);
+		expect_mask_matches(st, v, (const char *const *)pieces, lens, kinds, n, where);
 		cr_assert_eq(alice_grammar_state_accept_bytes(st, doc + i, 1, &err), ALICE_OK);
 	}
-	expect_mask_matches(st, v, pieces, lens, kinds, n, "doc end");
+	expect_mask_matches(st, v, (const char *const *)pieces, lens, kinds, n, "doc end");
 	cr_expect(alice_grammar_state_can_end(st));
 	alice_grammar_state_free(st);
 	alice_grammar_free(g);
@@ -445,38 +445,62 @@ Test(grammar_mask, synthetic_vocab_equals_brute_force)
 	free(kinds);
 }
 
-Test(grammar_mask, llama_bpe_vocab_equals_brute_force, .timeout = 600)
+/* trie mask == one-by-one check on a real vocabulary, at several JSON states
+ * and inside a CJK/emoji grammar (split multi-byte pieces, byte tokens) */
+static void real_vocab_equals_brute_force(const char *file, size_t want_n)
 {
-	const char *path = ALICE_FIXTURES_DIR "/vocab/ggml-vocab-llama-bpe.gguf";
+	char path[512];
+	snprintf(path, sizeof path, "%s/vocab/%s", ALICE_FIXTURES_DIR, file);
 	struct gfx_vocab fx;
 	cr_assert_eq(gfx_vocab_load(path, &fx), 0, "cannot load %s", path);
-	cr_assert_eq(fx.n, 128256);
+	cr_assert_eq(fx.n, want_n);
 	struct alice_grammar_vocab *v;
 	struct alice_error err;
-	cr_assert_eq(alice_grammar_vocab_build((const char *const *)fx.piece, fx.len, fx.kind, fx.n, &v, &err),
-		     ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_vocab_build(fx.piece, fx.len, fx.kind, fx.n, &v, &err), ALICE_OK, "%s", err.msg);
+	size_t n_eog = 0;
+	for (size_t i = 0; i < fx.n; i++)
+		n_eog += fx.kind[i] == ALICE_GRAMMAR_TOKEN_EOG;
+	cr_expect_gt(n_eog, 0, "%s: no end-of-generation token", file);
 	struct alice_grammar *g = parse_ok(JSON_GBNF);
 	static const char *prefixes[] = {"", "{\"na", "{\"name\":", "{\"n\": 12", "{\"s\": \"\xe4\xb8",
 					 "{\"a\": [true, {\"b\": [", "{}"};
 	for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
 		struct alice_grammar_state *st;
+		char where[128];
+		snprintf(where, sizeof where, "%s '%s'", file, prefixes[i]);
 		cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
 		cr_assert_eq(alice_grammar_state_accept_bytes(st, prefixes[i], strlen(prefixes[i]), &err), ALICE_OK);
-		expect_mask_matches(st, v, fx.piece, fx.len, fx.kind, fx.n, prefixes[i]);
+		expect_mask_matches(st, v, fx.piece, fx.len, fx.kind, fx.n, where);
 		alice_grammar_state_free(st);
 	}
-	/* a grammar over CJK and emoji: exercises split multi-byte tokens */
 	struct alice_grammar *g2 = parse_ok("root ::= ([\\u4e00-\\u9fff] | [\\U0001F600-\\U0001F64F] | \" \")+");
 	struct alice_grammar_state *st;
 	cr_assert_eq(alice_grammar_state_create(g2, &st, &err), ALICE_OK);
 	expect_mask_matches(st, v, fx.piece, fx.len, fx.kind, fx.n, "cjk start");
 	cr_assert_eq(alice_grammar_state_accept_bytes(st, "\xe4", 1, &err), ALICE_OK);
 	expect_mask_matches(st, v, fx.piece, fx.len, fx.kind, fx.n, "cjk mid-char");
+	cr_assert_eq(alice_grammar_state_accept_bytes(st, "\xb8\xad\xf0\x9f", 4, &err), ALICE_OK);
+	expect_mask_matches(st, v, fx.piece, fx.len, fx.kind, fx.n, "emoji mid-char");
 	alice_grammar_state_free(st);
 	alice_grammar_free(g2);
 	alice_grammar_free(g);
 	alice_grammar_vocab_free(v);
 	gfx_vocab_free(&fx);
+}
+
+Test(grammar_mask, llama_bpe_vocab_equals_brute_force, .timeout = 600)
+{
+	real_vocab_equals_brute_force("ggml-vocab-llama-bpe.gguf", 128256);
+}
+
+Test(grammar_mask, llama_spm_vocab_equals_brute_force, .timeout = 600)
+{
+	real_vocab_equals_brute_force("ggml-vocab-llama-spm.gguf", 32000); /* byte-fallback <0xNN> pieces */
+}
+
+Test(grammar_mask, qwen2_vocab_equals_brute_force, .timeout = 600)
+{
+	real_vocab_equals_brute_force("ggml-vocab-qwen2.gguf", 151936);
 }
 
 Test(grammar_match, long_generation_compacts_caches)
