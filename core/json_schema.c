@@ -984,13 +984,15 @@ static char *resolve_ref(struct conv *c, const char *ref)
 		if (strcmp(c->refs[i].ref, ref) == 0)
 			return strdup(c->refs[i].name);
 	const char *rest;
-	if (strncmp(ref, "#/$defs/", 8) == 0)
+	if (strcmp(ref, "#") == 0)
+		rest = ""; /* the whole schema (recursive structures) */
+	else if (strncmp(ref, "#/$defs/", 8) == 0)
 		rest = ref + 2;
 	else if (strncmp(ref, "#/definitions/", 14) == 0)
 		rest = ref + 2;
 	else
 		return cfail(c, ALICE_ERR_UNSUPPORTED,
-			     "$ref '%.80s': only local #/$defs/... and #/definitions/... are supported", ref);
+			     "$ref '%.80s': only local #, #/$defs/... and #/definitions/... are supported", ref);
 	/* walk the JSON pointer */
 	struct json_object *cur = c->root;
 	char seg[256];
@@ -1020,7 +1022,7 @@ static char *resolve_ref(struct conv *c, const char *ref)
 	}
 	/* reserve the rule name first so recursive references find it */
 	char hint[128];
-	snprintf(hint, sizeof hint, "ref-%s", strrchr(ref, '/') + 1);
+	snprintf(hint, sizeof hint, "ref-%s", rest[0] ? strrchr(ref, '/') + 1 : "root");
 	size_t rl = strlen(ref);
 	char *placeholder = malloc(rl + 2); /* unique until the body is known; no real body starts with '#' */
 	if (placeholder) {

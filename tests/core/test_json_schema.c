@@ -262,6 +262,18 @@ Test(json_schema, refs_recursive_and_nested)
 	OK(g, "{\"p\": {\"x\": 1, \"y\": 2}, \"list\": [{\"x\": 0, \"y\": 0}]}");
 	NO(g, "{\"p\": {\"x\": 1}}");
 	alice_grammar_free(g);
+	/* "#": the whole schema, for trees */
+	g = compile("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+		    "\"children\":{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}}},\"required\":[\"name\"]}");
+	OK(g, "{\"name\": \"a\", \"children\": [{\"name\": \"b\"}, {\"name\": \"c\", \"children\": []}]}");
+	NO(g, "{\"name\": \"a\", \"children\": [{}]}");
+	alice_grammar_free(g);
+	g = compile("{\"type\":\"string\",\"format\":\"time\"}");
+	OK(g, "\"12:30:00Z\"");
+	OK(g, "\"12:30:00.5-05:00\"");
+	NO(g, "\"24:00:00Z\"");
+	NO(g, "\"12:30Z\"");
+	alice_grammar_free(g);
 }
 
 Test(json_schema, unsupported_and_invalid_are_errors)

@@ -19,7 +19,7 @@
  *   integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers).
  *   number: no bounds (minimum/maximum on a number is an error).
  *   enum, const (values matched in compact JSON form), anyOf, oneOf (as
- *   anyOf: exclusivity is not enforced), $ref to #/$defs/... or
+ *   anyOf: exclusivity is not enforced), $ref to #, #/$defs/... or
  *   #/definitions/... (recursive references allowed).
  *   Annotations are ignored: title, description, examples, default,
  *   $schema, $id, $comment, deprecated, readOnly, writeOnly.
