@@ -3,6 +3,7 @@
  * end conditions, hostile ambiguity) and token masks (trie walk == one-by-one
  * check, on a synthetic vocab and on the 128k llama-bpe vocab fixture). */
 #include <criterion/criterion.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -537,5 +538,119 @@ Test(grammar_match, long_generation_compacts_caches)
 	cr_expect(alice_grammar_state_must_end(st));
 	alice_grammar_state_free(st);
 	alice_grammar_vocab_free(v);
+	alice_grammar_free(g);
+}
+
+/* ---- differential check against json-c ----------------------------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+static uint32_t rnd(uint32_t n)
+{
+	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (uint32_t)(rng_state >> 33) % n;
+}
+
+static struct json_object *random_json(int depth, int want_object)
+{
+	uint32_t kind = want_object ? 0 : rnd(depth >= 4 ? 5 : 7);
+	switch (kind) {
+	case 0: {
+		struct json_object *o = json_object_new_object();
+		for (uint32_t i = 0, n = rnd(4); i < n; i++) {
+			char key[8];
+			snprintf(key, sizeof key, "k%u", rnd(100));
+			json_object_object_add(o, key, random_json(depth + 1, 0));
+		}
+		return o;
+	}
+	case 1: {
+		static const char *pool[] = {"", "a", "h\xc3\xa9llo", "\xe4\xb8\xad\xe6\x96\x87", "q\"uote",
+					     "back\\slash", "line\nbreak", "tab\t", "\xf0\x9f\x98\x80", "sl/ash",
+					     "\x01ctl"};
+		return json_object_new_string(pool[rnd(sizeof pool / sizeof *pool)]);
+	}
+	case 2:
+		return json_object_new_int64((int64_t)rnd(2000000) - 1000000);
+	case 3:
+		return json_object_new_double(((double)rnd(100000) - 50000) / 64.0);
+	case 4:
+		return rnd(3) ? json_object_new_boolean(rnd(2)) : NULL;
+	default: {
+		struct json_object *a = json_object_new_array();
+		for (uint32_t i = 0, n = rnd(4); i < n; i++)
+			json_object_array_add(a, random_json(depth + 1, 0));
+		return a;
+	}
+	}
+}
+
+static int jsonc_strict_ok(const char *s, size_t n)
+{
+	struct json_tokener *tok = json_tokener_new();
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	struct json_object *o = json_tokener_parse_ex(tok, s, (int)n);
+	int ok = o && json_tokener_get_error(tok) == json_tokener_success;
+	if (ok)
+		for (size_t i = json_tokener_get_parse_end(tok); i < n; i++)
+			if (s[i] != ' ' && s[i] != '\n' && s[i] != '\t')
+				ok = 0;
+	json_object_put(o);
+	json_tokener_free(tok);
+	return ok;
+}
+
+Test(grammar_match, json_grammar_agrees_with_json_c)
+{
+	struct alice_grammar *g = parse_ok(JSON_GBNF);
+	struct alice_grammar_state *st0;
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_state_create(g, &st0, &err), ALICE_OK);
+	static const char mut[] = "{}[]\",: 0123456789.eE-+tfnul\\/ax\n";
+	int accepted_mutants = 0;
+	for (int d = 0; d < 300; d++) {
+		struct json_object *o = random_json(0, 1);
+		const int flags[] = {JSON_C_TO_STRING_PLAIN, JSON_C_TO_STRING_SPACED};
+		for (int f = 0; f < 2; f++) {
+			const char *doc = json_object_to_json_string_ext(o, flags[f]);
+			struct alice_grammar_state *st;
+			cr_assert_eq(alice_grammar_state_clone(st0, &st, &err), ALICE_OK);
+			cr_expect(alice_grammar_state_accept_bytes(st, doc, strlen(doc), &err) == ALICE_OK &&
+					  alice_grammar_state_can_end(st),
+				  "json-c output rejected: %s", doc);
+			alice_grammar_state_free(st);
+			/* mutants: whatever the grammar accepts must be valid JSON */
+			size_t n = strlen(doc);
+			char *m = malloc(n + 2);
+			for (int k = 0; k < 20; k++) {
+				size_t at = rnd((uint32_t)n), mn = n;
+				memcpy(m, doc, n + 1);
+				uint32_t op = rnd(3);
+				char ch = mut[rnd(sizeof mut - 1)];
+				if (op == 0) {
+					m[at] = ch;
+				} else if (op == 1) {
+					memmove(m + at + 1, m + at, n - at + 1);
+					m[at] = ch;
+					mn = n + 1;
+				} else {
+					memmove(m + at, m + at + 1, n - at);
+					mn = n - 1;
+				}
+				cr_assert_eq(alice_grammar_state_clone(st0, &st, &err), ALICE_OK);
+				int ours = alice_grammar_state_accept_bytes(st, m, mn, &err) == ALICE_OK &&
+					   alice_grammar_state_can_end(st);
+				alice_grammar_state_free(st);
+				if (ours) {
+					accepted_mutants++;
+					cr_expect(jsonc_strict_ok(m, mn), "grammar accepts invalid JSON: %.*s", (int)mn, m);
+				}
+			}
+			free(m);
+		}
+		json_object_put(o);
+	}
+	cr_log_info("%d mutants accepted (all valid JSON)", accepted_mutants);
+	cr_expect_gt(accepted_mutants, 100); /* the check had something to check */
+	alice_grammar_state_free(st0);
 	alice_grammar_free(g);
 }
