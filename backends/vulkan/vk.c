@@ -313,6 +313,7 @@ static void ctx_destroy(struct alice_backend_ctx *ctx)
 	if (ctx->dev) {
 		vkDeviceWaitIdle(ctx->dev);
 		vk_buffer_free(ctx, ctx->staging);
+		vk_buffer_free(ctx, ctx->scratch);
 		vk_buffer_free(ctx, ctx->status);
 		vk_buffer_free(ctx, ctx->dummy);
 		vk_pipe_free(ctx);
@@ -365,6 +366,10 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	has_compute_queue(ctx->phys, &ctx->qfam);
 	ctx->unified = is_unified(ctx->props.deviceType);
 	ctx->max_range = ctx->props.limits.maxStorageBufferRange;
+	/* tests shrink it to exercise the sliced paths a 128 MiB-range device takes */
+	const char *mr = getenv("ALICE_VK_MAX_RANGE");
+	if (mr && strtoull(mr, NULL, 10) >= 4096 && strtoull(mr, NULL, 10) < ctx->max_range)
+		ctx->max_range = strtoull(mr, NULL, 10);
 
 	VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
 	VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,

@@ -124,6 +124,35 @@ enum alice_status vk_bind_tensor(struct alice_backend_ctx *ctx, const struct ali
 	return ALICE_OK;
 }
 
+enum alice_status vk_bind_raw(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t off,
+			      uint64_t size, struct vk_bind *b)
+{
+	struct alice_tensor t = {.type = ALICE_TYPE_I8, .ne = {(int64_t)size, 1, 1, 1}, .nb = {1, (int64_t)size,
+		(int64_t)size, (int64_t)size}, .buf = buf, .offset = off};
+	return vk_bind_tensor(ctx, &t, b);
+}
+
+/* Scratch for this graph's MUL_MATs: VK_SCRATCH_RING regions of the largest need. */
+static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	uint64_t need = 0;
+	for (uint32_t i = 0; i < g->n_nodes; i++) {
+		uint64_t n = vk_mm_scratch_need(g, &g->nodes[i]);
+		if (n > need)
+			need = n;
+	}
+	need = (need + 255) & ~(uint64_t)255;
+	if (need == 0 || (ctx->scratch && ctx->scratch_region >= need))
+		return ALICE_OK;
+	vk_buffer_free(ctx, ctx->scratch);
+	ctx->scratch = NULL;
+	ctx->scratch_region = 0;
+	enum alice_status st = vk_buffer_alloc(ctx, need * VK_SCRATCH_RING, ALICE_BUFFER_COMPUTE, &ctx->scratch);
+	if (st == ALICE_OK)
+		ctx->scratch_region = need;
+	return st;
+}
+
 /* ---- node checks ---- */
 
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
@@ -343,8 +372,11 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 	}
 	if (g->n_nodes == 0)
 		return ALICE_OK;
-	enum alice_status st = vk_desc_reserve(ctx, g->n_nodes);
+	enum alice_status st = ensure_scratch(ctx, g);
 	if (st != ALICE_OK)
+		return st;
+	/* MUL_MAT records two dispatches (rounding + product), sliced ones more */
+	if ((st = vk_desc_reserve(ctx, 4 * g->n_nodes + 16)) != ALICE_OK)
 		return st;
 	memset(ctx->status->map, 0, 16);
 	if ((st = vk_cmd_begin(ctx)) != ALICE_OK)

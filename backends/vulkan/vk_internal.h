@@ -16,6 +16,7 @@
 #define VK_HIDDEN __attribute__((visibility("hidden")))
 #define VK_NBIND 6        /* dst, src0..src3, status */
 #define VK_PUSH_BYTES 128 /* the minimum maxPushConstantsSize */
+#define VK_SCRATCH_RING 4
 #define VK_STAGING_BYTES (32u << 20) /* bounded staging buffer for discrete GPUs */
 
 struct alice_buffer {
@@ -75,6 +76,12 @@ struct alice_backend_ctx {
 	struct alice_buffer *status;  /* 16 bytes, host-visible: shader error reports */
 	struct alice_buffer *dummy;   /* bound to unused slots */
 
+	/* MUL_MAT activations rounded for the weight type (actq.comp): a ring of
+	 * VK_SCRATCH_RING regions so neighbouring matmuls need no barrier */
+	struct alice_buffer *scratch;
+	uint64_t scratch_region;
+	uint32_t scratch_next;
+
 	/* recording state of one graph_compute */
 	bool recording;
 	uint32_t n_dispatch;
@@ -127,6 +134,11 @@ struct vk_bind {
 /* vk_graph.c: record one dispatch (binds, push constants, barrier after). */
 enum alice_status vk_dispatch(struct alice_backend_ctx *ctx, const char *shader, const struct vk_bind *binds,
 			      int n_binds, const void *push, uint32_t push_bytes, uint32_t groups) VK_HIDDEN;
+/* Bind bytes [off, off + size) of buffer buf. */
+enum alice_status vk_bind_raw(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t off,
+			      uint64_t size, struct vk_bind *b) VK_HIDDEN;
+/* Scratch bytes MUL_MAT node n needs for its rounded activations (0: none). */
+uint64_t vk_mm_scratch_need(const struct alice_graph *g, const struct alice_node *n) VK_HIDDEN;
 /* Bind tensor t (checking its extent fits one descriptor range). */
 enum alice_status vk_bind_tensor(struct alice_backend_ctx *ctx, const struct alice_tensor *t,
 				 struct vk_bind *b) VK_HIDDEN;

@@ -12,24 +12,68 @@ struct mm_push {
 	uint32_t w_off, w_nb1, w_nb2, w_nb3;
 	uint32_t x_off, x_nb0, x_nb1, x_nb2;
 	uint32_t x_nb3, d_off, d_nb0, d_nb1;
-	uint32_t d_nb2, d_nb3;
+	uint32_t d_nb2, d_nb3, tpr_log2, nrg;
 };
 
 struct gr_push {
 	uint32_t ne0, n_rows, src_nrows, n_wg;
-	uint32_t s_off, s_nb0, s_nb1, pad0;
+	uint32_t s_off, s_nb0, s_nb1, row0;
 	uint32_t i_off, i_ne0, i_ne1, i_nb0;
 	uint32_t i_nb1, i_nb2, d_off, d_nb0;
-	uint32_t d_nb1, d_nb2, d_nb3, pad1;
+	uint32_t d_nb1, d_nb2, d_nb3, total_rows;
 };
 
-static enum alice_status bind_all(const struct vk_op_args *a, struct vk_bind *b, int n)
+/* Rows of a matrix whose row stride is nb1 that fit one descriptor range
+ * (maxStorageBufferRange: 128 MiB on lavapipe and many ARM GPUs, less than
+ * one embedding matrix), leaving room for the offset alignment. */
+static int64_t rows_per_range(struct alice_backend_ctx *ctx, int64_t nb1)
 {
-	enum alice_status st = vk_bind_tensor(a->ctx, a->dst, &b[0]);
-	for (int i = 1; i < n && st == ALICE_OK; i++)
-		st = a->src[i - 1] ? vk_bind_tensor(a->ctx, a->src[i - 1], &b[i]) : ALICE_OK;
-	return st;
+	uint64_t room = ctx->max_range - ctx->props.limits.minStorageBufferOffsetAlignment - 16;
+	return nb1 > 0 ? (int64_t)(room / (uint64_t)nb1) : 1;
 }
+
+struct act_push {
+	uint32_t K, M, ne2, fmt;
+	uint32_t x_off, x_nb0, x_nb1, x_nb2;
+	uint32_t x_nb3, bs, n_items, pad;
+};
+
+/* actq.comp format for a weight type: how llama.cpp (and the CPU
+ * reference) round the activations its dot product pairs with. */
+static uint32_t act_fmt(uint32_t type, uint32_t *bs)
+{
+	switch (type) {
+	case ALICE_TYPE_F32: *bs = 1; return 0;
+	case ALICE_TYPE_F16: *bs = 1; return 1;
+	case ALICE_TYPE_BF16: *bs = 1; return 2;
+	case ALICE_TYPE_Q2_K: case ALICE_TYPE_Q3_K: case ALICE_TYPE_Q4_K: case ALICE_TYPE_Q5_K:
+	case ALICE_TYPE_Q6_K: case ALICE_TYPE_IQ4_XS:
+		*bs = 256; return 4;
+	default:
+		*bs = 32; return 3; /* Q8_0 blocks: Q4_0..Q8_0, IQ4_NL, MXFP4, Q1_0 */
+	}
+}
+
+uint64_t vk_mm_scratch_need(const struct alice_graph *g, const struct alice_node *n)
+{
+	if (n->op != ALICE_OP_MUL_MAT || n->src[0] < 0 || n->src[1] < 0 || (uint32_t)n->src[0] >= g->n_tensors ||
+	    (uint32_t)n->src[1] >= g->n_tensors)
+		return 0;
+	const struct alice_tensor *w = &g->tensors[n->src[0]], *x = &g->tensors[n->src[1]];
+	uint32_t bs;
+	if (act_fmt(w->type, &bs) == 0)
+		return 0;
+	return (uint64_t)vk_nelem(x) * 4;
+}
+
+/* x as the product reads it: a binding and byte strides */
+struct mm_x {
+	struct vk_bind b;
+	uint32_t nb0, nb1, nb2, nb3;
+};
+
+static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
+				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d);
 
 enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
 {
@@ -46,22 +90,93 @@ enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	if (ti->block_size == 1 && w->nb[0] != (int64_t)ti->type_size)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "weight rows must be contiguous (nb[0] = %lld)", (long long)w->nb[0]);
+	if (K % 16 != 0 && ti->block_size > 1)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 16", (long long)K);
+	/* round the activations once (into a scratch region), as the weight type's dot expects */
+	struct mm_x xa;
+	uint32_t bs, fmt = act_fmt(w->type, &bs);
+	enum alice_status st;
+	if (fmt == 0) {
+		if ((st = vk_bind_tensor(ctx, x, &xa.b)) != ALICE_OK)
+			return st;
+		xa.nb0 = (uint32_t)x->nb[0];
+		xa.nb1 = (uint32_t)x->nb[1];
+		xa.nb2 = (uint32_t)x->nb[2];
+		xa.nb3 = (uint32_t)x->nb[3];
+	} else {
+		uint64_t bytes = (uint64_t)vk_nelem(x) * 4;
+		if (!ctx->scratch || bytes > ctx->scratch_region)
+			return vk_fail(ctx, ALICE_ERR_BACKEND, "activation scratch not prepared");
+		uint64_t off = (uint64_t)(ctx->scratch_next++ % VK_SCRATCH_RING) * ctx->scratch_region;
+		struct vk_bind ab[2];
+		if ((st = vk_bind_raw(ctx, ctx->scratch, off, bytes, &ab[0])) != ALICE_OK ||
+		    (st = vk_bind_tensor(ctx, x, &ab[1])) != ALICE_OK)
+			return st;
+		uint64_t items = (uint64_t)vk_nelem(x) / bs;
+		struct act_push ap = {
+			.K = (uint32_t)K, .M = (uint32_t)M, .ne2 = (uint32_t)x->ne[2], .fmt = fmt,
+			.x_off = ab[1].rel, .x_nb0 = (uint32_t)x->nb[0], .x_nb1 = (uint32_t)x->nb[1],
+			.x_nb2 = (uint32_t)x->nb[2], .x_nb3 = (uint32_t)x->nb[3], .bs = bs, .n_items = (uint32_t)items,
+		};
+		/* actq writes at byte (row*K + i)*4 from its binding's start */
+		if (ab[0].rel != 0)
+			return vk_fail(ctx, ALICE_ERR_BACKEND, "scratch region misaligned");
+		if ((st = vk_dispatch(ctx, "actq", ab, 2, &ap, sizeof(ap), (uint32_t)((items + 63) / 64))) != ALICE_OK)
+			return st;
+		xa.b = ab[0];
+		xa.nb0 = 4;
+		xa.nb1 = (uint32_t)(K * 4);
+		xa.nb2 = (uint32_t)(K * M * 4);
+		xa.nb3 = (uint32_t)(K * M * x->ne[2] * 4);
+	}
+	/* a weight larger than one descriptor range goes in slices of rows */
+	int64_t per = rows_per_range(ctx, w->nb[1]);
+	if ((uint64_t)w->nb[1] * (uint64_t)N > ctx->max_range / 2 && w->ne[2] * w->ne[3] == 1 && per > 0 && per < N) {
+		for (int64_t r0 = 0; r0 < N; r0 += per) {
+			struct alice_tensor ws = *w, ds = *d;
+			ws.ne[1] = N - r0 < per ? N - r0 : per;
+			ws.offset += (uint64_t)r0 * (uint64_t)w->nb[1];
+			ds.ne[0] = ws.ne[1];
+			ds.offset += (uint64_t)r0 * (uint64_t)d->nb[0];
+			if ((st = mm_one(ctx, &ws, x, &xa, &ds)) != ALICE_OK)
+				return st;
+		}
+		return ALICE_OK;
+	}
+	return mm_one(ctx, w, x, &xa, d);
+}
+
+static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
+				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d)
+{
+	const struct alice_type_info *ti = alice_type_info(w->type);
+	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+	/* threads per weight row: enough for K, at most the workgroup */
+	int64_t units = ti->block_size > 1 ? K / 16 : (K + 3) / 4;
+	uint32_t tl = 0;
+	while (tl < 7 && ((int64_t)1 << tl) < units)
+		tl++;
+	uint64_t rows_per_wg = 128u >> tl;
+	uint64_t nrg = ((uint64_t)N + rows_per_wg - 1) / rows_per_wg;
 	uint64_t mtiles = (uint64_t)(M + MM_TILE - 1) / MM_TILE;
-	uint64_t n_wg = (uint64_t)N * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
+	uint64_t n_wg = nrg * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
 	if (n_wg > 0xffffffffull / 2)
 		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
 	struct vk_bind b[3];
-	enum alice_status st = bind_all(a, b, 3);
+	enum alice_status st = vk_bind_tensor(ctx, d, &b[0]);
+	if (st == ALICE_OK)
+		st = vk_bind_tensor(ctx, w, &b[1]);
 	if (st != ALICE_OK)
 		return st;
+	b[2] = xa->b;
 	struct mm_push p = {
 		.K = (uint32_t)K, .N = (uint32_t)N, .M = (uint32_t)M, .ne12 = (uint32_t)x->ne[2],
 		.r2 = (uint32_t)(x->ne[2] / w->ne[2]), .r3 = (uint32_t)(x->ne[3] / w->ne[3]),
 		.mtiles = (uint32_t)mtiles, .n_wg = (uint32_t)n_wg,
 		.w_off = b[1].rel, .w_nb1 = (uint32_t)w->nb[1], .w_nb2 = (uint32_t)w->nb[2], .w_nb3 = (uint32_t)w->nb[3],
-		.x_off = b[2].rel, .x_nb0 = (uint32_t)x->nb[0], .x_nb1 = (uint32_t)x->nb[1], .x_nb2 = (uint32_t)x->nb[2],
-		.x_nb3 = (uint32_t)x->nb[3], .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
-		.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3],
+		.x_off = b[2].rel, .x_nb0 = xa->nb0, .x_nb1 = xa->nb1, .x_nb2 = xa->nb2,
+		.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
+		.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .tpr_log2 = tl, .nrg = (uint32_t)nrg,
 	};
 	char name[32];
 	snprintf(name, sizeof(name), "mm_%s", ti->name);
@@ -80,20 +195,40 @@ enum alice_status vk_op_get_rows(const struct vk_op_args *a)
 			       (long long)ids->ne[0], (long long)ids->ne[1], (long long)ids->ne[2], (long long)d->ne[0],
 			       (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
 	const struct alice_type_info *ti = alice_type_info(s->type);
-	struct vk_bind b[3];
-	enum alice_status st = bind_all(a, b, 3);
-	if (st != ALICE_OK)
-		return st;
-	uint64_t n_rows = (uint64_t)(ids->ne[0] * ids->ne[1] * ids->ne[2]);
-	struct gr_push p = {
-		.ne0 = (uint32_t)s->ne[0], .n_rows = (uint32_t)n_rows, .src_nrows = (uint32_t)s->ne[1],
+	/* a table larger than one descriptor range (an embedding matrix on a
+	 * 128 MiB-range device) goes in slices of source rows: each dispatch
+	 * copies the ids that fall in its slice */
+	int64_t per = rows_per_range(ctx, s->nb[1]);
+	if (per < 1)
+		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "one row exceeds maxStorageBufferRange");
+	if ((uint64_t)s->nb[1] * (uint64_t)s->ne[1] <= ctx->max_range / 2)
+		per = s->ne[1];
+	for (int64_t r0 = 0; r0 < s->ne[1]; r0 += per) {
+		struct alice_tensor ss = *s;
+		ss.ne[1] = s->ne[1] - r0 < per ? s->ne[1] - r0 : per;
+		ss.offset += (uint64_t)r0 * (uint64_t)s->nb[1];
+		struct vk_bind b[3];
+		enum alice_status st = vk_bind_tensor(ctx, d, &b[0]);
+		if (st == ALICE_OK)
+			st = vk_bind_tensor(ctx, &ss, &b[1]);
+		if (st == ALICE_OK)
+			st = vk_bind_tensor(ctx, ids, &b[2]);
+		if (st != ALICE_OK)
+			return st;
+		uint64_t n_rows = (uint64_t)(ids->ne[0] * ids->ne[1] * ids->ne[2]);
+		struct gr_push p = {
+		.ne0 = (uint32_t)s->ne[0], .n_rows = (uint32_t)n_rows, .src_nrows = (uint32_t)ss.ne[1],
+		.row0 = (uint32_t)r0, .total_rows = (uint32_t)s->ne[1],
 		.n_wg = (uint32_t)n_rows, .s_off = b[1].rel, .s_nb0 = (uint32_t)s->nb[0], .s_nb1 = (uint32_t)s->nb[1],
 		.i_off = b[2].rel, .i_ne0 = (uint32_t)ids->ne[0], .i_ne1 = (uint32_t)ids->ne[1],
 		.i_nb0 = (uint32_t)ids->nb[0], .i_nb1 = (uint32_t)ids->nb[1], .i_nb2 = (uint32_t)ids->nb[2],
 		.d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1], .d_nb2 = (uint32_t)d->nb[2],
 		.d_nb3 = (uint32_t)d->nb[3],
 	};
-	char name[32];
-	snprintf(name, sizeof(name), "gr_%s", ti->name);
-	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_rows);
+		char name[32];
+		snprintf(name, sizeof(name), "gr_%s", ti->name);
+		if ((st = vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_rows)) != ALICE_OK)
+			return st;
+	}
+	return ALICE_OK;
 }
