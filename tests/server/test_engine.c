@@ -1,0 +1,278 @@
+// ctest-labels: unit;server
+/* core/engine.c with the real bundled model (tiny-tolstoy, CPU backend):
+ * batching must not change greedy tokens, slots must not leak state, cancel,
+ * queue limit, stop strings, max_tokens, request validation. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alice/engine.h"
+#include "alice/model.h"
+#include "alice/tokenizer.h"
+
+#define MODEL_PATH ALICE_SOURCE_DIR "/models/tiny-tolstoy-Q8_0.gguf"
+#define MAX_TOK 600
+
+/* tiny-tolstoy's end-of-generation tokens; banning them makes runs last max_tokens */
+static const struct alice_logit_bias no_eog[] = {{0, -100.0f}, {2, -100.0f}};
+
+struct run {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int32_t tokens[MAX_TOK];
+	int n_tokens;
+	char text[8192];
+	size_t text_len;
+	enum alice_engine_finish finish;
+	int32_t n_completion, n_prompt;
+	int n_done_events;
+	struct alice_engine *engine; /* for cancel-after-first-token */
+	uint64_t id;
+	bool cancel_after_first;
+};
+
+static void on_event(const struct alice_engine_event *ev, void *user)
+{
+	struct run *r = user;
+	pthread_mutex_lock(&r->mu);
+	if (ev->text_len && r->text_len + ev->text_len < sizeof(r->text)) {
+		memcpy(r->text + r->text_len, ev->text, ev->text_len);
+		r->text_len += ev->text_len;
+		r->text[r->text_len] = '\0';
+	}
+	if (ev->type == ALICE_ENGINE_EVENT_TOKEN) {
+		if (r->n_tokens < MAX_TOK)
+			r->tokens[r->n_tokens++] = ev->token.token;
+		if (r->cancel_after_first && r->n_tokens == 1)
+			alice_engine_cancel(r->engine, ev->id); /* allowed from a callback */
+	} else {
+		r->finish = ev->finish;
+		r->n_completion = ev->n_completion;
+		r->n_prompt = ev->n_prompt;
+		r->n_done_events++;
+		r->done = true;
+		pthread_cond_broadcast(&r->cv);
+	}
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void run_init(struct run *r)
+{
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+}
+
+static void run_wait(struct run *r)
+{
+	pthread_mutex_lock(&r->mu);
+	while (!r->done)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static struct alice_model *model;
+static const struct alice_tokenizer *tok;
+
+static void setup(void)
+{
+	struct alice_model_params mp;
+	struct alice_error err = {{0}};
+	alice_model_params_default(&mp);
+	mp.path = MODEL_PATH;
+	mp.backend = "cpu";
+	mp.n_threads = 2;
+	cr_assert_eq(alice_model_load(&mp, &model, &err), ALICE_OK, "load %s: %s", MODEL_PATH, err.msg);
+	tok = alice_model_tokenizer(model);
+}
+
+static void teardown(void)
+{
+	alice_model_free(model);
+	model = NULL;
+}
+
+static struct alice_engine *engine_new(uint32_t slots, uint32_t queue, uint32_t n_batch)
+{
+	struct alice_engine_params p;
+	struct alice_engine *e = NULL;
+	struct alice_error err = {{0}};
+	alice_engine_params_default(&p);
+	p.n_slots = slots;
+	p.max_queue = queue;
+	p.n_batch = n_batch;
+	p.n_ctx = 512;
+	cr_assert_eq(alice_engine_create(model, &p, &e, &err), ALICE_OK, "%s", err.msg);
+	return e;
+}
+
+static int32_t *encode(const char *text, size_t *n)
+{
+	int32_t *t = NULL;
+	*n = 0;
+	struct alice_error err = {{0}};
+	cr_assert_eq(alice_tokenizer_encode(tok, text, strlen(text), true, true, &t, n, &err), ALICE_OK, "%s", err.msg);
+	return t;
+}
+
+static enum alice_status submit(struct alice_engine *e, struct run *r, const char *prompt, int32_t max_tokens,
+				const char *const *stop, size_t n_stop, bool ban_eog)
+{
+	size_t n;
+	int32_t *t = encode(prompt, &n);
+	struct alice_engine_request q = {0};
+	struct alice_error err = {{0}};
+	q.prompt = t;
+	q.n_prompt = (int32_t)n;
+	q.max_tokens = max_tokens;
+	alice_sampling_params_default(&q.sampling);
+	q.sampling.temperature = 0;
+	if (ban_eog) {
+		q.sampling.logit_bias = no_eog;
+		q.sampling.n_logit_bias = 2;
+	}
+	q.stop = stop;
+	q.n_stop = n_stop;
+	q.on_event = on_event;
+	q.user = r;
+	r->engine = e;
+	enum alice_status st = alice_engine_submit(e, &q, &r->id, &err);
+	free(t);
+	return st;
+}
+
+static const char *prompts[] = {
+	"Prince Andrew looked at", "Natasha", "The old count said", "Pierre went to the window and",
+	"In the morning the", "Moscow was burning", "<|im_start|>user\nWho is Pierre?<|im_end|>\n<|im_start|>assistant\n",
+};
+#define N_PROMPTS (sizeof(prompts) / sizeof(prompts[0]))
+
+TestSuite(engine, .init = setup, .fini = teardown, .timeout = 600);
+
+Test(engine, batching_does_not_change_greedy_tokens)
+{
+	static struct run alone[N_PROMPTS], together[N_PROMPTS];
+	/* one slot: each request alone, one after the other (slot reuse) */
+	struct alice_engine *e1 = engine_new(1, 16, 512);
+	for (size_t i = 0; i < N_PROMPTS; i++) {
+		run_init(&alone[i]);
+		cr_assert_eq(submit(e1, &alone[i], prompts[i], 24 + (int)i * 3, NULL, 0, true), ALICE_OK);
+		run_wait(&alone[i]);
+		cr_assert_eq(alone[i].finish, ALICE_ENGINE_FINISH_LENGTH);
+		cr_assert_eq(alone[i].n_tokens, 24 + (int)i * 3);
+	}
+	alice_engine_free(e1);
+	/* 3 slots, small batch: prefill chunks mixed with decode rows, queueing */
+	struct alice_engine *e3 = engine_new(3, 16, 8);
+	for (size_t i = 0; i < N_PROMPTS; i++) {
+		run_init(&together[i]);
+		cr_assert_eq(submit(e3, &together[i], prompts[i], 24 + (int)i * 3, NULL, 0, true), ALICE_OK);
+	}
+	for (size_t i = 0; i < N_PROMPTS; i++) {
+		run_wait(&together[i]);
+		cr_assert_eq(together[i].n_tokens, alone[i].n_tokens, "prompt %zu", i);
+		for (int k = 0; k < alone[i].n_tokens; k++)
+			cr_assert_eq(together[i].tokens[k], alone[i].tokens[k],
+				     "prompt %zu ('%s'): token %d differs batched (%d) vs alone (%d)", i, prompts[i], k,
+				     together[i].tokens[k], alone[i].tokens[k]);
+		cr_assert_str_eq(together[i].text, alone[i].text);
+		cr_assert_eq(together[i].n_done_events, 1);
+	}
+	alice_engine_free(e3);
+}
+
+Test(engine, cancel_frees_the_slot)
+{
+	struct alice_engine *e = engine_new(1, 4, 512);
+	static struct run r, after;
+	run_init(&r);
+	r.cancel_after_first = true;
+	cr_assert_eq(submit(e, &r, "Natasha", 400, NULL, 0, true), ALICE_OK);
+	run_wait(&r);
+	cr_assert_eq(r.finish, ALICE_ENGINE_FINISH_CANCELLED);
+	cr_assert_lt(r.n_completion, 5, "cancelled after %d tokens", r.n_completion);
+	struct alice_engine_stats st;
+	alice_engine_stats(e, &st);
+	cr_assert_eq(st.slots_busy, 0);
+	/* the slot serves the next request normally */
+	run_init(&after);
+	cr_assert_eq(submit(e, &after, "Natasha", 5, NULL, 0, true), ALICE_OK);
+	run_wait(&after);
+	cr_assert_eq(after.finish, ALICE_ENGINE_FINISH_LENGTH);
+	cr_assert_eq(after.n_tokens, 5);
+	alice_engine_free(e);
+}
+
+Test(engine, queue_limit_and_shutdown_cancels)
+{
+	struct alice_engine *e = engine_new(1, 1, 512);
+	static struct run r[3];
+	for (int i = 0; i < 3; i++)
+		run_init(&r[i]);
+	cr_assert_eq(submit(e, &r[0], "Natasha", 450, NULL, 0, true), ALICE_OK);
+	cr_assert_eq(submit(e, &r[1], "Natasha", 450, NULL, 0, true), ALICE_OK);
+	/* one running (or about to), one waiting: the next is refused */
+	enum alice_status st = submit(e, &r[2], "Natasha", 450, NULL, 0, true);
+	cr_assert_eq(st, ALICE_ERR_RANGE, "third request: %s", alice_status_str(st));
+	alice_engine_free(e); /* cancels both, each gets exactly one DONE */
+	cr_assert(r[0].done && r[1].done && !r[2].done);
+	cr_assert_eq(r[0].n_done_events, 1);
+	cr_assert_eq(r[1].finish, ALICE_ENGINE_FINISH_CANCELLED);
+}
+
+Test(engine, stop_strings_and_max_tokens)
+{
+	struct alice_engine *e = engine_new(2, 4, 512);
+	static struct run full, cut;
+	run_init(&full);
+	cr_assert_eq(submit(e, &full, "Prince Andrew looked at", 30, NULL, 0, true), ALICE_OK);
+	run_wait(&full);
+	cr_assert_eq(full.finish, ALICE_ENGINE_FINISH_LENGTH);
+	cr_assert_eq(full.n_completion, 30);
+	cr_assert_gt(full.text_len, 20);
+	/* a stop string from the middle of the text (spanning token pieces) */
+	char stop[8];
+	size_t at = full.text_len / 2;
+	memcpy(stop, full.text + at, 5);
+	stop[5] = '\0';
+	const char *stops[] = {"\xc2\xa7never", stop};
+	run_init(&cut);
+	cr_assert_eq(submit(e, &cut, "Prince Andrew looked at", 30, stops, 2, true), ALICE_OK);
+	run_wait(&cut);
+	cr_assert_eq(cut.finish, ALICE_ENGINE_FINISH_STOP);
+	const char *first = strstr(full.text, stop);
+	cr_assert_not_null(first);
+	cr_assert_eq(cut.text_len, (size_t)(first - full.text), "got '%s' for stop '%s' in '%s'", cut.text, stop,
+		     full.text);
+	cr_assert(memcmp(cut.text, full.text, cut.text_len) == 0);
+	alice_engine_free(e);
+}
+
+Test(engine, rejects_bad_requests)
+{
+	struct alice_engine *e = engine_new(1, 4, 512);
+	static struct run r;
+	run_init(&r);
+	struct alice_engine_request q = {0};
+	struct alice_error err = {{0}};
+	int32_t big[600];
+	for (int i = 0; i < 600; i++)
+		big[i] = 100;
+	alice_sampling_params_default(&q.sampling);
+	q.on_event = on_event;
+	q.user = &r;
+	q.prompt = big;
+	q.n_prompt = 0;
+	cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_ERR_INVALID);
+	q.n_prompt = 600; /* beyond the slot's 512 positions */
+	cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_ERR_INVALID);
+	cr_assert(strstr(err.msg, "600") && strstr(err.msg, "512"), "%s", err.msg);
+	big[3] = 99999;
+	q.n_prompt = 10;
+	cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_ERR_INVALID);
+	alice_engine_free(e);
+	cr_assert(!r.done, "a refused request never gets events");
+}
