@@ -46,7 +46,12 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 #pragma unroll
 	for (int j = 0; j < J; j++) {
 		int e = lane + 32 * j;
-		qr[j] = e < p.dk ? *(const float *)(qh + e * p.q.nb[0]) * p.scale : 0.f;
+		float qv = e < p.dk ? *(const float *)(qh + e * p.q.nb[0]) : 0.f;
+		/* with an F16 cache q is rounded to F16 first, as llama.cpp's
+		 * flash attention (and our CPU backend) do */
+		if (p.kt == ALICE_TYPE_F16)
+			qv = __half2float(__float2half_rn(qv));
+		qr[j] = qv * p.scale;
 		acc[j] = 0.f;
 	}
 	float m = -INFINITY, l = 0.f;

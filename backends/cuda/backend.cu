@@ -583,6 +583,16 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 				i += (uint32_t)(n - 1);
 				continue;
 			}
+		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ADD && ctx->fuse && i + 1 < g->n_nodes &&
+			   g->nodes[i + 1].op == ALICE_OP_RMS_NORM &&
+			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK &&
+			   cu_add_rms_fusable(&a[0], &a[1])) {
+			/* residual add, then the next sublayer's norm */
+			st = cu_add_rms_norm(&a[0], &a[1]);
+			if (st == ALICE_OK) {
+				i++;
+				continue;
+			}
 		} else if (st == ALICE_OK) {
 			st = op_fns[g->nodes[i].op](&a[0]);
 		}

@@ -157,6 +157,10 @@ enum alice_status cu_op_copy(const struct cu_args *a) CU_HIDDEN;
 int cu_mul_mat_fusable(const struct cu_args *a, int n) CU_HIDDEN;
 enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n) CU_HIDDEN;
 
+/* ADD whose result feeds the next node, an RMS_NORM: one pass. */
+bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
+enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
+
 /* Weight types MUL_MAT / GET_ROWS handle. */
 bool cu_weight_type_ok(uint32_t type) CU_HIDDEN;
 bool cu_act_ok(int act) CU_HIDDEN;

@@ -69,3 +69,72 @@ enum alice_status cu_op_l2_norm(const struct cu_args *a)
 {
 	return launch_norm(a, false);
 }
+
+/* ADD followed by an RMS_NORM of its result (the residual stream: x + f(x)
+ * and the next sublayer's norm), in one pass: the sum is written out and
+ * normalized from the same registers-then-cache. Same float operations as
+ * the two ops apart. */
+__global__ void __launch_bounds__(NORM_THREADS)
+k_add_rms(uint8_t *__restrict__ s, struct cu_view sv, const uint8_t *__restrict__ a, struct cu_view av,
+	  const uint8_t *__restrict__ b, struct cu_view bv, uint8_t *__restrict__ d, struct cu_view dv,
+	  const uint8_t *__restrict__ w, int64_t wnb0, float eps)
+{
+	int64_t r = blockIdx.x;
+	int64_t i1 = r % sv.ne[1], i2 = (r / sv.ne[1]) % sv.ne[2], i3 = r / (sv.ne[1] * sv.ne[2]);
+	const uint8_t *ar = a + i1 * av.nb[1] + i2 * av.nb[2] + i3 * av.nb[3];
+	const uint8_t *br = b + i1 * bv.nb[1] + i2 * bv.nb[2] + i3 * bv.nb[3];
+	uint8_t *sr = s + i1 * sv.nb[1] + i2 * sv.nb[2] + i3 * sv.nb[3];
+	uint8_t *dr = d + i1 * dv.nb[1] + i2 * dv.nb[2] + i3 * dv.nb[3];
+	int64_t n = sv.ne[0];
+	float ss = 0.f;
+	for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
+		float v = *(const float *)(ar + i * av.nb[0]) + *(const float *)(br + i * bv.nb[0]);
+		*(float *)(sr + i * sv.nb[0]) = v;
+		ss += v * v;
+	}
+	__shared__ float sh[NORM_THREADS / 32];
+	ss = warp_sum(ss);
+	if ((threadIdx.x & 31) == 0)
+		sh[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	float tot = 0.f;
+#pragma unroll
+	for (int i = 0; i < NORM_THREADS / 32; i++)
+		tot += sh[i];
+	float scale = 1.f / sqrtf(tot / (float)n + eps);
+	for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
+		/* each thread re-reads only what it wrote itself */
+		float v = *(const float *)(sr + i * sv.nb[0]) * scale;
+		if (w)
+			v *= *(const float *)(w + i * wnb0);
+		*(float *)(dr + i * dv.nb[0]) = v;
+	}
+}
+
+bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm)
+{
+	const struct alice_tensor *s = add->dst, *a = add->src[0], *b = add->src[1], *x = norm->src[0];
+	if (add->node->op != ALICE_OP_ADD || norm->node->op != ALICE_OP_RMS_NORM ||
+	    norm->node->src[0] != add->node->dst)
+		return false;
+	for (int i = 0; i < 4; i++)
+		if (a->ne[i] != s->ne[i] || b->ne[i] != s->ne[i] || x->ne[i] != s->ne[i] || norm->dst->ne[i] != s->ne[i])
+			return false;
+	const struct alice_tensor *w = norm->src[1];
+	if (w && (w->ne[0] != s->ne[0] || tnelem(w) != w->ne[0]))
+		return false;
+	return s->ne[1] * s->ne[2] * s->ne[3] <= 0x7fffffff;
+}
+
+enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm)
+{
+	struct alice_backend_ctx *ctx = add->ctx;
+	const struct alice_tensor *s = add->dst, *a = add->src[0], *b = add->src[1], *d = norm->dst,
+				  *w = norm->src[1];
+	int64_t rows = s->ne[1] * s->ne[2] * s->ne[3];
+	k_add_rms<<<(unsigned)rows, NORM_THREADS, 0, ctx->stream>>>(
+		tdata(s), cu_view_of(s), tdata(a), cu_view_of(a), tdata(b), cu_view_of(b), tdata(d), cu_view_of(d),
+		w ? tdata(w) : NULL, w ? w->nb[0] : 0, norm->node->fp[0]);
+	CUDA_LAUNCH_CHECK(ctx, "add+rms_norm");
+	return ALICE_OK;
+}
