@@ -593,6 +593,17 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 				i++;
 				continue;
 			}
+		} else if (st == ALICE_OK && (g->nodes[i].op == ALICE_OP_ROPE || g->nodes[i].op == ALICE_OP_KV_WRITE) &&
+			   ctx->fuse && i + 1 < g->n_nodes && g->nodes[i + 1].op == g->nodes[i].op &&
+			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK &&
+			   (g->nodes[i].op == ALICE_OP_ROPE ? cu_rope_pairable(&a[0], &a[1])
+							    : cu_kv_pairable(&a[0], &a[1]))) {
+			/* q and k rotations, or the K and V cache writes */
+			st = g->nodes[i].op == ALICE_OP_ROPE ? cu_rope_multi(a, 2) : cu_kv_write_multi(a, 2);
+			if (st == ALICE_OK) {
+				i++;
+				continue;
+			}
 		} else if (st == ALICE_OK) {
 			st = op_fns[g->nodes[i].op](&a[0]);
 		}

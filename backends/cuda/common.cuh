@@ -161,6 +161,12 @@ enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n) CU_HIDDEN;
 bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
 enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
 
+/* Two consecutive ROPEs (q, k) or KV_WRITEs (K, V) as one launch. */
+bool cu_rope_pairable(const struct cu_args *a, const struct cu_args *b) CU_HIDDEN;
+enum alice_status cu_rope_multi(const struct cu_args *a, int n) CU_HIDDEN;
+bool cu_kv_pairable(const struct cu_args *a, const struct cu_args *b) CU_HIDDEN;
+enum alice_status cu_kv_write_multi(const struct cu_args *a, int n) CU_HIDDEN;
+
 /* Weight types MUL_MAT / GET_ROWS handle. */
 bool cu_weight_type_ok(uint32_t type) CU_HIDDEN;
 bool cu_act_ok(int act) CU_HIDDEN;

@@ -165,40 +165,83 @@ enum alice_status cu_op_copy(const struct cu_args *a)
 	return ALICE_OK;
 }
 
-/* ---- KV_WRITE: row i of src0 (per_cell elements) into cell ids[i] ---- */
+/* ---- KV_WRITE: row i of src0 (per_cell elements) into cell ids[i];
+ * blockIdx.y picks one of up to two caches written with the same cell ids
+ * (K and V of one layer) ---- */
 
-__global__ void k_kv_write(uint8_t *__restrict__ d, struct cu_view dv, uint32_t dt, const uint8_t *__restrict__ s,
-			   struct cu_view sv, const uint8_t *__restrict__ ids, int64_t inb0, int64_t per_cell,
-			   int64_t n_cells, int64_t n)
+struct kv_job {
+	uint8_t *d;
+	struct cu_view dv;
+	uint32_t dt;
+	const uint8_t *s;
+	struct cu_view sv;
+	int64_t per_cell, n_cells;
+};
+
+__global__ void k_kv_write(struct kv_job j0, struct kv_job j1, const uint8_t *__restrict__ ids, int64_t inb0, int64_t n)
 {
+	const struct kv_job &j = blockIdx.y ? j1 : j0;
 	int64_t f = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (f >= per_cell * n)
+	if (f >= j.per_cell * n)
 		return;
-	int64_t row = f / per_cell, e = f % per_cell;
+	int64_t row = f / j.per_cell, e = f % j.per_cell;
 	int32_t cell = *(const int32_t *)(ids + row * inb0);
-	if (cell < 0 || cell >= n_cells)
+	if (cell < 0 || cell >= j.n_cells)
 		return; /* out-of-range cells are dropped, never written outside the cache */
-	float v = *(const float *)(s + view_off(sv, f));
-	int64_t e0 = e % dv.ne[0], e1 = e / dv.ne[0];
-	st_float(d + e0 * dv.nb[0] + e1 * dv.nb[1] + (int64_t)cell * dv.nb[2], dt, v);
+	float v = *(const float *)(j.s + view_off(j.sv, f));
+	int64_t e0 = e % j.dv.ne[0], e1 = e / j.dv.ne[0];
+	st_float(j.d + e0 * j.dv.nb[0] + e1 * j.dv.nb[1] + (int64_t)cell * j.dv.nb[2], j.dt, v);
+}
+
+static enum alice_status kv_check(const struct cu_args *a)
+{
+	const struct alice_tensor *d = a->dst, *s = a->src[0], *ids = a->src[1];
+	int64_t per_cell = d->ne[0] * d->ne[1], n = ids->ne[0];
+	if (d->ne[3] != 1 || tnelem(s) != per_cell * n || ids->ne[1] * ids->ne[2] * ids->ne[3] != 1)
+		return cu_fail(a->ctx, ALICE_ERR_INVALID,
+			       "KV_WRITE: cache [%lld, %lld, %lld] and %lld rows of %lld elements do not match",
+			       (long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)n,
+			       (long long)(n ? tnelem(s) / n : 0));
+	return ALICE_OK;
+}
+
+static struct kv_job kv_job_of(const struct cu_args *a)
+{
+	const struct alice_tensor *d = a->dst, *s = a->src[0];
+	struct kv_job j = { tdata(d), cu_view_of(d), d->type, tdata(s), cu_view_of(s), d->ne[0] * d->ne[1], d->ne[2] };
+	return j;
+}
+
+enum alice_status cu_kv_write_multi(const struct cu_args *a, int n)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	int64_t tot = 0, nr = a->src[1]->ne[0];
+	for (int i = 0; i < n; i++) {
+		enum alice_status st = kv_check(&a[i]);
+		if (st != ALICE_OK)
+			return st;
+		int64_t t = a[i].dst->ne[0] * a[i].dst->ne[1] * nr;
+		tot = t > tot ? t : tot;
+	}
+	if (tot == 0)
+		return ALICE_OK;
+	struct kv_job j0 = kv_job_of(&a[0]), j1 = n > 1 ? kv_job_of(&a[1]) : j0;
+	dim3 grid(cu_blocks(tot, EW_THREADS), (unsigned)n);
+	k_kv_write<<<grid, EW_THREADS, 0, ctx->stream>>>(j0, j1, tdata(a->src[1]), a->src[1]->nb[0], nr);
+	CUDA_LAUNCH_CHECK(ctx, "kv_write");
+	return ALICE_OK;
 }
 
 enum alice_status cu_op_kv_write(const struct cu_args *a)
 {
-	struct alice_backend_ctx *ctx = a->ctx;
-	const struct alice_tensor *d = a->dst, *s = a->src[0], *ids = a->src[1];
-	int64_t per_cell = d->ne[0] * d->ne[1], n = ids->ne[0];
-	if (d->ne[3] != 1 || tnelem(s) != per_cell * n || ids->ne[1] * ids->ne[2] * ids->ne[3] != 1)
-		return cu_fail(ctx, ALICE_ERR_INVALID,
-			       "KV_WRITE: cache [%lld, %lld, %lld] and %lld rows of %lld elements do not match",
-			       (long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)n,
-			       (long long)(n ? tnelem(s) / n : 0));
-	int64_t tot = per_cell * n;
-	if (tot == 0)
-		return ALICE_OK;
-	k_kv_write<<<cu_blocks(tot, EW_THREADS), EW_THREADS, 0, ctx->stream>>>(
-		tdata(d), cu_view_of(d), d->type, tdata(s), cu_view_of(s), tdata(ids), ids->nb[0], per_cell, d->ne[2],
-		n);
-	CUDA_LAUNCH_CHECK(ctx, "kv_write");
-	return ALICE_OK;
+	return cu_kv_write_multi(a, 1);
+}
+
+bool cu_kv_pairable(const struct cu_args *a, const struct cu_args *b)
+{
+	/* same cell ids; b's rows are not a's cache, and the caches differ */
+	return b->node->op == ALICE_OP_KV_WRITE && b->node->src[1] == a->node->src[1] &&
+	       b->node->src[0] != a->node->dst && b->node->dst != a->node->dst && a->dst->buf && b->dst->buf &&
+	       !(a->dst->buf == b->src[0]->buf && a->dst->offset == b->src[0]->offset) &&
+	       !(a->dst->buf == b->dst->buf && a->dst->offset == b->dst->offset) && kv_check(b) == ALICE_OK;
 }

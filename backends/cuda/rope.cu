@@ -11,10 +11,22 @@ struct rope_params {
 	int64_t n_tokens;
 };
 
-__global__ void k_rope(uint8_t *__restrict__ d, struct cu_view dv, const uint8_t *__restrict__ x, struct cu_view xv,
-		       const int32_t *__restrict__ pos, int64_t pnb0, const float *__restrict__ ff, int64_t fnb0,
-		       struct rope_params p)
+/* blockIdx.y picks one of up to two tensors rotated with the same
+ * positions and parameters (q and k of one layer). */
+struct rope_job {
+	uint8_t *d;
+	struct cu_view dv;
+	const uint8_t *x;
+	struct cu_view xv;
+};
+
+__global__ void k_rope(struct rope_job j0, struct rope_job j1, const int32_t *__restrict__ pos, int64_t pnb0,
+		       const float *__restrict__ ff, int64_t fnb0, struct rope_params p)
 {
+	const struct rope_job &jb = blockIdx.y ? j1 : j0;
+	uint8_t *__restrict__ d = jb.d;
+	const uint8_t *__restrict__ x = jb.x;
+	const struct cu_view &dv = jb.dv, &xv = jb.xv;
 	/* one thread per (pair or copied element pair slot, head, token) */
 	int64_t half = xv.ne[0] / 2 + (xv.ne[0] & 1);
 	int64_t f = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -69,7 +81,7 @@ __global__ void k_rope(uint8_t *__restrict__ d, struct cu_view dv, const uint8_t
 	*(float *)(dr + e1 * dv.nb[0]) = x0 * s + x1 * c;
 }
 
-enum alice_status cu_op_rope(const struct cu_args *a)
+static enum alice_status rope_check(const struct cu_args *a, struct rope_params *p)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *d = a->dst, *x = a->src[0], *pos = a->src[1], *ff = a->src[2];
@@ -77,33 +89,76 @@ enum alice_status cu_op_rope(const struct cu_args *a)
 	for (int i = 0; i < 4; i++)
 		if (d->ne[i] != x->ne[i])
 			return cu_fail(ctx, ALICE_ERR_INVALID, "dst and src0 shapes differ");
-	struct rope_params p;
-	p.n_dims = nd->ip[0];
-	p.mode = nd->ip[1];
+	p->n_dims = nd->ip[0];
+	p->mode = nd->ip[1];
 	for (int i = 0; i < 4; i++)
-		p.sect[i] = nd->ip[2 + i];
-	p.base = nd->fp[0];
-	p.scale = nd->fp[1];
-	p.n_tokens = x->ne[2];
-	if (p.n_dims <= 0 || p.n_dims % 2 || p.n_dims > x->ne[0])
-		return cu_fail(ctx, ALICE_ERR_INVALID, "ROPE: n_dims %d (head_dim %lld)", p.n_dims, (long long)x->ne[0]);
-	if (p.mode != ALICE_ROPE_NORMAL && p.mode != ALICE_ROPE_NEOX && p.mode != ALICE_ROPE_IMROPE)
-		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "ROPE: mode %d", p.mode);
-	int64_t need = p.mode == ALICE_ROPE_IMROPE ? 4 * x->ne[2] : x->ne[2];
+		p->sect[i] = nd->ip[2 + i];
+	p->base = nd->fp[0];
+	p->scale = nd->fp[1];
+	p->n_tokens = x->ne[2];
+	if (p->n_dims <= 0 || p->n_dims % 2 || p->n_dims > x->ne[0])
+		return cu_fail(ctx, ALICE_ERR_INVALID, "ROPE: n_dims %d (head_dim %lld)", p->n_dims, (long long)x->ne[0]);
+	if (p->mode != ALICE_ROPE_NORMAL && p->mode != ALICE_ROPE_NEOX && p->mode != ALICE_ROPE_IMROPE)
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "ROPE: mode %d", p->mode);
+	int64_t need = p->mode == ALICE_ROPE_IMROPE ? 4 * x->ne[2] : x->ne[2];
 	if (tnelem(pos) < need || x->ne[3] != 1)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "ROPE: %lld positions for %lld tokens", (long long)tnelem(pos),
 			       (long long)x->ne[2]);
-	if (ff && tnelem(ff) < p.n_dims / 2)
+	if (ff && tnelem(ff) < p->n_dims / 2)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "ROPE: frequency factors must have n_dims/2 elements");
-	if (p.mode == ALICE_ROPE_IMROPE)
+	if (p->mode == ALICE_ROPE_IMROPE)
 		for (int i = 0; i < 4; i++)
-			if (p.sect[i] < 0)
+			if (p->sect[i] < 0)
 				return cu_fail(ctx, ALICE_ERR_INVALID, "ROPE: negative section");
-	int64_t half = x->ne[0] / 2 + (x->ne[0] & 1);
-	int64_t tot = half * x->ne[1] * x->ne[2] * x->ne[3];
-	k_rope<<<cu_blocks(tot, 256), 256, 0, ctx->stream>>>(tdata(d), cu_view_of(d), tdata(x), cu_view_of(x),
-							      (const int32_t *)tdata(pos), pos->nb[0],
-							      ff ? (const float *)tdata(ff) : NULL, ff ? ff->nb[0] : 0, p);
+	return ALICE_OK;
+}
+
+static struct rope_job rope_job_of(const struct cu_args *a)
+{
+	struct rope_job j = { tdata(a->dst), cu_view_of(a->dst), tdata(a->src[0]), cu_view_of(a->src[0]) };
+	return j;
+}
+
+/* a[0..n), n = 1 or 2 nodes with the same positions, factors and params. */
+enum alice_status cu_rope_multi(const struct cu_args *a, int n)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	struct rope_params p;
+	enum alice_status st = rope_check(&a[0], &p);
+	if (st != ALICE_OK)
+		return st;
+	int64_t tot = 0;
+	for (int i = 0; i < n; i++) {
+		const struct alice_tensor *x = a[i].src[0];
+		int64_t half = x->ne[0] / 2 + (x->ne[0] & 1);
+		int64_t t = half * x->ne[1] * x->ne[2] * x->ne[3];
+		tot = t > tot ? t : tot;
+	}
+	const struct alice_tensor *pos = a->src[1], *ff = a->src[2];
+	struct rope_job j0 = rope_job_of(&a[0]), j1 = n > 1 ? rope_job_of(&a[1]) : j0;
+	dim3 grid(cu_blocks(tot, 256), (unsigned)n);
+	k_rope<<<grid, 256, 0, ctx->stream>>>(j0, j1, (const int32_t *)tdata(pos), pos->nb[0],
+					       ff ? (const float *)tdata(ff) : NULL, ff ? ff->nb[0] : 0, p);
 	CUDA_LAUNCH_CHECK(ctx, "rope");
 	return ALICE_OK;
+}
+
+enum alice_status cu_op_rope(const struct cu_args *a)
+{
+	return cu_rope_multi(a, 1);
+}
+
+bool cu_rope_pairable(const struct cu_args *a, const struct cu_args *b)
+{
+	const struct alice_node *x = a->node, *y = b->node;
+	if (y->op != ALICE_OP_ROPE || x->src[1] != y->src[1] || x->src[2] != y->src[2] ||
+	    memcmp(x->ip, y->ip, sizeof(x->ip)) || memcmp(x->fp, y->fp, sizeof(x->fp)) || y->src[0] == x->dst)
+		return false;
+	const struct alice_tensor *ad = a->dst, *bx = b->src[0];
+	/* b must not read what a writes */
+	if (ad->buf == bx->buf && ad->offset < bx->offset + (uint64_t)(bx->ne[3] * bx->nb[3]) &&
+	    bx->offset < ad->offset + (uint64_t)(ad->ne[3] * ad->nb[3]))
+		return false;
+	struct rope_params tmp;
+	return rope_check(b, &tmp) == ALICE_OK;
 }
