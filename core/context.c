@@ -14,6 +14,7 @@
 #include "alice/model.h"
 #include "alice/quant.h"
 #include "model_internal.h"
+#include "recurrent.h"
 
 #define KV_TYPE ALICE_TYPE_F16 /* llama.cpp's default cache type */
 
@@ -42,10 +43,13 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 	st->n_tokens = n;
 	st->n_out = n_out;
 	st->inp_tokens = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
-	st->inp_pos = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
+	st->inp_pos = alice_gb_input(gb, ALICE_TYPE_I32, m->hp.rope_mode == ALICE_ROPE_IMROPE ? 4 * n : n, 1);
 	st->inp_ranges = alice_gb_input(gb, ALICE_TYPE_I32, 2, n);
 	st->inp_cells = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
 	st->inp_out = alice_gb_input(gb, ALICE_TYPE_I32, n_out, 1);
+	st->inp_seq = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
+	st->inp_ranges_swa = m->hp.n_swa ? alice_gb_input(gb, ALICE_TYPE_I32, 2, n) : -1;
+	st->state = c->rs;
 	int32_t logits = m->arch->build(gb, st);
 	if (logits < 0 && !alice_gb_failed(gb))
 		alice_gb_error(gb, "architecture %s: graph build failed", m->arch->name);
@@ -122,12 +126,14 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->k_cache = calloc(hp->n_layer, sizeof(*c->k_cache));
 	c->v_cache = calloc(hp->n_layer, sizeof(*c->v_cache));
 	c->in_tok = malloc(c->n_batch * sizeof(int32_t));
-	c->in_pos = malloc(c->n_batch * sizeof(int32_t));
+	c->in_pos = malloc(4 * c->n_batch * sizeof(int32_t)); /* IMROPE: 4 per token */
 	c->in_ranges = malloc(2 * c->n_batch * sizeof(int32_t));
 	c->in_cells = malloc(c->n_batch * sizeof(int32_t));
 	c->in_out = malloc(c->n_batch * sizeof(int32_t));
+	c->in_seq = malloc(c->n_batch * sizeof(int32_t));
+	c->in_swa = malloc(2 * c->n_batch * sizeof(int32_t));
 	if (!c->seq_len || !c->k_cache || !c->v_cache || !c->in_tok || !c->in_pos || !c->in_ranges ||
-	    !c->in_cells || !c->in_out) {
+	    !c->in_cells || !c->in_out || !c->in_seq || !c->in_swa) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -166,6 +172,8 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 		c->k_cache[il].buf = c->kv_buf;
 		c->v_cache[il].buf = c->kv_buf;
 	}
+	if ((st = alice_rs_create(c, err)) != ALICE_OK) /* recurrent state, if the arch has any */
+		goto fail;
 
 	/* Worst-case step (a full batch, one logits row): size the compute
 	 * buffer and ask the backend whether it can run every node. */
@@ -209,6 +217,7 @@ void alice_context_free(struct alice_context *c)
 		vt->buffer_free(c->m->bctx, c->compute_buf);
 	if (c->kv_buf)
 		vt->buffer_free(c->m->bctx, c->kv_buf);
+	alice_rs_free(c);
 	alice_gb_free(&c->gb);
 	free(c->seq_len);
 	free(c->k_cache);
@@ -218,6 +227,8 @@ void alice_context_free(struct alice_context *c)
 	free(c->in_ranges);
 	free(c->in_cells);
 	free(c->in_out);
+	free(c->in_seq);
+	free(c->in_swa);
 	free(c->logits);
 	free(c);
 }
@@ -258,9 +269,20 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 		c->in_cells[i] = (int32_t)(cell0 + b->pos[bi]);
 		c->in_ranges[2 * i] = (int32_t)cell0;
 		c->in_ranges[2 * i + 1] = (int32_t)(cell0 + b->pos[bi] + 1);
+		c->in_seq[i] = s;
+		if (m->hp.n_swa) { /* window: positions > pos - n_swa */
+			int64_t lo = (int64_t)b->pos[bi] - m->hp.n_swa + 1;
+			c->in_swa[2 * i] = (int32_t)(cell0 + (lo > 0 ? lo : 0));
+			c->in_swa[2 * i + 1] = c->in_ranges[2 * i + 1];
+		}
 		if (wants_logits(b, bi))
 			c->in_out[n_out++] = i;
 	}
+	if (m->hp.rope_mode == ALICE_ROPE_IMROPE) /* text: t = h = w = position, e = 0 */
+		for (int32_t i = 0; i < n; i++) {
+			c->in_pos[n + i] = c->in_pos[2 * n + i] = c->in_pos[i];
+			c->in_pos[3 * n + i] = 0;
+		}
 	bool discard = n_out == 0; /* still run the step to fill the cache */
 	if (discard)
 		c->in_out[n_out++] = n - 1;
@@ -279,7 +301,9 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	    (st = write_input(c, stp.inp_pos, c->in_pos, err)) != ALICE_OK ||
 	    (st = write_input(c, stp.inp_ranges, c->in_ranges, err)) != ALICE_OK ||
 	    (st = write_input(c, stp.inp_cells, c->in_cells, err)) != ALICE_OK ||
-	    (st = write_input(c, stp.inp_out, c->in_out, err)) != ALICE_OK)
+	    (st = write_input(c, stp.inp_out, c->in_out, err)) != ALICE_OK ||
+	    (st = write_input(c, stp.inp_seq, c->in_seq, err)) != ALICE_OK ||
+	    (stp.inp_ranges_swa >= 0 && (st = write_input(c, stp.inp_ranges_swa, c->in_swa, err)) != ALICE_OK))
 		return st;
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	if (vt->graph_compute(m->bctx, &g) != ALICE_OK)
@@ -375,14 +399,21 @@ int32_t alice_context_n_logits(const struct alice_context *c)
 
 void alice_context_seq_clear(struct alice_context *c, int32_t seq)
 {
-	if (seq >= 0 && (uint32_t)seq < c->n_seq)
+	if (seq >= 0 && (uint32_t)seq < c->n_seq) {
 		c->seq_len[seq] = 0;
+		alice_rs_clear_seq(c, seq);
+	}
 }
 
 bool alice_context_seq_truncate(struct alice_context *c, int32_t seq, int32_t n)
 {
 	if (seq < 0 || (uint32_t)seq >= c->n_seq || n < 0 || n > c->seq_len[seq])
 		return false;
+	if (c->rs && n != c->seq_len[seq]) { /* a recurrent state cannot be rewound */
+		if (n != 0)
+			return false;
+		alice_rs_clear_seq(c, seq);
+	}
 	c->seq_len[seq] = n; /* cells past n are never attended again */
 	return true;
 }

@@ -17,6 +17,7 @@ static const char *const op_names[] = {
 	[ALICE_OP_KV_WRITE] = "KV_WRITE", [ALICE_OP_GLU] = "GLU",
 	[ALICE_OP_UNARY] = "UNARY",       [ALICE_OP_SOFTCAP] = "SOFTCAP",
 	[ALICE_OP_COPY] = "COPY",
+	[ALICE_OP_SSM_CONV] = "SSM_CONV",  [ALICE_OP_GATED_DELTA_NET] = "GATED_DELTA_NET",
 };
 
 const char *alice_op_name(uint32_t op)
@@ -439,6 +440,25 @@ int32_t alice_gb_unary(struct alice_gb *gb, int32_t a, int act)
 		return -1;
 	last_node(gb)->ip[0] = act;
 	return d;
+}
+
+struct alice_node *alice_gb_node(struct alice_gb *gb, uint32_t op, int32_t dst, const int32_t *src, int n_src)
+{
+	if (gb->failed || !valid(gb, dst))
+		return NULL;
+	if (n_src < 0 || n_src > ALICE_MAX_SRC) {
+		alice_gb_error(gb, "graph: %s: %d sources", alice_op_name(op), n_src);
+		return NULL;
+	}
+	for (int i = 0; i < n_src; i++)
+		if (src[i] != -1 && !valid(gb, src[i]))
+			return NULL;
+	if (push_node(gb, op, dst, -1, -1, -1, -1) < 0)
+		return NULL;
+	struct alice_node *n = last_node(gb);
+	for (int i = 0; i < n_src; i++)
+		n->src[i] = src[i];
+	return n;
 }
 
 int32_t alice_gb_copy(struct alice_gb *gb, int32_t src, uint32_t type)

@@ -88,6 +88,11 @@ int32_t alice_gb_kv_write(struct alice_gb *gb, int32_t cache, int32_t rows, int3
 int32_t alice_gb_glu(struct alice_gb *gb, int32_t a, int32_t b, int act);
 int32_t alice_gb_unary(struct alice_gb *gb, int32_t a, int act);
 int32_t alice_gb_copy(struct alice_gb *gb, int32_t src, uint32_t type);
+/* Append a node with dst and up to ALICE_MAX_SRC sources (-1 = none), for op
+ * helpers outside this file (graph_ssm.c); the caller checks shapes first
+ * and sets ip/fp on the returned node. NULL if gb has failed or an index is
+ * bad. */
+struct alice_node *alice_gb_node(struct alice_gb *gb, uint32_t op, int32_t dst, const int32_t *src, int n_src);
 
 /* ---- placement ----
  * Assign offsets to INPUT/COMPUTE tensors in one buffer, reusing the memory

@@ -11,6 +11,7 @@
 #include "alice/quant.h"
 #include "alice/tokenizer.h"
 #include "model_internal.h"
+#include "recurrent.h"
 
 void alice_model_params_default(struct alice_model_params *p)
 {
@@ -253,4 +254,4 @@ int32_t alice_model_n_ctx_train(const struct alice_model *m) { return (int32_t)m
 int32_t alice_model_n_embd(const struct alice_model *m) { return (int32_t)m->hp.n_embd; }
 uint64_t alice_model_n_params(const struct alice_model *m) { return m->n_params; }
 uint64_t alice_model_weight_bytes(const struct alice_model *m) { return m->weight_bytes; }
-bool alice_model_is_recurrent(const struct alice_model *m) { (void)m; return false; }
+bool alice_model_is_recurrent(const struct alice_model *m) { return alice_rs_model_has_state(m); }

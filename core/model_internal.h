@@ -44,6 +44,10 @@ struct alice_context {
 	int32_t *seq_len; /* [n_seq] */
 	/* host staging of one chunk's inputs */
 	int32_t *in_tok, *in_pos, *in_ranges, *in_cells, *in_out;
+	int32_t *in_seq, *in_swa;
+	/* recurrent state (recurrent.c): NULL when the arch has none */
+	struct alice_buffer *rs_buf;
+	struct alice_tensor *rs; /* [n_layer * ALICE_LAYER_STATES] */
 	float *logits;    /* [n_logits * n_vocab] */
 	int32_t n_logits;
 	size_t logits_cap; /* rows */

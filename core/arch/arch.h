@@ -34,6 +34,18 @@ struct alice_hparams {
 	float rope_freq_scale; /* 1/factor for linear scaling, else 1 */
 	float attn_scale;      /* on q.k; default 1/sqrt(head_dim_k) */
 	int rope_mode;         /* enum alice_rope_mode */
+
+	/* Family extras, set by an arch's hparams hook (0 = unused). */
+	float attn_softcap;      /* soft-cap of attention logits (gemma2) */
+	float final_softcap;     /* soft-cap of the output logits (gemma2) */
+	uint32_t n_swa;          /* sliding window: a query at p sees positions > p - n_swa; 0 = none */
+	int32_t rope_sections[4];/* IMROPE sections t, h, w, e (rope dimension pairs) */
+	uint32_t ssm_d_conv;     /* recurrent layers (qwen35): conv kernel */
+	uint32_t ssm_d_state;    /* head size of the delta-rule k/v heads */
+	uint32_t ssm_n_group;    /* k heads */
+	uint32_t ssm_dt_rank;    /* v heads */
+	uint32_t ssm_d_inner;    /* v heads * head size */
+	uint32_t full_attn_interval; /* layer il is full attention when (il+1) % interval == 0 */
 };
 
 /* Weight slots. Globals use alice_weights.global, the rest .layer[il]. */
@@ -56,6 +68,17 @@ enum alice_wslot {
 	ALICE_W_FFN_GATE,
 	ALICE_W_FFN_UP,
 	ALICE_W_FFN_DOWN,
+	ALICE_W_ATTN_POST_NORM, /* gemma2 post_attention_norm; qwen35 uses it as the pre-FFN norm */
+	ALICE_W_FFN_POST_NORM,
+	ALICE_W_ATTN_QKV,       /* fused q|k|v projection of a recurrent layer */
+	ALICE_W_ATTN_GATE,      /* z gate of a recurrent layer */
+	ALICE_W_SSM_CONV1D,
+	ALICE_W_SSM_DT_B,
+	ALICE_W_SSM_A,
+	ALICE_W_SSM_BETA,
+	ALICE_W_SSM_ALPHA,
+	ALICE_W_SSM_NORM,
+	ALICE_W_SSM_OUT,
 	ALICE_W_COUNT
 };
 
@@ -71,6 +94,12 @@ enum alice_dim {
 	ALICE_D_O,        /* n_head * head_dim_v */
 	ALICE_D_HEAD_K,   /* head_dim_k */
 	ALICE_D_ROT_HALF, /* n_rot / 2 */
+	ALICE_D_Q_GATED,  /* 2 * n_head * head_dim_k (query and output gate per head) */
+	ALICE_D_SSM_CONV_K,   /* ssm_d_conv */
+	ALICE_D_SSM_CONV_DIM, /* 2 * ssm_n_group * ssm_d_state + ssm_d_inner */
+	ALICE_D_SSM_INNER,    /* ssm_d_inner */
+	ALICE_D_SSM_HEADS_V,  /* ssm_dt_rank */
+	ALICE_D_SSM_HEAD_V,   /* ssm_d_inner / ssm_dt_rank */
 };
 
 enum alice_tspec_flags {
@@ -93,6 +122,8 @@ struct alice_weights {
 	int32_t (*layer)[ALICE_W_COUNT]; /* [n_layer] */
 };
 
+#define ALICE_LAYER_STATES 2 /* recurrent state tensors per layer, at most */
+
 /* One step's inputs, as the arch builder sees them. The gb indices of the
  * inputs are created by the model before calling build. */
 struct alice_step {
@@ -107,6 +138,13 @@ struct alice_step {
 	int32_t inp_ranges; /* I32 [2, n_tokens] attended cells [start, end) */
 	int32_t inp_cells;  /* I32 [n_tokens] cache cell of each token */
 	int32_t inp_out;    /* I32 [n_out] rows whose logits are wanted */
+	/* (IMROPE: inp_pos is I32 [4 * n_tokens]: t, h, w positions = the token
+	 * position, e = 0, as llama.cpp does for text.) */
+	int32_t inp_seq;        /* I32 [n_tokens] sequence of each token */
+	int32_t inp_ranges_swa; /* I32 [2, n_tokens] ranges limited to the window (hp->n_swa > 0), else -1 */
+	/* Recurrent state (arch->layer_state): state[il * ALICE_LAYER_STATES + k],
+	 * F32 with the sequence as its last dim; buf NULL / ne 0 where a layer has none. */
+	const struct alice_tensor *state;
 };
 
 struct alice_arch {
@@ -119,6 +157,11 @@ struct alice_arch {
 				     struct alice_error *err);
 	/* Returns the logits tensor, F32 [n_vocab, n_out]; -1 with gb's error set. */
 	int32_t (*build)(struct alice_gb *gb, const struct alice_step *st);
+	/* Optional (NULL = no recurrent state): per-sequence state of layer il.
+	 * Fills ne[k][0..2] (F32 elements; the context adds the sequence dim) for
+	 * k < the returned count (<= ALICE_LAYER_STATES); 0 = none for this layer.
+	 * The context zeroes a sequence's state on seq_clear. */
+	int (*layer_state)(const struct alice_hparams *hp, int il, int64_t ne[ALICE_LAYER_STATES][3]);
 };
 
 /* ---- registry (registry.c) ---- */

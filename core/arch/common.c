@@ -148,6 +148,12 @@ int64_t alice_dim_value(const struct alice_hparams *hp, uint8_t dim)
 	case ALICE_D_O: return (int64_t)hp->n_head * hp->head_dim_v;
 	case ALICE_D_HEAD_K: return hp->head_dim_k;
 	case ALICE_D_ROT_HALF: return hp->n_rot / 2;
+	case ALICE_D_Q_GATED: return 2 * (int64_t)hp->n_head * hp->head_dim_k;
+	case ALICE_D_SSM_CONV_K: return hp->ssm_d_conv;
+	case ALICE_D_SSM_CONV_DIM: return 2 * (int64_t)hp->ssm_n_group * hp->ssm_d_state + hp->ssm_d_inner;
+	case ALICE_D_SSM_INNER: return hp->ssm_d_inner;
+	case ALICE_D_SSM_HEADS_V: return hp->ssm_dt_rank;
+	case ALICE_D_SSM_HEAD_V: return hp->ssm_dt_rank ? (int64_t)(hp->ssm_d_inner / hp->ssm_dt_rank) : -1;
 	}
 	return -1;
 }

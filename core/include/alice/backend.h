@@ -23,7 +23,7 @@
 #include "alice/status.h"
 
 #define ALICE_BACKEND_ABI_MAJOR 1
-#define ALICE_BACKEND_ABI_MINOR 0
+#define ALICE_BACKEND_ABI_MINOR 1 /* 1.1: SSM_CONV, GATED_DELTA_NET */
 #define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
 #define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
 
@@ -95,7 +95,43 @@ enum alice_op {
 	ALICE_OP_SOFTCAP = 13,
 	/* dst = src0, element by element (any strides; F32/F16 either side). */
 	ALICE_OP_COPY = 14,
-	ALICE_OP_COUNT_V1_0
+	ALICE_OP_COUNT_V1_0,
+
+	/* ---- 1.1: recurrent layers (Qwen 3.5's gated DeltaNet) ----
+	 * A backend built for 1.0 rejects these (op >= ALICE_OP_COUNT_V1_0).
+	 * Both keep a per-sequence state that they update IN PLACE: the state
+	 * is a source, not dst, and a backend must treat it as written by the
+	 * node (like KV_WRITE's cache). Tokens are processed in batch order; a
+	 * batch may mix sequences, and the tokens of one sequence appear in
+	 * position order (not necessarily adjacent). seq: I32 [T], each < n_seq. */
+
+	/* Causal depthwise 1-D convolution with state.  src0 x: F32 [C, T]
+	 * (dim 0 contiguous, dim 1 may be strided); src1 w: F32 [K, C] contiguous
+	 * (K taps per channel, the oldest input's tap first); src2 state: F32
+	 * [K-1, C, n_seq] contiguous, in place (the previous K-1 inputs of each
+	 * channel, oldest first; zeros for a new sequence); src3 seq I32 [T].
+	 * For each token t in order, with s = seq[t] and each channel c:
+	 *   win = (state[0, c, s], ..., state[K-2, c, s], x[c, t])
+	 *   dst[c, t] = sum over k = 0..K-1, in that order, of w[k, c] * win[k]
+	 *   state[0..K-2, c, s] = win[1..K-1]
+	 * dst: F32 [C, T] contiguous. */
+	ALICE_OP_SSM_CONV = ALICE_OP_COUNT_V1_0,
+	/* Gated delta rule (linear attention with a matrix state per head).
+	 * src0 qk: F32 [S, 2*H_k, T] (dim 0 contiguous): heads 0..H_k-1 are the
+	 * queries, heads H_k..2*H_k-1 the keys (one L2-normalised block);
+	 * src1 v: F32 [S, H_v, T] (dim 0 contiguous); src2 g: F32 [H_v, T] log
+	 * decay (<= 0); src3 beta: F32 [H_v, T]; src4 state: F32 [S, S, H_v,
+	 * n_seq] contiguous, in place: M = state[:, :, h, s], M[j][i] at
+	 * i + S*j (row j = value dim j over the key dims i); src5 seq I32 [T].
+	 * H_v must be a multiple of H_k; value head h uses query/key head
+	 * h % H_k (ggml's broadcast). For each token t in order, s = seq[t],
+	 * and each value head h with its q, k (S each) and v (S):
+	 *   M *= exp(g[h, t])
+	 *   for each j: d[j] = (v[j] - dot(M[j], k)) * beta[h, t]; M[j] += d[j] * k
+	 *   dst[j, h, t] = fp[0] * dot(M[j], q)       (fp[0]: output scale)
+	 * dst: F32 [S, H_v, T] contiguous. */
+	ALICE_OP_GATED_DELTA_NET,
+	ALICE_OP_COUNT_V1_1
 };
 
 enum alice_rope_mode {
