@@ -13,6 +13,9 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
@@ -207,7 +210,7 @@ static void route_health(struct srv *s, struct srv_http *h)
 	srv_reply_json(h, s->state == SRV_STOPPING ? 503 : 200, o);
 }
 
-static void route_models(struct srv *s, struct srv_http *h)
+static struct json_object *model_entry(struct srv *s)
 {
 	struct json_object *m = json_object_new_object();
 	json_object_object_add(m, "id", json_object_new_string(s->model_id));
@@ -229,8 +232,13 @@ static void route_models(struct srv *s, struct srv_http *h)
 	json_object_object_add(meta, "chat_template",
 			       json_object_new_string(alice_chat_format_name(s->chat_format)));
 	json_object_object_add(m, "meta", meta);
+	return m;
+}
+
+static void route_models(struct srv *s, struct srv_http *h)
+{
 	struct json_object *data = json_object_new_array();
-	json_object_array_add(data, m);
+	json_object_array_add(data, model_entry(s));
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "object", json_object_new_string("list"));
 	json_object_object_add(o, "data", data);
@@ -351,7 +359,20 @@ fail:
 
 /* ---- router ---- */
 
-enum route_id { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
+/* GET /v1/models/{id}: the loaded model under its id, else 404. */
+static void route_model(struct srv *s, struct srv_http *h, const char *id)
+{
+	if (strcmp(id, s->model_id) != 0) {
+		struct srv_api_error e;
+		srv_api_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
+				  "the model '%.100s' does not exist; this server serves '%s'", id, s->model_id);
+		srv_reply_error(h, &e);
+		return;
+	}
+	srv_reply_json(h, 200, model_entry(s));
+}
+
+enum route_id { R_HEALTH, R_MODELS, R_MODEL, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
 
 static const struct route {
 	const char *path;
@@ -361,6 +382,7 @@ static const struct route {
 } routes[] = {
 	{"/health", R_HEALTH, EVHTTP_REQ_GET, "GET, HEAD, OPTIONS"},
 	{"/v1/models", R_MODELS, EVHTTP_REQ_GET, "GET, HEAD, OPTIONS"},
+	{"/v1/models/", R_MODEL, EVHTTP_REQ_GET, "GET, HEAD, OPTIONS"}, /* prefix: /v1/models/{id} */
 	{"/v1/chat/completions", R_CHAT, EVHTTP_REQ_POST, "POST, OPTIONS"},
 	{"/v1/completions", R_COMPLETIONS, EVHTTP_REQ_POST, "POST, OPTIONS"},
 	{"/tokenize", R_TOKENIZE, EVHTTP_REQ_POST, "POST, OPTIONS"},
@@ -423,9 +445,13 @@ static void handle_request(struct evhttp_request *req, void *arg)
 		evhttp_uri_free(u);
 
 	const struct route *rt = NULL;
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-		if (strcmp(h->path, routes[i].path) == 0)
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		size_t n = strlen(routes[i].path);
+		bool prefix = routes[i].id == R_MODEL;
+		if (prefix ? strncmp(h->path, routes[i].path, n) == 0 && h->path[n] && !strchr(h->path + n, '/')
+			   : strcmp(h->path, routes[i].path) == 0)
 			rt = &routes[i];
+	}
 	if (!rt) {
 		srv_api_error_set(&e, 404, "invalid_request_error", "not_found", NULL,
 				  "unknown route %s %.80s", h->method, h->path);
@@ -482,6 +508,7 @@ static void handle_request(struct evhttp_request *req, void *arg)
 	const char *body = len ? (const char *)evbuffer_pullup(in, (ev_ssize_t)len) : "";
 	switch (rt->id) {
 	case R_MODELS: route_models(s, h); break;
+	case R_MODEL: route_model(s, h, h->path + strlen("/v1/models/")); break;
 	case R_TOKENIZE: route_tokenize(s, h, body, len); break;
 	case R_DETOKENIZE: route_detokenize(s, h, body, len); break;
 	case R_CHAT: srv_gen_handle(s, h, SRV_KIND_CHAT, body, len); break;
@@ -703,6 +730,18 @@ int srv_run(const struct srv_config *cfg)
 		alice_log(ALICE_LOG_ERROR, "cannot listen on %s:%d: %s", cfg->host, cfg->port, strerror(errno));
 		goto out;
 	}
+	int port = cfg->port;
+	{
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		evutil_socket_t fd = evhttp_bound_socket_get_fd(s->listener);
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+			if (ss.ss_family == AF_INET)
+				port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+			else if (ss.ss_family == AF_INET6)
+				port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		}
+	}
 	s->ev_notify = event_new(s->base, s->notify_rd, EV_READ | EV_PERSIST, on_notify, s);
 	s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
 	s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
@@ -715,7 +754,7 @@ int srv_run(const struct srv_config *cfg)
 	event_add(s->ev_sigint, NULL);
 	event_add(s->ev_sigterm, NULL);
 	alice_log(ALICE_LOG_INFO, "alice-llm-server %s listening on http://%s:%d (loading %s)", ALICE_VERSION,
-		  cfg->host, cfg->port, cfg->model_path);
+		  cfg->host, port, cfg->model_path);
 
 	if (pthread_create(&s->loader, NULL, loader_main, s) != 0) {
 		alice_log(ALICE_LOG_ERROR, "cannot start the loader thread");

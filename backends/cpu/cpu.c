@@ -264,7 +264,7 @@ static enum alice_status cpu_buffer_clear(struct alice_backend_ctx *ctx, struct 
 
 /* ---- graph ---- */
 
-static const char *const op_names[ALICE_OP_COUNT_V1_0] = {
+static const char *const op_names[CPU_OP_COUNT] = {
 	[ALICE_OP_NONE] = "NONE",	      [ALICE_OP_GET_ROWS] = "GET_ROWS",
 	[ALICE_OP_MUL_MAT] = "MUL_MAT",	      [ALICE_OP_ADD] = "ADD",
 	[ALICE_OP_MUL] = "MUL",		      [ALICE_OP_SCALE] = "SCALE",
@@ -273,9 +273,10 @@ static const char *const op_names[ALICE_OP_COUNT_V1_0] = {
 	[ALICE_OP_KV_WRITE] = "KV_WRITE",     [ALICE_OP_GLU] = "GLU",
 	[ALICE_OP_UNARY] = "UNARY",	      [ALICE_OP_SOFTCAP] = "SOFTCAP",
 	[ALICE_OP_COPY] = "COPY",
+	[ALICE_OP_SSM_CONV] = "SSM_CONV",     [ALICE_OP_GATED_DELTA_NET] = "GATED_DELTA_NET",
 };
 
-static const cpu_op_fn op_fns[ALICE_OP_COUNT_V1_0] = {
+static const cpu_op_fn op_fns[CPU_OP_COUNT] = {
 	[ALICE_OP_GET_ROWS] = cpu_op_get_rows, [ALICE_OP_MUL_MAT] = cpu_op_mul_mat,
 	[ALICE_OP_ADD] = cpu_op_binary,	       [ALICE_OP_MUL] = cpu_op_binary,
 	[ALICE_OP_SCALE] = cpu_op_scale,       [ALICE_OP_RMS_NORM] = cpu_op_rms_norm,
@@ -283,20 +284,22 @@ static const cpu_op_fn op_fns[ALICE_OP_COUNT_V1_0] = {
 	[ALICE_OP_ATTENTION] = cpu_op_attention, [ALICE_OP_KV_WRITE] = cpu_op_kv_write,
 	[ALICE_OP_GLU] = cpu_op_glu,	       [ALICE_OP_UNARY] = cpu_op_unary,
 	[ALICE_OP_SOFTCAP] = cpu_op_softcap,   [ALICE_OP_COPY] = cpu_op_copy,
+	[ALICE_OP_SSM_CONV] = cpu_op_ssm_conv, [ALICE_OP_GATED_DELTA_NET] = cpu_op_gated_delta_net,
 };
 
 /* Inputs per op: minimum and maximum number of sources. */
-static const int8_t op_nsrc[ALICE_OP_COUNT_V1_0][2] = {
+static const int8_t op_nsrc[CPU_OP_COUNT][2] = {
 	[ALICE_OP_GET_ROWS] = {2, 2}, [ALICE_OP_MUL_MAT] = {2, 2}, [ALICE_OP_ADD] = {2, 2},
 	[ALICE_OP_MUL] = {2, 2},      [ALICE_OP_SCALE] = {1, 1},   [ALICE_OP_RMS_NORM] = {1, 2},
 	[ALICE_OP_L2_NORM] = {1, 1},  [ALICE_OP_ROPE] = {2, 3},    [ALICE_OP_ATTENTION] = {4, 4},
 	[ALICE_OP_KV_WRITE] = {2, 2}, [ALICE_OP_GLU] = {2, 2},	   [ALICE_OP_UNARY] = {1, 1},
 	[ALICE_OP_SOFTCAP] = {1, 1},  [ALICE_OP_COPY] = {1, 1},
+	[ALICE_OP_SSM_CONV] = {4, 4}, [ALICE_OP_GATED_DELTA_NET] = {6, 6},
 };
 
 static const char *op_name(uint32_t op)
 {
-	return op < ALICE_OP_COUNT_V1_0 && op_names[op] ? op_names[op] : "unknown op";
+	return op < CPU_OP_COUNT && op_names[op] ? op_names[op] : "unknown op";
 }
 
 /* Shape, stride and bounds checks of one tensor against its buffer. */
@@ -385,6 +388,11 @@ static bool types_ok(const struct alice_node *n, const struct alice_tensor *dst,
 		       (dst->type == ALICE_TYPE_F16 || dst->type == ALICE_TYPE_F32);
 	case ALICE_OP_COPY:
 		return is_float_type(s[0]->type) && is_float_type(dst->type);
+	case ALICE_OP_SSM_CONV:
+		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_i32(s[3]) && is_f32(dst);
+	case ALICE_OP_GATED_DELTA_NET:
+		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_f32(s[3]) && is_f32(s[4]) && is_i32(s[5]) &&
+		       is_f32(dst);
 	default:
 		return false;
 	}
@@ -397,7 +405,7 @@ static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct a
 	memset(a, 0, sizeof(*a));
 	a->ctx = ctx;
 	a->node = n;
-	if (n->op == ALICE_OP_NONE || n->op >= ALICE_OP_COUNT_V1_0 || !op_fns[n->op])
+	if (n->op == ALICE_OP_NONE || n->op >= CPU_OP_COUNT || !op_fns[n->op])
 		return cpu_fail(ctx, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the cpu backend", n->op);
 	if (n->dst < 0 || (uint32_t)n->dst >= g->n_tensors)
 		return cpu_fail(ctx, ALICE_ERR_INVALID, "dst tensor index %d out of range", n->dst);

@@ -14,6 +14,7 @@
 
 #define CPU_HIDDEN __attribute__((visibility("hidden")))
 #define CPU_MAX_THREADS 256
+#define CPU_OP_COUNT ALICE_OP_COUNT_V1_1 /* ops this backend knows (backend.h 1.1) */
 #define QK8 32
 #define QKK 256
 
@@ -102,6 +103,8 @@ enum alice_status cpu_op_softcap(const struct cpu_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_glu(const struct cpu_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_unary(const struct cpu_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_copy(const struct cpu_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_ssm_conv(const struct cpu_op_args *a) CPU_HIDDEN;        /* ops_ssm.c */
+enum alice_status cpu_op_gated_delta_net(const struct cpu_op_args *a) CPU_HIDDEN;
 
 /* Does MUL_MAT / GET_ROWS handle this weight type? */
 bool cpu_weight_type_ok(uint32_t type) CPU_HIDDEN;

@@ -88,6 +88,14 @@ await group('models', async () => {
   const ids = [];
   for await (const m of list) ids.push(m.id);
   check('models: the loaded model', ids.length === 1 && ids[0] === 'tiny-tolstoy-Q8_0', ids);
+  const m = await client.models.retrieve('tiny-tolstoy-Q8_0');
+  check('models: retrieve', m.id === 'tiny-tolstoy-Q8_0' && m.object === 'model', m);
+  try {
+    await client.models.retrieve('gpt-4');
+    check('models: unknown id is NotFoundError', false, 'no error');
+  } catch (e) {
+    check('models: unknown id is NotFoundError', e instanceof OpenAI.NotFoundError && e.status === 404, String(e));
+  }
 });
 
 await group('errors', async () => {

@@ -220,6 +220,11 @@ def test_info(s):
         check("models entry", m["id"] == "tiny-tolstoy-Q8_0" and m["object"] == "model" and "meta" in m, m)
         check("models meta", m["meta"]["n_ctx"] == 512 and m["meta"]["backend"] == "cpu"
               and m["meta"]["n_vocab"] == 4096, m)
+    st, js, h = s.req("GET", "/v1/models/tiny-tolstoy-Q8_0")
+    check("models/{id}", st == 200 and js["id"] == "tiny-tolstoy-Q8_0" and "meta" in js, (st, js))
+    st, js, h = s.req("GET", "/v1/models/gpt-4")
+    check("models/{unknown} 404", st == 404 and is_error(js, "model") and js["error"]["code"] == "model_not_found",
+          (st, js))
     st, js, h = s.req("HEAD", "/health")
     check("HEAD health 200", st == 200)
 
