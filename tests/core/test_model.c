@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alice/backend_loader.h"
 #include "alice/gguf.h"
 #include "alice/gguf_write.h"
 #include "alice/model.h"
@@ -186,12 +187,26 @@ Test(model_load, missing_file)
 
 /* ---- batch semantics on a fixture ---- */
 
+/* The context tests run on ALICE_TEST_BACKEND (default cpu), like test_parity. */
+static const char *test_backend(void)
+{
+	const char *b = getenv("ALICE_TEST_BACKEND");
+	return b && *b ? b : "cpu";
+}
+
 static struct alice_model *load_fixture(const char *name)
 {
 	struct alice_model_params mp;
 	alice_model_params_default(&mp);
 	mp.path = fixture_model(name);
-	mp.backend = "cpu";
+	mp.backend = test_backend();
+	if (strcmp(mp.backend, "cpu") != 0) {
+		struct alice_backend *be = NULL;
+		struct alice_error e = {0};
+		if (alice_backend_open(mp.backend, NULL, &be, &e) != ALICE_OK)
+			cr_skip_test("backend %s unavailable here: %s", mp.backend, e.msg);
+		alice_backend_close(be);
+	}
 	mp.n_threads = 2;
 	struct alice_model *m = NULL;
 	struct alice_error err = {0};
@@ -417,7 +432,7 @@ Test(model, getters)
 {
 	struct alice_model *m = load_fixture(BASE_MODEL);
 	cr_expect_str_eq(alice_model_arch(m), "llama");
-	cr_expect_str_eq(alice_model_backend_name(m), "cpu");
+	cr_expect_str_eq(alice_model_backend_name(m), test_backend());
 	cr_expect_eq(alice_model_n_vocab(m), 32000);
 	cr_expect_eq(alice_model_n_embd(m), 32);
 	cr_expect_eq(alice_model_n_ctx_train(m), 4096);
