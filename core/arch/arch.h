@@ -150,7 +150,6 @@ struct alice_step {
 struct alice_arch {
 	const char *name; /* general.architecture */
 	int rope_mode;    /* enum alice_rope_mode */
-	bool recurrent;   /* has per-sequence recurrent state (alice_model_is_recurrent) */
 	const struct alice_tensor_spec *tensors;
 	size_t n_tensors;
 	/* Family-specific keys after the common ones; NULL = none. */
