@@ -9,12 +9,14 @@ extern const struct alice_arch alice_arch_llama;
 extern const struct alice_arch alice_arch_qwen2;
 extern const struct alice_arch alice_arch_qwen3;
 extern const struct alice_arch alice_arch_gemma2;
+extern const struct alice_arch alice_arch_qwen35;
 
 static const struct alice_arch *const archs[] = {
 	&alice_arch_llama,
 	&alice_arch_qwen2,
 	&alice_arch_qwen3,
 	&alice_arch_gemma2,
+	&alice_arch_qwen35,
 };
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))

@@ -17,10 +17,15 @@
 /* The F32 / F16 rows of test_parity.c's table (same reasons). */
 static const struct alice_parity_bound f32_bound = {0.2f, 0.02f, 0.02f,
 						    "f32 weights and activations: summation order and the F16 KV cache"};
-static const struct alice_parity_bound f16_bound __attribute__((unused)) = {0.4f, 0.05f, 0.05f,
+static const struct alice_parity_bound f16_bound = {0.4f, 0.05f, 0.05f,
 						    "f16 weights and activations (2^-11 steps), F16 KV cache"};
 
 Test(parity_hybrid, gemma2_F32, .timeout = 600)
 {
 	alice_parity_run("gemma2-F32", &f32_bound);
+}
+
+Test(parity_hybrid, qwen35_F16, .timeout = 600)
+{
+	alice_parity_run("qwen35-F16", &f16_bound);
 }
