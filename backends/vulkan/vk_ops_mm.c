@@ -1,6 +1,7 @@
 /* vk_ops_mm.c — MUL_MAT and GET_ROWS: shape checks and dispatch of the
  * per-weight-type shader variants (mm_<type>, gr_<type>). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "vk_internal.h"
 
@@ -146,11 +147,52 @@ enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
 	return mm_one(ctx, w, x, &xa, d);
 }
 
+struct mmt_push {
+	uint32_t K, N, M, ne12;
+	uint32_t r2, r3, ntiles, mtiles;
+	uint32_t w_off, w_nb1, w_nb2, w_nb3;
+	uint32_t x_off, x_nb0, x_nb1, x_nb2;
+	uint32_t x_nb3, d_off, d_nb0, d_nb1;
+	uint32_t d_nb2, d_nb3, n_wg, pad;
+};
+
+/* Columns from which the 64 x 64 tiled kernel (mmt.comp) takes over. */
+static int64_t tiled_min_m(void)
+{
+	const char *e = getenv("ALICE_VK_TILED_MIN_M");
+	return e && *e ? strtoll(e, NULL, 10) : 16;
+}
+
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
 				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d)
 {
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+	if (M >= tiled_min_m()) {
+		uint64_t ntiles = ((uint64_t)N + 63) / 64, mtiles = ((uint64_t)M + 63) / 64;
+		uint64_t n_wg = ntiles * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
+		if (n_wg > 0xffffffffull / 2)
+			return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
+		struct vk_bind b[3];
+		enum alice_status st = vk_bind_tensor(ctx, d, &b[0]);
+		if (st == ALICE_OK)
+			st = vk_bind_tensor(ctx, w, &b[1]);
+		if (st != ALICE_OK)
+			return st;
+		b[2] = xa->b;
+		struct mmt_push p = {
+			.K = (uint32_t)K, .N = (uint32_t)N, .M = (uint32_t)M, .ne12 = (uint32_t)x->ne[2],
+			.r2 = (uint32_t)(x->ne[2] / w->ne[2]), .r3 = (uint32_t)(x->ne[3] / w->ne[3]),
+			.ntiles = (uint32_t)ntiles, .mtiles = (uint32_t)mtiles,
+			.w_off = b[1].rel, .w_nb1 = (uint32_t)w->nb[1], .w_nb2 = (uint32_t)w->nb[2], .w_nb3 = (uint32_t)w->nb[3],
+			.x_off = b[2].rel, .x_nb0 = xa->nb0, .x_nb1 = xa->nb1, .x_nb2 = xa->nb2,
+			.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
+			.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .n_wg = (uint32_t)n_wg,
+		};
+		char name[32];
+		snprintf(name, sizeof(name), "mmt_%s", ti->name);
+		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
+	}
 	/* threads per weight row: enough for K, at most the workgroup */
 	int64_t units = ti->block_size > 1 ? K / 16 : (K + 3) / 4;
 	uint32_t tl = 0;
