@@ -1,0 +1,272 @@
+/* alice-bench — prefill (ppN) and decode (tgN) tokens/s per model and backend,
+ * side by side, printed as a markdown table like llama-bench (or --json).
+ * Each (model, backend) pair runs in a forked child so its peak resident
+ * memory (VmHWM) is its own. Decode is measured as llama-bench does: N
+ * single-token steps from an empty context; prefill as one N-token batch. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alice/model.h"
+
+#define MAX_ITEMS 16
+
+struct result {
+	int ok;
+	char error[512];
+	char model_name[160], backend[32], device[128];
+	double size_gib, params_b;
+	double pp_mean, pp_sd, tg_mean, tg_sd;
+	double peak_rss_mib, weight_mib;
+};
+
+struct opts {
+	const char *models[MAX_ITEMS];
+	int n_models;
+	char *backends[MAX_ITEMS];
+	int n_backends;
+	const char *backend_dir;
+	int p, n, r, threads;
+	int json;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double peak_rss_mib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	double kb = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "VmHWM:", 6))
+			kb = atof(line + 6);
+	fclose(f);
+	return kb / 1024.0;
+}
+
+static void mean_sd(const double *x, int n, double *mean, double *sd)
+{
+	double s = 0, s2 = 0;
+	for (int i = 0; i < n; i++)
+		s += x[i];
+	*mean = s / n;
+	for (int i = 0; i < n; i++)
+		s2 += (x[i] - *mean) * (x[i] - *mean);
+	*sd = n > 1 ? sqrt(s2 / (n - 1)) : 0;
+}
+
+static void run_one(const struct opts *o, const char *path, const char *backend, struct result *res)
+{
+	struct alice_model_params mp;
+	alice_model_params_default(&mp);
+	mp.path = path;
+	mp.backend = backend;
+	mp.backend_dir = o->backend_dir;
+	mp.n_threads = o->threads;
+	struct alice_error err = {{0}};
+	struct alice_model *m = NULL;
+	struct alice_context *c = NULL;
+	int32_t *tok = NULL, *pos = NULL, *seq = NULL;
+	double *pp = NULL, *tg = NULL;
+	snprintf(res->backend, sizeof res->backend, "%s", backend);
+	if (alice_model_load(&mp, &m, &err) != ALICE_OK) {
+		snprintf(res->error, sizeof res->error, "%s", err.msg);
+		return;
+	}
+	snprintf(res->model_name, sizeof res->model_name, "%s", alice_model_name(m));
+	snprintf(res->device, sizeof res->device, "%s", alice_model_device_name(m));
+	res->params_b = alice_model_n_params(m) / 1e9;
+	res->weight_mib = alice_model_weight_bytes(m) / 1048576.0;
+	FILE *f = fopen(path, "rb");
+	if (f) {
+		fseek(f, 0, SEEK_END);
+		res->size_gib = ftell(f) / 1073741824.0;
+		fclose(f);
+	}
+	struct alice_context_params cp;
+	alice_context_params_default(&cp);
+	int maxp = o->p > o->n ? o->p : o->n;
+	cp.n_ctx = (uint32_t)(maxp + 16);
+	cp.n_seq = 1;
+	cp.n_batch = (uint32_t)(o->p > 0 ? o->p : 1);
+	if (alice_context_create(m, &cp, &c, &err) != ALICE_OK) {
+		snprintf(res->error, sizeof res->error, "%s", err.msg);
+		goto out;
+	}
+	int32_t n_vocab = alice_model_n_vocab(m);
+	tok = malloc(sizeof(int32_t) * (size_t)(maxp + 1));
+	pos = malloc(sizeof(int32_t) * (size_t)(maxp + 1));
+	seq = calloc((size_t)maxp + 1, sizeof(int32_t));
+	pp = calloc((size_t)o->r, sizeof(double));
+	tg = calloc((size_t)o->r, sizeof(double));
+	if (!tok || !pos || !seq || !pp || !tg) {
+		snprintf(res->error, sizeof res->error, "out of memory");
+		goto out;
+	}
+	unsigned s = 1234;
+	for (int i = 0; i <= maxp; i++) {
+		s = s * 1103515245u + 12345u;
+		tok[i] = (int32_t)((s >> 8) % (unsigned)n_vocab);
+		pos[i] = i;
+	}
+	/* warm-up: one small prefill and one decode step */
+	{
+		struct alice_batch b = {o->p > 0 ? (o->p < 16 ? o->p : 16) : 1, tok, pos, seq, NULL};
+		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
+			snprintf(res->error, sizeof res->error, "%s", err.msg);
+			goto out;
+		}
+		alice_context_seq_clear(c, 0);
+	}
+	for (int rep = 0; rep < o->r && o->p > 0; rep++) {
+		alice_context_seq_clear(c, 0);
+		struct alice_batch b = {o->p, tok, pos, seq, NULL};
+		double t0 = now_s();
+		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
+			snprintf(res->error, sizeof res->error, "%s", err.msg);
+			goto out;
+		}
+		pp[rep] = o->p / (now_s() - t0);
+	}
+	for (int rep = 0; rep < o->r && o->n > 0; rep++) {
+		alice_context_seq_clear(c, 0);
+		double t0 = now_s();
+		for (int i = 0; i < o->n; i++) {
+			struct alice_batch b = {1, tok + i, pos + i, seq, NULL};
+			if (alice_context_decode(c, &b, &err) != ALICE_OK) {
+				snprintf(res->error, sizeof res->error, "%s", err.msg);
+				goto out;
+			}
+		}
+		tg[rep] = o->n / (now_s() - t0);
+	}
+	if (o->p > 0) mean_sd(pp, o->r, &res->pp_mean, &res->pp_sd);
+	if (o->n > 0) mean_sd(tg, o->r, &res->tg_mean, &res->tg_sd);
+	res->ok = 1;
+out:
+	res->peak_rss_mib = peak_rss_mib();
+	free(tok); free(pos); free(seq); free(pp); free(tg);
+	alice_context_free(c);
+	alice_model_free(m);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: alice-bench -m MODEL.gguf [-m ...] [--backend cpu,cuda,vulkan] [-p 512] [-n 128] "
+		   "[-r 5] [-t THREADS] [--backend-dir DIR] [--json]\n");
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+	return s ? s + 1 : p;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.p = 512, .n = 128, .r = 5, .threads = 0};
+	char *backend_list = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+		if (!strcmp(a, "--json")) { o.json = 1; continue; }
+		if (!v) { fprintf(stderr, "alice-bench: %s needs a value\n", a); return 2; }
+		if (!strcmp(a, "-m")) {
+			if (o.n_models == MAX_ITEMS) { fprintf(stderr, "alice-bench: too many models\n"); return 2; }
+			o.models[o.n_models++] = v;
+		} else if (!strcmp(a, "--backend")) backend_list = strdup(v);
+		else if (!strcmp(a, "--backend-dir")) o.backend_dir = v;
+		else if (!strcmp(a, "-p")) o.p = atoi(v);
+		else if (!strcmp(a, "-n")) o.n = atoi(v);
+		else if (!strcmp(a, "-r")) o.r = atoi(v);
+		else if (!strcmp(a, "-t")) o.threads = atoi(v);
+		else { fprintf(stderr, "alice-bench: unknown option %s\n", a); usage(stderr); return 2; }
+		i++;
+	}
+	if (!o.n_models || o.r < 1 || o.p < 0 || o.n < 0) { usage(stderr); return 2; }
+	if (!backend_list) backend_list = strdup("cpu");
+	for (char *tok = strtok(backend_list, ","); tok && o.n_backends < MAX_ITEMS; tok = strtok(NULL, ","))
+		o.backends[o.n_backends++] = tok;
+
+	struct result res[MAX_ITEMS * MAX_ITEMS];
+	int nres = 0, failures = 0;
+	for (int mi = 0; mi < o.n_models; mi++) {
+		for (int bi = 0; bi < o.n_backends; bi++) {
+			struct result *r = &res[nres++];
+			memset(r, 0, sizeof *r);
+			int fd[2];
+			if (pipe(fd) != 0) { perror("alice-bench: pipe"); return 1; }
+			fflush(NULL);
+			pid_t pid = fork();
+			if (pid == 0) {
+				close(fd[0]);
+				struct result cr = {0};
+				run_one(&o, o.models[mi], o.backends[bi], &cr);
+				ssize_t w = write(fd[1], &cr, sizeof cr);
+				_exit(w == (ssize_t)sizeof cr ? 0 : 1);
+			}
+			close(fd[1]);
+			ssize_t got = read(fd[0], r, sizeof *r);
+			close(fd[0]);
+			int wst = 0;
+			waitpid(pid, &wst, 0);
+			if (got != (ssize_t)sizeof *r) {
+				snprintf(r->error, sizeof r->error, "benchmark process died (status %d)", wst);
+				snprintf(r->backend, sizeof r->backend, "%s", o.backends[bi]);
+				r->ok = 0;
+			}
+			if (!r->model_name[0])
+				snprintf(r->model_name, sizeof r->model_name, "%s", base_name(o.models[mi]));
+			if (!r->ok) {
+				failures++;
+				fprintf(stderr, "alice-bench: %s on %s: %s\n", o.models[mi], o.backends[bi], r->error);
+			}
+		}
+	}
+	if (o.json) {
+		printf("[\n");
+		for (int i = 0; i < nres; i++) {
+			struct result *r = &res[i];
+			printf("  {\"model\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"ok\": %s, "
+			       "\"size_gib\": %.4f, \"params_b\": %.4f, \"threads\": %d, "
+			       "\"pp\": %d, \"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg\": %d, \"tg_tps\": %.3f, "
+			       "\"tg_sd\": %.3f, \"peak_rss_mib\": %.1f, \"weights_mib\": %.1f}%s\n",
+			       r->model_name, r->backend, r->device, r->ok ? "true" : "false", r->size_gib,
+			       r->params_b, o.threads, o.p, r->pp_mean, r->pp_sd, o.n, r->tg_mean, r->tg_sd,
+			       r->peak_rss_mib, r->weight_mib, i + 1 < nres ? "," : "");
+		}
+		printf("]\n");
+	} else {
+		printf("| model | size | params | backend | threads | test | t/s | peak RSS |\n");
+		printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+		for (int i = 0; i < nres; i++) {
+			struct result *r = &res[i];
+			if (!r->ok) {
+				printf("| %s | | | %s | %d | - | failed: %s | |\n", r->model_name, r->backend,
+				       o.threads, r->error);
+				continue;
+			}
+			if (o.p > 0)
+				printf("| %s | %.2f GiB | %.2f B | %s | %d | pp%d | %.2f ± %.2f | %.0f MiB |\n",
+				       r->model_name, r->size_gib, r->params_b, r->backend, o.threads, o.p,
+				       r->pp_mean, r->pp_sd, r->peak_rss_mib);
+			if (o.n > 0)
+				printf("| %s | %.2f GiB | %.2f B | %s | %d | tg%d | %.2f ± %.2f | %.0f MiB |\n",
+				       r->model_name, r->size_gib, r->params_b, r->backend, o.threads, o.n,
+				       r->tg_mean, r->tg_sd, r->peak_rss_mib);
+		}
+	}
+	free(backend_list);
+	return failures ? 1 : 0;
+}
