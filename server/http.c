@@ -599,6 +599,9 @@ static void on_loaded(struct srv *s)
 	if (n > 5 && strcmp(s->model_id + n - 5, ".gguf") == 0)
 		s->model_id[n - 5] = '\0';
 	s->created = (int64_t)time(NULL);
+	if ((int64_t)alice_engine_n_ctx(s->engine) > (int64_t)alice_model_n_ctx_train(s->model))
+		alice_log(ALICE_LOG_WARN, "--ctx-size %u is beyond the %d positions the model was trained on",
+			  alice_engine_n_ctx(s->engine), alice_model_n_ctx_train(s->model));
 	if (s->state == SRV_LOADING)
 		s->state = SRV_READY;
 	alice_log(ALICE_LOG_INFO, "model %s loaded: arch %s, backend %s (%s), %d slots x %u positions, chat template %s",
