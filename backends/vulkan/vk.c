@@ -290,9 +290,11 @@ static enum alice_status vk_device_info(int device, struct alice_device_info *ou
 		 VK_API_VERSION_PATCH(p.apiVersion), type_name(p.deviceType), p.driverVersion, p.vendorID,
 		 (double)__atomic_load_n(&g_held[di], __ATOMIC_RELAXED) / 1048576.0,
 		 (double)__atomic_load_n(&g_imported[di], __ATOMIC_RELAXED) / 1048576.0);
-	if (is_unified(p.deviceType))
+	const char *fs = getenv("ALICE_VK_FORCE_STAGING");
+	bool unified = is_unified(p.deviceType) && !(fs && *fs == '1');
+	if (unified)
 		out->flags |= ALICE_DEVICE_UNIFIED_MEMORY;
-	if (is_unified(p.deviceType) && imp)
+	if (unified && imp)
 		out->flags |= ALICE_DEVICE_HOST_IMPORT;
 	vkDestroyInstance(inst, NULL);
 	return ALICE_OK;
@@ -365,6 +367,11 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->memprops);
 	has_compute_queue(ctx->phys, &ctx->qfam);
 	ctx->unified = is_unified(ctx->props.deviceType);
+	/* tests: take the discrete-GPU path (device-only buffers, staging) on any device */
+	const char *fs = getenv("ALICE_VK_FORCE_STAGING");
+	ctx->force_staging = fs && *fs == '1';
+	if (ctx->force_staging)
+		ctx->unified = false;
 	ctx->max_range = ctx->props.limits.maxStorageBufferRange;
 	/* tests shrink it to exercise the sliced paths a 128 MiB-range device takes */
 	const char *mr = getenv("ALICE_VK_MAX_RANGE");

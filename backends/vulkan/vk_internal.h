@@ -52,6 +52,7 @@ struct alice_backend_ctx {
 	VkPhysicalDeviceProperties props;
 	VkPhysicalDeviceMemoryProperties memprops;
 	bool unified;       /* integrated GPU / CPU device: host-visible memory is device memory */
+	bool force_staging; /* ALICE_VK_FORCE_STAGING=1: never map device buffers (tests the discrete path) */
 	bool subgroup_arith;/* subgroupAdd/Max in compute shaders */
 	bool host_import;   /* VK_EXT_external_memory_host enabled */
 	uint64_t import_align;

@@ -94,7 +94,7 @@ static enum alice_status alloc_impl(struct alice_backend_ctx *ctx, uint64_t size
 	if ((st = vk_check(ctx, vkBindBufferMemory(ctx->dev, b->buf, b->mem, 0), "vkBindBufferMemory")) != ALICE_OK)
 		goto fail_mem;
 	VkMemoryPropertyFlags f = ctx->memprops.memoryTypes[ti].propertyFlags;
-	if (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+	if ((f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && (host || !ctx->force_staging)) {
 		void *p;
 		if ((st = vk_check(ctx, vkMapMemory(ctx->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory")) != ALICE_OK)
 			goto fail_mem;
