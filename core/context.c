@@ -138,9 +138,18 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 		goto fail;
 	}
 
+	/* The cache's size must not overflow (hostile head dims x many cells). */
+	uint64_t cell_bytes = 2 * (uint64_t)hp->n_head_kv * ((uint64_t)hp->head_dim_k + hp->head_dim_v);
+	if (cell_bytes > (UINT64_MAX / 4) / c->n_cells / hp->n_layer) {
+		st = alice_fail(err, ALICE_ERR_RANGE, "context: a KV cache of %llu cells is too large for this model",
+				(unsigned long long)c->n_cells);
+		goto fail;
+	}
 	/* KV cache: per layer K [hd_k, n_head_kv, n_cells] then V, F16. */
 	uint64_t off = 0;
 	for (uint32_t il = 0; il < hp->n_layer; il++) {
+		if (m->arch->layer_has_kv && !m->arch->layer_has_kv(hp, (int)il))
+			continue; /* e.g. a recurrent layer: no cache (buf stays NULL) */
 		struct alice_tensor *kv[2] = {&c->k_cache[il], &c->v_cache[il]};
 		uint32_t hd[2] = {hp->head_dim_k, hp->head_dim_v};
 		for (int j = 0; j < 2; j++) {
@@ -169,6 +178,8 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 		goto fail;
 	}
 	for (uint32_t il = 0; il < hp->n_layer; il++) {
+		if (c->k_cache[il].ne[0] == 0)
+			continue;
 		c->k_cache[il].buf = c->kv_buf;
 		c->v_cache[il].buf = c->kv_buf;
 	}

@@ -162,6 +162,9 @@ struct alice_arch {
 	 * k < the returned count (<= ALICE_LAYER_STATES); 0 = none for this layer.
 	 * The context zeroes a sequence's state on seq_clear. */
 	int (*layer_state)(const struct alice_hparams *hp, int il, int64_t ne[ALICE_LAYER_STATES][3]);
+	/* Optional (NULL = every layer): does layer il attend over a KV cache?
+	 * Layers without one get k_cache/v_cache entries with buf NULL. */
+	bool (*layer_has_kv)(const struct alice_hparams *hp, int il);
 };
 
 /* ---- registry (registry.c) ---- */

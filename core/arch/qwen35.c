@@ -140,6 +140,11 @@ static int qwen35_layer_state(const struct alice_hparams *hp, int il, int64_t ne
 	return 2;
 }
 
+static bool qwen35_layer_has_kv(const struct alice_hparams *hp, int il)
+{
+	return !is_recurrent(hp, il);
+}
+
 static int32_t w_(struct alice_gb *gb, const struct alice_step *st, int il, int slot)
 {
 	return alice_build_weight(gb, st, il, slot);
@@ -248,4 +253,5 @@ const struct alice_arch alice_arch_qwen35 = {
 	.hparams = qwen35_hparams,
 	.build = qwen35_build,
 	.layer_state = qwen35_layer_state,
+	.layer_has_kv = qwen35_layer_has_kv,
 };
