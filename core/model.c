@@ -81,6 +81,11 @@ static enum alice_status bind_tensors(struct alice_model *m, struct alice_error 
 {
 	const struct alice_arch *a = m->arch;
 	uint32_t L = m->hp.n_layer;
+	/* every layer has tensors: a block_count beyond the file's tensor count
+	 * is corrupt, and must not size the allocations below */
+	if ((int64_t)L > alice_gguf_n_tensors(m->gguf))
+		return alice_fail(err, ALICE_ERR_INVALID, "%s: %s.block_count = %u but the file has only %lld tensors",
+				  alice_gguf_path(m->gguf), a->name, L, (long long)alice_gguf_n_tensors(m->gguf));
 	size_t max = 0;
 	for (size_t i = 0; i < a->n_tensors; i++)
 		max += (a->tensors[i].flags & ALICE_TS_LAYER) ? L : 1;
