@@ -51,7 +51,8 @@ struct patch {
 	const char *drop_tensor;   /* tensor left out */
 	const char *shape_tensor;  /* tensor given ne1 = new_ne1 (data zero-filled) */
 	int64_t new_ne1;
-	const char *type_tensor;   /* 1-D F32 tensor stored as F16 instead */
+	const char *type_tensor;   /* tensor stored as new_type (0: F16) instead */
+	uint32_t new_type;
 };
 
 static enum alice_status fill_copy(void *user, const char *name, void *dst, uint64_t nbytes,
@@ -95,7 +96,7 @@ static const char *write_patched(const char *src_name, const struct patch *p, co
 		if (p->shape_tensor && !strcmp(ti->name, p->shape_tensor))
 			ne[1] = p->new_ne1;
 		if (p->type_tensor && !strcmp(ti->name, p->type_tensor))
-			type = ALICE_TYPE_F16;
+			type = p->new_type ? p->new_type : ALICE_TYPE_F16;
 		cr_assert_eq(alice_gguf_writer_add_tensor(w, ti->name, type, ti->n_dims, ne, fill_copy, src), ALICE_OK);
 	}
 	cr_assert_eq(alice_gguf_writer_write(w, out, &err), ALICE_OK, "%s", err.msg);
@@ -158,6 +159,17 @@ Test(model_load, norm_must_be_f32, .init = make_tmpdir, .fini = remove_tmpdir)
 	struct alice_error err = {0};
 	cr_assert_eq(try_load(path, &err), ALICE_ERR_UNSUPPORTED, "%s", err.msg);
 	cr_expect(strstr(err.msg, "blk.1.attn_norm.weight has type F16") != NULL, "%s", err.msg);
+}
+
+Test(model_load, unsupported_quant_type, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+	/* IQ2_XXS (16): ggml knows it, we do not dequantize it */
+	struct patch p = {.type_tensor = "blk.0.attn_q.weight", .new_type = 16};
+	const char *path = write_patched("llama-spm-Q8_0", &p, "iq2xxs");
+	struct alice_error err = {0};
+	cr_assert_eq(try_load(path, &err), ALICE_ERR_UNSUPPORTED, "%s", err.msg);
+	cr_expect(strstr(err.msg, "tensor blk.0.attn_q.weight has type IQ2_XXS (16), which is not supported") != NULL,
+		  "%s", err.msg);
 }
 
 Test(model_load, missing_hyperparameter, .init = make_tmpdir, .fini = remove_tmpdir)
