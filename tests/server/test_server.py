@@ -602,8 +602,12 @@ def test_disconnect(s):
     data = json.dumps(chat_body("Tell me a long story.", max_tokens=480, logit_bias=NO_EOG)).encode()
     sock = socket.create_connection(("127.0.0.1", s.port))
     sock.sendall(f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
-    time.sleep(0.05)
-    busy = slots_busy(s)
+    busy = 0
+    for _ in range(250):  # wait until the engine has it in a slot
+        busy = slots_busy(s)
+        if busy:
+            break
+        time.sleep(0.02)
     sock.close()
     t = wait_idle(s, 5)
     check("non-stream disconnect frees the slot", busy == 1 and t is not None and t < 2, (busy, t))
