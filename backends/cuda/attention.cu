@@ -6,8 +6,9 @@
  * single decode token still fills the GPU on long contexts). Each warp
  * walks its cells with an online softmax (F32), lanes holding head dims
  * lane + 32j; warps then merge in shared memory. With several splits each
- * block writes (max, sum, unnormalized acc) to scratch and a second kernel
- * merges the splits. An empty range gives zeros. */
+ * block writes (max, sum, unnormalized acc) to scratch and the last block of
+ * a (head, token) to finish (an atomic counter) merges them. An empty range
+ * gives zeros. With an F16 cache q is rounded to F16 (llama.cpp does). */
 #include "common.cuh"
 
 #define ATT_WARPS 4
@@ -26,7 +27,7 @@ struct att_params {
 template <int J>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
-       uint8_t *__restrict__ dst, float *__restrict__ part, struct att_params p)
+       uint8_t *__restrict__ dst, float *__restrict__ part, unsigned *__restrict__ cnt, struct att_params p)
 {
 	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -113,30 +114,42 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 			}
 		}
 	}
-}
-
-__global__ void k_attn_merge(const float *__restrict__ part, uint8_t *__restrict__ dst, struct att_params p)
-{
-	const int h = blockIdx.x, t = blockIdx.y;
+	if (p.n_split == 1)
+		return;
+	/* the last split of this (head, token) to finish merges them all:
+	 * no second launch; it leaves the counter at 0 for the next step */
+	__shared__ bool last;
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		unsigned prev = atomicAdd(&cnt[(int64_t)t * p.n_head + h], 1u);
+		last = prev == (unsigned)p.n_split - 1;
+	}
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
 	const float *pp = part + ((int64_t)t * p.n_head + h) * p.n_split * (p.dv + 2);
-	float M = -INFINITY;
-	for (int s = 0; s < p.n_split; s++)
-		M = fmaxf(M, pp[s * (p.dv + 2)]);
-	float L = 0.f;
-	for (int s = 0; s < p.n_split; s++) {
-		float ms = pp[s * (p.dv + 2)];
+	float GM = -INFINITY;
+	for (int s2 = 0; s2 < p.n_split; s2++)
+		GM = fmaxf(GM, __ldcg(pp + s2 * (p.dv + 2)));
+	float GL = 0.f;
+	for (int s2 = 0; s2 < p.n_split; s2++) {
+		float ms = __ldcg(pp + s2 * (p.dv + 2));
 		if (ms != -INFINITY)
-			L += pp[s * (p.dv + 2) + 1] * expf(ms - M);
+			GL += __ldcg(pp + s2 * (p.dv + 2) + 1) * expf(ms - GM);
 	}
-	for (int e = threadIdx.x; e < p.dv; e += blockDim.x) {
+	for (int e = threadIdx.x; e < p.dv; e += ATT_WARPS * 32) {
 		float a = 0.f;
-		for (int s = 0; s < p.n_split; s++) {
-			float ms = pp[s * (p.dv + 2)];
+		for (int s2 = 0; s2 < p.n_split; s2++) {
+			float ms = __ldcg(pp + s2 * (p.dv + 2));
 			if (ms != -INFINITY)
-				a += pp[s * (p.dv + 2) + 2 + e] * expf(ms - M);
+				a += __ldcg(pp + s2 * (p.dv + 2) + 2 + e) * expf(ms - GM);
 		}
-		*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = L > 0.f ? a / L : 0.f;
+		*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = GL > 0.f ? a / GL : 0.f;
 	}
+	if (threadIdx.x == 0)
+		cnt[(int64_t)t * p.n_head + h] = 0;
 }
 
 static int att_splits(const struct cu_args *a)
@@ -150,6 +163,11 @@ static int att_splits(const struct cu_args *a)
 	if (want > 32)
 		want = 32;
 	return want < 1 ? 1 : (int)want;
+}
+
+size_t cu_attention_counters(const struct cu_args *a)
+{
+	return att_splits(a) > 1 ? (size_t)(a->src[0]->ne[1] * a->src[0]->ne[2]) : 0;
 }
 
 size_t cu_attention_scratch(const struct cu_args *a)
@@ -199,17 +217,13 @@ enum alice_status cu_op_attention(const struct cu_args *a)
 	int J = ((p.dk > p.dv ? p.dk : p.dv) + 31) / 32;
 	cudaStream_t s = ctx->stream;
 	if (J <= 2)
-		k_attn<2><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, p);
+		k_attn<2><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, p);
 	else if (J <= 4)
-		k_attn<4><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, p);
+		k_attn<4><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, p);
 	else if (J <= 8)
-		k_attn<8><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, p);
+		k_attn<8><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, p);
 	else
-		k_attn<16><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, p);
+		k_attn<16><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, p);
 	CUDA_LAUNCH_CHECK(ctx, "attention");
-	if (p.n_split > 1) {
-		k_attn_merge<<<dim3((unsigned)p.n_head, (unsigned)p.n_tokens), 128, 0, s>>>(part, tdata(d), p);
-		CUDA_LAUNCH_CHECK(ctx, "attention merge");
-	}
 	return ALICE_OK;
 }

@@ -136,6 +136,7 @@ static void cu_free(struct alice_backend_ctx *ctx)
 		cublasDestroy(ctx->cublas);
 	cudaFree(ctx->cublas_ws);
 	cudaFree(ctx->scratch);
+	cudaFree(ctx->cnt);
 	cudaFreeHost(ctx->stage);
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
@@ -543,6 +544,22 @@ static enum alice_status prepare_node(struct alice_backend_ctx *ctx, const struc
 	return ALICE_OK;
 }
 
+static enum alice_status ensure_counters(struct alice_backend_ctx *ctx, size_t n)
+{
+	if (n <= ctx->cnt_n)
+		return ALICE_OK;
+	n = (n + 4095) & ~(size_t)4095;
+	cudaFree(ctx->cnt);
+	ctx->cnt = NULL;
+	ctx->cnt_n = 0;
+	ctx->scratch_gen++; /* a captured graph holds the old address */
+	cu_graph_reset(&ctx->gc);
+	CUDA_CHECK(ctx, cudaMalloc((void **)&ctx->cnt, n * sizeof(unsigned)));
+	CUDA_CHECK(ctx, cudaMemsetAsync(ctx->cnt, 0, n * sizeof(unsigned), ctx->stream));
+	ctx->cnt_n = n;
+	return ALICE_OK;
+}
+
 static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, size_t need)
 {
 	if (need <= ctx->scratch_size)
@@ -655,7 +672,7 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	ctx->err[0] = '\0';
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
 	/* pass 1: validate every node and size the scratch */
-	size_t need = 0;
+	size_t need = 0, need_cnt = 0;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		struct cu_args a;
 		size_t scr = 0;
@@ -668,8 +685,14 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		}
 		if (scr > need)
 			need = scr;
+		if (g->nodes[i].op == ALICE_OP_ATTENTION) {
+			size_t c = cu_attention_counters(&a);
+			need_cnt = c > need_cnt ? c : need_cnt;
+		}
 	}
 	enum alice_status st = ensure_scratch(ctx, need);
+	if (st == ALICE_OK)
+		st = ensure_counters(ctx, need_cnt);
 	if (st != ALICE_OK)
 		return st;
 

@@ -49,6 +49,8 @@ struct alice_backend_ctx {
 	uint8_t *scratch;
 	size_t scratch_size;
 	uint64_t scratch_gen; /* bumped on every reallocation */
+	unsigned *cnt;        /* zeroed counters; every user leaves them at 0 */
+	size_t cnt_n;
 	bool use_graphs;
 	bool fuse; /* one launch for mat-vecs sharing their input */
 	struct cu_graph_cache gc;
@@ -136,6 +138,8 @@ static inline unsigned cu_blocks(int64_t n, int threads)
  * the scratch region is stable while a graph is captured. */
 size_t cu_mul_mat_scratch(const struct cu_args *a) CU_HIDDEN;
 size_t cu_attention_scratch(const struct cu_args *a) CU_HIDDEN;
+/* zeroed unsigned counters ATTENTION needs (ctx->cnt) */
+size_t cu_attention_counters(const struct cu_args *a) CU_HIDDEN;
 
 /* ---- op launchers (one per op family file) ---- */
 enum alice_status cu_op_mul_mat(const struct cu_args *a) CU_HIDDEN;
