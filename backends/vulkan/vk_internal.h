@@ -37,7 +37,7 @@ struct vk_pipeline {
 	VkPipeline pipe;
 };
 
-#define VK_MAX_PIPES 96
+#define VK_MAX_PIPES 160
 
 struct alice_backend_ctx {
 	char err[512];

@@ -221,7 +221,8 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .tpr_log2 = tl, .nrg = (uint32_t)nrg,
 	};
 	char name[32];
-	snprintf(name, sizeof(name), "mm_%s", ti->name);
+	/* decode (one column): the variant with a single accumulator */
+	snprintf(name, sizeof(name), "%s_%s", M == 1 ? "mm1" : "mm", ti->name);
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
 

@@ -7,7 +7,9 @@
 // else a shared-memory tree). Small K gets many rows per workgroup.
 #extension GL_GOOGLE_include_directive : require
 #define WG 128u
+#ifndef MT
 #define MT 8u
+#endif
 layout(local_size_x = 128) in;
 #include "common.glsl"
 #include "dequant.glsl"
