@@ -595,9 +595,14 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			       prepare_node(ctx, g, &g->nodes[i + n], &a[n], &scr) == ALICE_OK)
 				n++;
 			n = cu_mul_mat_fusable(a, n);
-			st = cu_mul_mat_multi(a, n);
+			/* gate/up followed by their GLU: one launch for all three */
+			struct cu_args ga;
+			bool glu = n == 2 && i + 2 < g->n_nodes && g->nodes[i + 2].op == ALICE_OP_GLU &&
+				   prepare_node(ctx, g, &g->nodes[i + 2], &ga, &scr) == ALICE_OK &&
+				   cu_mul_mat_glu_fusable(a, &ga);
+			st = cu_mul_mat_multi(a, n, glu ? &ga : NULL);
 			if (st == ALICE_OK) {
-				i += (uint32_t)(n - 1);
+				i += (uint32_t)(n - 1 + (glu ? 1 : 0));
 				continue;
 			}
 		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ADD && ctx->fuse && i + 1 < g->n_nodes &&

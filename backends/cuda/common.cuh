@@ -159,7 +159,8 @@ enum alice_status cu_op_copy(const struct cu_args *a) CU_HIDDEN;
 /* How many of the n MUL_MAT nodes a[0..n) can run as one mat-vec launch
  * (>= 1), and that launch. */
 int cu_mul_mat_fusable(const struct cu_args *a, int n) CU_HIDDEN;
-enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n) CU_HIDDEN;
+enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n, const struct cu_args *glu) CU_HIDDEN;
+bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g) CU_HIDDEN;
 
 /* ADD whose result feeds the next node, an RMS_NORM: one pass. */
 bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
@@ -193,6 +194,24 @@ __device__ static inline void st_float(uint8_t *p, uint32_t type, float v)
 		*(__half *)p = __float2half_rn(v);
 	else
 		*(__nv_bfloat16 *)p = __float2bfloat16_rn(v);
+}
+
+__device__ static inline float act_apply(int act, float x)
+{
+	switch (act) {
+	case ALICE_ACT_SILU: return x / (1.f + expf(-x));
+	case ALICE_ACT_GELU_TANH: {
+		const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+		return 0.5f * x * (1.f + tanhf(c * (x + 0.044715f * x * x * x)));
+	}
+	case ALICE_ACT_SIGMOID: return 1.f / (1.f + expf(-x));
+	case ALICE_ACT_SOFTPLUS: return x > 20.f ? x : log1pf(expf(x));
+	case ALICE_ACT_EXP: return expf(x);
+	case ALICE_ACT_NEG: return -x;
+	case ALICE_ACT_RELU: return x > 0.f ? x : 0.f;
+	case ALICE_ACT_GELU_ERF: return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
+	default: return x;
+	}
 }
 
 __device__ static inline float warp_sum(float v)

@@ -10,24 +10,6 @@ bool cu_act_ok(int act)
 	return act >= ALICE_ACT_SILU && act <= ALICE_ACT_GELU_ERF;
 }
 
-__device__ static inline float act_apply(int act, float x)
-{
-	switch (act) {
-	case ALICE_ACT_SILU: return x / (1.f + expf(-x));
-	case ALICE_ACT_GELU_TANH: {
-		const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-		return 0.5f * x * (1.f + tanhf(c * (x + 0.044715f * x * x * x)));
-	}
-	case ALICE_ACT_SIGMOID: return 1.f / (1.f + expf(-x));
-	case ALICE_ACT_SOFTPLUS: return x > 20.f ? x : log1pf(expf(x));
-	case ALICE_ACT_EXP: return expf(x);
-	case ALICE_ACT_NEG: return -x;
-	case ALICE_ACT_RELU: return x > 0.f ? x : 0.f;
-	case ALICE_ACT_GELU_ERF: return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
-	default: return x;
-	}
-}
-
 /* 4-D indices of flat index i over ne */
 struct idx4 {
 	int64_t i[4];

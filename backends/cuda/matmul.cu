@@ -173,24 +173,34 @@ struct mmv_set {
 	float *d[MMV_MAX_SET];
 	int64_t drs[MMV_MAX_SET], N[MMV_MAX_SET];
 	unsigned bstart[MMV_MAX_SET + 1];
+	/* GLU launches: h [N, M] = act(d[0]) * d[1] */
+	float *h;
+	int64_t hrs, hcs;
+	int act;
 };
 
-template <int T, int NC>
+template <int T, int NC, bool GLU>
 __global__ void __launch_bounds__(MMV_THREADS)
 k_mmv(const struct mmv_set set, const float *__restrict__ x, int64_t xcs, int64_t dcs, int64_t nitems, int tpr)
 {
-	const int m = (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
+	/* GLU: matrices 0 (gate) and 1 (up) share every block's rows, and the
+	 * epilogue also writes h = act(gate) * up */
+	const int m = GLU ? 0 : (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
 	const uint8_t *__restrict__ w = set.w[m];
+	const uint8_t *__restrict__ w2 = set.w[1];
 	const int64_t wnb1 = set.wnb1[m], drs = set.drs[m], N = set.N[m];
 	float *__restrict__ d = set.d[m];
 	const int rg = threadIdx.x / tpr, lt = threadIdx.x % tpr;
 	const int64_t row0 = ((int64_t)(blockIdx.x - set.bstart[m]) * (MMV_THREADS / tpr) + rg) * MMV_R;
-	float acc[MMV_R][NC];
+	constexpr int NM = GLU ? 2 : 1;
+	float acc[NM][MMV_R][NC];
 #pragma unroll
-	for (int r = 0; r < MMV_R; r++)
+	for (int q = 0; q < NM; q++)
 #pragma unroll
-		for (int c = 0; c < NC; c++)
-			acc[r][c] = 0.f;
+		for (int r = 0; r < MMV_R; r++)
+#pragma unroll
+			for (int c = 0; c < NC; c++)
+				acc[q][r][c] = 0.f;
 	const int nr = row0 >= N ? 0 : (int)(N - row0 < MMV_R ? N - row0 : MMV_R);
 	if (nr > 0) {
 		for (int64_t it = lt; it < nitems; it += tpr) {
@@ -200,21 +210,26 @@ k_mmv(const struct mmv_set set, const float *__restrict__ x, int64_t xcs, int64_
 				item_x<T>(x + c * xcs, it, xv);
 #pragma unroll
 				for (int r = 0; r < MMV_R; r++)
-					if (r < nr)
-						acc[r][c] += item_dot<T>(w + (row0 + r) * wnb1, it, xv);
+					if (r < nr) {
+						acc[0][r][c] += item_dot<T>(w + (row0 + r) * wnb1, it, xv);
+						if constexpr (GLU)
+							acc[NM - 1][r][c] += item_dot<T>(w2 + (row0 + r) * set.wnb1[1], it, xv);
+					}
 			}
 		}
 	}
-	__shared__ float sh[MMV_THREADS / 32][MMV_R * NC];
+	__shared__ float sh[MMV_THREADS / 32][NM * MMV_R * NC];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-	for (int r = 0; r < MMV_R; r++)
+	for (int q = 0; q < NM; q++)
 #pragma unroll
-		for (int c = 0; c < NC; c++) {
-			float v = warp_sum(acc[r][c]);
-			if (lane == 0)
-				sh[warp][r * NC + c] = v;
-		}
+		for (int r = 0; r < MMV_R; r++)
+#pragma unroll
+			for (int c = 0; c < NC; c++) {
+				float v = warp_sum(acc[q][r][c]);
+				if (lane == 0)
+					sh[warp][(q * MMV_R + r) * NC + c] = v;
+			}
 	__syncthreads();
 	if (lt < MMV_R * NC) {
 		int r = lt / NC, c = lt % NC;
@@ -224,6 +239,13 @@ k_mmv(const struct mmv_set set, const float *__restrict__ x, int64_t xcs, int64_
 			for (int i = 0; i < wpg; i++)
 				s += sh[w0 + i][lt];
 			d[(row0 + r) * drs + c * dcs] = s;
+			if constexpr (GLU) {
+				float u = 0.f;
+				for (int i = 0; i < wpg; i++)
+					u += sh[w0 + i][MMV_R * NC + lt];
+				set.d[1][(row0 + r) * set.drs[1] + c * dcs] = u;
+				set.h[(row0 + r) * set.hrs + c * set.hcs] = act_apply(set.act, s) * u;
+			}
 		}
 	}
 }
@@ -351,7 +373,7 @@ size_t cu_mul_mat_scratch(const struct cu_args *a)
 /* set.w/wnb1/d/drs/N filled for n matrices; bstart is computed here. */
 template <int T>
 static void launch_mmv_t(cudaStream_t s, struct mmv_set set, int n, const float *x, int64_t xcs, int64_t dcs,
-			 int64_t K, int64_t M)
+			 int64_t K, int64_t M, bool glu = false)
 {
 	int64_t nitems = K / 32;
 	int tpr = nitems <= 32 ? 32 : (nitems <= 64 ? 64 : MMV_THREADS);
@@ -359,7 +381,7 @@ static void launch_mmv_t(cudaStream_t s, struct mmv_set set, int n, const float 
 	unsigned b = 0;
 	for (int i = 0; i < MMV_MAX_SET; i++) {
 		set.bstart[i] = b;
-		if (i < n)
+		if (i < (glu ? 1 : n))
 			b += (unsigned)((set.N[i] + rows_per_block - 1) / rows_per_block);
 	}
 	set.bstart[MMV_MAX_SET] = b;
@@ -370,13 +392,21 @@ static void launch_mmv_t(cudaStream_t s, struct mmv_set set, int n, const float 
 		struct mmv_set sc = set;
 		for (int i = 0; i < n; i++)
 			sc.d[i] = set.d[i] + c * dcs;
-		k_mmv<T, 4><<<b, MMV_THREADS, 0, s>>>(sc, x + c * xcs, xcs, dcs, nitems, tpr);
+		sc.h = set.h ? set.h + c * set.hcs : NULL;
+		if (glu)
+			k_mmv<T, 4, true><<<b, MMV_THREADS, 0, s>>>(sc, x + c * xcs, xcs, dcs, nitems, tpr);
+		else
+			k_mmv<T, 4, false><<<b, MMV_THREADS, 0, s>>>(sc, x + c * xcs, xcs, dcs, nitems, tpr);
 	}
 	for (; c < M; c++) {
 		struct mmv_set sc = set;
 		for (int i = 0; i < n; i++)
 			sc.d[i] = set.d[i] + c * dcs;
-		k_mmv<T, 1><<<b, MMV_THREADS, 0, s>>>(sc, x + c * xcs, xcs, dcs, nitems, tpr);
+		sc.h = set.h ? set.h + c * set.hcs : NULL;
+		if (glu)
+			k_mmv<T, 1, true><<<b, MMV_THREADS, 0, s>>>(sc, x + c * xcs, xcs, dcs, nitems, tpr);
+		else
+			k_mmv<T, 1, false><<<b, MMV_THREADS, 0, s>>>(sc, x + c * xcs, xcs, dcs, nitems, tpr);
 	}
 }
 
@@ -540,7 +570,9 @@ int cu_mul_mat_fusable(const struct cu_args *a, int n)
 	return k;
 }
 
-enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n)
+/* glu: the GLU node after a gate/up pair (n == 2), computed in the same
+ * launch; NULL for none. */
+enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n, const struct cu_args *glu)
 {
 	if (n == 1)
 		return cu_op_mul_mat(a);
@@ -561,11 +593,27 @@ enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n)
 	int64_t K = x->ne[0], M = x->ne[1], xcs = x->nb[1] / 4, dcs = a[0].dst->nb[1] / 4;
 	const float *xd = (const float *)tdata(x);
 	cudaStream_t s = ctx->stream;
-	auto l = [&]<int T>() { launch_mmv_t<T>(s, set, n, xd, xcs, dcs, K, M); };
+	if (glu) {
+		set.h = (float *)tdata(glu->dst);
+		set.hrs = glu->dst->nb[0] / 4;
+		set.hcs = glu->dst->nb[1] / 4;
+		set.act = glu->node->ip[0];
+	}
+	auto l = [&]<int T>() { launch_mmv_t<T>(s, set, n, xd, xcs, dcs, K, M, glu != NULL); };
 	if (!dispatch_type(a[0].src[0]->type, l))
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", alice_type_name(a[0].src[0]->type));
 	CUDA_LAUNCH_CHECK(ctx, "mmv multi");
 	return ALICE_OK;
+}
+
+/* The GLU node g can be folded into the mat-vec launch of the pair a[0..2). */
+bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g)
+{
+	const struct alice_tensor *h = g->dst;
+	return g->node->op == ALICE_OP_GLU && g->node->src[0] == a[0].node->dst && g->node->src[1] == a[1].node->dst &&
+	       cu_act_ok(g->node->ip[0]) && a[0].src[0]->ne[1] == a[1].src[0]->ne[1] && h->ne[0] == a[0].dst->ne[0] &&
+	       h->ne[1] == a[0].dst->ne[1] && h->ne[2] * h->ne[3] == 1 && h->nb[0] % 4 == 0 && h->nb[1] % 4 == 0 &&
+	       a[0].dst->nb[1] == a[1].dst->nb[1];
 }
 
 /* ---- GET_ROWS ---- */
