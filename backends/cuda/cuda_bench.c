@@ -230,6 +230,108 @@ static void bench_mm(uint32_t type, int64_t K, int64_t N, int64_t M, int n_mat, 
 	free(x);
 }
 
+/* A decode-like chain run with and without the backend's launch fusion
+ * (ALICE_CUDA_FUSE): Q/K/V mat-vecs of one input, gate/up + GLU, residual
+ * ADD + RMS_NORM. Returns the max abs difference of all outputs. */
+static double fusion_check(uint32_t type)
+{
+	const int64_t K = 512, N = 96, M = 1;
+	size_t rs = alice_row_size(type, K), wb = rs * N;
+	/* tensors: 0 x, 1..5 weights, 6..10 mat-vec outs, 11 h (glu), 12 resid, 13 sum, 14 normed, 15 norm w */
+	struct alice_tensor t[16];
+	uint64_t off = 0, offs[16];
+	for (int i = 0; i < 16; i++) {
+		offs[i] = off;
+		off += 256 * 1024;
+	}
+	uint8_t *w = malloc(wb);
+	float *x = malloc(K * 4), *res = malloc(N * 4), *nw = malloc(N * 4);
+	for (int i = 0; i < K; i++)
+		x[i] = frand();
+	for (int i = 0; i < N; i++) {
+		res[i] = frand();
+		nw[i] = 1.f + frand() * 0.1f;
+	}
+	double worst = 0;
+	float *outs[2];
+	for (int pass = 0; pass < 2; pass++) {
+		setenv("ALICE_CUDA_FUSE", pass ? "0" : "1", 1);
+		struct alice_backend_ctx *c2;
+		char err[256];
+		if (vt->init(NULL, &c2, err, sizeof(err)) != ALICE_OK) {
+			fprintf(stderr, "init: %s\n", err);
+			exit(1);
+		}
+		struct alice_buffer *b;
+		if (vt->buffer_alloc(c2, off, ALICE_BUFFER_COMPUTE, &b) != ALICE_OK)
+			exit(1);
+		rng = 12345;
+		tensor2(&t[0], ALICE_TYPE_F32, K, M, b, offs[0]);
+		vt->buffer_write(c2, b, offs[0], x, K * 4);
+		for (int i = 1; i <= 5; i++) {
+			make_weights(type, K, N, w);
+			tensor2(&t[i], type, K, N, b, offs[i]);
+			vt->buffer_write(c2, b, offs[i], w, wb);
+		}
+		for (int i = 6; i <= 14; i++)
+			tensor2(&t[i], ALICE_TYPE_F32, N, M, b, offs[i]);
+		tensor2(&t[15], ALICE_TYPE_F32, N, 1, b, offs[15]);
+		vt->buffer_write(c2, b, offs[12], res, N * 4);
+		vt->buffer_write(c2, b, offs[15], nw, N * 4);
+		struct alice_node nd[8];
+		memset(nd, 0, sizeof(nd));
+		for (int i = 0; i < 8; i++)
+			for (int k = 0; k < ALICE_MAX_SRC; k++)
+				nd[i].src[k] = -1;
+		for (int i = 0; i < 5; i++) { /* q k v gate up */
+			nd[i].op = ALICE_OP_MUL_MAT;
+			nd[i].dst = 6 + i;
+			nd[i].src[0] = 1 + i;
+			nd[i].src[1] = 0;
+		}
+		nd[5].op = ALICE_OP_GLU;
+		nd[5].dst = 11;
+		nd[5].src[0] = 9;
+		nd[5].src[1] = 10;
+		nd[5].ip[0] = ALICE_ACT_SILU;
+		nd[6].op = ALICE_OP_ADD;
+		nd[6].dst = 13;
+		nd[6].src[0] = 11;
+		nd[6].src[1] = 12;
+		nd[7].op = ALICE_OP_RMS_NORM;
+		nd[7].dst = 14;
+		nd[7].src[0] = 13;
+		nd[7].src[1] = 15;
+		nd[7].fp[0] = 1e-5f;
+		struct alice_graph g = { 16, 8, t, nd };
+		for (int r = 0; r < 3; r++) /* plain, capture, replay */
+			if (vt->graph_compute(c2, &g) != ALICE_OK) {
+				fprintf(stderr, "fusion graph: %s\n", vt->last_error(c2));
+				exit(1);
+			}
+		outs[pass] = malloc(9 * N * 4);
+		for (int i = 6; i <= 14; i++)
+			vt->buffer_read(c2, b, offs[i], outs[pass] + (i - 6) * N, N * 4);
+		vt->buffer_free(c2, b);
+		vt->free(c2);
+	}
+	unsetenv("ALICE_CUDA_FUSE");
+	for (int i = 0; i < 9 * N; i++) {
+		double d = fabs((double)outs[0][i] - outs[1][i]);
+		if (!(d <= 1e30))
+			d = 1e30;
+		if (d > worst)
+			worst = d;
+	}
+	free(outs[0]);
+	free(outs[1]);
+	free(w);
+	free(x);
+	free(res);
+	free(nw);
+	return worst;
+}
+
 static void host_log(int level, const char *msg)
 {
 	(void)level;
@@ -288,6 +390,14 @@ int main(int argc, char **argv)
 			printf(" %8.2e %8.2e%s|", rel, ma, rel <= tol ? "  " : " X");
 		}
 		printf("\n");
+	}
+	static const uint32_t ft[] = { ALICE_TYPE_Q4_K, ALICE_TYPE_Q6_K, ALICE_TYPE_Q8_0, ALICE_TYPE_F16 };
+	for (size_t i = 0; i < sizeof(ft) / sizeof(ft[0]); i++) {
+		double d = fusion_check(ft[i]);
+		printf("fused vs unfused launches, %s: max abs diff %.3g%s\n", alice_type_name(ft[i]), d,
+		       d <= 1e-5 ? "" : "  X");
+		if (!(d <= 1e-5))
+			fails++;
 	}
 	printf("\n%s: %d failure(s)\n", fails ? "FAIL" : "PASS", fails);
 	if (!quick) {
