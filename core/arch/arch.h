@@ -39,6 +39,7 @@ struct alice_hparams {
 	float attn_softcap;      /* soft-cap of attention logits (gemma2) */
 	float final_softcap;     /* soft-cap of the output logits (gemma2) */
 	uint32_t n_swa;          /* sliding window: a query at p sees positions > p - n_swa; 0 = none */
+	uint32_t swa_period;     /* layer il is windowed when il % period < period - 1 (0: every layer) */
 	int32_t rope_sections[4];/* IMROPE sections t, h, w, e (rope dimension pairs) */
 	uint32_t ssm_d_conv;     /* recurrent layers (qwen35): conv kernel */
 	uint32_t ssm_d_state;    /* head size of the delta-rule k/v heads */

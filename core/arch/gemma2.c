@@ -1,7 +1,8 @@
 /* gemma2.c — Gemma 2: embeddings scaled by sqrt(n_embd); RMSNorm before and
  * after attention and FFN (post norms), rope NEOX, q scaled after rope,
  * attention logits soft-capped, sliding-window attention on even layers
- * (llama.cpp's pattern 2: layer il is windowed when il % 2 == 0), GELU
+ * (llama.cpp's pattern 2: layer il is windowed when il % 2 == 0; the
+ * optional attention.sliding_window_pattern key sets another period), GELU
  * (tanh) gated FFN, tied output, final logits soft-capped. Norm weights are
  * stored as used (the converter already added Gemma's +1). */
 #include <math.h>
@@ -46,7 +47,15 @@ static enum alice_status gemma2_hparams(const struct alice_gguf *g, struct alice
 	    !isfinite(hp->final_softcap))
 		return alice_fail(err, ALICE_ERR_INVALID, "%s: gemma2 soft-caps must be positive (attn %g, final %g)", path,
 				  hp->attn_softcap, hp->final_softcap);
-	hp->n_swa = 0;
+	hp->n_swa = 4096; /* Gemma 2's window when the key is absent (as llama.cpp) */
+	hp->swa_period = 2;
+	if (alice_gguf_get_int(g, "gemma2.attention.sliding_window_pattern", &iv, NULL) == ALICE_OK) {
+		if (iv < 0 || iv > 1024)
+			return alice_fail(err, ALICE_ERR_INVALID,
+					  "%s: gemma2.attention.sliding_window_pattern = %lld is out of range", path,
+					  (long long)iv);
+		hp->swa_period = (uint32_t)iv;
+	}
 	if (alice_gguf_get_int(g, "gemma2.attention.sliding_window", &iv, NULL) == ALICE_OK) {
 		if (iv < 0 || iv > (1 << 24))
 			return alice_fail(err, ALICE_ERR_INVALID, "%s: gemma2.attention.sliding_window = %lld is out of range",
@@ -75,7 +84,8 @@ static int32_t gemma2_attention(struct alice_gb *gb, const struct alice_step *st
 	q = alice_gb_scale(gb, q, hp->attn_scale, 0.0f);
 	int32_t kc = alice_gb_kv_write(gb, alice_gb_external(gb, &st->k_cache[il]), k, st->inp_cells);
 	int32_t vc = alice_gb_kv_write(gb, alice_gb_external(gb, &st->v_cache[il]), v, st->inp_cells);
-	bool swa = il % 2 == 0 && st->inp_ranges_swa >= 0;
+	uint32_t p = hp->swa_period;
+	bool swa = st->inp_ranges_swa >= 0 && (p == 0 || (uint32_t)il % p < p - 1);
 	int32_t o = alice_gb_attention(gb, q, kc, vc, swa ? st->inp_ranges_swa : st->inp_ranges, 1.0f, hp->attn_softcap);
 	o = alice_gb_reshape(gb, o, (int64_t)hp->head_dim_v * hp->n_head, T, 1, 1);
 	return alice_gb_mul_mat(gb, alice_build_weight(gb, st, il, ALICE_W_ATTN_OUT), o);

@@ -98,7 +98,9 @@ enum alice_op {
 	ALICE_OP_COUNT_V1_0,
 
 	/* ---- 1.1: recurrent layers (Qwen 3.5's gated DeltaNet) ----
-	 * A backend built for 1.0 rejects these (op >= ALICE_OP_COUNT_V1_0).
+	 * A backend without them answers supports_op false (a 1.0 backend does
+ * so for every op >= ALICE_OP_COUNT_V1_0); the context then fails to
+ * create, naming the op.
 	 * Both keep a per-sequence state that they update IN PLACE: the state
 	 * is a source, not dst, and a backend must treat it as written by the
 	 * node (like KV_WRITE's cache). Tokens are processed in batch order; a
