@@ -194,7 +194,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	/* threads per weight row: enough for K, at most the workgroup */
-	int64_t units = ti->block_size > 1 ? K / 16 : (K + 3) / 4;
+	int64_t units = ti->block_size > 1 ? (K / 16 + 3) / 4 : (K + 15) / 16; /* ~4 groups per thread */
 	uint32_t tl = 0;
 	while (tl < 7 && ((int64_t)1 << tl) < units)
 		tl++;
