@@ -97,7 +97,7 @@ static enum alice_status qwen35_hparams(const struct alice_gguf *g, struct alice
 	if ((st = get_dim(g, KEY("full_attention_interval"), false, &hp->full_attn_interval, err)) != ALICE_OK)
 		return st;
 	if (hp->ssm_d_conv < 2 || hp->ssm_dt_rank % hp->ssm_n_group ||
-	    hp->ssm_d_inner != hp->ssm_d_state * hp->ssm_dt_rank)
+	    hp->ssm_d_inner != (uint64_t)hp->ssm_d_state * hp->ssm_dt_rank)
 		return alice_fail(err, ALICE_ERR_INVALID,
 				  "%s: qwen35 ssm dims inconsistent (conv_kernel %u >= 2, time_step_rank %u a multiple of "
 				  "group_count %u, inner_size %u = state_size %u * time_step_rank)",
@@ -214,12 +214,17 @@ static bool layer_complete(struct alice_gb *gb, const struct alice_step *st, int
 {
 	const int *slots = recurrent ? linear_slots : attn_slots;
 	size_t n = recurrent ? sizeof(linear_slots) / sizeof(linear_slots[0]) : sizeof(attn_slots) / sizeof(attn_slots[0]);
-	for (size_t i = 0; i < n; i++)
-		if (st->w->layer[il][slots[i]] < 0) {
-			alice_gb_error(gb, "qwen35: layer %d (%s) lacks a tensor (weight slot %d)", il,
-				       recurrent ? "linear attention" : "full attention", slots[i]);
-			return false;
-		}
+	for (size_t i = 0; i < n; i++) {
+		if (st->w->layer[il][slots[i]] >= 0)
+			continue;
+		const char *name = "?";
+		for (size_t k = 0; k < sizeof(qwen35_tensors) / sizeof(qwen35_tensors[0]); k++)
+			if (qwen35_tensors[k].slot == slots[i] && (qwen35_tensors[k].flags & ALICE_TS_LAYER))
+				name = qwen35_tensors[k].name;
+		alice_gb_error(gb, "qwen35: layer %d (%s) lacks tensor blk.%d.%s", il,
+			       recurrent ? "linear attention" : "full attention", il, name);
+		return false;
+	}
 	return true;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alice/gguf.h"
 #include "alice/gguf_write.h"
 #include "alice/model.h"
 #include "alice/tokenizer.h"
@@ -286,4 +287,106 @@ Test(arch, unknown_architecture_is_named)
 	cr_assert_neq(alice_model_load(&mp, &m, &err), ALICE_OK);
 	cr_expect(strstr(err.msg, "architecture gemma3n is not supported yet") != NULL, "%s", err.msg);
 	cr_expect(strstr(err.msg, "qwen35") != NULL && strstr(err.msg, "gemma2") != NULL, "%s", err.msg);
+}
+
+/* ---- malformed qwen35 files: errors that name the problem ---- */
+
+struct patch {
+	const char *drop_key;
+	const char *u32_key; /* set (replacing any value) */
+	uint32_t u32_val;
+	const char *drop_tensor;
+};
+
+static enum alice_status fill_copy(void *user, const char *name, void *dst, uint64_t nbytes, struct alice_error *err)
+{
+	const struct alice_gguf *src = user;
+	int64_t i = alice_gguf_find_tensor(src, name);
+	memset(dst, 0, nbytes);
+	if (i >= 0 && alice_gguf_tensor(src, i)->nbytes == nbytes)
+		memcpy(dst, alice_gguf_tensor(src, i)->data, nbytes);
+	(void)err;
+	return ALICE_OK;
+}
+
+static const char *write_patched(const struct patch *p, const char *out_name)
+{
+	char src_path[4096];
+	snprintf(src_path, sizeof(src_path), "%s/models/qwen35-F16.gguf", alice_test_fixtures_dir());
+	char name[128];
+	snprintf(name, sizeof(name), "arch9-%s.gguf", out_name);
+	const char *out = alice_test_path(alice_test_build_dir(), name);
+	struct alice_error err = {0};
+	struct alice_gguf *src = NULL;
+	cr_assert_eq(alice_gguf_open(src_path, &src, &err), ALICE_OK, "%s", err.msg);
+	struct alice_gguf_writer *w = alice_gguf_writer_create();
+	cr_assert_not_null(w);
+	for (int64_t i = 0; i < alice_gguf_n_kv(src); i++) {
+		const char *k = alice_gguf_key(src, i);
+		if ((p->drop_key && !strcmp(k, p->drop_key)) || (p->u32_key && !strcmp(k, p->u32_key)))
+			continue;
+		cr_assert_eq(alice_gguf_writer_copy_kv(w, src, i), ALICE_OK);
+	}
+	if (p->u32_key)
+		cr_assert_eq(alice_gguf_writer_set_u32(w, p->u32_key, p->u32_val), ALICE_OK);
+	for (int64_t i = 0; i < alice_gguf_n_tensors(src); i++) {
+		const struct alice_gguf_tensor_info *ti = alice_gguf_tensor(src, i);
+		if (p->drop_tensor && !strcmp(ti->name, p->drop_tensor))
+			continue;
+		int64_t ne[4] = {ti->ne[0], ti->ne[1], ti->ne[2], ti->ne[3]};
+		cr_assert_eq(alice_gguf_writer_add_tensor(w, ti->name, ti->type, ti->n_dims, ne, fill_copy, src), ALICE_OK);
+	}
+	cr_assert_eq(alice_gguf_writer_write(w, out, &err), ALICE_OK, "%s", err.msg);
+	alice_gguf_writer_free(w);
+	alice_gguf_close(src);
+	return out;
+}
+
+/* Load (and create a context); returns the first failure's status and message. */
+static enum alice_status try_model(const char *path, struct alice_error *err)
+{
+	struct alice_model_params mp;
+	alice_model_params_default(&mp);
+	mp.path = path;
+	mp.backend = "cpu";
+	mp.n_threads = 2;
+	struct alice_model *m = NULL;
+	enum alice_status st = alice_model_load(&mp, &m, err);
+	if (st != ALICE_OK)
+		return st;
+	struct alice_context *c = NULL;
+	st = alice_context_create(m, NULL, &c, err);
+	alice_context_free(c);
+	alice_model_free(m);
+	return st;
+}
+
+Test(qwen35_load, malformed_files_are_named)
+{
+	struct {
+		struct patch p;
+		const char *tag, *want;
+	} cases[] = {
+		{{.u32_key = "qwen35.ssm.inner_size", .u32_val = 200}, "inner", "inner_size"},
+		{{.u32_key = "qwen35.ssm.conv_kernel", .u32_val = 1}, "conv1", "conv_kernel"},
+		{{.drop_key = "qwen35.ssm.state_size"}, "nostate", "qwen35.ssm.state_size"},
+		{{.drop_key = "qwen35.rope.dimension_sections"}, "nosect", "rope.dimension_sections"},
+		{{.u32_key = "qwen35.full_attention_interval", .u32_val = 0}, "interval0", "full_attention_interval"},
+		{{.u32_key = "qwen35.ssm.group_count", .u32_val = 3}, "groups3", "group_count"},
+		{{.drop_tensor = "blk.1.ssm_a"}, "nossma", "blk.1.ssm_a"},
+		{{.drop_tensor = "blk.3.attn_q_norm.weight"}, "noqnorm", "blk.3.attn_q_norm.weight"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct alice_error err = {0};
+		enum alice_status st = try_model(write_patched(&cases[i].p, cases[i].tag), &err);
+		cr_expect_neq(st, ALICE_OK, "%s: accepted", cases[i].tag);
+		cr_expect(strstr(err.msg, cases[i].want) != NULL, "%s: error does not name %s: %s", cases[i].tag,
+			  cases[i].want, err.msg);
+		fprintf(stderr, "qwen35_load %s: %s\n", cases[i].tag, err.msg);
+	}
+	/* every layer full attention: the linear layers' tensors are then missing */
+	struct alice_error err = {0};
+	struct patch all_attn = {.u32_key = "qwen35.full_attention_interval", .u32_val = 1};
+	cr_expect_neq(try_model(write_patched(&all_attn, "allattn"), &err), ALICE_OK);
+	cr_expect(strstr(err.msg, "blk.0.attn_q.weight") != NULL, "%s", err.msg);
 }
