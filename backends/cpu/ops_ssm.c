@@ -2,9 +2,9 @@
  * depthwise conv with per-sequence state) and GATED_DELTA_NET (gated delta
  * rule with a per-sequence matrix state per head). Both update their state
  * source in place and walk the batch's tokens in order; the work is split
- * across threads by channel (conv) or value head (delta rule), which keeps
- * every sequence's state owned by one thread and the token order intact
- * whatever the mix of sequences in the batch. */
+ * across threads by channel (conv) or by (value head, sequence) pair
+ * (delta rule), which keeps every state owned by one thread and the token
+ * order intact whatever the mix of sequences in the batch. */
 #include <math.h>
 #include <string.h>
 
@@ -108,6 +108,8 @@ enum alice_status cpu_op_ssm_conv(const struct cpu_op_args *a)
 struct gdn_job {
 	const struct alice_tensor *qk, *v, *g, *beta, *state, *seq, *d;
 	int64_t S, Hk, Hv, T;
+	const int32_t *seqs; /* the distinct sequences of the batch */
+	int64_t n_seqs;
 	float scale;
 };
 
@@ -117,10 +119,11 @@ static void gdn_run(void *arg, int ith, int nth)
 	const int64_t S = j->S, Hk = j->Hk, Hv = j->Hv;
 	float *state = (float *)tensor_data(j->state);
 	float *out = (float *)tensor_data(j->d);
-	for (int64_t h = ith; h < Hv; h += nth) {
-		int64_t hk = h % Hk;
+	for (int64_t u = ith; u < Hv * j->n_seqs; u += nth) {
+		int64_t h = u % Hv, hk = h % Hk, s = j->seqs[u / Hv];
 		for (int64_t t = 0; t < j->T; t++) {
-			int64_t s = ld_i32(j->seq, t);
+			if (ld_i32(j->seq, t) != s)
+				continue;
 			float *M = state + (s * Hv + h) * S * S;
 			const uint8_t *qkt = tensor_data(j->qk) + t * j->qk->nb[2];
 			const float *q = (const float *)(qkt + hk * j->qk->nb[1]);
@@ -166,8 +169,21 @@ enum alice_status cpu_op_gated_delta_net(const struct cpu_op_args *a)
 	enum alice_status st = check_seq(a, seq, T, state->ne[3]);
 	if (st != ALICE_OK)
 		return st;
+	if ((st = cpu_scratch(a->ctx, (size_t)T * sizeof(int32_t), 0)) != ALICE_OK)
+		return st;
+	int32_t *seqs = (int32_t *)a->ctx->wdata;
+	int64_t n_seqs = 0;
+	for (int64_t t = 0; t < T; t++) { /* a batch holds few sequences: a linear scan is fine */
+		int32_t s = ld_i32(seq, t);
+		int64_t k = 0;
+		while (k < n_seqs && seqs[k] != s)
+			k++;
+		if (k == n_seqs)
+			seqs[n_seqs++] = s;
+	}
 	struct gdn_job j = {.qk = qk, .v = v, .g = g, .beta = beta, .state = state, .seq = seq, .d = d,
-			    .S = S, .Hk = Hk, .Hv = Hv, .T = T, .scale = a->node->fp[0]};
+			    .S = S, .Hk = Hk, .Hv = Hv, .T = T, .seqs = seqs, .n_seqs = n_seqs,
+			    .scale = a->node->fp[0]};
 	cpu_pool_run(a->ctx->pool, gdn_run, &j);
 	return ALICE_OK;
 }
