@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysinfo.h>
+#include <time.h>
 
 #include "cpu_internal.h"
 
@@ -143,15 +144,37 @@ static enum alice_status cpu_init(const struct alice_backend_options *opts,
 		snprintf(err, err_len, "cannot start %d threads", n_threads);
 		return ALICE_ERR_BACKEND;
 	}
+	const char *prof = getenv("ALICE_CPU_PROFILE");
+	ctx->profile = prof && *prof && strcmp(prof, "0") != 0;
 	cpu_log(1, "cpu backend: %d threads, %s kernels", n_threads, cpu_k->isa);
 	*out = ctx;
 	return ALICE_OK;
+}
+
+static const char *op_name(uint32_t op);
+
+static void profile_report(struct alice_backend_ctx *ctx)
+{
+	double total = 0.0;
+	for (int i = 0; i < CPU_OP_COUNT; i++)
+		total += ctx->prof_s[i];
+	cpu_log(1, "cpu profile: %.3f s of calling-thread CPU in graph_compute", total);
+	for (int i = 0; i < CPU_OP_COUNT + ALICE_TYPE_COUNT; i++) {
+		if (!ctx->prof_n[i])
+			continue;
+		cpu_log(1, "cpu profile: %-10s %-6s %8ld calls %9.3f s (%5.1f%%)",
+			i < CPU_OP_COUNT ? op_name((uint32_t)i) : "MUL_MAT",
+			i < CPU_OP_COUNT ? "" : alice_type_name((uint32_t)(i - CPU_OP_COUNT)),
+			ctx->prof_n[i], ctx->prof_s[i], total > 0 ? 100.0 * ctx->prof_s[i] / total : 0.0);
+	}
 }
 
 static void cpu_free(struct alice_backend_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	if (ctx->profile)
+		profile_report(ctx);
 	cpu_pool_free(ctx->pool);
 	free(ctx->wdata);
 	for (int i = 0; i < CPU_MAX_THREADS; i++)
@@ -473,7 +496,23 @@ static enum alice_status cpu_graph_compute(struct alice_backend_ctx *ctx, const 
 		return cpu_fail(ctx, ALICE_ERR_INVALID, "graph_compute: malformed graph");
 	ctx->err[0] = '\0';
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
+		struct timespec t0, t1;
+		if (ctx->profile)
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
 		enum alice_status st = run_node(ctx, g, &g->nodes[i]);
+		if (ctx->profile) {
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+			double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+			uint32_t op = g->nodes[i].op < CPU_OP_COUNT ? g->nodes[i].op : 0;
+			ctx->prof_s[op] += dt;
+			ctx->prof_n[op]++;
+			int32_t w = g->nodes[i].src[0];
+			if (op == ALICE_OP_MUL_MAT && w >= 0 && (uint32_t)w < g->n_tensors &&
+			    g->tensors[w].type < ALICE_TYPE_COUNT) {
+				ctx->prof_s[CPU_OP_COUNT + g->tensors[w].type] += dt;
+				ctx->prof_n[CPU_OP_COUNT + g->tensors[w].type]++;
+			}
+		}
 		if (st != ALICE_OK) {
 			char msg[sizeof(ctx->err)];
 			snprintf(msg, sizeof(msg), "%s", ctx->err);

@@ -47,6 +47,11 @@ struct alice_backend_ctx {
 	/* per-thread scratch (dequantized rows, attention accumulators) */
 	uint8_t *tdata[CPU_MAX_THREADS];
 	size_t tsize;
+	/* ALICE_CPU_PROFILE=1: CPU seconds of the calling thread and call
+	 * counts per op (and per weight type for MUL_MAT), logged at free */
+	bool profile;
+	double prof_s[CPU_OP_COUNT + ALICE_TYPE_COUNT];
+	long prof_n[CPU_OP_COUNT + ALICE_TYPE_COUNT];
 };
 
 enum alice_status cpu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)

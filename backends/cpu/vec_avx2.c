@@ -154,6 +154,7 @@ static void a2_dot_q8_0(int64_t k, const void *w, const void *act, float *out)
 	const struct act_q8_0 *a = act;
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < k / QK8; b++, wb += 34, a++) {
+		prefetch_ahead(wb, 34);
 		__m256i qw = _mm256_loadu_si256((const __m256i *)(wb + 2));
 		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
 		__m256 d = _mm256_set1_ps(ld_fp16(wb) * a->d);
@@ -169,6 +170,7 @@ static void a2_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
 	__m256 acc = _mm256_setzero_ps();
 	const __m256i m4 = _mm256_set1_epi8(0xf), off = _mm256_set1_epi8(8);
 	for (int64_t b = 0; b < k / QK8; b++, wb += 18, a++) {
+		prefetch_ahead(wb, 18);
 		__m128i t = _mm_loadu_si128((const __m128i *)(wb + 2));
 		__m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), m4);
 		q = _mm256_sub_epi8(q, off);
@@ -193,6 +195,7 @@ static void a2_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
 	__m256 acc = _mm256_setzero_ps();
 	__m128 accm = _mm_setzero_ps();
 	for (int64_t b = 0; b < k / QKK; b++, wb += 144, a++) {
+		prefetch_ahead(wb, 144);
 		uint32_t u[4];
 		k4_scales_mins(wb + 4, u);
 		/* 16 int16: scales 0..7, mins 8..15 */
@@ -231,6 +234,7 @@ static void a2_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
 	const __m256i m4 = _mm256_set1_epi8(0xf), m2 = _mm256_set1_epi8(3);
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < k / QKK; b++, wb += 210, a++) {
+		prefetch_ahead(wb, 210);
 		__m128i sc8 = _mm_loadu_si128((const __m128i *)(wb + 192));
 		__m256i sc16 = _mm256_cvtepi8_epi16(sc8);
 		/* the -32 offset of every q: 32 * sum(scale_i * bsum_i) */
@@ -300,6 +304,7 @@ static void a2_dot_q4_1(int64_t k, const void *w, const void *act, float *out)
 	__m256 acc = _mm256_setzero_ps();
 	float accm = 0.0f;
 	for (int64_t b = 0; b < k / QK8; b++, wb += 20, a++) {
+		prefetch_ahead(wb, 20);
 		__m256i q = nibbles(wb + 4);
 		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
 		__m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, qa), _mm256_set1_epi16(1));
@@ -316,6 +321,7 @@ static void a2_dot_q5_0(int64_t k, const void *w, const void *act, float *out)
 	__m256 acc = _mm256_setzero_ps();
 	const __m256i h5 = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8(16);
 	for (int64_t b = 0; b < k / QK8; b++, wb += 22, a++) {
+		prefetch_ahead(wb, 22);
 		uint32_t qh;
 		memcpy(&qh, wb + 2, 4);
 		__m256i q = _mm256_or_si256(nibbles(wb + 6), _mm256_and_si256(bits_to_bytes(qh), h5));
@@ -334,6 +340,7 @@ static void a2_dot_q5_1(int64_t k, const void *w, const void *act, float *out)
 	float accm = 0.0f;
 	const __m256i h5 = _mm256_set1_epi8(0x10);
 	for (int64_t b = 0; b < k / QK8; b++, wb += 24, a++) {
+		prefetch_ahead(wb, 24);
 		uint32_t qh;
 		memcpy(&qh, wb + 4, 4);
 		__m256i q = _mm256_or_si256(nibbles(wb + 8), _mm256_and_si256(bits_to_bytes(qh), h5));
@@ -355,6 +362,7 @@ static void a2_dot_iq4_nl(int64_t k, const void *w, const void *act, float *out)
 	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv_iq4nl));
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < k / QK8; b++, wb += 18, a++) {
+		prefetch_ahead(wb, 18);
 		__m256i q = _mm256_shuffle_epi8(tab, nibbles(wb + 2));
 		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a->d), _mm256_cvtepi32_ps(dot_s8(q, qa)), acc);
@@ -377,6 +385,7 @@ static void a2_dot_mxfp4(int64_t k, const void *w, const void *act, float *out)
 	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv_mxfp4));
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < k / QK8; b++, wb += 17, a++) {
+		prefetch_ahead(wb, 17);
 		__m256i q = _mm256_shuffle_epi8(tab, nibbles(wb + 1));
 		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(e8m0_half(wb[0]) * a->d), _mm256_cvtepi32_ps(dot_s8(q, qa)), acc);
@@ -414,6 +423,7 @@ static void a2_dot_iq4_xs(int64_t k, const void *w, const void *act, float *out)
 	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv_iq4nl));
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < k / QKK; b++, wb += 136, a++) {
+		prefetch_ahead(wb, 136);
 		uint16_t sh;
 		memcpy(&sh, wb + 2, 2);
 		const uint8_t *sl = wb + 4, *qs = wb + 8;
@@ -439,6 +449,7 @@ static void a2_dot_q5_k(int64_t k, const void *w, const void *act, float *out)
 	__m256 acc = _mm256_setzero_ps();
 	__m128 accm = _mm_setzero_ps();
 	for (int64_t b = 0; b < k / QKK; b++, wb += 176, a++) {
+		prefetch_ahead(wb, 176);
 		uint32_t u[4];
 		k4_scales_mins(wb + 4, u);
 		__m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
@@ -491,6 +502,7 @@ static void a2_dot_q2_k(int64_t k, const void *w, const void *act, float *out)
 	__m256 acc = _mm256_setzero_ps();
 	float accm = 0.0f;
 	for (int64_t b = 0; b < k / QKK; b++, wb += 84, a++) {
+		prefetch_ahead(wb, 84);
 		__m128i raw = _mm_loadu_si128((const __m128i *)wb);
 		__m128i sc8 = _mm_and_si128(raw, _mm256_castsi256_si128(m4));
 		__m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm256_castsi256_si128(m4)));
@@ -517,6 +529,7 @@ static void a2_dot_q3_k(int64_t k, const void *w, const void *act, float *out)
 	const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < k / QKK; b++, wb += 110, a++) {
+		prefetch_ahead(wb, 110);
 		const uint8_t *s12 = wb + 96;
 		int8_t scv[16];
 		for (int j = 0; j < 16; j++) {

@@ -22,6 +22,15 @@ static inline float ld_fp16(const uint8_t *p)
 	return _cvtsh_ss(h);
 }
 
+/* Weight rows stream from DRAM once per token: ask for the lines PF bytes
+ * ahead of the block being read, enough to cover its size. */
+#define PREFETCH_DIST 2048
+static inline void prefetch_ahead(const uint8_t *p, int bytes)
+{
+	for (int o = 0; o < bytes; o += 64)
+		_mm_prefetch((const char *)p + PREFETCH_DIST + o, _MM_HINT_T0);
+}
+
 /* The 8 six-bit scales and mins of a Q4_K/Q5_K 12-byte field. */
 static inline void k4_unpack(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 {
