@@ -5,11 +5,13 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git python3 curl
       libevent-dev libjson-c-dev libcriterion-dev
       libvulkan-dev glslc mesa-vulkan-drivers
-      clang libclang-rt-14-dev nodejs npm)
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node + npm (the openai-SDK test): any install will do (the image may ship nodesource's)
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -eq 0 ]; then
   echo "deps: installing ${missing[*]}" >&2
