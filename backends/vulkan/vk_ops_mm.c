@@ -14,6 +14,7 @@ struct mm_push {
 	uint32_t x_off, x_nb0, x_nb1, x_nb2;
 	uint32_t x_nb3, d_off, d_nb0, d_nb1;
 	uint32_t d_nb2, d_nb3, tpr_log2, nrg;
+	uint32_t s_off;
 };
 
 struct gr_push {
@@ -36,7 +37,7 @@ static int64_t rows_per_range(struct alice_backend_ctx *ctx, int64_t nb1)
 struct act_push {
 	uint32_t K, M, ne2, fmt;
 	uint32_t x_off, x_nb0, x_nb1, x_nb2;
-	uint32_t x_nb3, bs, n_items, pad;
+	uint32_t x_nb3, bs, n_items, s_off;
 };
 
 /* actq.comp format for a weight type: how llama.cpp (and the CPU
@@ -50,6 +51,8 @@ static uint32_t act_fmt(uint32_t type, uint32_t *bs)
 	case ALICE_TYPE_Q2_K: case ALICE_TYPE_Q3_K: case ALICE_TYPE_Q4_K: case ALICE_TYPE_Q5_K:
 	case ALICE_TYPE_Q6_K: case ALICE_TYPE_IQ4_XS:
 		*bs = 256; return 4;
+	case ALICE_TYPE_Q4_1: case ALICE_TYPE_Q5_1:
+		*bs = 32; return 5; /* Q8_1: Q8_0 values + fp16 block sums */
 	default:
 		*bs = 32; return 3; /* Q8_0 blocks: Q4_0..Q8_0, IQ4_NL, MXFP4, Q1_0 */
 	}
@@ -62,15 +65,17 @@ uint64_t vk_mm_scratch_need(const struct alice_graph *g, const struct alice_node
 		return 0;
 	const struct alice_tensor *w = &g->tensors[n->src[0]], *x = &g->tensors[n->src[1]];
 	uint32_t bs;
-	if (act_fmt(w->type, &bs) == 0)
+	uint32_t fmt = act_fmt(w->type, &bs);
+	if (fmt == 0)
 		return 0;
-	return (uint64_t)vk_nelem(x) * 4;
+	return (uint64_t)vk_nelem(x) * 4 + (fmt == 5 ? (uint64_t)vk_nelem(x) / 32 * 4 : 0);
 }
 
 /* x as the product reads it: a binding and byte strides */
 struct mm_x {
 	struct vk_bind b;
 	uint32_t nb0, nb1, nb2, nb3;
+	uint32_t s_off; /* Q8_1 block sums, bytes from the binding's start */
 };
 
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
@@ -94,7 +99,7 @@ enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
 	if (K % 16 != 0 && ti->block_size > 1)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 16", (long long)K);
 	/* round the activations once (into a scratch region), as the weight type's dot expects */
-	struct mm_x xa;
+	struct mm_x xa = {.s_off = 0};
 	uint32_t bs, fmt = act_fmt(w->type, &bs);
 	enum alice_status st;
 	if (fmt == 0) {
@@ -105,7 +110,8 @@ enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
 		xa.nb2 = (uint32_t)x->nb[2];
 		xa.nb3 = (uint32_t)x->nb[3];
 	} else {
-		uint64_t bytes = (uint64_t)vk_nelem(x) * 4;
+		uint64_t vbytes = (uint64_t)vk_nelem(x) * 4;
+		uint64_t bytes = vbytes + (fmt == 5 ? vbytes / 32 : 0);
 		if (!ctx->scratch || bytes > ctx->scratch_region)
 			return vk_fail(ctx, ALICE_ERR_BACKEND, "activation scratch not prepared");
 		uint64_t off = (uint64_t)(ctx->scratch_next++ % VK_SCRATCH_RING) * ctx->scratch_region;
@@ -118,6 +124,7 @@ enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
 			.K = (uint32_t)K, .M = (uint32_t)M, .ne2 = (uint32_t)x->ne[2], .fmt = fmt,
 			.x_off = ab[1].rel, .x_nb0 = (uint32_t)x->nb[0], .x_nb1 = (uint32_t)x->nb[1],
 			.x_nb2 = (uint32_t)x->nb[2], .x_nb3 = (uint32_t)x->nb[3], .bs = bs, .n_items = (uint32_t)items,
+			.s_off = (uint32_t)vbytes,
 		};
 		/* actq writes at byte (row*K + i)*4 from its binding's start */
 		if (ab[0].rel != 0)
@@ -129,6 +136,7 @@ enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
 		xa.nb1 = (uint32_t)(K * 4);
 		xa.nb2 = (uint32_t)(K * M * 4);
 		xa.nb3 = (uint32_t)(K * M * x->ne[2] * 4);
+		xa.s_off = (uint32_t)vbytes;
 	}
 	/* a weight larger than one descriptor range goes in slices of rows */
 	int64_t per = rows_per_range(ctx, w->nb[1]);
@@ -153,7 +161,7 @@ struct mmt_push {
 	uint32_t w_off, w_nb1, w_nb2, w_nb3;
 	uint32_t x_off, x_nb0, x_nb1, x_nb2;
 	uint32_t x_nb3, d_off, d_nb0, d_nb1;
-	uint32_t d_nb2, d_nb3, n_wg, pad;
+	uint32_t d_nb2, d_nb3, n_wg, s_off;
 };
 
 /* Columns from which the 64 x 64 tiled kernel (mmt.comp) takes over. */
@@ -188,6 +196,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.x_off = b[2].rel, .x_nb0 = xa->nb0, .x_nb1 = xa->nb1, .x_nb2 = xa->nb2,
 			.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
 			.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .n_wg = (uint32_t)n_wg,
+			.s_off = xa->s_off,
 		};
 		char name[32];
 		snprintf(name, sizeof(name), "mmt_%s", ti->name);
@@ -219,6 +228,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		.x_off = b[2].rel, .x_nb0 = xa->nb0, .x_nb1 = xa->nb1, .x_nb2 = xa->nb2,
 		.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
 		.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .tpr_log2 = tl, .nrg = (uint32_t)nrg,
+		.s_off = xa->s_off,
 	};
 	char name[32];
 	/* decode (one column): the variant with a single accumulator */

@@ -3,7 +3,8 @@
 // product pairs them (llama.cpp's vec_dot_type, which the CPU reference and
 // the parity bounds assume): F16 or BF16 per element, Q8_0 blocks of 32
 // (d = fp16(amax/127)), Q8_K blocks of 256 (d = 1/(-127/max)). Writes the
-// rounded values as F32 into a contiguous scratch [K, rows]. One thread per
+// rounded values as F32 into a contiguous scratch [K, rows] (Q8_1, fmt 5:
+// Q8_0 values plus fp16(d * sum(q)) per block at s_off). One thread per
 // block (per element for F16/BF16).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 64) in;
@@ -12,7 +13,7 @@ layout(local_size_x = 64) in;
 layout(push_constant) uniform PC {
 	uint K, M, ne2, fmt; // fmt: 1 f16, 2 bf16, 3 q8_0, 4 q8_k
 	uint x_off, x_nb0, x_nb1, x_nb2;
-	uint x_nb3, bs, n_items, pad;
+	uint x_nb3, bs, n_items, s_off; // s_off: Q8_1 block sums after the values
 } p;
 
 // a / b correctly rounded in nearly every case (Vulkan allows 2.5 ulp for '/')
@@ -51,11 +52,16 @@ void main()
 			mx = v;
 		}
 	}
-	if (p.fmt == 3u) {
+	if (p.fmt == 3u || p.fmt == 5u) {
 		float d = amax / 127.0, id = amax != 0.0 ? div_cr(127.0, amax) : 0.0;
-		float dr = round_f16(d);
-		for (uint i = 0u; i < p.bs; i++)
-			d_stf(ob + i * 4u, dr * roundEven(a_f(xb + i * p.x_nb0) * id));
+		float dr = round_f16(d), sum = 0.0;
+		for (uint i = 0u; i < p.bs; i++) {
+			float q = roundEven(a_f(xb + i * p.x_nb0) * id);
+			sum += q;
+			d_stf(ob + i * 4u, dr * q);
+		}
+		if (p.fmt == 5u)
+			d_stf(p.s_off + it * 4u, round_f16(d * sum));
 		return;
 	}
 	if (amax == 0.0) {

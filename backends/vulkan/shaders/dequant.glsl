@@ -51,13 +51,17 @@ void dq16(uint rb, uint g, out float v[16])
 		v[i] = (float((qb(q, i) >> sh) & 15u) - 8.0) * d;
 }
 #elif defined(WT_Q4_1)
-void dq16(uint rb, uint g, out float v[16])
+// The min term is kept apart for MUL_MAT: llama.cpp pairs Q4_1/Q5_1 with
+// Q8_1 activations, whose per-block sum d*sum(q) is rounded to fp16.
+#define WMIN 1
+float dq16_min(uint rb, uint g) { return a_h(rb + (g >> 1) * 20u + 2u); }
+void dq16_nomin(uint rb, uint g, out float v[16])
 {
 	uint bb = rb + (g >> 1) * 20u, sh = (g & 1u) * 4u;
-	float d = a_h(bb), m = a_h(bb + 2u);
+	float d = a_h(bb);
 	uvec4 q = a_u128(bb + 4u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = float((qb(q, i) >> sh) & 15u) * d + m;
+		v[i] = float((qb(q, i) >> sh) & 15u) * d;
 }
 #elif defined(WT_Q5_0)
 void dq16(uint rb, uint g, out float v[16])
@@ -70,14 +74,16 @@ void dq16(uint rb, uint g, out float v[16])
 		v[i] = float(int(((qb(q, i) >> sh) & 15u) | (((qh >> i) & 1u) << 4)) - 16) * d;
 }
 #elif defined(WT_Q5_1)
-void dq16(uint rb, uint g, out float v[16])
+#define WMIN 1
+float dq16_min(uint rb, uint g) { return a_h(rb + (g >> 1) * 24u + 2u); }
+void dq16_nomin(uint rb, uint g, out float v[16])
 {
 	uint bb = rb + (g >> 1) * 24u, h = g & 1u, sh = h * 4u;
-	float d = a_h(bb), m = a_h(bb + 2u);
+	float d = a_h(bb);
 	uint qh = a_u32(bb + 4u) >> (h * 16u);
 	uvec4 q = a_u128(bb + 8u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = float(((qb(q, i) >> sh) & 15u) | (((qh >> i) & 1u) << 4)) * d + m;
+		v[i] = float(((qb(q, i) >> sh) & 15u) | (((qh >> i) & 1u) << 4)) * d;
 }
 #elif defined(WT_Q8_0)
 void dq16(uint rb, uint g, out float v[16])
@@ -200,4 +206,16 @@ void dq16(uint rb, uint g, out float v[16])
 }
 #elif !PLAIN
 #error "no weight type defined"
+#endif
+
+#if defined(WMIN)
+void dq16(uint rb, uint g, out float v[16])
+{
+	dq16_nomin(rb, g, v);
+	float m = dq16_min(rb, g);
+	[[unroll]] for (uint i = 0u; i < 16u; i++)
+		v[i] += m;
+}
+#else
+#define WMIN 0
 #endif

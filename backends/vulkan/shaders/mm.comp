@@ -25,6 +25,7 @@ layout(push_constant) uniform PC {
 	uint x_off, x_nb0, x_nb1, x_nb2;
 	uint x_nb3, d_off, d_nb0, d_nb1;
 	uint d_nb2, d_nb3, tpr_log2, nrg;
+	uint s_off; // Q4_1/Q5_1: Q8_1 block sums of the activations (fp16-rounded), per 32
 } p;
 
 shared float red[MT * WG];
@@ -61,7 +62,13 @@ void main()
 		uint ng = p.K / 16u;
 		for (uint g = lane; g < ng; g += tpr) {
 			float v[16];
+#if WMIN
+			dq16_nomin(wrow, g, v);
+			float wm = (g & 1u) == 0u ? dq16_min(wrow, g) : 0.0;
+			uint srow = m0 + p.M * (i2 + p.ne12 * i3);
+#else
 			dq16(wrow, g, v);
+#endif
 			uint xb = xb0 + g * 16u * p.x_nb0;
 			[[unroll]] for (uint j = 0u; j < MT; j++) {
 				if (j < mc) {
@@ -75,6 +82,10 @@ void main()
 						[[unroll]] for (uint i = 0u; i < 16u; i++)
 							s += v[i] * b_f(xj + i * p.x_nb0);
 					}
+#if WMIN
+					if (wm != 0.0)
+						s += wm * b_f(p.s_off + ((srow + j) * (p.K / 32u) + (g >> 1)) * 4u);
+#endif
 					acc[j] += s;
 				}
 			}

@@ -18,11 +18,15 @@ layout(push_constant) uniform PC {
 	uint w_off, w_nb1, w_nb2, w_nb3;
 	uint x_off, x_nb0, x_nb1, x_nb2;
 	uint x_nb3, d_off, d_nb0, d_nb1;
-	uint d_nb2, d_nb3, n_wg, pad;
+	uint d_nb2, d_nb3, n_wg, s_off; // s_off: Q8_1 block sums (Q4_1/Q5_1)
 } p;
 
 shared float ws[BK * BN];
 shared float xs[BK * BM];
+#if WMIN
+shared float wms[BN]; // the weight rows' block mins for this K step
+shared float xss[BM]; // the columns' fp16 d*sum(q) for this K step
+#endif
 
 void main()
 {
@@ -55,10 +59,20 @@ void main()
 			uint r = tid >> 1, g = tid & 1u;
 			float v[16];
 			if (n0 + r < p.N) {
+#if WMIN
+				dq16_nomin(wbase + (n0 + r) * p.w_nb1, (k0 >> 4) + g, v);
+				if (g == 0u)
+					wms[r] = dq16_min(wbase + (n0 + r) * p.w_nb1, k0 >> 4);
+#else
 				dq16(wbase + (n0 + r) * p.w_nb1, (k0 >> 4) + g, v);
+#endif
 			} else {
 				[[unroll]] for (uint i = 0u; i < 16u; i++)
 					v[i] = 0.0;
+#if WMIN
+				if (g == 0u)
+					wms[r] = 0.0;
+#endif
 			}
 			[[unroll]] for (uint i = 0u; i < 16u; i++)
 				ws[(g * 16u + i) * BN + r] = v[i];
@@ -71,7 +85,18 @@ void main()
 				v = b_f(xbase + (m0 + c) * p.x_nb1 + (k0 + k) * p.x_nb0);
 			xs[k * BM + c] = v;
 		}
+#if WMIN
+		if (tid < BM) {
+			uint srow = m0 + tid + p.M * (i2 + p.ne12 * i3);
+			xss[tid] = m0 + tid < p.M ? b_f(p.s_off + (srow * (p.K / 32u) + (k0 >> 5)) * 4u) : 0.0;
+		}
+#endif
 		barrier();
+#if WMIN
+		[[unroll]] for (uint i = 0u; i < 4u; i++)
+			[[unroll]] for (uint j = 0u; j < 4u; j++)
+				acc[i][j] = fma(wms[ty * 4u + i], xss[tx * 4u + j], acc[i][j]);
+#endif
 		[[unroll]] for (uint k = 0u; k < BK; k++) {
 			vec4 a = vec4(ws[k * BN + ty * 4u], ws[k * BN + ty * 4u + 1u], ws[k * BN + ty * 4u + 2u],
 				      ws[k * BN + ty * 4u + 3u]);
