@@ -63,13 +63,17 @@ enum alice_status vk_op_attention(const struct vk_op_args *a)
 	return vk_dispatch(ctx, "attn", b, 5, &p, sizeof(p), (uint32_t)(nh * nt));
 }
 
-/* The first dim whose lower dims hold exactly e elements (as the CPU reference). */
+/* The first dim of size > 1 whose lower dims hold exactly e elements
+ * (backend.h; the last dim if every later one is 1). */
 static int cell_dim(const struct alice_tensor *t, int64_t e)
 {
 	int64_t p = 1;
 	for (int d = 0; d < ALICE_MAX_DIMS; d++) {
-		if (p == e)
+		if (p == e) {
+			while (d < ALICE_MAX_DIMS - 1 && t->ne[d] == 1)
+				d++;
 			return d;
+		}
 		p *= t->ne[d];
 	}
 	return -1;
