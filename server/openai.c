@@ -1,6 +1,8 @@
 /* openai.c — request parsing/validation and error bodies (see openai.h). */
 #include "openai.h"
 
+#include "alice/json_schema.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -555,6 +557,67 @@ static int parse_logprobs(struct json_object *o, struct srv_gen_request *r, stru
 	return 0;
 }
 
+/* response_format: "text", "json_object" (any JSON object) or "json_schema"
+ * (json_schema.schema). Both JSON modes become a GBNF grammar. */
+static int parse_response_format(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	const char *P = "response_format";
+	struct json_object *v = field(o, P), *t, *js, *schema;
+	if (!v)
+		return 0;
+	if (!json_object_is_type(v, json_type_object)) {
+		srv_api_error_invalid(e, P, "'response_format' must be an object, got %s", type_name(v));
+		return -1;
+	}
+	t = field(v, "type");
+	if (!t || !json_object_is_type(t, json_type_string)) {
+		srv_api_error_invalid(e, P, "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+		return -1;
+	}
+	const char *type = json_object_get_string(t);
+	if (strcmp(type, "text") == 0)
+		return 0;
+	char *gbnf = NULL;
+	struct alice_error aerr = {{0}};
+	enum alice_status st;
+	if (strcmp(type, "json_object") == 0) {
+		static const char any_object[] = "{\"type\":\"object\"}";
+		st = alice_json_schema_to_gbnf(any_object, sizeof(any_object) - 1, &gbnf, &aerr);
+	} else if (strcmp(type, "json_schema") == 0) {
+		js = field(v, "json_schema");
+		if (!js || !json_object_is_type(js, json_type_object)) {
+			srv_api_error_invalid(e, P, "'response_format.json_schema' must be an object with a 'schema'");
+			return -1;
+		}
+		schema = field(js, "schema");
+		if (!schema || (!json_object_is_type(schema, json_type_object) &&
+				!json_object_is_type(schema, json_type_boolean))) {
+			srv_api_error_invalid(e, P, "'response_format.json_schema.schema' must be a JSON Schema object");
+			return -1;
+		}
+		st = alice_json_schema_obj_to_gbnf(schema, &gbnf, &aerr);
+	} else {
+		srv_api_error_invalid(e, P, "response_format type '%.40s' is not supported; use text, json_object or json_schema",
+				      type);
+		return -1;
+	}
+	if (st != ALICE_OK) {
+		if (st == ALICE_ERR_NOMEM)
+			srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		else
+			srv_api_error_invalid(e, P, "unsupported or invalid JSON schema: %s", aerr.msg);
+		free(gbnf);
+		return -1;
+	}
+	if (r->grammar) {
+		free(gbnf);
+		srv_api_error_invalid(e, P, "'grammar' and a JSON 'response_format' cannot be combined");
+		return -1;
+	}
+	r->grammar = gbnf;
+	return 0;
+}
+
 static int parse_options(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
 {
 	struct json_object *v;
@@ -624,7 +687,7 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, struc
 		    !(r->grammar = dup_string(v, "grammar", "'grammar'", e)))
 			return -1;
 	}
-	return 0;
+	return parse_response_format(o, r, e);
 }
 
 int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, struct srv_gen_request *r,

@@ -82,7 +82,7 @@ struct srv_gen_request {
 	int64_t n;
 	bool logprobs;     /* chat: logprobs; completions: logprobs != null */
 	int top_logprobs;  /* alternatives per position, 0..SRV_MAX_TOP_LOGPROBS */
-	char *grammar;     /* raw GBNF or NULL */
+	char *grammar;     /* raw GBNF, or the grammar of a JSON response_format; NULL = none */
 	bool echo;         /* completions: prepend the prompt to the text */
 };
 

@@ -83,6 +83,30 @@ await group('completions', async () => {
   check('completions stream: same text', text === r.choices[0].text, { text, want: r.choices[0].text });
 });
 
+await group('response_format', async () => {
+  const r = await client.chat.completions.create({
+    model: 'tiny-tolstoy', messages: [{ role: 'user', content: 'Describe Pierre as JSON.' }], max_tokens: 150,
+    temperature: 0,
+    response_format: {
+      type: 'json_schema',
+      json_schema: {
+        name: 'person',
+        schema: {
+          type: 'object',
+          properties: { name: { type: 'string', maxLength: 12 }, rich: { type: 'boolean' } },
+          required: ['name', 'rich'],
+        },
+      },
+    },
+  });
+  let obj = null;
+  try {
+    obj = JSON.parse(r.choices[0].message.content);
+  } catch (e) { /* checked below */ }
+  check('json_schema: parsable object of the schema', obj && typeof obj.name === 'string' &&
+    typeof obj.rich === 'boolean', r.choices[0].message.content);
+});
+
 await group('models', async () => {
   const list = await client.models.list();
   const ids = [];

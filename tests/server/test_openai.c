@@ -203,3 +203,39 @@ Test(openai, utf8_sanitize)
 	cr_assert_eq(n, 9);
 	free(s);
 }
+
+Test(openai, response_format)
+{
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+	char buf[512];
+	snprintf(buf, sizeof(buf), "{%s,\"response_format\":{\"type\":\"text\"}}", m);
+	cr_assert_eq(parse(SRV_KIND_CHAT, buf, &r, &e), 0, "%s", e.message);
+	cr_assert_null(r.grammar);
+	srv_gen_request_clear(&r);
+	snprintf(buf, sizeof(buf), "{%s,\"response_format\":{\"type\":\"json_object\"}}", m);
+	cr_assert_eq(parse(SRV_KIND_CHAT, buf, &r, &e), 0, "%s", e.message);
+	cr_assert_not_null(r.grammar);
+	cr_assert(strstr(r.grammar, "root"), "%s", r.grammar);
+	srv_gen_request_clear(&r);
+	snprintf(buf, sizeof(buf),
+		 "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\","
+		 "\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}}}", m);
+	cr_assert_eq(parse(SRV_KIND_CHAT, buf, &r, &e), 0, "%s", e.message);
+	cr_assert_not_null(r.grammar);
+	srv_gen_request_clear(&r);
+	const char *bad[] = {
+		"\"response_format\":\"json\"",
+		"\"response_format\":{}",
+		"\"response_format\":{\"type\":\"yaml\"}",
+		"\"response_format\":{\"type\":\"json_schema\"}",
+		"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":5}}",
+		"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"tuple\"}}}",
+		"\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":\"json_object\"}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(buf, sizeof(buf), "{%s,%s}", m, bad[i]);
+		expect_400(SRV_KIND_CHAT, buf, "response_format");
+	}
+}

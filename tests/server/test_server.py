@@ -534,6 +534,35 @@ def test_grammar(s):
         bias[str(t[0])] = -100
     st, js, h = s.post(COMP, {"prompt": "hi", "max_tokens": 3, "grammar": "root ::= [0-9]", "logit_bias": bias})
     check("nothing samplable under grammar + logit_bias is a 400", st == 400 and is_error(js), (st, js))
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                               "age": {"type": "integer", "minimum": 0, "maximum": 120},
+                                               "rich": {"type": "boolean"}},
+              "required": ["name", "age", "rich"]}
+    st, js, h = s.post(CHAT, chat_body("Describe Pierre as JSON.", max_tokens=150,
+                                       response_format={"type": "json_schema",
+                                                        "json_schema": {"name": "person", "schema": schema}}))
+    obj = None
+    if st == 200:
+        try:
+            obj = json.loads(js["choices"][0]["message"]["content"])
+        except ValueError:
+            pass
+    check("response_format json_schema: valid JSON of the schema",
+          isinstance(obj, dict) and set(obj) == {"name", "age", "rich"} and isinstance(obj["name"], str)
+          and len(obj["name"]) <= 12 and isinstance(obj["age"], int) and 0 <= obj["age"] <= 120
+          and isinstance(obj["rich"], bool) and js["choices"][0]["finish_reason"] == "stop", (st, js))
+    st, js, h = s.post(CHAT, chat_body("JSON please", max_tokens=5, response_format={"type": "json_object"}))
+    check("response_format json_object starts an object", st == 200
+          and js["choices"][0]["message"]["content"].startswith("{"), (st, js))
+    st, js, h = s.post(CHAT, chat_body("x", response_format={"type": "json_schema", "json_schema": {
+        "schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)"}}}}}))
+    check("unsupported schema is a 400 on response_format", st == 400 and is_error(js, "response_format"), js)
+    st, js, h = s.post(CHAT, chat_body("x", response_format={"type": "xml"}))
+    check("unknown response_format type is a 400", st == 400 and is_error(js, "response_format"), js)
+    st, js, h = s.post(CHAT, chat_body("x", response_format={"type": "json_object"}, grammar='root ::= "a"'))
+    check("grammar + JSON response_format is a 400", st == 400 and is_error(js, "response_format"), js)
+    st, js, h = s.post(CHAT, chat_body("Hi", max_tokens=3, response_format={"type": "text"}))
+    check("response_format text is plain", st == 200, js)
     g = 'root ::= [a-z]{1,6} " " [0-9] [0-9]'
     st, js, h = s.post(COMP, {"prompt": "Count:", "grammar": g, "max_tokens": 40, "temperature": 0.8, "seed": 3})
     txt = js["choices"][0]["text"] if st == 200 else ""
