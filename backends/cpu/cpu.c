@@ -129,6 +129,9 @@ static enum alice_status cpu_init(const struct alice_backend_options *opts,
 		snprintf(err, err_len, "n_threads %d out of range (0..%d)", n_threads, CPU_MAX_THREADS);
 		return ALICE_ERR_INVALID;
 	}
+	const char *env_threads = getenv("ALICE_CPU_THREADS"); /* default when opts say 0 */
+	if (n_threads == 0 && env_threads && atoi(env_threads) > 0 && atoi(env_threads) <= CPU_MAX_THREADS)
+		n_threads = atoi(env_threads);
 	if (n_threads == 0)
 		n_threads = cpu_physical_cores();
 	cpu_kernels_select();

@@ -118,7 +118,7 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 	struct attn_job j = {.q = q, .k = k, .v = v, .r = r, .d = d, .ctx = ctx, .scale = a->node->fp[0],
 			     .cap = a->node->fp[1], .group = nh / nkv};
 	atomic_init(&j.ctr, 0);
-	cpu_pool_run(ctx->pool, attn_run, &j);
+	cpu_pool_run_sized(ctx->pool, attn_run, &j, nh * nt * (dk + v->ne[0]) * (ncell < 16 ? 16 : ncell));
 	return ALICE_OK;
 }
 
@@ -213,6 +213,6 @@ enum alice_status cpu_op_kv_write(const struct cpu_op_args *a)
 					(long long)i, (long long)d->ne[dd] - 1);
 	}
 	struct kvw_job j = {.s = s, .idx = idx, .d = d, .ds = ds, .dd = dd, .e = e, .n = n};
-	cpu_pool_run(a->ctx->pool, kvw_run, &j);
+	cpu_pool_run_sized(a->ctx->pool, kvw_run, &j, n * e);
 	return ALICE_OK;
 }

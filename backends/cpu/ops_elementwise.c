@@ -80,7 +80,7 @@ static enum alice_status ew(const struct cpu_op_args *a)
 	struct ew_job j = {.n = a->node, .s0 = a->src[0], .s1 = a->src[1], .d = a->dst};
 	if (!tensor_same_shape(j.s0, j.d))
 		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "dst shape differs from src0");
-	cpu_pool_run(a->ctx->pool, ew_run, &j);
+	cpu_pool_run_sized(a->ctx->pool, ew_run, &j, tensor_nelem(j.d));
 	return ALICE_OK;
 }
 
@@ -186,6 +186,6 @@ enum alice_status cpu_op_copy(const struct cpu_op_args *a)
 		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "COPY: %lld elements into %lld",
 				(long long)tensor_nelem(a->src[0]), (long long)tensor_nelem(a->dst));
 	struct cp_job j = {.s = a->src[0], .d = a->dst};
-	cpu_pool_run(a->ctx->pool, cp_run, &j);
+	cpu_pool_run_sized(a->ctx->pool, cp_run, &j, tensor_nelem(j.d));
 	return ALICE_OK;
 }

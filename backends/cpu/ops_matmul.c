@@ -94,33 +94,29 @@ struct mm_job {
 	int64_t xnb0, xnb1, xnb2, xnb3;
 	uint8_t *d;
 	int64_t dnb0, dnb1, dnb2, dnb3;
-	uint8_t *abuf; /* converted activation rows */
-	size_t act_row;
+	uint8_t *abuf; /* converted activation rows (NULL: one row, per thread) */
+	size_t act_row, tmp_bytes;
 	long chunk, n_chunks_per_batch;
 	atomic_long ctr;
 };
 
-static void mm_convert(void *arg, int ith, int nth)
+/* Convert activation row r into out; gather/tmp: thread scratch. */
+static void convert_row(const struct mm_job *j, long r, uint8_t *out, float *gather, void *tmp)
 {
-	struct mm_job *j = arg;
 	const struct cpu_kernels *k = j->k;
-	float *gather = (float *)j->ctx->tdata[ith];
-	void *tmp = gather + j->K;
-	long total = (long)(j->M * j->ne12 * j->ne13);
-	for (long r = ith; r < total; r += nth) {
-		int64_t m = r % j->M, i2 = (r / j->M) % j->ne12, i3 = r / (j->M * j->ne12);
-		const uint8_t *src = j->x + m * j->xnb1 + i2 * j->xnb2 + i3 * j->xnb3;
-		const float *row = (const float *)src;
-		if (j->xnb0 != 4) {
-			for (int64_t i = 0; i < j->K; i++)
-				memcpy(&gather[i], src + i * j->xnb0, 4);
-			row = gather;
-		}
-		uint8_t *out = j->abuf + (size_t)r * j->act_row;
-		if (!j->spec) {
-			round_row(k, j->act, j->K, row, (float *)out, tmp);
-			continue;
-		}
+	int64_t m = r % j->M, i2 = (r / j->M) % j->ne12, i3 = r / (j->M * j->ne12);
+	const uint8_t *src = j->x + m * j->xnb1 + i2 * j->xnb2 + i3 * j->xnb3;
+	const float *row = (const float *)src;
+	if (j->xnb0 != 4) {
+		for (int64_t i = 0; i < j->K; i++)
+			memcpy(&gather[i], src + i * j->xnb0, 4);
+		row = gather;
+	}
+	if (!j->spec) {
+		round_row(k, j->act, j->K, row, (float *)out, tmp);
+		return;
+	}
+	{
 		switch (j->act) {
 		case ACT_F32: memcpy(out, row, (size_t)j->K * 4); break;
 		case ACT_F16: k->f32_to_f16(j->K, row, (uint16_t *)out); break;
@@ -134,13 +130,34 @@ static void mm_convert(void *arg, int ith, int nth)
 	}
 }
 
+/* Thread scratch: [dequantized weight row: K floats][gather: K floats]
+ * [rounding tmp][own activation row when decoding]. */
+static float *t_wrow(const struct mm_job *j, int ith) { return (float *)j->ctx->tdata[ith]; }
+static float *t_gather(const struct mm_job *j, int ith) { return t_wrow(j, ith) + ((j->K + 15) & ~15); }
+static void *t_tmp(const struct mm_job *j, int ith) { return t_gather(j, ith) + ((j->K + 15) & ~15); }
+static uint8_t *t_act(const struct mm_job *j, int ith) { return (uint8_t *)t_tmp(j, ith) + j->tmp_bytes; }
+
+static void mm_convert(void *arg, int ith, int nth)
+{
+	struct mm_job *j = arg;
+	long total = (long)(j->M * j->ne12 * j->ne13);
+	for (long r = ith; r < total; r += nth)
+		convert_row(j, r, j->abuf + (size_t)r * j->act_row, t_gather(j, ith), t_tmp(j, ith));
+}
+
 static void mm_dot(void *arg, int ith, int nth)
 {
 	(void)nth;
 	struct mm_job *j = arg;
 	const struct cpu_kernels *k = j->k;
-	float *wrow = (float *)j->ctx->tdata[ith];
+	float *wrow = t_wrow(j, ith);
 	long total = j->n_chunks_per_batch * (long)(j->ne12 * j->ne13);
+	const uint8_t *own = NULL;
+	if (!j->abuf) { /* decode: every thread rounds the single row itself, no barrier */
+		uint8_t *o = t_act(j, ith);
+		convert_row(j, 0, o, t_gather(j, ith), t_tmp(j, ith));
+		own = o;
+	}
 	long c0, c1;
 	vec_dot_fn dot = j->spec ? k->dot[j->type] : NULL;
 	vec_dot4_fn dot4 = j->spec ? k->dot4[j->type] : NULL;
@@ -151,7 +168,7 @@ static void mm_dot(void *arg, int ith, int nth)
 		int64_t i2 = b % j->ne12, i3 = b / j->ne12;
 		const uint8_t *wb = j->w + (i2 / j->r2) * j->wnb2 + (i3 / j->r3) * j->wnb3;
 		uint8_t *db = j->d + i2 * j->dnb2 + i3 * j->dnb3;
-		const uint8_t *ab = j->abuf + (size_t)b * (size_t)j->M * j->act_row;
+		const uint8_t *ab = own ? own : j->abuf + (size_t)b * (size_t)j->M * j->act_row;
 		for (int64_t m0 = 0; m0 < j->M; m0 += COL_TILE) {
 			int64_t m1 = m0 + COL_TILE < j->M ? m0 + COL_TILE : j->M;
 			for (int64_t n = n0; n < n1; n++) {
@@ -240,11 +257,12 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	j.dnb3 = d->nb[3];
 	j.act_row = act_row_bytes(j.act, K, j.spec);
 	size_t n_rows = (size_t)(M * j.ne12 * j.ne13);
-	size_t tmp_row = (size_t)(K / QK8 + 1) * sizeof(struct act_q8_0) + (size_t)K * 2 + 64;
-	enum alice_status st = cpu_scratch(ctx, n_rows * j.act_row, (size_t)K * 4 + tmp_row + 64);
+	j.tmp_bytes = ((size_t)(K / QK8 + 1) * sizeof(struct act_q8_0) + (size_t)K * 2 + 63) & ~(size_t)63;
+	size_t tbytes = (size_t)((K + 15) & ~15) * 8 + j.tmp_bytes + (n_rows == 1 ? j.act_row : 0) + 64;
+	enum alice_status st = cpu_scratch(ctx, n_rows == 1 ? 0 : n_rows * j.act_row, tbytes);
 	if (st != ALICE_OK)
 		return st;
-	j.abuf = ctx->wdata;
+	j.abuf = n_rows == 1 ? NULL : ctx->wdata;
 	j.chunk = N / (4 * ctx->n_threads);
 	if (j.chunk > 64)
 		j.chunk = 64;
@@ -252,7 +270,8 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 		j.chunk = 4;
 	j.n_chunks_per_batch = (long)((N + j.chunk - 1) / j.chunk);
 	atomic_init(&j.ctr, 0);
-	cpu_pool_run(ctx->pool, mm_convert, &j);
+	if (j.abuf)
+		cpu_pool_run(ctx->pool, mm_convert, &j);
 	cpu_pool_run(ctx->pool, mm_dot, &j);
 	return ALICE_OK;
 }
@@ -320,7 +339,7 @@ enum alice_status cpu_op_get_rows(const struct cpu_op_args *a)
 		return st;
 	struct gr_job j = {.src = s, .ids = ids, .dst = d, .ctx = a->ctx};
 	atomic_init(&j.bad, 0);
-	cpu_pool_run(a->ctx->pool, gr_run, &j);
+	cpu_pool_run_sized(a->ctx->pool, gr_run, &j, tensor_nelem(d));
 	int bad = atomic_load(&j.bad);
 	if (bad) {
 		int64_t r = bad - 1;

@@ -65,7 +65,7 @@ static enum alice_status norm(const struct cpu_op_args *a, bool l2)
 	if (!(a->node->fp[0] >= 0.0f))
 		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "eps must be >= 0");
 	struct norm_job j = {.x = x, .w = w, .d = d, .eps = a->node->fp[0], .l2 = l2};
-	cpu_pool_run(a->ctx->pool, norm_run, &j);
+	cpu_pool_run_sized(a->ctx->pool, norm_run, &j, tensor_nelem(x));
 	return ALICE_OK;
 }
 

@@ -127,6 +127,6 @@ enum alice_status cpu_op_rope(const struct cpu_op_args *a)
 	enum alice_status st = cpu_scratch(a->ctx, 0, (size_t)j.n_dims * 4 + 64);
 	if (st != ALICE_OK)
 		return st;
-	cpu_pool_run(a->ctx->pool, rope_run, &j);
+	cpu_pool_run_sized(a->ctx->pool, rope_run, &j, tensor_nelem(x) * 4);
 	return ALICE_OK;
 }

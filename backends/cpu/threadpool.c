@@ -13,6 +13,10 @@
 #include "cpu_internal.h"
 
 #define SPIN_ROUNDS 20000
+/* Work (elements) below which an op runs on the calling thread alone;
+ * ALICE_CPU_MIN_PARALLEL_WORK overrides it (0: always use every thread, so
+ * tests with small shapes still run the threaded paths). */
+#define SMALL_WORK 32768
 
 struct cpu_pool {
 	int n;
@@ -24,6 +28,7 @@ struct cpu_pool {
 	atomic_bool stop;
 	cpu_task_fn fn;
 	void *arg;
+	int64_t min_work; /* below this, cpu_pool_run_sized stays on the caller */
 };
 
 struct worker_arg {
@@ -79,6 +84,10 @@ struct cpu_pool *cpu_pool_create(int n_threads)
 	if (!p)
 		return NULL;
 	p->n = n_threads;
+	p->min_work = SMALL_WORK;
+	const char *mw = getenv("ALICE_CPU_MIN_PARALLEL_WORK");
+	if (mw && *mw)
+		p->min_work = strtoll(mw, NULL, 10);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	atomic_init(&p->gen, 0);
@@ -141,6 +150,14 @@ void cpu_pool_run(struct cpu_pool *p, cpu_task_fn fn, void *arg)
 		else
 			sched_yield();
 	}
+}
+
+void cpu_pool_run_sized(struct cpu_pool *p, cpu_task_fn fn, void *arg, int64_t work)
+{
+	if (work < p->min_work)
+		fn(arg, 0, 1);
+	else
+		cpu_pool_run(p, fn, arg);
 }
 
 static int read_int_file(const char *path, int *out)

@@ -178,7 +178,7 @@ Test(loader, list_shows_cpu_and_broken_files)
 			cpu = true;
 			cr_assert(it->loadable, "%s", it->reason);
 			cr_assert_geq(it->n_devices, 1);
-			cr_assert_str_eq(it->abi, "1.0");
+			cr_assert(strncmp(it->abi, "1.", 2) == 0, "%s", it->abi);
 			cr_assert(strstr(it->path, "/libalice-backend-cpu.so"), "%s", it->path);
 			cr_assert(it->device[0] != '\0');
 		} else if (strcmp(it->name, "abi99") == 0) {
