@@ -636,17 +636,16 @@ static void grammar_free(void *p)
 	free(gg);
 }
 
-/* Lazily built once per model: the byte trie the grammar masks walk. */
-static const struct alice_grammar_vocab *grammar_vocab(struct srv *s, struct alice_error *err)
+/* The byte trie that grammar masks walk, built once per model (loader thread). */
+enum alice_status srv_grammar_vocab_build(const struct alice_tokenizer *tok, struct alice_grammar_vocab **out,
+					  struct alice_error *err)
 {
-	static struct alice_grammar_vocab *vocab; /* event thread only; lives until exit */
-	if (vocab)
-		return vocab;
-	const struct alice_tokenizer *tok = alice_model_tokenizer(s->model);
+	enum alice_status st = ALICE_ERR_NOMEM;
 	int32_t n = alice_tokenizer_n_vocab(tok);
 	const char **pieces = calloc((size_t)n, sizeof(*pieces));
 	size_t *lens = calloc((size_t)n, sizeof(*lens));
 	uint8_t *kinds = calloc((size_t)n, 1);
+	*out = NULL;
 	if (!pieces || !lens || !kinds) {
 		alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto out;
@@ -662,12 +661,12 @@ static const struct alice_grammar_vocab *grammar_vocab(struct srv *s, struct ali
 			   : special		   ? ALICE_GRAMMAR_TOKEN_CONTROL
 						   : ALICE_GRAMMAR_TOKEN_TEXT;
 	}
-	alice_grammar_vocab_build(pieces, lens, kinds, (size_t)n, &vocab, err);
+	st = alice_grammar_vocab_build(pieces, lens, kinds, (size_t)n, out, err);
 out:
 	free(pieces);
 	free(lens);
 	free(kinds);
-	return vocab;
+	return st;
 }
 
 /* ---- the handler ---- */
@@ -826,8 +825,9 @@ void srv_gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const
 			srv_api_error_invalid(&e, "grammar", "invalid grammar: %s", aerr.msg);
 			goto fail;
 		}
-		if (!grammar_vocab(s, &aerr)) {
-			srv_api_error_set(&e, 500, "server_error", NULL, NULL, "grammar vocabulary: %s", aerr.msg);
+		if (!s->grammar_vocab) {
+			srv_api_error_set(&e, 500, "server_error", NULL, NULL,
+					  "grammars are unavailable: the token trie could not be built at load");
 			goto fail;
 		}
 		shared = calloc(1, sizeof(*shared));
@@ -949,7 +949,7 @@ void srv_gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const
 			}
 			gg->shared = shared;
 			__atomic_add_fetch(&shared->refs, 1, __ATOMIC_ACQ_REL);
-			gg->vocab = grammar_vocab(s, NULL);
+			gg->vocab = s->grammar_vocab;
 			gg->tok = alice_model_tokenizer(s->model);
 			q.constraint = gg;
 			q.constraint_mask = grammar_mask;

@@ -20,6 +20,7 @@
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
 
+#include "alice/grammar.h"
 #include "alice/log.h"
 #include "alice/tokenizer.h"
 #include "sse.h"
@@ -555,8 +556,13 @@ static void *loader_main(void *arg)
 			m->error = strdup(buf);
 		goto fail;
 	}
+	struct alice_grammar_vocab *gv = NULL;
+	struct alice_error gerr = {{0}};
+	if (srv_grammar_vocab_build(alice_model_tokenizer(model), &gv, &gerr) != ALICE_OK)
+		alice_log(ALICE_LOG_WARN, "grammar token trie: %s; grammar requests will fail", gerr.msg);
 	s->model = model;   /* published to the event thread by srv_post's mutex */
 	s->engine = engine;
+	s->grammar_vocab = gv;
 	if (!m)
 		abort(); /* no memory for one small message: nothing sensible left */
 	m->kind = SRV_MSG_LOADED;
@@ -807,6 +813,7 @@ out:
 			srv_msg_free(m);
 		m = next;
 	}
+	alice_grammar_vocab_free(s->grammar_vocab);
 	alice_model_free(s->model);
 	if (s->ev_notify)
 		event_free(s->ev_notify);

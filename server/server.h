@@ -81,6 +81,7 @@ struct srv {
 
 	struct alice_model *model;
 	struct alice_engine *engine;
+	struct alice_grammar_vocab *grammar_vocab; /* NULL if it could not be built */
 	enum alice_chat_format chat_format;
 	char model_id[128];
 	int64_t created;
@@ -119,6 +120,10 @@ void srv_log_request(struct srv_http *h);
 /* ---- generation routes (gen.c) ---- */
 void srv_gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const char *body, size_t len);
 void srv_gen_on_message(struct srv *s, struct srv_msg *m);
+struct alice_grammar_vocab;
+struct alice_tokenizer;
+enum alice_status srv_grammar_vocab_build(const struct alice_tokenizer *tok, struct alice_grammar_vocab **out,
+					  struct alice_error *err);
 /* Cancel every live generation (shutdown). */
 void srv_gen_cancel_all(struct srv *s);
 int srv_gen_count(const struct srv *s);
