@@ -9,33 +9,36 @@
 
 #include "vk_internal.h"
 
-static const char *const op_names[ALICE_OP_COUNT_V1_0] = {
+static const char *const op_names[ALICE_OP_COUNT_V1_1] = {
 	[ALICE_OP_NONE] = "NONE",	   [ALICE_OP_GET_ROWS] = "GET_ROWS", [ALICE_OP_MUL_MAT] = "MUL_MAT",
 	[ALICE_OP_ADD] = "ADD",		   [ALICE_OP_MUL] = "MUL",	     [ALICE_OP_SCALE] = "SCALE",
 	[ALICE_OP_RMS_NORM] = "RMS_NORM", [ALICE_OP_L2_NORM] = "L2_NORM", [ALICE_OP_ROPE] = "ROPE",
 	[ALICE_OP_ATTENTION] = "ATTENTION", [ALICE_OP_KV_WRITE] = "KV_WRITE", [ALICE_OP_GLU] = "GLU",
 	[ALICE_OP_UNARY] = "UNARY",	   [ALICE_OP_SOFTCAP] = "SOFTCAP",   [ALICE_OP_COPY] = "COPY",
+	[ALICE_OP_SSM_CONV] = "SSM_CONV", [ALICE_OP_GATED_DELTA_NET] = "GATED_DELTA_NET",
 };
 
-static const vk_op_fn op_fns[ALICE_OP_COUNT_V1_0] = {
+static const vk_op_fn op_fns[ALICE_OP_COUNT_V1_1] = {
 	[ALICE_OP_GET_ROWS] = vk_op_get_rows, [ALICE_OP_MUL_MAT] = vk_op_mul_mat, [ALICE_OP_ADD] = vk_op_ew,
 	[ALICE_OP_MUL] = vk_op_ew,	      [ALICE_OP_SCALE] = vk_op_ew,	  [ALICE_OP_RMS_NORM] = vk_op_norm,
 	[ALICE_OP_L2_NORM] = vk_op_norm,      [ALICE_OP_ROPE] = vk_op_rope,	  [ALICE_OP_ATTENTION] = vk_op_attention,
 	[ALICE_OP_KV_WRITE] = vk_op_kv_write, [ALICE_OP_GLU] = vk_op_ew,	  [ALICE_OP_UNARY] = vk_op_ew,
 	[ALICE_OP_SOFTCAP] = vk_op_ew,	      [ALICE_OP_COPY] = vk_op_ew,
+	[ALICE_OP_SSM_CONV] = vk_op_ssm_conv, [ALICE_OP_GATED_DELTA_NET] = vk_op_gated_delta_net,
 };
 
-static const int8_t op_nsrc[ALICE_OP_COUNT_V1_0][2] = {
+static const int8_t op_nsrc[ALICE_OP_COUNT_V1_1][2] = {
 	[ALICE_OP_GET_ROWS] = {2, 2}, [ALICE_OP_MUL_MAT] = {2, 2}, [ALICE_OP_ADD] = {2, 2},
 	[ALICE_OP_MUL] = {2, 2},      [ALICE_OP_SCALE] = {1, 1},   [ALICE_OP_RMS_NORM] = {1, 2},
 	[ALICE_OP_L2_NORM] = {1, 1},  [ALICE_OP_ROPE] = {2, 3},    [ALICE_OP_ATTENTION] = {4, 4},
 	[ALICE_OP_KV_WRITE] = {2, 2}, [ALICE_OP_GLU] = {2, 2},	   [ALICE_OP_UNARY] = {1, 1},
 	[ALICE_OP_SOFTCAP] = {1, 1},  [ALICE_OP_COPY] = {1, 1},
+	[ALICE_OP_SSM_CONV] = {4, 4}, [ALICE_OP_GATED_DELTA_NET] = {6, 6},
 };
 
 static const char *op_name(uint32_t op)
 {
-	return op < ALICE_OP_COUNT_V1_0 && op_names[op] ? op_names[op] : "unknown op";
+	return op < ALICE_OP_COUNT_V1_1 && op_names[op] ? op_names[op] : "unknown op";
 }
 
 bool vk_weight_type_ok(uint32_t type)
@@ -161,7 +164,7 @@ static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct a
 	memset(a, 0, sizeof(*a));
 	a->ctx = ctx;
 	a->node = n;
-	if (n->op == ALICE_OP_NONE || n->op >= ALICE_OP_COUNT_V1_0 || !op_fns[n->op])
+	if (n->op == ALICE_OP_NONE || n->op >= ALICE_OP_COUNT_V1_1 || !op_fns[n->op])
 		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the vulkan backend", n->op);
 	if (n->dst < 0 || (uint32_t)n->dst >= g->n_tensors)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "dst tensor index %d out of range", n->dst);
@@ -213,6 +216,11 @@ static bool types_ok(const struct alice_node *n, const struct alice_tensor *dst,
 		return is_f32(s[0]) && is_i32(s[1]) && is_f16_32(dst->type);
 	case ALICE_OP_COPY:
 		return is_float_type(s[0]->type) && is_float_type(dst->type);
+	case ALICE_OP_SSM_CONV:
+		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_i32(s[3]) && is_f32(dst);
+	case ALICE_OP_GATED_DELTA_NET:
+		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_f32(s[3]) && is_f32(s[4]) && is_i32(s[5]) &&
+		       is_f32(dst);
 	default:
 		return false;
 	}
@@ -298,8 +306,9 @@ static bool hazard(const struct vk_bind *b, bool write)
 	return false;
 }
 
-enum alice_status vk_dispatch(struct alice_backend_ctx *ctx, const char *shader, const struct vk_bind *binds,
-			      int n_binds, const void *push, uint32_t push_bytes, uint32_t groups)
+enum alice_status vk_dispatch_rw(struct alice_backend_ctx *ctx, const char *shader, const struct vk_bind *binds,
+				 int n_binds, uint32_t extra_writes, const void *push, uint32_t push_bytes,
+				 uint32_t groups)
 {
 	VkPipeline pipe = vk_pipe_get(ctx, shader);
 	if (!pipe)
@@ -309,7 +318,7 @@ enum alice_status vk_dispatch(struct alice_backend_ctx *ctx, const char *shader,
 	bool need = g_npend + n_binds > VK_MAX_PENDING;
 	for (int i = 0; i < n_binds && !need; i++)
 		if (binds[i].buf)
-			need = hazard(&binds[i], i == 0);
+			need = hazard(&binds[i], i == 0 || (extra_writes >> i & 1));
 	if (need)
 		barrier(ctx);
 	VkDescriptorSetAllocateInfo dai = {
@@ -348,7 +357,8 @@ enum alice_status vk_dispatch(struct alice_backend_ctx *ctx, const char *shader,
 	vkCmdDispatch(ctx->cmd, gx, gy, 1);
 	for (int i = 0; i < n_binds; i++)
 		if (binds[i].buf)
-			g_pend[g_npend++] = (struct pending){binds[i].buf, binds[i].off, binds[i].off + binds[i].range, i == 0};
+			g_pend[g_npend++] = (struct pending){binds[i].buf, binds[i].off, binds[i].off + binds[i].range,
+							     i == 0 || (extra_writes >> i & 1)};
 	ctx->n_dispatch++;
 	return ALICE_OK;
 }

@@ -14,7 +14,7 @@
 #include "alice/quant.h"
 
 #define VK_HIDDEN __attribute__((visibility("hidden")))
-#define VK_NBIND 6        /* dst, src0..src3, status */
+#define VK_NBIND 8        /* dst, src0..src5, status */
 #define VK_PUSH_BYTES 128 /* the minimum maxPushConstantsSize */
 #define VK_SCRATCH_RING 4
 #define VK_STAGING_BYTES (32u << 20) /* bounded staging buffer for discrete GPUs */
@@ -132,9 +132,18 @@ struct vk_bind {
 	uint32_t rel; /* tensor byte 0 relative to off */
 };
 
-/* vk_graph.c: record one dispatch (binds, push constants, barrier after). */
-enum alice_status vk_dispatch(struct alice_backend_ctx *ctx, const char *shader, const struct vk_bind *binds,
-			      int n_binds, const void *push, uint32_t push_bytes, uint32_t groups) VK_HIDDEN;
+/* vk_graph.c: record one dispatch (binds, push constants, a barrier before
+ * it where it depends on earlier ones). Slot 0 is written; so are the slots
+ * in extra_writes (bit i = binds[i], for sources updated in place). */
+enum alice_status vk_dispatch_rw(struct alice_backend_ctx *ctx, const char *shader, const struct vk_bind *binds,
+				 int n_binds, uint32_t extra_writes, const void *push, uint32_t push_bytes,
+				 uint32_t groups) VK_HIDDEN;
+static inline enum alice_status vk_dispatch(struct alice_backend_ctx *ctx, const char *shader,
+					    const struct vk_bind *binds, int n_binds, const void *push,
+					    uint32_t push_bytes, uint32_t groups)
+{
+	return vk_dispatch_rw(ctx, shader, binds, n_binds, 0, push, push_bytes, groups);
+}
 /* Bind bytes [off, off + size) of buffer buf. */
 enum alice_status vk_bind_raw(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t off,
 			      uint64_t size, struct vk_bind *b) VK_HIDDEN;
@@ -162,6 +171,8 @@ enum alice_status vk_op_norm(const struct vk_op_args *a) VK_HIDDEN; /* RMS_NORM 
 enum alice_status vk_op_rope(const struct vk_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_attention(const struct vk_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_kv_write(const struct vk_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_ssm_conv(const struct vk_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_gated_delta_net(const struct vk_op_args *a) VK_HIDDEN;
 
 bool vk_weight_type_ok(uint32_t type) VK_HIDDEN;
 

@@ -1,5 +1,5 @@
 // common.glsl — bindings shared by every pipeline and byte-level access.
-// Binding 0 is dst, 1..4 are src0..src3, 5 a small status buffer where a
+// Binding 0 is dst, 1..6 are src0..src5, 7 a small status buffer where a
 // shader reports bad input (an out-of-range row id ...) instead of faulting.
 // Every buffer is a uint array: any tensor type is read by byte offset, and
 // 16-bit stores go through atomics on their word (no 8/16-bit storage needed).
@@ -8,9 +8,19 @@
 layout(std430, set = 0, binding = 0) buffer BufD { uint d_[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufA { uint a_[]; };
 layout(std430, set = 0, binding = 2) readonly buffer BufB { uint b_[]; };
+#ifndef SRC2_RW
 layout(std430, set = 0, binding = 3) readonly buffer BufC { uint c_[]; };
+#else
+layout(std430, set = 0, binding = 3) buffer BufC { uint c_[]; }; // SSM_CONV state, in place
+#endif
 layout(std430, set = 0, binding = 4) readonly buffer BufE { uint e_[]; };
-layout(std430, set = 0, binding = 5) buffer BufS { uint st_[]; };
+#ifndef SRC4_RW
+layout(std430, set = 0, binding = 5) readonly buffer BufF { uint f_[]; };
+#else
+layout(std430, set = 0, binding = 5) buffer BufF { uint f_[]; }; // GATED_DELTA_NET state, in place
+#endif
+layout(std430, set = 0, binding = 6) readonly buffer BufG { uint g_[]; };
+layout(std430, set = 0, binding = 7) buffer BufS { uint st_[]; };
 
 #define T_F32 0u
 #define T_F16 1u
