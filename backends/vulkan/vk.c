@@ -296,6 +296,8 @@ static enum alice_status vk_device_info(int device, struct alice_device_info *ou
 		out->flags |= ALICE_DEVICE_UNIFIED_MEMORY;
 	if (unified && imp)
 		out->flags |= ALICE_DEVICE_HOST_IMPORT;
+	if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+		out->flags |= ALICE_DEVICE_SOFTWARE;
 	vkDestroyInstance(inst, NULL);
 	return ALICE_OK;
 }

@@ -135,6 +135,27 @@ enum alice_status vk_bind_raw(struct alice_backend_ctx *ctx, struct alice_buffer
 	return vk_bind_tensor(ctx, &t, b);
 }
 
+/* A node writes dst (and, for the recurrent ops, its state source): forget
+ * rounded activations taken from memory it overwrites. */
+static void actq_invalidate(struct alice_backend_ctx *ctx, const struct vk_op_args *a)
+{
+	const struct alice_tensor *w[2] = {a->dst, NULL};
+	if (a->node->op == ALICE_OP_SSM_CONV)
+		w[1] = a->src[2];
+	else if (a->node->op == ALICE_OP_GATED_DELTA_NET)
+		w[1] = a->src[4];
+	for (int k = 0; k < 2; k++) {
+		if (!w[k])
+			continue;
+		uint64_t lo = w[k]->offset, hi = lo + tensor_extent(w[k]);
+		for (int i = 0; i < VK_SCRATCH_RING; i++) {
+			const struct alice_tensor *x = &ctx->actq[i].x;
+			if (ctx->actq[i].valid && x->buf == w[k]->buf && x->offset < hi && lo < x->offset + tensor_extent(x))
+				ctx->actq[i].valid = false;
+		}
+	}
+}
+
 /* Scratch for this graph's MUL_MATs: VK_SCRATCH_RING regions of the largest need. */
 static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
@@ -401,9 +422,12 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 			     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb0, 0, NULL, 0, NULL);
 	g_npend = 0;
 	ctx->n_dispatch = 0;
+	for (int i = 0; i < VK_SCRATCH_RING; i++)
+		ctx->actq[i].valid = false;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		check_node(ctx, g, &g->nodes[i], &a);
 		st = op_fns[g->nodes[i].op](&a);
+		actq_invalidate(ctx, &a);
 		if (st != ALICE_OK) {
 			vkEndCommandBuffer(ctx->cmd);
 			char msg[sizeof(ctx->err)];

@@ -82,6 +82,13 @@ struct alice_backend_ctx {
 	struct alice_buffer *scratch;
 	uint64_t scratch_region;
 	uint32_t scratch_next;
+	/* which activations each region holds, so Q/K/V (gate/up) matmuls of
+	 * one input round it once; dropped when a node writes over the input */
+	struct vk_actq_entry {
+		bool valid;
+		uint32_t fmt;
+		struct alice_tensor x;
+	} actq[VK_SCRATCH_RING];
 
 	/* recording state of one graph_compute */
 	bool recording;
