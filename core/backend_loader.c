@@ -354,8 +354,20 @@ enum alice_status alice_backend_open(const char *name, const char *dir, struct a
 	for (int i = 0; i < 3; i++) {
 		struct alice_error e = {{0}};
 		enum alice_status st = open_named(order[i], dir, out, &e);
-		if (st == ALICE_OK)
+		if (st == ALICE_OK) {
+			/* auto never picks a software GPU emulation (lavapipe) over the CPU backend */
+			struct alice_device_info info;
+			if (strcmp(order[i], "cpu") != 0 && (*out)->vt->device_info &&
+			    (*out)->vt->device_info(0, &info) == ALICE_OK && (info.flags & ALICE_DEVICE_SOFTWARE)) {
+				alice_log(ALICE_LOG_INFO, "auto backend: skipping %s: only a software device (%s); "
+					  "use --backend %s to run on it anyway", order[i], info.name, order[i]);
+				snprintf(why[i], sizeof(why[i]), "%s: only a software device", order[i]);
+				alice_backend_close(*out);
+				*out = NULL;
+				continue;
+			}
 			return ALICE_OK;
+		}
 		snprintf(why[i], sizeof(why[i]), "%.199s", e.msg);
 		if (st != ALICE_ERR_NOT_FOUND)
 			alice_log(ALICE_LOG_INFO, "auto backend: skipping %s: %s", order[i], e.msg);

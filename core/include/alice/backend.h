@@ -190,6 +190,9 @@ struct alice_graph {
 enum alice_device_flags {
 	ALICE_DEVICE_UNIFIED_MEMORY = 1u << 0, /* host and device share memory */
 	ALICE_DEVICE_HOST_IMPORT = 1u << 1,    /* buffer_import works */
+	/* A software implementation running on the CPU (Mesa's lavapipe): usable
+	 * when asked for by name, but `--backend auto` prefers the CPU backend. */
+	ALICE_DEVICE_SOFTWARE = 1u << 2,
 };
 
 struct alice_device_info {
