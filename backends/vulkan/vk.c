@@ -225,7 +225,9 @@ static int vk_probe(char *reason, size_t reason_len)
 	VkResult r = make_instance(&inst);
 	if (r != VK_SUCCESS) {
 		snprintf(reason, reason_len, "no Vulkan ICD: vkCreateInstance returned %s%s", vk_result_str(r),
-			 r == VK_ERROR_INCOMPATIBLE_DRIVER ? " (no driver supports Vulkan 1.1)" : "");
+			 r == VK_ERROR_INCOMPATIBLE_DRIVER
+				 ? " (the loader found no driver, or none supports Vulkan 1.1; see VK_DRIVER_FILES)"
+				 : "");
 		return 0;
 	}
 	VkPhysicalDevice devs[VK_MAX_DEV];
