@@ -343,9 +343,15 @@ static enum alice_status check_tensor(struct alice_backend_ctx *ctx, const struc
 		    t->nb[d] > ((int64_t)1 << 44))
 			return cpu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: bad ne/nb in dim %d (%lld, %lld)", idx,
 					d, (long long)t->ne[d], (long long)t->nb[d]);
-		if (d > 0)
-			extent += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
+		uint64_t span;
+		if (d > 0 && (__builtin_mul_overflow((uint64_t)(t->ne[d] - 1), (uint64_t)t->nb[d], &span) ||
+			      __builtin_add_overflow(extent, span, &extent)))
+			return cpu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: extent overflows", idx);
 	}
+	int64_t n01, n23, nel;
+	if (__builtin_mul_overflow(t->ne[0], t->ne[1], &n01) || __builtin_mul_overflow(t->ne[2], t->ne[3], &n23) ||
+	    __builtin_mul_overflow(n01, n23, &nel) || nel > ((int64_t)1 << 48))
+		return cpu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: too many elements", idx);
 	if (ti->block_size > 1) {
 		if (t->ne[0] % ti->block_size != 0 || t->nb[0] != (int64_t)ti->type_size)
 			return cpu_fail(ctx, ALICE_ERR_INVALID,
@@ -354,7 +360,10 @@ static enum alice_status check_tensor(struct alice_backend_ctx *ctx, const struc
 					(long long)t->nb[0]);
 		extent += alice_row_size(t->type, t->ne[0]);
 	} else {
-		extent += (uint64_t)(t->ne[0] - 1) * (uint64_t)t->nb[0] + ti->type_size;
+		uint64_t span;
+		if (__builtin_mul_overflow((uint64_t)(t->ne[0] - 1), (uint64_t)t->nb[0], &span) ||
+		    __builtin_add_overflow(extent, span + ti->type_size, &extent))
+			return cpu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: extent overflows", idx);
 	}
 	if (t->offset > t->buf->size || extent > t->buf->size - t->offset)
 		return cpu_fail(ctx, ALICE_ERR_RANGE,
