@@ -4,13 +4,15 @@
  * (support/parity_run.c), and state isolation of the recurrent model:
  * a request run after another on the same sequence slot (after
  * seq_clear), or beside another in the same batches, gives exactly the
- * logits it gives alone. Unknown architectures fail to load by name. */
+ * logits it gives alone (on ALICE_TEST_BACKEND, default cpu). Unknown
+ * architectures fail to load by name. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alice/backend_loader.h"
 #include "alice/gguf.h"
 #include "alice/gguf_write.h"
 #include "alice/model.h"
@@ -50,10 +52,17 @@ static struct alice_model *load_qwen35(void)
 	struct alice_model_params mp;
 	alice_model_params_default(&mp);
 	mp.path = path;
-	mp.backend = "cpu";
+	const char *be = getenv("ALICE_TEST_BACKEND"); /* as the parity tests: default cpu */
+	mp.backend = be && *be ? be : "cpu";
 	mp.n_threads = 2;
 	struct alice_model *m = NULL;
 	struct alice_error err = {0};
+	if (strcmp(mp.backend, "cpu") != 0) {
+		struct alice_backend *b = NULL;
+		if (alice_backend_open(mp.backend, NULL, &b, &err) != ALICE_OK)
+			cr_skip_test("backend %s unavailable here: %s", mp.backend, err.msg);
+		alice_backend_close(b);
+	}
 	cr_assert_eq(alice_model_load(&mp, &m, &err), ALICE_OK, "load: %s", err.msg);
 	cr_assert(alice_model_is_recurrent(m));
 	return m;
@@ -189,6 +198,20 @@ Test(recurrent_state, sequential_requests_do_not_leak, .timeout = 300)
 	alice_model_free(m);
 }
 
+/* A state shared or leaked between sequences moves these logits by O(10)
+ * (72 measured with seq_clear disabled); a different batch shape only
+ * changes summation orders. The CPU backend computes every row the same way
+ * whatever the batch (measured: bit-identical), so 1e-3 there; a GPU
+ * backend may pick other kernels (tiles, split-K) for other batch sizes:
+ * Vulkan (lavapipe) measured 0.012 for the mixed batch on this amplifying
+ * random model, whose F16 parity bound is 0.4; so 0.1 there, well below
+ * any leak. */
+static float mixed_bound(void)
+{
+	const char *be = getenv("ALICE_TEST_BACKEND");
+	return !be || !*be || strcmp(be, "cpu") == 0 ? 1e-3f : 0.1f;
+}
+
 /* Two requests in the same batches (prompt rows of both sequences in one
  * decode call, then both sequences' steps in one call each) and a prompt
  * split into many small chunks give the logits each gives alone (up to the
@@ -222,13 +245,19 @@ Test(recurrent_state, mixed_batches_and_chunks, .timeout = 300)
 	}
 	struct alice_batch b = {.n_tokens = n, .token = tok, .pos = pos, .seq = sq, .logits = want};
 	cr_assert_eq(alice_context_decode(c, &b, &err), ALICE_OK, "%s", err.msg);
-	float worst = 0.0f;
+	float worst = 0.0f, worst_a = 0.0f;
 	for (int32_t i = 0; i < n; i++) {
 		const float *ref = i < nb ? rb.logits + (size_t)i * nv : ra.logits + (size_t)(i - nb) * nv;
 		const float *got = alice_context_logits(c, i);
-		for (int32_t v = 0; v < nv; v++)
+		for (int32_t v = 0; v < nv; v++) {
 			worst = fmaxf(worst, fabsf(got[v] - ref[v]));
+			if (i >= nb)
+				worst_a = fmaxf(worst_a, fabsf(got[v] - ref[v]));
+		}
 	}
+	fprintf(stderr, "recurrent_state: A's prompt rows (seq 0) in the mixed batch: %g\n", worst_a);
+	(void)worst_a;
+	float worst_prompt = worst;
 	/* then 6 steps, both sequences in each call (A first this time) */
 	int32_t next[2] = {ra.gen[0], rb.gen[0]};
 	for (int32_t s = 0; s < 6; s++) {
@@ -246,8 +275,10 @@ Test(recurrent_state, mixed_batches_and_chunks, .timeout = 300)
 			next[1] = rb.gen[s + 1];
 		}
 	}
-	cr_expect(worst < 1e-3f, "mixed batches differ from the requests alone by %g", worst);
-	fprintf(stderr, "recurrent_state: mixed batches: max logit difference %g\n", worst);
+	cr_expect(worst <= mixed_bound(), "mixed batches differ from the requests alone by %g (bound %g)", worst,
+		  mixed_bound());
+	fprintf(stderr, "recurrent_state: mixed batches: max logit difference %g (prompt rows %g)\n", worst,
+		worst_prompt);
 	alice_context_free(c);
 
 	/* A's prompt split into chunks of 3 tokens (n_batch 3) */
@@ -255,7 +286,8 @@ Test(recurrent_state, mixed_batches_and_chunks, .timeout = 300)
 	struct run rc;
 	run_prompt(c3, 0, ta, na, 6, nv, &rc);
 	float dc = run_diff(&ra, &rc, nv);
-	cr_expect(dc < 1e-3f, "a prompt in chunks of 3 differs from one batch by %g", dc);
+	cr_expect(dc <= mixed_bound(), "a prompt in chunks of 3 differs from one batch by %g (bound %g)", dc,
+		  mixed_bound());
 	fprintf(stderr, "recurrent_state: chunks of 3: max logit difference %g\n", dc);
 	alice_context_free(c3);
 	run_free(&rc);
