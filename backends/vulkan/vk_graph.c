@@ -293,14 +293,6 @@ bool vk_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g, 
 
 /* ---- recording: hazards and dispatches ---- */
 
-#define VK_MAX_PENDING 64
-struct pending {
-	VkBuffer buf;
-	uint64_t lo, hi;
-	bool write;
-};
-static struct pending g_pend[VK_MAX_PENDING]; /* one thread per context (backend.h) */
-static int g_npend;
 
 static void barrier(struct alice_backend_ctx *ctx)
 {
@@ -311,14 +303,14 @@ static void barrier(struct alice_backend_ctx *ctx)
 	};
 	vkCmdPipelineBarrier(ctx->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
 			     &mb, 0, NULL, 0, NULL);
-	g_npend = 0;
+	ctx->npend = 0;
 }
 
 /* Does binding b (slot 0 = written) conflict with a dispatch since the last barrier? */
-static bool hazard(const struct vk_bind *b, bool write)
+static bool hazard(const struct alice_backend_ctx *ctx, const struct vk_bind *b, bool write)
 {
-	for (int i = 0; i < g_npend; i++) {
-		const struct pending *p = &g_pend[i];
+	for (int i = 0; i < ctx->npend; i++) {
+		const struct vk_pending *p = &ctx->pend[i];
 		if (p->buf != b->buf || (!write && !p->write))
 			continue;
 		if (b->off < p->hi && p->lo < b->off + b->range)
@@ -336,10 +328,10 @@ enum alice_status vk_dispatch_rw(struct alice_backend_ctx *ctx, const char *shad
 		return ALICE_ERR_UNSUPPORTED;
 	if (groups == 0)
 		return ALICE_OK;
-	bool need = g_npend + n_binds > VK_MAX_PENDING;
+	bool need = ctx->npend + n_binds > VK_MAX_PENDING;
 	for (int i = 0; i < n_binds && !need; i++)
 		if (binds[i].buf)
-			need = hazard(&binds[i], i == 0 || (extra_writes >> i & 1));
+			need = hazard(ctx, &binds[i], i == 0 || (extra_writes >> i & 1));
 	if (need)
 		barrier(ctx);
 	VkDescriptorSetAllocateInfo dai = {
@@ -378,7 +370,7 @@ enum alice_status vk_dispatch_rw(struct alice_backend_ctx *ctx, const char *shad
 	vkCmdDispatch(ctx->cmd, gx, gy, 1);
 	for (int i = 0; i < n_binds; i++)
 		if (binds[i].buf)
-			g_pend[g_npend++] = (struct pending){binds[i].buf, binds[i].off, binds[i].off + binds[i].range,
+			ctx->pend[ctx->npend++] = (struct vk_pending){binds[i].buf, binds[i].off, binds[i].off + binds[i].range,
 							     i == 0 || (extra_writes >> i & 1)};
 	ctx->n_dispatch++;
 	return ALICE_OK;
@@ -420,7 +412,7 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 	};
 	vkCmdPipelineBarrier(ctx->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
 			     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb0, 0, NULL, 0, NULL);
-	g_npend = 0;
+	ctx->npend = 0;
 	ctx->n_dispatch = 0;
 	for (int i = 0; i < VK_SCRATCH_RING; i++)
 		ctx->actq[i].valid = false;

@@ -90,7 +90,15 @@ struct alice_backend_ctx {
 		struct alice_tensor x;
 	} actq[VK_SCRATCH_RING];
 
-	/* recording state of one graph_compute */
+	/* recording state of one graph_compute: what the dispatches since the
+	 * last barrier touched (a later one that conflicts gets a barrier) */
+#define VK_MAX_PENDING 64
+	struct vk_pending {
+		VkBuffer buf;
+		uint64_t lo, hi;
+		bool write;
+	} pend[VK_MAX_PENDING];
+	int npend;
 	bool recording;
 	uint32_t n_dispatch;
 };
