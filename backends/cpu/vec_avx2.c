@@ -255,14 +255,14 @@ static void a2_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
 					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
 			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
 					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+			/* this half's 8 scales as int16, in both 128-bit lanes */
+			__m128i h16 = n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16);
+			__m256i hs = _mm256_set_m128i(h16, h16);
 			for (int g = 0; g < 4; g++) {
-				int s0 = 8 * n + 2 * g;
+				/* lanes 0..7: scale 2g, lanes 8..15: scale 2g + 1 */
 				__m256i scv = _mm256_shuffle_epi8(
-					_mm256_set_m128i(sc8, sc8),
-					_mm256_set_m128i(_mm_set1_epi16((short)(0x8000 | (s0 + 1))),
-							 _mm_set1_epi16((short)(0x8000 | s0))));
-				/* bytes -> int16 with sign: low byte = scale, high byte zeroed */
-				scv = _mm256_srai_epi16(_mm256_slli_epi16(scv, 8), 8);
+					hs, _mm256_set_m128i(_mm_set1_epi16((short)(((4 * g + 3) << 8) | (4 * g + 2))),
+							     _mm_set1_epi16((short)(((4 * g + 1) << 8) | (4 * g)))));
 				__m256i qa = _mm256_loadu_si256((const __m256i *)(q8 + 32 * g));
 				sumi = _mm256_add_epi32(sumi, dot_u8_sc(q[g], qa, scv));
 			}
