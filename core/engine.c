@@ -48,6 +48,11 @@ struct eng_slot {
 	char *pending;       /* text held back: it may start a stop string */
 	size_t pending_len, pending_cap;
 	double t_start, t_first, t_last;
+	/* prefix cache: toks[0..n_past) are the tokens whose KV the sequence
+	 * holds; an idle slot keeps n_cached of them for the next request */
+	int32_t *toks;
+	int32_t n_cached;
+	int32_t n_reused; /* prompt tokens this request took from the cache */
 };
 
 struct alice_engine {
@@ -56,6 +61,7 @@ struct alice_engine {
 	const struct alice_tokenizer *tok;
 	int32_t n_vocab;
 	uint32_t n_slots, n_ctx, n_batch, max_queue;
+	bool prefix_cache;
 
 	pthread_t thread;
 	bool thread_started;
@@ -132,6 +138,7 @@ static void emit_done(struct eng_req *r, enum alice_engine_finish f, const char 
 	ev.error = error;
 	ev.error_status = f == ALICE_ENGINE_FINISH_ERROR ? error_status : ALICE_OK;
 	if (sl) {
+		ev.n_cached = sl->n_reused;
 		ev.queue_ms = sl->t_start - r->t_submit;
 		if (sl->t_first > 0) {
 			ev.prefill_ms = sl->t_first - sl->t_start;
@@ -154,7 +161,13 @@ static void slot_release(struct alice_engine *e, struct eng_slot *sl)
 	alice_detok_stream_free(sl->detok);
 	sl->detok = NULL;
 	sl->pending_len = 0;
-	alice_context_seq_clear(e->ctx, sl->seq);
+	/* keep the KV for the next request unless it may be inconsistent */
+	if (e->prefix_cache && sl->n_past > 0 && sl->toks) {
+		sl->n_cached = sl->n_past;
+	} else {
+		alice_context_seq_clear(e->ctx, sl->seq);
+		sl->n_past = sl->n_cached = 0;
+	}
 	struct eng_req *r = sl->r;
 	pthread_mutex_lock(&e->mu);
 	sl->r = NULL;
@@ -171,6 +184,8 @@ static void slot_finish_status(struct alice_engine *e, struct eng_slot *sl, enum
 {
 	if (sl->t_first > 0 && sl->t_last <= 0)
 		sl->t_last = sl->t_first;
+	if (f == ALICE_ENGINE_FINISH_ERROR)
+		sl->n_past = 0; /* a failed decode may leave the KV half written: do not reuse */
 	emit_done(sl->r, f, text, len, sl->n_generated, sl, error, est);
 	slot_release(e, sl);
 }
@@ -234,18 +249,43 @@ static size_t stop_prefix_tail(const struct eng_slot *sl, const struct eng_req *
 	return keep;
 }
 
+static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb)
+{
+	int32_t n = na < nb ? na : nb, i = 0;
+	while (i < n && a[i] == b[i])
+		i++;
+	return i;
+}
+
 static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl, struct alice_error *err)
 {
 	enum alice_status st;
 	struct eng_req *r = sl->r;
-	sl->n_past = 0;
+	/* reuse the cached KV of the common prefix, but prefill at least the
+	 * prompt's last token: its logits start the generation */
+	int32_t keep = 0;
+	if (e->prefix_cache && sl->n_cached > 0) {
+		keep = common_prefix(r->prompt, r->n_prompt, sl->toks, sl->n_cached);
+		if (keep > r->n_prompt - 1)
+			keep = r->n_prompt - 1;
+		if (keep > 0 && !alice_context_seq_truncate(e->ctx, sl->seq, keep))
+			keep = 0; /* recurrent state cannot be rolled back */
+	}
+	if (keep == 0)
+		alice_context_seq_clear(e->ctx, sl->seq); /* nothing from the previous request survives */
+	sl->n_past = keep;
+	sl->n_reused = keep;
+	sl->n_cached = 0;
+	pthread_mutex_lock(&e->mu);
+	e->stats.prompt_tokens += (uint64_t)r->n_prompt;
+	e->stats.prompt_tokens_cached += (uint64_t)keep;
+	pthread_mutex_unlock(&e->mu);
 	sl->generating = false;
 	sl->n_generated = 0;
 	sl->row = -1;
 	sl->pending_len = 0;
 	sl->t_start = now_ms();
 	sl->t_first = sl->t_last = 0;
-	alice_context_seq_clear(e->ctx, sl->seq); /* nothing from the previous request survives */
 	if ((st = alice_sampler_create(&r->sp, e->n_vocab, &sl->sampler, err)) != ALICE_OK)
 		return st;
 	return alice_detok_stream_create(e->tok, false, &sl->detok, err);
@@ -270,10 +310,25 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 		}
 	}
 	e->q_tail = last;
-	for (uint32_t i = 0; i < e->n_slots && e->q_head; i++) {
-		struct eng_slot *sl = &e->slots[i];
-		if (sl->r)
-			continue;
+	while (e->q_head) {
+		/* the idle slot whose cached tokens share the longest prefix */
+		struct eng_slot *sl = NULL;
+		int32_t best = -1;
+		for (uint32_t i = 0; i < e->n_slots; i++) {
+			struct eng_slot *c = &e->slots[i];
+			if (c->r)
+				continue;
+			int32_t k = c->n_cached > 0 ? common_prefix(e->q_head->prompt, e->q_head->n_prompt,
+								    c->toks, c->n_cached)
+						    : 0;
+			/* ties: the slot with the least cached, keeping longer histories */
+			if (k > best || (k == best && c->n_cached < sl->n_cached)) {
+				best = k;
+				sl = c;
+			}
+		}
+		if (!sl)
+			break;
 		struct eng_req *r = e->q_head;
 		e->q_head = r->next;
 		if (!e->q_head)
@@ -284,6 +339,7 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 		sl->sampler = NULL; /* marks "not started" */
 		sl->t_start = sl->t_first = sl->t_last = 0;
 		sl->n_generated = 0;
+		sl->n_reused = 0;
 		sl->generating = false;
 		e->stats.slots_busy++;
 	}
@@ -441,8 +497,12 @@ static void step(struct alice_engine *e)
 		return;
 	}
 	/* advance positions */
-	for (int32_t k = 0; k < n; k++)
-		e->slots[e->b_seq[k]].n_past++;
+	for (int32_t k = 0; k < n; k++) {
+		struct eng_slot *sl = &e->slots[e->b_seq[k]];
+		if (sl->toks && sl->n_past < (int32_t)e->n_ctx)
+			sl->toks[sl->n_past] = e->b_tok[k];
+		sl->n_past++;
+	}
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		struct eng_slot *sl = &e->slots[i];
 		if (!sl->r || sl->row < 0)
@@ -471,6 +531,10 @@ static void *engine_main(void *arg)
 				break;
 			pthread_cond_wait(&e->cv, &e->mu);
 		}
+		uint64_t kv = 0;
+		for (uint32_t i = 0; i < e->n_slots; i++)
+			kv += (uint64_t)(e->slots[i].r ? e->slots[i].n_past : e->slots[i].n_cached);
+		e->stats.kv_cells_used = kv;
 		if (e->stopping) {
 			/* everything still here ends as cancelled */
 			for (struct eng_req *r = e->q_head; r; r = r->next)
@@ -535,6 +599,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->n_slots = p->n_slots ? p->n_slots : def.n_slots;
 	e->n_batch = p->n_batch ? p->n_batch : def.n_batch;
 	e->max_queue = p->max_queue ? p->max_queue : def.max_queue;
+	e->prefix_cache = !p->no_prefix_cache;
 	if (e->n_batch < e->n_slots)
 		e->n_batch = e->n_slots; /* every generating slot fits in one step */
 	struct alice_context_params cp;
@@ -556,9 +621,15 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
-	for (uint32_t i = 0; i < e->n_slots; i++)
+	for (uint32_t i = 0; i < e->n_slots; i++) {
 		e->slots[i].seq = (int32_t)i;
+		if (e->prefix_cache && !(e->slots[i].toks = malloc(e->n_ctx * sizeof(int32_t)))) {
+			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+			goto fail;
+		}
+	}
 	e->stats.n_slots = e->n_slots;
+	e->stats.kv_cells_total = (uint64_t)e->n_slots * e->n_ctx;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
@@ -572,6 +643,8 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	return ALICE_OK;
 fail:
 	alice_context_free(e->ctx);
+	for (uint32_t i = 0; e->slots && i < e->n_slots; i++)
+		free(e->slots[i].toks);
 	free(e->slots);
 	free(e->b_tok);
 	free(e->b_pos);
@@ -595,8 +668,10 @@ void alice_engine_free(struct alice_engine *e)
 		pthread_mutex_destroy(&e->mu);
 		pthread_cond_destroy(&e->cv);
 	}
-	for (uint32_t i = 0; i < e->n_slots; i++)
+	for (uint32_t i = 0; i < e->n_slots; i++) {
 		free(e->slots[i].pending);
+		free(e->slots[i].toks);
+	}
 	alice_context_free(e->ctx);
 	free(e->slots);
 	free(e->b_tok);

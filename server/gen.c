@@ -39,6 +39,7 @@ struct srv_choice {
 	struct json_object *lp;     /* chat: content array; completions: legacy object */
 	enum alice_engine_finish finish;
 	int32_t n_prompt, n_completion;
+	int32_t n_cached; /* prompt tokens reused from the prefix cache */
 	double prefill_ms, decode_ms;
 	char *error;
 	enum alice_status error_status;
@@ -290,6 +291,14 @@ static struct json_object *usage_json(const struct srv_gen *g)
 	json_object_object_add(u, "prompt_tokens", json_object_new_int64(g->prompt_tokens));
 	json_object_object_add(u, "completion_tokens", json_object_new_int64(completion));
 	json_object_object_add(u, "total_tokens", json_object_new_int64(g->prompt_tokens + completion));
+	/* cached prompt tokens, counted once per prompt like prompt_tokens */
+	int64_t cached = 0;
+	for (size_t i = 0; i < g->n_choices; i++)
+		if (i == 0 || g->choices[i].prompt_index != g->choices[i - 1].prompt_index)
+			cached += g->choices[i].n_cached;
+	struct json_object *details = json_object_new_object();
+	json_object_object_add(details, "cached_tokens", json_object_new_int64(cached));
+	json_object_object_add(u, "prompt_tokens_details", details);
 	json_object_object_add(u, "tokens_per_second", json_measure(tps));
 	json_object_object_add(u, "prefill_ms", json_measure(prefill));
 	json_object_object_add(u, "decode_ms", json_measure(decode));
@@ -510,6 +519,7 @@ void srv_gen_on_message(struct srv *s, struct srv_msg *m)
 	c->finish = ev->finish;
 	c->n_prompt = ev->n_prompt;
 	c->n_completion = ev->n_completion;
+	c->n_cached = ev->n_cached;
 	c->prefill_ms = ev->prefill_ms;
 	c->decode_ms = ev->decode_ms;
 	if (ev->error)
@@ -817,6 +827,8 @@ void srv_gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const
 		srv_reply_error(h, &e);
 		return;
 	}
+	if (srv_limits_check(&s->cfg.limits, &r, &e) != 0)
+		goto fail;
 	if (build_prompts(s, &r, &ps, &np, &e) != 0)
 		goto fail;
 	if (r.grammar) {
@@ -983,8 +995,7 @@ void srv_gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const
 	}
 	start_watch(s, g);
 	if (g->stream) {
-		struct evkeyvalq *hd = evhttp_request_get_output_headers(g->http.req);
-		evhttp_add_header(hd, "Access-Control-Allow-Origin", "*");
+		srv_add_cors_headers(g->srv, g->http.req);
 		srv_sse_start(g->http.req);
 		for (size_t i = 0; i < g->n_choices; i++) {
 			struct srv_choice *c = &g->choices[i];

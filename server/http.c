@@ -68,10 +68,22 @@ void srv_msg_free(struct srv_msg *m)
 
 /* ---- replies ---- */
 
-static void add_common_headers(struct evhttp_request *req)
+/* CORS is off unless --cors-origin names the allowed origin (or "*"). */
+void srv_add_cors_headers(struct srv *s, struct evhttp_request *req)
+{
+	const char *origin = s->cfg.cors_origin;
+	if (!origin || !origin[0])
+		return;
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	evhttp_add_header(h, "Access-Control-Allow-Origin", origin);
+	if (strcmp(origin, "*") != 0)
+		evhttp_add_header(h, "Vary", "Origin");
+}
+
+static void add_common_headers(struct srv *s, struct evhttp_request *req)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-	evhttp_add_header(h, "Access-Control-Allow-Origin", "*");
+	srv_add_cors_headers(s, req);
 	evhttp_add_header(h, "Server", "alice-llm/" ALICE_VERSION);
 }
 
@@ -85,7 +97,7 @@ void srv_reply_json(struct srv_http *h, int status, struct json_object *obj)
 		evbuffer_add(b, "\n", 1);
 	}
 	struct evkeyvalq *hd = evhttp_request_get_output_headers(h->req);
-	add_common_headers(h->req);
+	add_common_headers(h->srv, h->req);
 	evhttp_add_header(hd, "Content-Type", "application/json");
 	const char *reason = status == 200 ? "OK" : NULL;
 	evhttp_send_reply(h->req, status, reason, b);
@@ -127,6 +139,7 @@ static struct srv *g_log_srv; /* for the JSON log sink */
 void srv_log_request(struct srv_http *h)
 {
 	double ms = srv_now_ms() - h->t_start;
+	srv_metrics_observe(h);
 	if (h->srv->cfg.log_json) {
 		char path[200];
 		size_t o = 0;
@@ -373,7 +386,7 @@ static void route_model(struct srv *s, struct srv_http *h, const char *id)
 	srv_reply_json(h, 200, model_entry(s));
 }
 
-enum route_id { R_HEALTH, R_MODELS, R_MODEL, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE };
+enum route_id { R_HEALTH, R_MODELS, R_MODEL, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_METRICS };
 
 static const struct route {
 	const char *path;
@@ -388,6 +401,7 @@ static const struct route {
 	{"/v1/completions", R_COMPLETIONS, EVHTTP_REQ_POST, "POST, OPTIONS"},
 	{"/tokenize", R_TOKENIZE, EVHTTP_REQ_POST, "POST, OPTIONS"},
 	{"/detokenize", R_DETOKENIZE, EVHTTP_REQ_POST, "POST, OPTIONS"},
+	{"/metrics", R_METRICS, EVHTTP_REQ_GET, "GET, HEAD, OPTIONS"},
 };
 
 /* Constant-time comparison so the key cannot be guessed byte by byte. */
@@ -460,12 +474,14 @@ static void handle_request(struct evhttp_request *req, void *arg)
 		return;
 	}
 	struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
-	if (cmd == EVHTTP_REQ_OPTIONS) { /* CORS preflight */
-		add_common_headers(req);
+	if (cmd == EVHTTP_REQ_OPTIONS) { /* CORS preflight (headers only with --cors-origin) */
+		add_common_headers(s, req);
 		evhttp_add_header(oh, "Allow", rt->allow);
-		evhttp_add_header(oh, "Access-Control-Allow-Methods", rt->allow);
-		evhttp_add_header(oh, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-		evhttp_add_header(oh, "Access-Control-Max-Age", "86400");
+		if (s->cfg.cors_origin && s->cfg.cors_origin[0]) {
+			evhttp_add_header(oh, "Access-Control-Allow-Methods", rt->allow);
+			evhttp_add_header(oh, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+			evhttp_add_header(oh, "Access-Control-Max-Age", "86400");
+		}
 		evhttp_send_reply(req, 204, "No Content", NULL);
 		h->status = 204;
 		srv_log_request(h);
@@ -485,6 +501,10 @@ static void handle_request(struct evhttp_request *req, void *arg)
 	}
 	if (rt->id == R_HEALTH) {
 		route_health(s, h);
+		return;
+	}
+	if (rt->id == R_METRICS) { /* also while loading: engine gauges read 0 */
+		srv_metrics_route(s, h);
 		return;
 	}
 	if (s->state == SRV_LOADING || s->state == SRV_STOPPING || s->state == SRV_FAILED) {
@@ -514,7 +534,8 @@ static void handle_request(struct evhttp_request *req, void *arg)
 	case R_DETOKENIZE: route_detokenize(s, h, body, len); break;
 	case R_CHAT: srv_gen_handle(s, h, SRV_KIND_CHAT, body, len); break;
 	case R_COMPLETIONS: srv_gen_handle(s, h, SRV_KIND_COMPLETION, body, len); break;
-	case R_HEALTH: break;
+	case R_HEALTH:
+	case R_METRICS: break;
 	}
 }
 
@@ -548,6 +569,7 @@ static void *loader_main(void *arg)
 	ep.n_ctx = (uint32_t)s->cfg.n_ctx;
 	ep.n_batch = (uint32_t)s->cfg.n_batch;
 	ep.max_queue = (uint32_t)s->cfg.queue;
+	ep.no_prefix_cache = s->cfg.no_prefix_cache;
 	st = alice_engine_create(model, &ep, &engine, &err);
 	if (st != ALICE_OK) {
 		char buf[700];
@@ -732,7 +754,7 @@ int srv_run(const struct srv_config *cfg)
 	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
 						   EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
 						   EVHTTP_REQ_PATCH);
-	evhttp_set_timeout(s->http, 600);
+	evhttp_set_timeout(s->http, cfg->timeout_s > 0 ? cfg->timeout_s : 600);
 	evhttp_set_gencb(s->http, handle_request, s);
 	s->listener = evhttp_bind_socket_with_handle(s->http, cfg->host, (ev_uint16_t)cfg->port);
 	if (!s->listener) {

@@ -37,6 +37,16 @@ static void usage(FILE *f)
 		"  --max-body BYTES      largest request body, suffix k/m allowed (default 1m)\n"
 		"  --chat-template NAME  override the detected chat template: %s\n"
 		"  --log-format FMT      text | json (default text)\n"
+		"  --cors-origin ORIGIN  send Access-Control-Allow-Origin: ORIGIN (or *) and answer CORS\n"
+		"                        preflights; default: no CORS headers\n"
+		"  --timeout SECONDS     drop a connection idle that long while reading or writing (default 600)\n"
+		"  --max-n N             most choices ('n') per request, else 400 (default 16)\n"
+		"  --max-tokens-limit N  most max_tokens per request, else 400; also the default when\n"
+		"                        absent (default 0: up to the context)\n"
+		"  --max-messages N      most chat messages per request, else 413 (default 1024; 0 = no cap)\n"
+		"  --max-grammar-bytes N largest grammar (GBNF or from a JSON schema), else 413\n"
+		"                        (default 131072; 0 = no cap)\n"
+		"  --no-prefix-cache     never reuse a slot's KV cache for a new request's common prefix\n"
 		"  --help                this text\n"
 		"  --version             print the version\n",
 		DEFAULT_MODEL, alice_chat_format_names());
@@ -126,12 +136,17 @@ int main(int argc, char **argv)
 	cfg.n_batch = 512;
 	cfg.queue = 64;
 	cfg.max_body = 1024 * 1024;
+	cfg.timeout_s = 600;
+	cfg.limits.max_n = SRV_MAX_N;
+	cfg.limits.max_messages = 1024;
+	cfg.limits.max_grammar_bytes = 128 * 1024;
 	const char *model = NULL, *log_format = "text";
 	cfg.api_key = getenv("ALICE_API_KEY");
 
 	enum {
 		O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
 		O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
+		O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
 	};
 	static const struct option opts[] = {
 		{"model", required_argument, NULL, O_MODEL},
@@ -149,6 +164,13 @@ int main(int argc, char **argv)
 		{"max-body", required_argument, NULL, O_MAX_BODY},
 		{"chat-template", required_argument, NULL, O_TEMPLATE},
 		{"log-format", required_argument, NULL, O_LOG_FORMAT},
+		{"cors-origin", required_argument, NULL, O_CORS},
+		{"timeout", required_argument, NULL, O_TIMEOUT},
+		{"max-n", required_argument, NULL, O_MAX_N},
+		{"max-tokens-limit", required_argument, NULL, O_MAX_TOKENS},
+		{"max-messages", required_argument, NULL, O_MAX_MESSAGES},
+		{"max-grammar-bytes", required_argument, NULL, O_MAX_GRAMMAR},
+		{"no-prefix-cache", no_argument, NULL, O_NO_PREFIX_CACHE},
 		{"help", no_argument, NULL, O_HELP},
 		{"version", no_argument, NULL, O_VERSION},
 		{NULL, 0, NULL, 0},
@@ -216,6 +238,37 @@ int main(int argc, char **argv)
 				return bad("--log-format: '%s' is not text or json%s", a, "");
 			log_format = a;
 			break;
+		case O_CORS:
+			if (!a[0] || strpbrk(a, "\r\n"))
+				return bad("--cors-origin: '%s' is not an origin (e.g. https://app.example or *)%s", a, "");
+			cfg.cors_origin = a;
+			break;
+		case O_TIMEOUT:
+			if (!parse_long(a, 1, 86400, &v))
+				return bad("--timeout: '%s' must be between 1 and 86400 seconds%s", a, "");
+			cfg.timeout_s = (int)v;
+			break;
+		case O_MAX_N:
+			if (!parse_long(a, 1, SRV_MAX_N, &v))
+				return bad("--max-n: '%s' must be between 1 and %s", a, "16");
+			cfg.limits.max_n = v;
+			break;
+		case O_MAX_TOKENS:
+			if (!parse_long(a, 0, INT32_MAX, &v))
+				return bad("--max-tokens-limit: '%s' must be a number >= 0 (0: no cap)%s", a, "");
+			cfg.limits.max_tokens = v;
+			break;
+		case O_MAX_MESSAGES:
+			if (!parse_long(a, 0, INT32_MAX, &v))
+				return bad("--max-messages: '%s' must be a number >= 0 (0: no cap)%s", a, "");
+			cfg.limits.max_messages = v;
+			break;
+		case O_MAX_GRAMMAR:
+			if (!parse_long(a, 0, INT32_MAX, &v))
+				return bad("--max-grammar-bytes: '%s' must be a number >= 0 (0: no cap)%s", a, "");
+			cfg.limits.max_grammar_bytes = v;
+			break;
+		case O_NO_PREFIX_CACHE: cfg.no_prefix_cache = true; break;
 		case O_HELP: usage(stdout); return 0;
 		case O_VERSION: printf("alice-llm-server %s\n", ALICE_VERSION); return 0;
 		case ':': return bad("option %s needs a value%s", argv[optind - 1], "");

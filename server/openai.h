@@ -92,6 +92,18 @@ int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, struct sr
 		     struct srv_api_error *e);
 void srv_gen_request_clear(struct srv_gen_request *r);
 
+/* Operator caps on parsed requests (server flags; 0 = no cap). */
+struct srv_limits {
+	int64_t max_n;             /* choices per prompt (--max-n) */
+	int64_t max_tokens;        /* max_tokens cap, also the default (--max-tokens-limit) */
+	int64_t max_messages;      /* chat messages (--max-messages) */
+	int64_t max_grammar_bytes; /* GBNF, given or from a JSON response_format (--max-grammar-bytes) */
+};
+/* Check a parsed request against the caps (limits.c): 0, or -1 with e
+ * filled (400 for n / max_tokens, 413 for message count / grammar size).
+ * An absent max_tokens becomes the cap. */
+int srv_limits_check(const struct srv_limits *l, struct srv_gen_request *r, struct srv_api_error *e);
+
 /* Parse a JSON object body with a depth limit; NULL + e on error. */
 struct json_object *srv_json_parse_object(const char *body, size_t len, struct srv_api_error *e);
 

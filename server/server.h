@@ -37,6 +37,10 @@ struct srv_config {
 	int queue;
 	const char *chat_template; /* NULL = detect */
 	bool log_json;
+	bool no_prefix_cache;      /* engine: never reuse a slot's KV */
+	const char *cors_origin;   /* NULL = no CORS headers */
+	int timeout_s;             /* evhttp read/write timeout */
+	struct srv_limits limits;  /* request caps (openai.h) */
 };
 
 enum srv_state {
@@ -116,6 +120,14 @@ void srv_reply_json(struct srv_http *h, int status, struct json_object *obj); /*
 void srv_reply_error(struct srv_http *h, const struct srv_api_error *e);
 /* Write the request's log line (called once, when the reply is complete). */
 void srv_log_request(struct srv_http *h);
+/* Access-Control-Allow-Origin when --cors-origin is set (http.c). */
+void srv_add_cors_headers(struct srv *s, struct evhttp_request *req);
+
+/* ---- metrics (metrics.c, event thread) ---- */
+/* Count a finished request (called from srv_log_request). */
+void srv_metrics_observe(const struct srv_http *h);
+/* GET /metrics: Prometheus text format. */
+void srv_metrics_route(struct srv *s, struct srv_http *h);
 
 /* ---- generation routes (gen.c) ---- */
 void srv_gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const char *body, size_t len);

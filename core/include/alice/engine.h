@@ -13,8 +13,13 @@
  * gets exactly one terminal event (ALICE_ENGINE_EVENT_DONE), also when it is
  * cancelled or fails; after it, the request's callback is never called again.
  *
- * A slot's sequence is cleared before it is reused, so no KV or recurrent
- * state leaks between requests. */
+ * Prefix cache: a finished request's KV stays in its slot. A new request
+ * goes to the idle slot whose cached tokens share the longest prefix with
+ * its prompt; the sequence is truncated to that common prefix and only the
+ * rest is prefilled (recurrent models: reuse only when the whole cached
+ * sequence is a prefix of the prompt). Reused entries are the KV of the
+ * very same tokens at the same positions, so nothing of another request's
+ * content leaks; anything past the common prefix is dropped. */
 #ifndef ALICE_ENGINE_H
 #define ALICE_ENGINE_H
 
@@ -33,6 +38,7 @@ struct alice_engine_params {
 	uint32_t n_ctx;     /* positions per slot; 0 = min(n_ctx_train, 4096) */
 	uint32_t n_batch;   /* tokens per step; 0 = 512 */
 	uint32_t max_queue; /* requests waiting for a slot; 0 = 64 */
+	bool no_prefix_cache; /* clear each slot before reuse (no KV reuse) */
 };
 
 void alice_engine_params_default(struct alice_engine_params *p);
@@ -79,6 +85,9 @@ struct alice_engine_event {
 	 * and grammar, bad sampling parameters, a grammar too ambiguous);
 	 * ALICE_ERR_BACKEND or another status for a failure of the server. */
 	enum alice_status error_status;
+	/* DONE: prompt tokens whose KV was reused from the slot's cache
+	 * (not prefilled again); <= n_prompt - 1. */
+	int32_t n_cached;
 };
 
 typedef void (*alice_engine_event_fn)(const struct alice_engine_event *ev, void *user);
@@ -136,6 +145,10 @@ struct alice_engine_stats {
 	uint64_t requests_done;
 	uint64_t tokens_generated;
 	uint64_t steps;
+	uint64_t prompt_tokens;        /* prompt tokens of started requests */
+	uint64_t prompt_tokens_cached; /* of which reused from the prefix cache */
+	uint64_t kv_cells_used;        /* positions held in the KV cache, cached idle slots included */
+	uint64_t kv_cells_total;       /* n_slots * n_ctx */
 };
 void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out);
 uint32_t alice_engine_n_ctx(const struct alice_engine *e);
