@@ -27,9 +27,15 @@ int cpu_pool_size(const struct cpu_pool *p);
 /* Runs fn(arg, ith, nth) on every thread (the caller is thread 0); returns
  * when all are done. */
 void cpu_pool_run(struct cpu_pool *p, cpu_task_fn fn, void *arg);
+/* For tasks whose threads take all their work from a shared counter (so any
+ * subset of threads finishes it): a thread that has not started by the time
+ * the caller is done skips the job, so a descheduled worker (oversubscribed
+ * machine) never holds up the step. */
+void cpu_pool_run_dynamic(struct cpu_pool *p, cpu_task_fn fn, void *arg);
 /* The same, but on the calling thread alone when `work` (elements touched)
  * is too small to pay for waking the others (most decode-step ops). */
 void cpu_pool_run_sized(struct cpu_pool *p, cpu_task_fn fn, void *arg, int64_t work);
+void cpu_pool_run_dynamic_sized(struct cpu_pool *p, cpu_task_fn fn, void *arg, int64_t work);
 /* Physical cores (unique core ids), at least 1. */
 int cpu_physical_cores(void);
 

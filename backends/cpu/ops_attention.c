@@ -118,7 +118,7 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 	struct attn_job j = {.q = q, .k = k, .v = v, .r = r, .d = d, .ctx = ctx, .scale = a->node->fp[0],
 			     .cap = a->node->fp[1], .group = nh / nkv};
 	atomic_init(&j.ctr, 0);
-	cpu_pool_run_sized(ctx->pool, attn_run, &j, nh * nt * (dk + v->ne[0]) * (ncell < 16 ? 16 : ncell));
+	cpu_pool_run_dynamic_sized(ctx->pool, attn_run, &j, nh * nt * (dk + v->ne[0]) * (ncell < 16 ? 16 : ncell));
 	return ALICE_OK;
 }
 

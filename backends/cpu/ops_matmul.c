@@ -272,7 +272,7 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	atomic_init(&j.ctr, 0);
 	if (j.abuf)
 		cpu_pool_run(ctx->pool, mm_convert, &j);
-	cpu_pool_run(ctx->pool, mm_dot, &j);
+	cpu_pool_run_dynamic(ctx->pool, mm_dot, &j); /* chunks from j.ctr: any subset of threads finishes */
 	return ALICE_OK;
 }
 

@@ -18,16 +18,25 @@
  * tests with small shapes still run the threaded paths). */
 #define SMALL_WORK 32768
 
+/* One job per generation, in two slots (gen & 1) so that a late worker can
+ * still read the job it saw while the caller writes the next one. */
+struct job {
+	cpu_task_fn fn;
+	void *arg;
+	bool dynamic;     /* work is taken from a shared counter: late threads may skip */
+	atomic_bool open; /* dynamic jobs: cleared when the caller has finished its part */
+};
+
 struct cpu_pool {
 	int n;
 	pthread_t th[CPU_MAX_THREADS];
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	atomic_uint gen;
-	atomic_int pending;
+	atomic_int active; /* workers between claiming a generation and finishing it */
+	atomic_int done;   /* workers that ran the current static job */
 	atomic_bool stop;
-	cpu_task_fn fn;
-	void *arg;
+	struct job jobs[2];
 	int64_t min_work; /* below this, cpu_pool_run_sized stays on the caller */
 };
 
@@ -53,23 +62,36 @@ static void *worker_main(void *v)
 	unsigned seen = 0;
 	for (;;) {
 		int spins = 0;
-		unsigned g;
-		while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
-		       !atomic_load(&p->stop) && spins < SPIN_ROUNDS) {
+		while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop) && spins < SPIN_ROUNDS) {
 			cpu_relax();
 			spins++;
 		}
-		if (g == seen && !atomic_load(&p->stop)) {
+		if (atomic_load(&p->gen) == seen && !atomic_load(&p->stop)) {
 			pthread_mutex_lock(&p->mu);
-			while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop))
+			while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
 				pthread_cond_wait(&p->cv, &p->mu);
 			pthread_mutex_unlock(&p->mu);
 		}
 		if (atomic_load(&p->stop))
 			break;
+		/* claim first, then read: the caller rewrites a slot only when
+		 * no worker is active, and publishes gen after writing it */
+		atomic_fetch_add(&p->active, 1);
+		unsigned g = atomic_load(&p->gen);
+		if (g == seen) {
+			atomic_fetch_sub(&p->active, 1);
+			continue;
+		}
 		seen = g;
-		p->fn(p->arg, wa.ith, p->n);
-		atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+		struct job *j = &p->jobs[g & 1];
+		if (j->dynamic && !atomic_load(&j->open)) { /* its work is already done */
+			atomic_fetch_sub(&p->active, 1);
+			continue;
+		}
+		j->fn(j->arg, wa.ith, p->n);
+		if (!j->dynamic)
+			atomic_fetch_add(&p->done, 1);
+		atomic_fetch_sub(&p->active, 1);
 	}
 	return NULL;
 }
@@ -91,8 +113,11 @@ struct cpu_pool *cpu_pool_create(int n_threads)
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	atomic_init(&p->gen, 0);
-	atomic_init(&p->pending, 0);
+	atomic_init(&p->active, 0);
+	atomic_init(&p->done, 0);
 	atomic_init(&p->stop, false);
+	atomic_init(&p->jobs[0].open, false);
+	atomic_init(&p->jobs[1].open, false);
 	for (int i = 1; i < n_threads; i++) {
 		struct worker_arg *wa = malloc(sizeof(*wa));
 		if (wa) {
@@ -129,27 +154,69 @@ int cpu_pool_size(const struct cpu_pool *p)
 	return p->n;
 }
 
-void cpu_pool_run(struct cpu_pool *p, cpu_task_fn fn, void *arg)
+static void wait_until_zero(atomic_int *v)
 {
-	if (p->n == 1) {
-		fn(arg, 0, 1);
-		return;
-	}
-	p->fn = fn;
-	p->arg = arg;
-	atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-	pthread_mutex_lock(&p->mu);
-	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	fn(arg, 0, p->n);
 	int spins = 0;
-	while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+	while (atomic_load(v) > 0) {
 		if (++spins < SPIN_ROUNDS)
 			cpu_relax();
 		else
 			sched_yield();
 	}
+}
+
+static void run(struct cpu_pool *p, cpu_task_fn fn, void *arg, bool dynamic)
+{
+	if (p->n == 1) {
+		fn(arg, 0, 1);
+		return;
+	}
+	/* no worker may still be reading the slot we are about to write */
+	wait_until_zero(&p->active);
+	unsigned g = atomic_load(&p->gen) + 1;
+	struct job *j = &p->jobs[g & 1];
+	j->fn = fn;
+	j->arg = arg;
+	j->dynamic = dynamic;
+	atomic_store(&j->open, true);
+	atomic_store(&p->done, 0);
+	pthread_mutex_lock(&p->mu);
+	atomic_store(&p->gen, g);
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	fn(arg, 0, p->n);
+	int spins = 0;
+	if (dynamic) {
+		/* close, then wait only for workers already inside fn: one that
+		 * claims later sees the job closed (seq_cst store/load pair) */
+		atomic_store(&j->open, false);
+		wait_until_zero(&p->active);
+		return;
+	}
+	while (atomic_load(&p->done) < p->n - 1) {
+		if (++spins < SPIN_ROUNDS)
+			cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+void cpu_pool_run(struct cpu_pool *p, cpu_task_fn fn, void *arg)
+{
+	run(p, fn, arg, false);
+}
+
+void cpu_pool_run_dynamic(struct cpu_pool *p, cpu_task_fn fn, void *arg)
+{
+	run(p, fn, arg, true);
+}
+
+void cpu_pool_run_dynamic_sized(struct cpu_pool *p, cpu_task_fn fn, void *arg, int64_t work)
+{
+	if (work < p->min_work)
+		fn(arg, 0, 1);
+	else
+		run(p, fn, arg, true);
 }
 
 void cpu_pool_run_sized(struct cpu_pool *p, cpu_task_fn fn, void *arg, int64_t work)
