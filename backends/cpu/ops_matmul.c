@@ -97,7 +97,7 @@ struct mm_job {
 	uint8_t *abuf; /* converted activation rows (NULL: one row, per thread) */
 	size_t act_row, tmp_bytes;
 	long chunk, n_chunks_per_batch;
-	atomic_long ctr;
+	atomic_long ctr, conv_ctr;
 };
 
 /* Convert activation row r into out; gather/tmp: thread scratch. */
@@ -139,10 +139,12 @@ static uint8_t *t_act(const struct mm_job *j, int ith) { return (uint8_t *)t_tmp
 
 static void mm_convert(void *arg, int ith, int nth)
 {
+	(void)nth;
 	struct mm_job *j = arg;
-	long total = (long)(j->M * j->ne12 * j->ne13);
-	for (long r = ith; r < total; r += nth)
-		convert_row(j, r, j->abuf + (size_t)r * j->act_row, t_gather(j, ith), t_tmp(j, ith));
+	long total = (long)(j->M * j->ne12 * j->ne13), r0, r1;
+	while (chunk_next(&j->conv_ctr, total, 4, &r0, &r1))
+		for (long r = r0; r < r1; r++)
+			convert_row(j, r, j->abuf + (size_t)r * j->act_row, t_gather(j, ith), t_tmp(j, ith));
 }
 
 static void mm_dot(void *arg, int ith, int nth)
@@ -270,8 +272,9 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 		j.chunk = 4;
 	j.n_chunks_per_batch = (long)((N + j.chunk - 1) / j.chunk);
 	atomic_init(&j.ctr, 0);
-	if (j.abuf)
-		cpu_pool_run(ctx->pool, mm_convert, &j);
+	atomic_init(&j.conv_ctr, 0);
+	if (j.abuf) /* rows from j.conv_ctr: any subset of threads finishes */
+		cpu_pool_run_dynamic(ctx->pool, mm_convert, &j);
 	cpu_pool_run_dynamic(ctx->pool, mm_dot, &j); /* chunks from j.ctr: any subset of threads finishes */
 	return ALICE_OK;
 }
