@@ -1,5 +1,5 @@
 /* fuzz_openai_request.c — libFuzzer target for the server's request parser
- * (server/openai.c): any bytes sent as a /v1/chat/completions or
+ * (server/openai.c) and the operator caps (server/limits.c): any bytes sent as a /v1/chat/completions or
  * /v1/completions body must parse into a consistent request or be refused
  * with a 4xx/5xx error naming the problem, never crash or leak. The first
  * input byte picks the route so both parsers see every body shape. */
@@ -53,6 +53,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&e, 0, sizeof(e));
 	if (srv_openai_parse(kind, body, len, &r, &e) == 0) {
 		check_request(&r);
+		/* the operator caps (limits.c) on top: refused with 400/413, or
+		 * the request honours them */
+		static const struct srv_limits lim = {2, 8, 3, 64};
+		if (srv_limits_check(&lim, &r, &e) == 0) {
+			if (r.n > 2 || r.max_tokens < 1 || r.max_tokens > 8 ||
+			    (r.kind == SRV_KIND_CHAT && r.n_messages > 3) || (r.grammar && strlen(r.grammar) > 64))
+				abort();
+		} else if ((e.status != 400 && e.status != 413) || !e.message[0]) {
+			abort();
+		}
 		srv_gen_request_clear(&r);
 	} else {
 		if (e.status < 400 || e.status > 599 || !e.message[0] || !e.type)
