@@ -1,17 +1,36 @@
 /* ops_attention.c — fused attention over the KV cache (online softmax over
  * each token's cell range, GQA, soft-cap; F16 or F32 K/V) and KV_WRITE.
- * Work is split over (head, token) pairs. With an F16 K cache, q is rounded
- * to F16 before the q.k dot, as llama.cpp's CPU flash attention does. */
+ * Work is split over (head, token) pairs.
+ *
+ * The numerics follow llama.cpp's CPU flash attention (x86 AVX-512 build, what
+ * the parity references were made with), which has two regimes chosen by the
+ * number of query tokens of the op:
+ *  - fewer than 64 (decode, short prompts): cell by cell online softmax; with
+ *    an F16 K cache q is rounded to F16 and the q.k dot sums in ggml's AVX-512
+ *    lane layout (dot_lanes); with an F16 V cache the V accumulator itself is
+ *    kept in F16: every rescale and every fma is rounded to F16.
+ *  - 64 or more with d_v % 16 == 0 (prefill): 64-cell tiles aligned to cell 0;
+ *    q stays F32, each score is one ascending fma chain over d_k, the softmax
+ *    of a tile is taken against the running max after that tile with ggml's
+ *    vector exp (v_expf) and summed per 16 lanes into a double; F32 accumulator.
+ * Nothing here depends on these choices for correctness: they only move the
+ * rounding to where llama.cpp has it (logit differences ~0.5 -> ~1e-5 on
+ * quantized fixture models, see tests/core/test_parity.c).
+ * Not emulated: llama.cpp's split-KV decode (one token, >= 512 padded cells),
+ * whose chunking depends on its thread count. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_internal.h"
+
+#define ATTN_TILE 64 /* llama.cpp's KV tile and its tiled-path query threshold */
 
 struct attn_job {
 	const struct alice_tensor *q, *k, *v, *r, *d;
 	struct alice_backend_ctx *ctx;
 	float scale, cap;
 	int64_t group;
+	bool tiled;
 	atomic_long ctr;
 };
 
@@ -22,64 +41,268 @@ static inline int32_t range_at(const struct alice_tensor *r, int64_t i, int64_t 
 	return v;
 }
 
-static void attn_run(void *arg, int ith, int nth)
+/* Scratch floats per thread: q, acc, one converted row, an F16 round-trip
+ * row, the transposed K tile and the tile's scores. */
+static size_t attn_scratch_floats(int64_t dk, int64_t dv)
 {
-	(void)nth;
-	struct attn_job *j = arg;
-	const struct cpu_kernels *kk = cpu_k;
-	const struct alice_tensor *q = j->q, *k = j->k, *v = j->v, *d = j->d;
-	int64_t dk = q->ne[0], dv = v->ne[0], nh = q->ne[1], nt = q->ne[2];
-	float *qf = (float *)j->ctx->tdata[ith];
-	float *acc = qf + ((dk + 15) & ~15);
-	uint16_t *q16 = (uint16_t *)(acc + ((dv + 15) & ~15));
+	int64_t dk16 = (dk + 15) & ~15, dv16 = (dv + 15) & ~15, m = dk16 > dv16 ? dk16 : dv16;
+	return (size_t)(dk16 + dv16 + m + m / 2 + 16 + dk16 * ATTN_TILE + ATTN_TILE);
+}
+
+/* ggml's vec_dot_f16 on AVX-512: 4 accumulators of 16 lanes over blocks of 64
+ * (element i of a block lands in lane i), folded 0+2, 1+3, then 0+1, then the
+ * 16 lanes halved (i + 8, i + 4, i + 2, 0 + 1) in float; the tail (n % 64)
+ * is added to that in double, each product rounded to float (exact for F16
+ * inputs). */
+static inline __attribute__((always_inline)) float dot_lanes(int64_t n, const float *a, const float *b)
+{
+	float acc[64];
+	for (int l = 0; l < 64; l++)
+		acc[l] = 0.0f;
+	int64_t np = n & ~(int64_t)63, i = 0;
+	for (; i < np; i += 64)
+		for (int l = 0; l < 64; l++)
+			acc[l] = fmaf(a[i + l], b[i + l], acc[l]);
+	for (int l = 0; l < 16; l++) {
+		acc[l] += acc[32 + l];
+		acc[16 + l] += acc[48 + l];
+	}
+	for (int l = 0; l < 16; l++)
+		acc[l] += acc[16 + l];
+	for (int w = 8; w >= 2; w /= 2)
+		for (int l = 0; l < w; l++)
+			acc[l] += acc[l + w];
+	double s = (double)(acc[0] + acc[1]);
+	for (; i < n; i++)
+		s += (double)(a[i] * b[i]);
+	return (float)s;
+}
+
+/* ggml's AVX-512 vector expf (a polynomial after the ARM optimized-routines
+ * method: max error ~1.5 ulp), lane by lane; 0 below -103.97. Used by
+ * llama.cpp's tiled softmax, so the tiled path uses it too. */
+static inline __attribute__((always_inline)) float v_expf(float x)
+{
+	if (!(x > -104.0f))
+		return 0.0f;
+	float z = fmaf(x, 0x1.715476p+0f, 0x1.8p23f);
+	float n = z - 0x1.8p23f;
+	float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+	float u = b * b;
+	float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+		       fmaf(0x1.ffffecp-1f, b, 1.0f));
+	return ldexpf(j, (int)n);
+}
+
+static inline __attribute__((always_inline)) void round_f16(int64_t n, float *x, uint16_t *tmp)
+{
+	cpu_k->f32_to_f16(n, x, tmp);
+	cpu_k->f16_to_f32(n, tmp, x);
+}
+
+/* One query row, cell by cell (the short-batch regime). */
+static inline __attribute__((always_inline)) void attn_row_cells(const struct attn_job *j, float *qf, float *acc,
+								 float *row, uint16_t *tmp, int64_t h, int64_t t)
+{
+	const struct alice_tensor *q = j->q, *k = j->k, *v = j->v;
+	int64_t dk = q->ne[0], dv = v->ne[0], hk = h / j->group;
 	bool k16 = k->type == ALICE_TYPE_F16, v16 = v->type == ALICE_TYPE_F16;
+	if (k16)
+		round_f16(dk, qf, tmp);
+	memset(acc, 0, (size_t)dv * 4);
+	int32_t c0 = range_at(j->r, 0, t), c1 = range_at(j->r, 1, t);
+	float m = -INFINITY, l = 0.0f;
+	float sc = j->cap != 0.0f ? j->scale / j->cap : j->scale;
+	const uint8_t *kb = tensor_data(k) + hk * k->nb[1];
+	const uint8_t *vb = tensor_data(v) + hk * v->nb[1];
+	for (int64_t c = c0; c < c1; c++) {
+		const uint8_t *kr = kb + c * k->nb[2];
+		float s;
+		if (k16) {
+			cpu_k->f16_to_f32(dk, (const uint16_t *)kr, row);
+			s = dot_lanes(dk, row, qf);
+		} else {
+			s = cpu_k->dot_f32(dk, (const float *)kr, qf);
+		}
+		s *= sc;
+		if (j->cap != 0.0f)
+			s = j->cap * tanhf(s);
+		if (s == -INFINITY)
+			continue;
+		float ms = 1.0f, vs = 1.0f;
+		if (s > m) {
+			ms = expf(m - s);
+			m = s;
+			if (v16) {
+				for (int64_t i = 0; i < dv; i++)
+					acc[i] *= ms;
+				round_f16(dv, acc, tmp);
+			} else {
+				cpu_k->scale_f32(dv, ms, acc);
+			}
+		} else {
+			vs = expf(s - m);
+		}
+		l = fmaf(l, ms, vs);
+		const uint8_t *vr = vb + c * v->nb[2];
+		if (v16) {
+			cpu_k->f16_to_f32(dv, (const uint16_t *)vr, row);
+			for (int64_t i = 0; i < dv; i++)
+				acc[i] = fmaf(row[i], vs, acc[i]);
+			round_f16(dv, acc, tmp);
+		} else {
+			cpu_k->axpy_f32(dv, vs, (const float *)vr, acc);
+		}
+	}
+	float inv = l > 0.0f ? 1.0f / l : 0.0f;
+	for (int64_t i = 0; i < dv; i++)
+		acc[i] *= inv;
+}
+
+/* One query row, tile by tile (the prefill regime). */
+static inline __attribute__((always_inline)) void attn_row_tiles(const struct attn_job *j, const float *qf,
+								 float *acc, float *row, float *kt, float *p,
+								 int64_t h, int64_t t)
+{
+	const struct alice_tensor *k = j->k, *v = j->v;
+	int64_t dk = k->ne[0], dv = v->ne[0], hk = h / j->group;
+	bool k16 = k->type == ALICE_TYPE_F16, v16 = v->type == ALICE_TYPE_F16;
+	memset(acc, 0, (size_t)dv * 4);
+	int32_t c0 = range_at(j->r, 0, t), c1 = range_at(j->r, 1, t);
+	float m = -INFINITY, l = 0.0f;
+	float sc = j->cap != 0.0f ? j->scale / j->cap : j->scale;
+	const uint8_t *kb = tensor_data(k) + hk * k->nb[1];
+	const uint8_t *vb = tensor_data(v) + hk * v->nb[1];
+	for (int64_t t0 = (c0 / ATTN_TILE) * ATTN_TILE; t0 < c1; t0 += ATTN_TILE) {
+		int64_t a = t0 > c0 ? t0 : c0, e = t0 + ATTN_TILE < c1 ? t0 + ATTN_TILE : c1;
+		/* K tile transposed (cells contiguous): one fma chain per cell */
+		for (int64_t c = a; c < e; c++) {
+			const float *kr = (const float *)(kb + c * k->nb[2]);
+			if (k16) {
+				cpu_k->f16_to_f32(dk, (const uint16_t *)kr, row);
+				kr = row;
+			}
+			for (int64_t d = 0; d < dk; d++)
+				kt[d * ATTN_TILE + (c - t0)] = kr[d];
+		}
+		float s[ATTN_TILE];
+		for (int c = 0; c < ATTN_TILE; c++)
+			s[c] = 0.0f;
+		for (int64_t d = 0; d < dk; d++) {
+			const float qd = qf[d], *kd = kt + d * ATTN_TILE;
+			for (int c = 0; c < ATTN_TILE; c++)
+				s[c] = fmaf(qd, kd[c], s[c]);
+		}
+		float tmax = -INFINITY;
+		for (int c = 0; c < ATTN_TILE; c++) {
+			int64_t cell = t0 + c;
+			if (cell < a || cell >= e) {
+				s[c] = -INFINITY;
+				continue;
+			}
+			s[c] *= sc;
+			if (j->cap != 0.0f)
+				s[c] = tanhf(s[c]) * j->cap;
+			if (s[c] > tmax)
+				tmax = s[c];
+		}
+		if (tmax == -INFINITY)
+			continue;
+		if (tmax > m) {
+			float ms = expf(m - tmax);
+			cpu_k->scale_f32(dv, ms, acc);
+			l *= ms;
+			m = tmax;
+		}
+		double sum = 0.0;
+		for (int b = 0; b < ATTN_TILE; b += 16) {
+			float w[16];
+			for (int c = 0; c < 16; c++)
+				w[c] = p[b + c] = v_expf(s[b + c] - m);
+			for (int h2 = 8; h2 >= 2; h2 /= 2)
+				for (int c = 0; c < h2; c++)
+					w[c] += w[c + h2];
+			sum += (double)(w[0] + w[1]);
+		}
+		l = (float)((double)l + sum);
+		for (int64_t c = a; c < e; c++) {
+			float pc = p[c - t0];
+			if (pc == 0.0f)
+				continue; /* fma(v, 0, acc) == acc */
+			const float *vr = (const float *)(vb + c * v->nb[2]);
+			if (v16) {
+				cpu_k->f16_to_f32(dv, (const uint16_t *)vr, row);
+				vr = row;
+			}
+			for (int64_t i = 0; i < dv; i++)
+				acc[i] = fmaf(vr[i], pc, acc[i]);
+		}
+	}
+	float inv = l != 0.0f ? 1.0f / l : 0.0f;
+	for (int64_t i = 0; i < dv; i++)
+		acc[i] *= inv;
+}
+
+static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int ith)
+{
+	struct attn_job *j = arg;
+	const struct alice_tensor *q = j->q, *v = j->v, *d = j->d;
+	int64_t dk = q->ne[0], dv = v->ne[0], nh = q->ne[1], nt = q->ne[2];
+	int64_t dk16 = (dk + 15) & ~15, dv16 = (dv + 15) & ~15, mx = dk16 > dv16 ? dk16 : dv16;
+	float *qf = (float *)j->ctx->tdata[ith];
+	float *acc = qf + dk16, *row = acc + dv16;
+	uint16_t *tmp = (uint16_t *)(row + mx);
+	float *kt = row + mx + mx / 2 + 16, *p = kt + dk16 * ATTN_TILE;
 	long t0, t1;
 	while (chunk_next(&j->ctr, (long)(nh * nt), 1, &t0, &t1)) {
-		int64_t h = t0 % nh, t = t0 / nh, hk = h / j->group;
+		int64_t h = t0 % nh, t = t0 / nh;
 		const uint8_t *qr = tensor_data(q) + h * q->nb[1] + t * q->nb[2];
 		for (int64_t i = 0; i < dk; i++)
 			memcpy(&qf[i], qr + i * q->nb[0], 4);
-		if (k16) {
-			kk->f32_to_f16(dk, qf, q16);
-			kk->f16_to_f32(dk, q16, qf);
-		}
-		memset(acc, 0, (size_t)dv * 4);
-		int32_t c0 = range_at(j->r, 0, t), c1 = range_at(j->r, 1, t);
-		float m = -INFINITY, l = 0.0f;
-		const uint8_t *kb = tensor_data(k) + hk * k->nb[1];
-		const uint8_t *vb = tensor_data(v) + hk * v->nb[1];
-		for (int64_t c = c0; c < c1; c++) {
-			const uint8_t *kr = kb + c * k->nb[2];
-			float s = k16 ? kk->dot_f16_f32(dk, (const uint16_t *)kr, qf)
-				      : kk->dot_f32(dk, (const float *)kr, qf);
-			s *= j->scale;
-			if (j->cap != 0.0f)
-				s = j->cap * tanhf(s / j->cap);
-			if (s == -INFINITY)
-				continue;
-			float ms = 1.0f, vs;
-			if (s > m) {
-				ms = expf(m - s);
-				m = s;
-				vs = 1.0f;
-				kk->scale_f32(dv, ms, acc);
-			} else {
-				vs = expf(s - m);
-			}
-			l = l * ms + vs;
-			const uint8_t *vr = vb + c * v->nb[2];
-			if (v16)
-				kk->axpy_f16(dv, vs, (const uint16_t *)vr, acc);
-			else
-				kk->axpy_f32(dv, vs, (const float *)vr, acc);
-		}
-		float inv = l > 0.0f ? 1.0f / l : 0.0f;
+		if (j->tiled)
+			attn_row_tiles(j, qf, acc, row, kt, p, h, t);
+		else
+			attn_row_cells(j, qf, acc, row, tmp, h, t);
 		uint8_t *dr = tensor_data(d) + h * d->nb[1] + t * d->nb[2];
-		for (int64_t i = 0; i < dv; i++) {
-			float y = acc[i] * inv;
-			memcpy(dr + i * d->nb[0], &y, 4);
-		}
+		for (int64_t i = 0; i < dv; i++)
+			memcpy(dr + i * d->nb[0], &acc[i], 4);
 	}
+}
+
+/* The same code built three ways: fmaf must be an instruction, not a libm
+ * call, and the fixed-width lane loops vectorize best with wide registers. */
+static void attn_run_generic(void *arg, int ith, int nth)
+{
+	(void)nth;
+	attn_run_impl(arg, ith);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma,f16c"))) static void attn_run_avx2(void *arg, int ith, int nth)
+{
+	(void)nth;
+	attn_run_impl(arg, ith);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c"))) static void attn_run_avx512(void *arg, int ith,
+												   int nth)
+{
+	(void)nth;
+	attn_run_impl(arg, ith);
+}
+#endif
+
+static cpu_task_fn attn_pick(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+	    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+		return attn_run_avx512;
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+		return attn_run_avx2;
+#endif
+	return attn_run_generic;
 }
 
 enum alice_status cpu_op_attention(const struct cpu_op_args *a)
@@ -111,14 +334,15 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 	if (!isfinite(a->node->fp[0]) || !isfinite(a->node->fp[1]) || a->node->fp[1] < 0.0f)
 		return cpu_fail(ctx, ALICE_ERR_INVALID, "bad scale %g or soft-cap %g", a->node->fp[0],
 				a->node->fp[1]);
-	size_t tb = (size_t)(((dk + 15) & ~15) + ((v->ne[0] + 15) & ~15)) * 4 + (size_t)dk * 2 + 64;
+	size_t tb = attn_scratch_floats(dk, v->ne[0]) * 4 + 64;
 	enum alice_status st = cpu_scratch(ctx, 0, tb);
 	if (st != ALICE_OK)
 		return st;
 	struct attn_job j = {.q = q, .k = k, .v = v, .r = r, .d = d, .ctx = ctx, .scale = a->node->fp[0],
-			     .cap = a->node->fp[1], .group = nh / nkv};
+			     .cap = a->node->fp[1], .group = nh / nkv,
+			     .tiled = nt >= ATTN_TILE && v->ne[0] % 16 == 0 && k->type == v->type};
 	atomic_init(&j.ctr, 0);
-	cpu_pool_run_dynamic_sized(ctx->pool, attn_run, &j, nh * nt * (dk + v->ne[0]) * (ncell < 16 ? 16 : ncell));
+	cpu_pool_run_dynamic_sized(ctx->pool, attn_pick(), &j, nh * nt * (dk + v->ne[0]) * (ncell < 16 ? 16 : ncell));
 	return ALICE_OK;
 }
 
