@@ -53,6 +53,7 @@ struct eng_slot {
 	int32_t *toks;
 	int32_t n_cached;
 	int32_t n_reused; /* prompt tokens this request took from the cache */
+	uint64_t last_used; /* admission counter, for least-recently-used eviction */
 };
 
 struct alice_engine {
@@ -62,6 +63,7 @@ struct alice_engine {
 	int32_t n_vocab;
 	uint32_t n_slots, n_ctx, n_batch, max_queue;
 	bool prefix_cache;
+	uint64_t n_admitted;
 
 	pthread_t thread;
 	bool thread_started;
@@ -154,6 +156,16 @@ static void emit_done(struct eng_req *r, enum alice_engine_finish f, const char 
 
 /* ---- slots ---- */
 
+/* KV positions held (busy slots: so far; idle: cached). Called with mu held
+ * by the engine thread, which owns n_past / n_cached. */
+static void kv_stats_update(struct alice_engine *e)
+{
+	uint64_t kv = 0;
+	for (uint32_t i = 0; i < e->n_slots; i++)
+		kv += (uint64_t)(e->slots[i].r ? e->slots[i].n_past : e->slots[i].n_cached);
+	e->stats.kv_cells_used = kv;
+}
+
 static void slot_release(struct alice_engine *e, struct eng_slot *sl)
 {
 	alice_sampler_free(sl->sampler);
@@ -174,6 +186,7 @@ static void slot_release(struct alice_engine *e, struct eng_slot *sl)
 	e->stats.slots_busy--;
 	e->stats.requests_done++;
 	e->stats.tokens_generated += (uint64_t)sl->n_generated;
+	kv_stats_update(e);
 	pthread_mutex_unlock(&e->mu);
 	req_free(r);
 }
@@ -311,9 +324,12 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 	}
 	e->q_tail = last;
 	while (e->q_head) {
-		/* the idle slot whose cached tokens share the longest prefix */
-		struct eng_slot *sl = NULL;
-		int32_t best = -1;
+		/* The idle slot whose cached tokens share the longest prefix, if
+		 * that covers at least half the prompt; else the least recently
+		 * used idle slot, so a mere shared BOS or system line does not
+		 * evict another conversation's history. */
+		struct eng_slot *sl = NULL, *lru = NULL;
+		int32_t best = 0;
 		for (uint32_t i = 0; i < e->n_slots; i++) {
 			struct eng_slot *c = &e->slots[i];
 			if (c->r)
@@ -321,14 +337,18 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 			int32_t k = c->n_cached > 0 ? common_prefix(e->q_head->prompt, e->q_head->n_prompt,
 								    c->toks, c->n_cached)
 						    : 0;
-			/* ties: the slot with the least cached, keeping longer histories */
-			if (k > best || (k == best && c->n_cached < sl->n_cached)) {
+			if (k > best) {
 				best = k;
 				sl = c;
 			}
+			if (!lru || c->last_used < lru->last_used)
+				lru = c;
 		}
-		if (!sl)
+		if (!lru)
 			break;
+		if (!sl || 2 * (int64_t)best < (int64_t)e->q_head->n_prompt)
+			sl = lru;
+		sl->last_used = ++e->n_admitted;
 		struct eng_req *r = e->q_head;
 		e->q_head = r->next;
 		if (!e->q_head)
@@ -523,6 +543,7 @@ static void *engine_main(void *arg)
 	for (;;) {
 		struct eng_req *cancelled = NULL;
 		pthread_mutex_lock(&e->mu);
+		kv_stats_update(e);
 		for (;;) {
 			bool busy = e->q_head != NULL;
 			for (uint32_t i = 0; i < e->n_slots && !busy; i++)
@@ -531,10 +552,6 @@ static void *engine_main(void *arg)
 				break;
 			pthread_cond_wait(&e->cv, &e->mu);
 		}
-		uint64_t kv = 0;
-		for (uint32_t i = 0; i < e->n_slots; i++)
-			kv += (uint64_t)(e->slots[i].r ? e->slots[i].n_past : e->slots[i].n_cached);
-		e->stats.kv_cells_used = kv;
 		if (e->stopping) {
 			/* everything still here ends as cancelled */
 			for (struct eng_req *r = e->q_head; r; r = r->next)
