@@ -15,7 +15,8 @@
  *
  * Prefix cache: a finished request's KV stays in its slot. A new request
  * goes to the idle slot whose cached tokens share the longest prefix with
- * its prompt; the sequence is truncated to that common prefix and only the
+ * its prompt (if it covers half the prompt; else the least recently used
+ * idle slot); the sequence is truncated to that common prefix and only the
  * rest is prefilled (recurrent models: reuse only when the whole cached
  * sequence is a prefix of the prompt). Reused entries are the KV of the
  * very same tokens at the same positions, so nothing of another request's
