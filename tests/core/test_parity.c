@@ -57,10 +57,14 @@ struct type_bound {
  *   median: over all prompt positions, a systematic error (wrong rope
  *           pairing or missing rope factors give medians of 0.17-20) is
  *           far above what rounding drift gives;
- *   pos 0:  at a prompt's first position attention mixes nothing, so only
- *           summation order can differ (flipping at most a rounding or two;
- *           integer Q8 dots are order-free): anything more is a bug in a
- *           matmul/norm/embedding (a Q8_1-activation bug showed 0.45-1.22).
+ *   pos 0:  at a prompt's first position attention mixes nothing, so for
+ *           the cpu backend, which rounds activations exactly as llama.cpp
+ *           does, only summation order can differ (flipping at most a
+ *           rounding or two; integer Q8 dots are order-free): anything more
+ *           is a bug in a matmul/norm/embedding (a Q8_1-activation bug showed
+ *           0.45-1.22). backend.h lets other backends skip that rounding
+ *           (cuda differs by 0.54 on Q8_0, 0.23 on BF16 at pos 0 for that
+ *           reason), so they are held to the any-position bound there.
  * Measured (cpu backend, 14:05): F16 worst 0.23 / median 0.025 / pos 0
  * 0.009, BF16 0.74 / 0.14 / 0, quantized <= 2.0 / <= 0.68 / <= 2e-5. With
  * llama.cpp's F16 V accumulation emulated in attention: F16 0.04 / 0.0007,
@@ -151,13 +155,15 @@ static void run_parity(const char *name)
 	const struct type_bound *tb = bound_for(name);
 	cr_assert_not_null(tb, "%s: no logit bound stated for this type", name);
 	const float bound = tb->bound;
+	const char *backend = test_backend();
+	/* see the table: the pos-0 bound assumes llama.cpp's activation rounding */
+	const float pos0_bound = strcmp(backend, "cpu") == 0 ? tb->pos0 : tb->bound;
 	const bool verbose = getenv("ALICE_PARITY_VERBOSE") != NULL; /* per-position errors */
 	const float top1_margin = bound > 0.1f ? bound : 0.1f;
 	char err_msg[512];
 	struct alice_parity_refs *refs = alice_parity_refs_load(alice_test_fixtures_dir(), name, err_msg, sizeof(err_msg));
 	cr_assert_not_null(refs, "%s", err_msg);
 
-	const char *backend = test_backend();
 	struct alice_error err = {0};
 	if (strcmp(backend, "cpu") != 0) {
 		struct alice_backend *be = NULL;
@@ -245,9 +251,9 @@ static void run_parity(const char *name)
 			if (i == 0) {
 				if (e > worst_pos0)
 					worst_pos0 = e;
-				if (!(e <= tb->pos0))
+				if (!(e <= pos0_bound))
 					note(&pos0_t, "%s/%s pos 0: top-10 logit error %.4g > %.3g", name, p->id, e,
-					     tb->pos0);
+					     pos0_bound);
 			}
 			if (e > worst) {
 				worst = e;
@@ -336,7 +342,7 @@ static void run_parity(const char *name)
 		"parity %-18s backend %s: top-10 logit error worst %.5f (%s), median %.5f, p90 %.5f, pos-0 worst %.5f, "
 		"full-row %.5f (bounds: any %.3f, median %.3f, pos 0 %.3f); greedy: %d/%d prompts identical for all "
 		"24 steps, %d/%d steps compared\n",
-		name, backend, worst, worst_where, median, p90, worst_pos0, worst_full, bound, tb->median, tb->pos0,
+		name, backend, worst, worst_where, median, p90, worst_pos0, worst_full, bound, tb->median, pos0_bound,
 		gen_full, refs->n_prompts, gen_steps_checked, gen_steps_total);
 	struct tally *all[] = {&tok_t, &top1_t, &logit_t, &full_t, &gen_t, &pos0_t, &median_t};
 	const char *what[] = {"tokenizer", "top-1", "top-10 logits", "full row", "greedy", "position 0", "median"};
