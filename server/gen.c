@@ -278,6 +278,16 @@ static struct json_object *json_measure(double d)
 	return json_object_new_double_s(d, b);
 }
 
+/* Cached prompt tokens, counted once per prompt like prompt_tokens. */
+static int64_t cached_total(const struct srv_gen *g)
+{
+	int64_t cached = 0;
+	for (size_t i = 0; i < g->n_choices; i++)
+		if (i == 0 || g->choices[i].prompt_index != g->choices[i - 1].prompt_index)
+			cached += g->choices[i].n_cached;
+	return cached;
+}
+
 static struct json_object *usage_json(const struct srv_gen *g)
 {
 	int64_t completion;
@@ -291,13 +301,8 @@ static struct json_object *usage_json(const struct srv_gen *g)
 	json_object_object_add(u, "prompt_tokens", json_object_new_int64(g->prompt_tokens));
 	json_object_object_add(u, "completion_tokens", json_object_new_int64(completion));
 	json_object_object_add(u, "total_tokens", json_object_new_int64(g->prompt_tokens + completion));
-	/* cached prompt tokens, counted once per prompt like prompt_tokens */
-	int64_t cached = 0;
-	for (size_t i = 0; i < g->n_choices; i++)
-		if (i == 0 || g->choices[i].prompt_index != g->choices[i - 1].prompt_index)
-			cached += g->choices[i].n_cached;
 	struct json_object *details = json_object_new_object();
-	json_object_object_add(details, "cached_tokens", json_object_new_int64(cached));
+	json_object_object_add(details, "cached_tokens", json_object_new_int64(cached_total(g)));
 	json_object_object_add(u, "prompt_tokens_details", details);
 	json_object_object_add(u, "tokens_per_second", json_measure(tps));
 	json_object_object_add(u, "prefill_ms", json_measure(prefill));
@@ -370,6 +375,7 @@ static void gen_complete(struct srv_gen *g)
 	double prefill, decode;
 	usage_totals(g, &completion, &prefill, &decode);
 	g->http.prompt_tokens = g->prompt_tokens;
+	g->http.cached_tokens = cached_total(g);
 	g->http.completion_tokens = completion;
 	g->http.prefill_ms = prefill;
 	g->http.decode_ms = decode;

@@ -64,7 +64,8 @@ void srv_metrics_observe(const struct srv_http *h)
 	}
 	M.series[i].count++;
 	if (h->completion_tokens > 0 || h->prefill_ms > 0) {
-		M.recent[M.next_recent].prompt = h->prompt_tokens;
+		/* tokens actually prefilled: the cached ones cost nothing */
+		M.recent[M.next_recent].prompt = h->prompt_tokens - h->cached_tokens;
 		M.recent[M.next_recent].completion = h->completion_tokens;
 		M.recent[M.next_recent].prefill_ms = h->prefill_ms;
 		M.recent[M.next_recent].decode_ms = h->decode_ms;
@@ -121,7 +122,7 @@ void srv_metrics_route(struct srv *s, struct srv_http *h)
 		}
 	}
 	metric_head(b, "alice_prefill_tokens_per_second", "gauge",
-		    "Prompt tokens per second of prefill over the last 32 requests.");
+		    "Prompt tokens prefilled (not cached) per second over the last 32 requests.");
 	evbuffer_add_printf(b, "alice_prefill_tokens_per_second %.3f\n", pms > 0 ? (double)pt * 1000.0 / pms : 0.0);
 	metric_head(b, "alice_decode_tokens_per_second", "gauge",
 		    "Generated tokens per second after the first token, over the last 32 requests.");

@@ -60,6 +60,7 @@ struct srv_http {
 	double t_start;
 	int status;
 	int64_t prompt_tokens, completion_tokens;
+	int64_t cached_tokens; /* prompt tokens served by the prefix cache */
 	double prefill_ms, decode_ms;
 };
 
