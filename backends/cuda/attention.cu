@@ -27,17 +27,20 @@ struct att_params {
 template <int J>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
-       uint8_t *__restrict__ dst, float *__restrict__ part, unsigned *__restrict__ cnt, struct att_params p)
+       uint8_t *__restrict__ dst, float *__restrict__ part, unsigned *__restrict__ cnt, int *__restrict__ flag,
+       struct att_params p)
 {
 	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int64_t hk = h / (p.n_head / p.n_head_kv);
 	int32_t r0 = *(const int32_t *)(p.rng + t * p.rnb1);
 	int32_t r1 = *(const int32_t *)(p.rng + p.rnb0 + t * p.rnb1);
-	if (r0 < 0)
-		r0 = 0;
-	if (r1 > p.n_cells)
-		r1 = (int32_t)p.n_cells;
+	if (r0 < 0 || r1 > p.n_cells || r0 > r1) {
+		if (threadIdx.x == 0 && sp == 0)
+			atomicOr(flag, CU_FLAG_RANGE);
+		r0 = r0 < 0 ? 0 : r0;
+		r1 = r1 > p.n_cells ? (int32_t)p.n_cells : r1;
+	}
 	int32_t len = r1 > r0 ? r1 - r0 : 0;
 	int32_t chunk = (len + p.n_split - 1) / p.n_split;
 	int32_t c0 = r0 + sp * chunk, c1 = c0 + chunk < r1 ? c0 + chunk : r1;
@@ -217,13 +220,13 @@ enum alice_status cu_op_attention(const struct cu_args *a)
 	int J = ((p.dk > p.dv ? p.dk : p.dv) + 31) / 32;
 	cudaStream_t s = ctx->stream;
 	if (J <= 2)
-		k_attn<2><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, p);
+		k_attn<2><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
 	else if (J <= 4)
-		k_attn<4><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, p);
+		k_attn<4><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
 	else if (J <= 8)
-		k_attn<8><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, p);
+		k_attn<8><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
 	else
-		k_attn<16><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, p);
+		k_attn<16><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
 	CUDA_LAUNCH_CHECK(ctx, "attention");
 	return ALICE_OK;
 }

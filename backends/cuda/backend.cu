@@ -137,6 +137,8 @@ static void cu_free(struct alice_backend_ctx *ctx)
 	cudaFree(ctx->cublas_ws);
 	cudaFree(ctx->scratch);
 	cudaFree(ctx->cnt);
+	cudaFree(ctx->dflag);
+	cudaFreeHost(ctx->hflag);
 	cudaFreeHost(ctx->stage);
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
@@ -185,7 +187,10 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
 	    (e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) != cudaSuccess ||
 	    (e = cudaMalloc(&ctx->cublas_ws, CU_CUBLAS_WS)) != cudaSuccess ||
-	    (e = cudaMallocHost((void **)&ctx->stage, CU_STAGE)) != cudaSuccess) {
+	    (e = cudaMallocHost((void **)&ctx->stage, CU_STAGE)) != cudaSuccess ||
+	    (e = cudaMallocHost((void **)&ctx->hflag, sizeof(int))) != cudaSuccess ||
+	    (e = cudaMalloc((void **)&ctx->dflag, sizeof(int))) != cudaSuccess ||
+	    (e = cudaMemset(ctx->dflag, 0, sizeof(int))) != cudaSuccess) {
 		snprintf(err, err_len, "CUDA device %d: %s", dev, cudaGetErrorString(e));
 		cudaGetLastError();
 		cu_free(ctx);
@@ -754,6 +759,8 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 			return st;
 		}
 	}
+	*ctx->hflag = 0;
+	CUDA_CHECK(ctx, cudaMemcpyAsync(ctx->hflag, ctx->dflag, sizeof(int), cudaMemcpyDeviceToHost, ctx->stream));
 	cudaError_t e = cudaStreamSynchronize(ctx->stream);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
@@ -761,6 +768,15 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		return cu_fail(ctx, ALICE_ERR_BACKEND, "graph_compute: %s", cudaGetErrorString(e));
 	}
 	ctx->stage_used = 0;
+	int fl = *ctx->hflag;
+	if (fl) {
+		CUDA_CHECK(ctx, cudaMemsetAsync(ctx->dflag, 0, sizeof(int), ctx->stream));
+		CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
+		return cu_fail(ctx, ALICE_ERR_RANGE, "graph_compute: input data out of range:%s%s%s",
+			       fl & CU_FLAG_ROW_ID ? " a GET_ROWS row id outside its matrix" : "",
+			       fl & CU_FLAG_RANGE ? " an ATTENTION cell range outside the cache" : "",
+			       fl & CU_FLAG_CELL ? " a KV_WRITE cell outside the cache" : "");
+	}
 	return ALICE_OK;
 }
 

@@ -50,6 +50,9 @@ struct alice_backend_ctx {
 	size_t scratch_size;
 	uint64_t scratch_gen; /* bumped on every reallocation */
 	unsigned *cnt;        /* zeroed counters; every user leaves them at 0 */
+	/* kernels that meet bad input data (a row id, cell or cell range out
+	 * of range) set bits here; graph_compute fails the call then */
+	int *dflag, *hflag;
 	size_t cnt_n;
 	bool use_graphs;
 	bool fuse; /* one launch for mat-vecs sharing their input */
@@ -75,6 +78,10 @@ enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, c
 
 /* After a kernel launch: a launch error (bad config, sticky fault) fails the call. */
 #define CUDA_LAUNCH_CHECK(ctx, what) CUDA_CHECK(ctx, cudaGetLastError())
+
+#define CU_FLAG_ROW_ID 1
+#define CU_FLAG_RANGE 2
+#define CU_FLAG_CELL 4
 
 /* ---- node arguments ---- */
 struct cu_args {

@@ -160,7 +160,8 @@ struct kv_job {
 	int64_t per_cell, n_cells;
 };
 
-__global__ void k_kv_write(struct kv_job j0, struct kv_job j1, const uint8_t *__restrict__ ids, int64_t inb0, int64_t n)
+__global__ void k_kv_write(struct kv_job j0, struct kv_job j1, const uint8_t *__restrict__ ids, int64_t inb0, int64_t n,
+			   int *__restrict__ flag)
 {
 	const struct kv_job &j = blockIdx.y ? j1 : j0;
 	int64_t f = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -168,8 +169,11 @@ __global__ void k_kv_write(struct kv_job j0, struct kv_job j1, const uint8_t *__
 		return;
 	int64_t row = f / j.per_cell, e = f % j.per_cell;
 	int32_t cell = *(const int32_t *)(ids + row * inb0);
-	if (cell < 0 || cell >= j.n_cells)
-		return; /* out-of-range cells are dropped, never written outside the cache */
+	if (cell < 0 || cell >= j.n_cells) {
+		if (e == 0)
+			atomicOr(flag, CU_FLAG_CELL);
+		return;
+	} /* out-of-range cells are dropped, never written outside the cache */
 	float v = *(const float *)(j.s + view_off(j.sv, f));
 	int64_t e0 = e % j.dv.ne[0], e1 = e / j.dv.ne[0];
 	st_float(j.d + e0 * j.dv.nb[0] + e1 * j.dv.nb[1] + (int64_t)cell * j.dv.nb[2], j.dt, v);
@@ -209,7 +213,7 @@ enum alice_status cu_kv_write_multi(const struct cu_args *a, int n)
 		return ALICE_OK;
 	struct kv_job j0 = kv_job_of(&a[0]), j1 = n > 1 ? kv_job_of(&a[1]) : j0;
 	dim3 grid(cu_blocks(tot, EW_THREADS), (unsigned)n);
-	k_kv_write<<<grid, EW_THREADS, 0, ctx->stream>>>(j0, j1, tdata(a->src[1]), a->src[1]->nb[0], nr);
+	k_kv_write<<<grid, EW_THREADS, 0, ctx->stream>>>(j0, j1, tdata(a->src[1]), a->src[1]->nb[0], nr, ctx->dflag);
 	CUDA_LAUNCH_CHECK(ctx, "kv_write");
 	return ALICE_OK;
 }

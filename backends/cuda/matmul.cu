@@ -321,6 +321,117 @@ __global__ void k_act_dense(const uint8_t *__restrict__ x, int64_t nb0, int64_t 
 		out[i] = v;
 }
 
+/* ---- activation rounding ----
+ * llama.cpp (and our CPU backend) round the activations to the weight
+ * type's dot-product partner before multiplying: F16 / BF16 for those
+ * weights, Q8_0 blocks (d = amax/127 stored as fp16, q = rint(x*127/amax))
+ * for the 32-blocks, Q8_K blocks (the largest-magnitude value maps to -127,
+ * d = 1/iscale in f32) for the K-quants and IQ4_XS. Doing the same rounding
+ * here (then multiplying in F32) makes results agree with theirs to
+ * summation order instead of to activation-rounding error. */
+enum act_round { AR_NONE, AR_F16, AR_BF16, AR_Q8_0, AR_Q8_K };
+
+static enum act_round act_round_of(uint32_t type)
+{
+	switch (type) {
+	case ALICE_TYPE_F32: return AR_NONE;
+	case ALICE_TYPE_F16: return AR_F16;
+	case ALICE_TYPE_BF16: return AR_BF16;
+	case ALICE_TYPE_Q2_K: case ALICE_TYPE_Q3_K: case ALICE_TYPE_Q4_K: case ALICE_TYPE_Q5_K:
+	case ALICE_TYPE_Q6_K: case ALICE_TYPE_IQ4_XS:
+		return AR_Q8_K;
+	default:
+		return AR_Q8_0;
+	}
+}
+
+/* One warp per 32 (F16/BF16/Q8_0) or 256 (Q8_K) activations of a [K, M]
+ * strided view; out is dense [M, K]. */
+template <int R>
+__global__ void k_act_round(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
+			    float *__restrict__ out)
+{
+	constexpr int BS = R == AR_Q8_K ? 256 : 32, PER = BS / 32;
+	const int lane = threadIdx.x & 31;
+	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+	const int64_t nb = K / BS;
+	if (blk >= nb * M)
+		return;
+	const int64_t m = blk / nb, k0 = (blk % nb) * BS;
+	float v[PER];
+#pragma unroll
+	for (int i = 0; i < PER; i++)
+		v[i] = *(const float *)(x + (k0 + lane + 32 * i) * nb0 + m * nb1);
+	float *o = out + m * K + k0;
+	if constexpr (R == AR_F16 || R == AR_BF16) {
+		o[lane] = R == AR_F16 ? __half2float(__float2half_rn(v[0])) : __bfloat162float(__float2bfloat16_rn(v[0]));
+	} else if constexpr (R == AR_Q8_0) {
+		float amax = warp_max(fabsf(v[0]));
+		float d = __half2float(__float2half_rn(amax / 127.0f));
+		float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+		o[lane] = d * rintf(v[0] * id);
+	} else {
+		/* the first (lowest index) element of largest magnitude, signed */
+		float amax = 0.f, mx = 0.f;
+		int idx = 0x7fffffff;
+#pragma unroll
+		for (int i = 0; i < PER; i++) {
+			float a = fabsf(v[i]);
+			int e = lane + 32 * i;
+			if (a > amax || (a == amax && e < idx && a > 0.f)) {
+				amax = a;
+				mx = v[i];
+				idx = e;
+			}
+		}
+		for (int off = 16; off > 0; off >>= 1) {
+			float a2 = __shfl_xor_sync(0xffffffffu, amax, off);
+			float m2 = __shfl_xor_sync(0xffffffffu, mx, off);
+			int i2 = __shfl_xor_sync(0xffffffffu, idx, off);
+			if (a2 > amax || (a2 == amax && i2 < idx)) {
+				amax = a2;
+				mx = m2;
+				idx = i2;
+			}
+		}
+		if (amax == 0.f) {
+#pragma unroll
+			for (int i = 0; i < PER; i++)
+				o[lane + 32 * i] = 0.f;
+		} else {
+			float iscale = -127.0f / mx, d = 1.0f / iscale;
+#pragma unroll
+			for (int i = 0; i < PER; i++)
+				o[lane + 32 * i] = d * fminf(rintf(iscale * v[i]), 127.0f);
+		}
+	}
+}
+
+/* Round the [K, M] view at x into dense out; false if no rounding applies. */
+static bool launch_act_round(cudaStream_t s, uint32_t wtype, const uint8_t *x, int64_t nb0, int64_t nb1, int64_t K,
+			     int64_t M, float *out)
+{
+	enum act_round r = act_round_of(wtype);
+	int64_t bs = r == AR_Q8_K ? 256 : 32;
+	if (r == AR_NONE || K % bs != 0)
+		return false;
+	int64_t warps = K / bs * M;
+	unsigned grid = cu_blocks(warps, 8);
+	switch (r) {
+	case AR_F16: k_act_round<AR_F16><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
+	case AR_BF16: k_act_round<AR_BF16><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
+	case AR_Q8_0: k_act_round<AR_Q8_0><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
+	default: k_act_round<AR_Q8_K><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
+	}
+	return true;
+}
+
+static bool act_rounds(const struct alice_tensor *w)
+{
+	enum act_round r = act_round_of(w->type);
+	return r != AR_NONE && w->ne[0] % (r == AR_Q8_K ? 256 : 32) == 0;
+}
+
 /* ---- host side ---- */
 
 static size_t align256(size_t x)
@@ -359,10 +470,11 @@ size_t cu_mul_mat_scratch(const struct cu_args *a)
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
 	if (mm_plain_odd(w))
 		return 0;
+	size_t xr = act_rounds(w) ? align256((size_t)(K * M * 4)) : 0;
 	if (mm_use_mmv(a))
-		return mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4));
+		return xr ? xr : (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
 	size_t es = gemm_f32(w->type) ? 4 : 2;
-	size_t xs = align256((size_t)(K * M) * es);
+	size_t xs = xr + align256((size_t)(K * M) * es);
 	bool direct = (w->type == ALICE_TYPE_F32 && w->nb[1] % 4 == 0) ||
 		      (w->type == ALICE_TYPE_F16 && w->nb[1] % 2 == 0);
 	if (direct)
@@ -444,6 +556,16 @@ enum alice_status cu_op_mul_mat(const struct cu_args *a)
 			const uint8_t *wb = tdata(w) + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
 			const uint8_t *xb = tdata(x) + i2 * x->nb[2] + i3 * x->nb[3];
 			float *db = (float *)(tdata(dt) + i2 * dt->nb[2] + i3 * dt->nb[3]);
+			int64_t xnb0 = x->nb[0], xnb1 = x->nb[1];
+			size_t xr = 0; /* scratch bytes taken by the rounded activations */
+			if (!mm_plain_odd(w) && act_rounds(w)) {
+				launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (float *)ctx->scratch);
+				CUDA_LAUNCH_CHECK(ctx, "act_round");
+				xb = ctx->scratch;
+				xnb0 = 4;
+				xnb1 = K * 4;
+				xr = align256((size_t)(K * M * 4));
+			}
 			if (mm_plain_odd(w)) {
 				dim3 grid((unsigned)((N + 3) / 4), (unsigned)M);
 				k_mm_plain<<<grid, 128, 0, s>>>(wb, w->type, w->nb[0], w->nb[1], xb, x->nb[0], x->nb[1], db,
@@ -453,10 +575,10 @@ enum alice_status cu_op_mul_mat(const struct cu_args *a)
 			}
 			if (mmv) {
 				const float *xd = (const float *)xb;
-				int64_t xcs = x->nb[1] / 4;
-				if (!mm_x_dense(x)) {
+				int64_t xcs = xnb1 / 4;
+				if (!xr && !mm_x_dense(x)) {
 					float *tmp = (float *)ctx->scratch;
-					k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, x->nb[0], x->nb[1], K, M, tmp);
+					k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, tmp);
 					xd = tmp;
 					xcs = K;
 				}
@@ -480,12 +602,12 @@ enum alice_status cu_op_mul_mat(const struct cu_args *a)
 					       MMV_MAX_M);
 			bool f32 = gemm_f32(w->type);
 			size_t es = f32 ? 4 : 2;
-			uint8_t *xs = ctx->scratch;
+			uint8_t *xs = ctx->scratch + xr;
 			uint8_t *ws = xs + align256((size_t)(K * M) * es);
 			if (f32)
-				k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, x->nb[0], x->nb[1], K, M, (float *)xs);
+				k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (float *)xs);
 			else
-				k_act_dense<__half><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, x->nb[0], x->nb[1], K, M, (__half *)xs);
+				k_act_dense<__half><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs);
 			CUDA_LAUNCH_CHECK(ctx, "act");
 			cudaDataType_t ct = f32 ? CUDA_R_32F : CUDA_R_16F;
 			const float one = 1.f, zero = 0.f;
@@ -593,6 +715,12 @@ enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n, const struct 
 	int64_t K = x->ne[0], M = x->ne[1], xcs = x->nb[1] / 4, dcs = a[0].dst->nb[1] / 4;
 	const float *xd = (const float *)tdata(x);
 	cudaStream_t s = ctx->stream;
+	if (act_rounds(a[0].src[0])) {
+		launch_act_round(s, a[0].src[0]->type, tdata(x), x->nb[0], x->nb[1], K, M, (float *)ctx->scratch);
+		CUDA_LAUNCH_CHECK(ctx, "act_round");
+		xd = (const float *)ctx->scratch;
+		xcs = K;
+	}
 	if (glu) {
 		set.h = (float *)tdata(glu->dst);
 		set.hrs = glu->dst->nb[0] / 4;
@@ -621,7 +749,7 @@ bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g)
 template <int T>
 __global__ void k_get_rows_q(const uint8_t *__restrict__ src, int64_t snb1, const int32_t *__restrict__ ids,
 			     int64_t inb0, int64_t n_rows, uint8_t *__restrict__ dst, int64_t dnb0, int64_t dnb1,
-			     int64_t ngroups, int64_t n)
+			     int64_t ngroups, int64_t n, int *__restrict__ flag)
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= ngroups * n)
@@ -630,6 +758,8 @@ __global__ void k_get_rows_q(const uint8_t *__restrict__ src, int64_t snb1, cons
 	int32_t id = *(const int32_t *)((const uint8_t *)ids + t * inb0);
 	float v[32];
 	if (id < 0 || id >= n_rows) {
+		if (g == 0)
+			atomicOr(flag, CU_FLAG_ROW_ID);
 #pragma unroll
 		for (int k = 0; k < 32; k++)
 			v[k] = 0.f; /* out-of-range ids read as zeros, never outside the tensor */
@@ -644,7 +774,7 @@ __global__ void k_get_rows_q(const uint8_t *__restrict__ src, int64_t snb1, cons
 
 __global__ void k_get_rows_f(const uint8_t *__restrict__ src, uint32_t type, int64_t snb0, int64_t snb1,
 			     const int32_t *__restrict__ ids, int64_t inb0, int64_t n_rows, uint8_t *__restrict__ dst,
-			     int64_t dnb0, int64_t dnb1, int64_t ne0, int64_t n)
+			     int64_t dnb0, int64_t dnb1, int64_t ne0, int64_t n, int *__restrict__ flag)
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= ne0 * n)
@@ -654,6 +784,8 @@ __global__ void k_get_rows_f(const uint8_t *__restrict__ src, uint32_t type, int
 	float v = 0.f;
 	if (id >= 0 && id < n_rows)
 		v = ld_float(src + (int64_t)id * snb1 + k * snb0, type);
+	else if (k == 0)
+		atomicOr(flag, CU_FLAG_ROW_ID);
 	*(float *)(dst + t * dnb1 + k * dnb0) = v;
 }
 
@@ -670,7 +802,7 @@ enum alice_status cu_op_get_rows(const struct cu_args *a)
 	if (type == ALICE_TYPE_F32 || type == ALICE_TYPE_F16 || type == ALICE_TYPE_BF16) {
 		k_get_rows_f<<<cu_blocks(ne0 * n, 256), 256, 0, st>>>(tdata(s), type, s->nb[0], s->nb[1],
 								       (const int32_t *)tdata(ids), ids->nb[0],
-								       s->ne[1], tdata(d), d->nb[0], d->nb[1], ne0, n);
+								       s->ne[1], tdata(d), d->nb[0], d->nb[1], ne0, n, ctx->dflag);
 	} else {
 		if (ne0 % 32 != 0)
 			return cu_fail(ctx, ALICE_ERR_INVALID, "GET_ROWS: row length %lld", (long long)ne0);
@@ -678,9 +810,10 @@ enum alice_status cu_op_get_rows(const struct cu_args *a)
 		const uint8_t *sp = tdata(s);
 		const int32_t *ip = (const int32_t *)tdata(ids);
 		uint8_t *dp = tdata(d);
+		int *fl = ctx->dflag;
 		int64_t snb1 = s->nb[1], inb0 = ids->nb[0], nr = s->ne[1], dnb0 = d->nb[0], dnb1 = d->nb[1];
 		auto l = [&]<int T>() {
-			k_get_rows_q<T><<<cu_blocks(ng * n, 128), 128, 0, st>>>(sp, snb1, ip, inb0, nr, dp, dnb0, dnb1, ng, n);
+			k_get_rows_q<T><<<cu_blocks(ng * n, 128), 128, 0, st>>>(sp, snb1, ip, inb0, nr, dp, dnb0, dnb1, ng, n, fl);
 		};
 		if (!dispatch_type(type, l))
 			return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "GET_ROWS: type %s", alice_type_name(type));

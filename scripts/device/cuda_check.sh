@@ -37,12 +37,22 @@ for stage in "$@"; do
     done
     grep -E "worst|parity/|Synthesis|FAIL|fail" "$out/parity.log" | tail -40
     ;;
+  pdebug)
+    # per-position errors of one fixture in three modes (fusion off, graphs off)
+    for mode in "" "ALICE_CUDA_FUSE=0" "ALICE_CUDA_GRAPHS=0"; do
+      env $mode ALICE_PARITY_VERBOSE=1 ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/core_test_parity" --filter="parity/${PDEBUG:-llama2_spm_F16}" > "$out/pdebug.log" 2>&1
+      echo "== mode [$mode]"; grep -E "top-10 error ([1-9]|0\.[3-9])" "$out/pdebug.log" | head -8; grep "^parity" "$out/pdebug.log"
+    done
+    ;;
   model:*)
     IFS=: read -r _ shape type <<<"$stage"
     f=/tmp/$shape-$type.gguf
     [ -f "$f" ] || "$b/bin/alice-mkmodel" --shape "$shape" --type "$type" --vocab .devfix/vocab/ggml-vocab-llama-bpe.gguf -o "$f" --threads 16 > "$out/mk.log" 2>&1
-    timeout 300 "$b/bin/alice-bench" -m "$f" --backend cuda -p 512 -n 128 -r 3 2>&1 | tee -a "$out/alice_bench.log" | tail -4
-    add "model $shape $type: rc ${PIPESTATUS[0]}"
+    timeout 300 "$b/bin/alice-bench" -m "$f" --backend cuda -p 512 -n 128 -r 3 > "$out/ab_$shape-$type.log" 2>&1
+    rc=$?
+    tail -3 "$out/ab_$shape-$type.log"
+    add "model $shape $type: rc $rc $(grep '^| ' "$out/ab_$shape-$type.log" | tail -1)"
+    rm -f "$f"
     ;;
   esac
 done
