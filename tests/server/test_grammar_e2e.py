@@ -10,7 +10,7 @@ at temperature 1.0 with 50 seeds per model, checks that:
   (b) raw GBNF outputs (classes, alternation, repetition bounds, Unicode
       ranges) are accepted by the grammar matcher (bin/alice-grammar-check);
   (c) streaming and non-streaming give the same text and finish_reason for the
-      same seed (schema and GBNF);
+      same seed (schema and GBNF; one request at a time, see test_stream_equal);
   (d) response_format json_object outputs parse as JSON objects.
 Outputs cut by max_tokens (finish_reason "length") must be a valid prefix.
 Also: grammar + response_format, a bad grammar and an unsupported schema
@@ -73,6 +73,7 @@ var  ::= [a-z] [a-z0-9_]{0,4} | [α-ω]{1,3} | [\u4e00-\u9fff]{1,2}
 SCHEMA_MAX_TOKENS = 300
 GBNF_MAX_TOKENS = 96
 OBJECT_MAX_TOKENS = 64
+STREAM_MAX_TOKENS = 32
 
 passed = 0
 failed = 0
@@ -106,13 +107,6 @@ class Server:
         env = dict(os.environ)
         env["ALICE_BACKEND_PATH"] = libdir
         env.pop("ALICE_API_KEY", None)
-        # Row results must not depend on how requests share a batch, or a
-        # seeded output depends on load and (c) compares noise: the AVX-512
-        # 4-row dots (Q4_K/Q6_K/Q8_0) round differently from the 1-row dots
-        # (~1e-7 relative, enough to flip a sampled token now and then). The
-        # AVX2 and scalar tables have no 4-row dots, so rows are bit-identical
-        # whatever the batch; the grammar path is the same on every ISA.
-        env["ALICE_CPU_ISA"] = "avx2"
         self.log = tempfile.NamedTemporaryFile("w+", prefix="alice-ge2e-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         t0 = time.time()
@@ -324,8 +318,6 @@ def test_model(binary, libdir, model_path, tool, totals):
         results = {}
         for case, (path, body) in cases.items():
             jobs = [(seed, False) for seed in SEEDS]
-            if case != "json_object":
-                jobs += [(seed, True) for seed in SEEDS]
             out = run_all(pool, lambda j, path=path, body=body:
                           (srv.generate_stream if j[1] else srv.generate)(path, body(j[0])), jobs)
             errors = [(j, r) for j, r in zip(jobs, out) if isinstance(r, Exception)]
@@ -333,14 +325,6 @@ def test_model(binary, libdir, model_path, tool, totals):
             results[case] = {j: r for j, r in zip(jobs, out) if not isinstance(r, Exception)}
         pool.shutdown()
         elapsed = time.time() - t0
-
-        # (c) streaming == non-streaming, same seed
-        for case in ("schema", "gbnf"):
-            res = results[case]
-            diff = [s for s in SEEDS if (s, False) in res and (s, True) in res and res[(s, False)] != res[(s, True)]]
-            both = sum(1 for s in SEEDS if (s, False) in res and (s, True) in res)
-            check(f"{name} {case}: stream == non-stream for {both} seeds", both == len(SEEDS) and not diff,
-                  [(s, res[(s, False)], res[(s, True)]) for s in diff[:3]])
 
         # (a) schema: parse + validate finished ones; matcher on all
         res = {s: r for (s, st), r in results["schema"].items() if not st}
@@ -392,10 +376,37 @@ def test_model(binary, libdir, model_path, tool, totals):
         print(f"  {name} json_object: {len(stopped)} stop, {len(res) - len(stopped)} length")
         print(f"  {name}: generation took {elapsed:.1f} s")
 
+        test_stream_equal(srv, name, schema_body, gbnf_body)
         test_errors(srv, name)
     finally:
         rc = srv.stop()
         check(f"{name}: server exits 0 on SIGTERM", rc == 0, rc)
+
+
+def test_stream_equal(srv, name, schema_body, gbnf_body):
+    """(c) streaming == non-streaming for the same seed. Requests go one at a
+    time: a sampled output is reproducible only under the same batching (the
+    CPU backend's rows are not bit-identical across batch shapes: AVX-512
+    4-row dots round differently from 1-row dots, and qwen2 logprobs were
+    seen to move by ~0.02 with other requests in the batch), and alone every
+    request is decoded the same way. Short outputs keep this serial part
+    cheap; "length" cuts compare the same way."""
+    t0 = time.time()
+    for case, path, body in (("schema", CHAT, schema_body), ("gbnf", COMP, gbnf_body)):
+        diff, errors = [], []
+        for seed in SEEDS:
+            b = dict(body(seed), max_tokens=STREAM_MAX_TOKENS)
+            try:
+                a = srv.generate(path, b)
+                s = srv.generate_stream(path, b)
+            except Exception as ex:
+                errors.append((seed, repr(ex)))
+                continue
+            if a != s:
+                diff.append((seed, a, s))
+        check(f"{name} {case}: stream == non-stream (text and finish_reason) for {len(SEEDS)} seeds",
+              not diff and not errors, (errors[:3], diff[:3]))
+    print(f"  {name}: stream comparison took {time.time() - t0:.1f} s")
 
 
 def test_errors(srv, name):
