@@ -104,13 +104,19 @@ def test_metrics():
             so.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
             socks.append(so)
-        time.sleep(0.5)
-        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
-        conn.request("GET", "/metrics")
-        vals, _, _ = parse_metrics(conn.getresponse().read().decode())
-        conn.close()
-        check("metrics: busy slots / queue under load", vals.get("alice_slots_busy") == 4 and
-              vals.get("alice_queue_depth") == 2 and vals.get("alice_requests_in_flight") == 6, vals)
+        seen, t0 = None, time.time()
+        while time.time() - t0 < 10:  # the 6 requests are admitted within a step or two
+            conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+            conn.request("GET", "/metrics")
+            vals, _, _ = parse_metrics(conn.getresponse().read().decode())
+            conn.close()
+            seen = vals
+            if vals.get("alice_slots_busy") == 4 and vals.get("alice_queue_depth") == 2 and \
+                    vals.get("alice_requests_in_flight") == 6:
+                break
+            time.sleep(0.02)
+        check("metrics: busy slots / queue under load", seen.get("alice_slots_busy") == 4 and
+              seen.get("alice_queue_depth") == 2 and seen.get("alice_requests_in_flight") == 6, seen)
         for so in socks:
             so.close()
     finally:
