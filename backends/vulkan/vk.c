@@ -4,9 +4,8 @@
  * the ops in vk_ops_*.c.
  *
  * Device choice: the `device` option is an index into the physical devices
- * that have a compute queue and Vulkan >= 1.1 (enumeration order); -1 takes
- * the first discrete GPU, else integrated, else virtual, else a CPU device
- * (lavapipe). On unified-memory devices (integrated, CPU) weights live once,
+ * that have a compute queue and Vulkan >= 1.1, ordered discrete GPUs first,
+ * then integrated, virtual, CPU (lavapipe); -1 (and 0) take the first. On unified-memory devices (integrated, CPU) weights live once,
  * in host-visible memory or imported in place from the mmap. */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -117,7 +116,19 @@ static bool has_compute_queue(VkPhysicalDevice pd, uint32_t *fam)
 	return false;
 }
 
-/* Usable devices (compute queue, Vulkan >= 1.1), in enumeration order. */
+static int type_rank(VkPhysicalDeviceType t)
+{
+	switch (t) {
+	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+	case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+	default: return 4;
+	}
+}
+
+/* Usable devices (compute queue, Vulkan >= 1.1): discrete GPUs first, then
+ * integrated, virtual, CPU (stable within a kind), so device 0 is the default. */
 static int usable_devices(VkInstance inst, VkPhysicalDevice *out, int max, char *why, size_t why_len)
 {
 	uint32_t n = 0;
@@ -153,36 +164,31 @@ static int usable_devices(VkInstance inst, VkPhysicalDevice *out, int max, char 
 	}
 	if (k == 0 && w == 0)
 		snprintf(why, why_len, "no Vulkan device with a compute queue");
+	for (int i = 1; i < k; i++) { /* insertion sort by kind, stable */
+		VkPhysicalDevice d = out[i];
+		VkPhysicalDeviceProperties pd;
+		vkGetPhysicalDeviceProperties(d, &pd);
+		int j = i;
+		while (j > 0) {
+			VkPhysicalDeviceProperties pj;
+			vkGetPhysicalDeviceProperties(out[j - 1], &pj);
+			if (type_rank(pj.deviceType) <= type_rank(pd.deviceType))
+				break;
+			out[j] = out[j - 1];
+			j--;
+		}
+		out[j] = d;
+	}
 	return k;
 }
 
-static int type_rank(VkPhysicalDeviceType t)
-{
-	switch (t) {
-	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
-	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
-	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-	case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
-	default: return 4;
-	}
-}
-
-/* Index into the usable list for option `device` (-1 = best), or -1. */
+/* Index into the (sorted) usable list for option `device` (-1 = the first), or -1. */
 static int choose_device(VkPhysicalDevice *devs, int n, int want)
 {
-	if (want >= 0)
-		return want < n ? want : -1;
-	int best = -1, best_rank = 99;
-	for (int i = 0; i < n; i++) {
-		VkPhysicalDeviceProperties p;
-		vkGetPhysicalDeviceProperties(devs[i], &p);
-		int r = type_rank(p.deviceType);
-		if (r < best_rank) {
-			best = i;
-			best_rank = r;
-		}
-	}
-	return best;
+	(void)devs;
+	if (want < 0)
+		return n > 0 ? 0 : -1;
+	return want < n ? want : -1;
 }
 
 static bool has_device_ext(VkPhysicalDevice pd, const char *name)
@@ -298,6 +304,8 @@ static enum alice_status vk_device_info(int device, struct alice_device_info *ou
 		out->flags |= ALICE_DEVICE_UNIFIED_MEMORY;
 	if (unified && imp)
 		out->flags |= ALICE_DEVICE_HOST_IMPORT;
+	if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+		out->flags |= ALICE_DEVICE_SOFTWARE; /* lavapipe: auto prefers the CPU backend */
 	if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
 		out->flags |= ALICE_DEVICE_SOFTWARE;
 	vkDestroyInstance(inst, NULL);
