@@ -587,6 +587,46 @@ static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, size_t ne
 	return ALICE_OK;
 }
 
+/* Bytes a tensor view spans from its offset. */
+static uint64_t span_of(const struct alice_tensor *t)
+{
+	uint64_t e = alice_row_size(t->type, t->ne[0]);
+	if (!e)
+		e = (uint64_t)t->ne[0] * alice_type_info(t->type)->type_size;
+	for (int d = 1; d < ALICE_MAX_DIMS; d++)
+		e += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
+	return e;
+}
+
+static bool overlaps(const struct alice_tensor *a, const struct alice_tensor *b)
+{
+	return a->buf == b->buf && a->offset < b->offset + span_of(b) && b->offset < a->offset + span_of(a);
+}
+
+/* Nodes run as one launch execute concurrently: no member's dst may share
+ * memory with another member's dst or with any member's source, except a
+ * source that is itself a member's dst (the fused kernel orders that edge
+ * itself). The graph's placer reuses dead tensors' memory, so e.g. a norm's
+ * output can sit where the preceding add read its inputs. */
+static bool group_safe(const struct cu_args *a, int n)
+{
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			if (i != j && overlaps(a[i].dst, a[j].dst))
+				return false;
+			for (int s = 0; s < ALICE_MAX_SRC; s++) {
+				if (!a[j].src[s])
+					continue;
+				bool internal = false;
+				for (int k = 0; k < n; k++)
+					internal = internal || a[j].node->src[s] == a[k].node->dst;
+				if (!internal && overlaps(a[i].dst, a[j].src[s]))
+					return false;
+			}
+		}
+	return true;
+}
+
 static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
@@ -600,11 +640,17 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			       prepare_node(ctx, g, &g->nodes[i + n], &a[n], &scr) == ALICE_OK)
 				n++;
 			n = cu_mul_mat_fusable(a, n);
+			while (n > 1 && !group_safe(a, n))
+				n--;
 			/* gate/up followed by their GLU: one launch for all three */
 			struct cu_args ga;
 			bool glu = n == 2 && i + 2 < g->n_nodes && g->nodes[i + 2].op == ALICE_OP_GLU &&
 				   prepare_node(ctx, g, &g->nodes[i + 2], &ga, &scr) == ALICE_OK &&
 				   cu_mul_mat_glu_fusable(a, &ga);
+			if (glu) {
+				struct cu_args all[3] = { a[0], a[1], ga };
+				glu = group_safe(all, 3);
+			}
 			st = cu_mul_mat_multi(a, n, glu ? &ga : NULL);
 			if (st == ALICE_OK) {
 				i += (uint32_t)(n - 1 + (glu ? 1 : 0));
@@ -613,7 +659,7 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ADD && ctx->fuse && i + 1 < g->n_nodes &&
 			   g->nodes[i + 1].op == ALICE_OP_RMS_NORM &&
 			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK &&
-			   cu_add_rms_fusable(&a[0], &a[1])) {
+			   cu_add_rms_fusable(&a[0], &a[1]) && group_safe(a, 2)) {
 			/* residual add, then the next sublayer's norm */
 			st = cu_add_rms_norm(&a[0], &a[1]);
 			if (st == ALICE_OK) {
@@ -624,7 +670,8 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			   ctx->fuse && i + 1 < g->n_nodes && g->nodes[i + 1].op == g->nodes[i].op &&
 			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK &&
 			   (g->nodes[i].op == ALICE_OP_ROPE ? cu_rope_pairable(&a[0], &a[1])
-							    : cu_kv_pairable(&a[0], &a[1]))) {
+							    : cu_kv_pairable(&a[0], &a[1])) &&
+			   group_safe(a, 2)) {
 			/* q and k rotations, or the K and V cache writes */
 			st = g->nodes[i].op == ALICE_OP_ROPE ? cu_rope_multi(a, 2) : cu_kv_write_multi(a, 2);
 			if (st == ALICE_OK) {
