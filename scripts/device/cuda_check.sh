@@ -5,6 +5,13 @@
 # stages: bench (alice-cuda-bench), ops (backends_test_ops), parity
 # (core_test_parity on the carried fixtures), model:<shape>:<type> (alice-bench).
 # Logs go to $OUT (when set) and a summary is printed last.
+# BUILD (default build-dev) names the carried build. A full build dir is ~45 MB, too much
+# with fixtures under the 64 MiB carry limit; a slim copy works as well:
+#   mkdir -p build-slim/bin build-slim/lib && cp build-dev/bin/{alice-cuda-bench,backends_test_ops,\
+#     core_test_parity,alice-bench,alice-mkmodel} build-slim/bin && cp build-dev/lib/libalice-backend-{cpu,cuda}.so \
+#     build-slim/lib && strip --strip-debug build-slim/bin/* build-slim/lib/*.so
+#   scripts/device/pack.sh build-slim <fixtures...>;  carry build-slim .devlibs .devfix;
+#   command: . scripts/device/setup.sh build-slim && BUILD=build-slim scripts/device/cuda_check.sh ...
 set -u
 b=${BUILD:-build-dev}
 out=${OUT:-/tmp/cuda_out}
