@@ -10,6 +10,11 @@
  * input *data* (written by buffer_write before the call), and every kernel
  * reads its variable inputs (positions, cell ranges, ids) from device memory,
  * so the replay computes the new step. Any other graph runs as plain launches.
+ * Launch fusion (ALICE_CUDA_FUSE=0 turns it off): consecutive mat-vecs of one
+ * input (+ GLU), residual ADD + RMS_NORM, the q/k ROPE pair and the K/V
+ * KV_WRITE pair each run as one launch, when no output shares memory with
+ * the group's inputs. Bad input data (row ids, cells, cell ranges out of
+ * range) sets a device flag that fails the call after it ran.
  * A CUDA error fails the call with last_error set; the process never aborts. */
 #include <stdarg.h>
 #include <stdlib.h>

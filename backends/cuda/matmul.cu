@@ -4,9 +4,12 @@
  * type. A block of 128 threads owns R weight rows; its threads walk the row
  * in items of 32 weights (one dequantization unit), load the matching 32
  * activations once and dot them with each of the R rows, dequantizing in
- * registers; the block then reduces. Activations stay F32 (no activation
- * rounding, unlike the CPU's Q8 path). Q4_K and Q6_K have hand-laid items
- * (16-byte loads for Q4_K); every other type uses the dq32 dequantizer.
+ * registers; the block then reduces. Activations are first rounded the way
+ * llama.cpp rounds them for the weight type (see act_round below) and then
+ * multiplied in F32. Q4_K and Q6_K have hand-laid items (16-byte loads for
+ * Q4_K); every other type uses the dq32 dequantizer. Consecutive mat-vecs of
+ * one input (Q/K/V, gate/up, with gate/up's GLU as the epilogue) can share
+ * one launch (cu_mul_mat_multi).
  *
  * Prefill (M > MMV_MAX_M): weights are dequantized to F16 in row chunks into
  * scratch, activations converted to F16, and cuBLAS multiplies with F32
