@@ -151,6 +151,9 @@ typedef void (*vec_dot_fn)(int64_t k, const void *w, const void *act, float *out
 /* The same for 4 activation rows `stride` bytes apart (prefill): the weight
  * row is decoded once per block for all four. */
 typedef void (*vec_dot4_fn)(int64_t k, const void *w, const void *act, size_t stride, float *out);
+/* 4 weight rows `wstride` bytes apart with one activation row (decode):
+ * one pass of activation loads serves four independent accumulators. */
+typedef void (*vec_dotr4_fn)(int64_t k, const void *w, size_t wstride, const void *act, float *out);
 
 struct cpu_kernels {
 	const char *isa;
@@ -168,6 +171,7 @@ struct cpu_kernels {
 	 * format act_of[type]; NULL = generic path (dequantize + dot_f32). */
 	vec_dot_fn dot[ALICE_TYPE_COUNT];
 	vec_dot4_fn dot4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
+	vec_dotr4_fn dotr4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 };
 
 extern const struct cpu_kernels *cpu_k CPU_HIDDEN; /* chosen at init */

@@ -163,6 +163,7 @@ static void mm_dot(void *arg, int ith, int nth)
 	long c0, c1;
 	vec_dot_fn dot = j->spec ? k->dot[j->type] : NULL;
 	vec_dot4_fn dot4 = j->spec ? k->dot4[j->type] : NULL;
+	vec_dotr4_fn dotr4 = j->spec ? k->dotr4[j->type] : NULL;
 	while (chunk_next(&j->ctr, total, 1, &c0, &c1)) {
 		long b = c0 / j->n_chunks_per_batch;
 		int64_t n0 = (c0 % j->n_chunks_per_batch) * j->chunk;
@@ -173,7 +174,15 @@ static void mm_dot(void *arg, int ith, int nth)
 		const uint8_t *ab = own ? own : j->abuf + (size_t)b * (size_t)j->M * j->act_row;
 		for (int64_t m0 = 0; m0 < j->M; m0 += COL_TILE) {
 			int64_t m1 = m0 + COL_TILE < j->M ? m0 + COL_TILE : j->M;
-			for (int64_t n = n0; n < n1; n++) {
+			int64_t n = n0;
+			if (dotr4 && m1 - m0 == 1) /* one activation row: 4 weight rows per pass */
+				for (; n + 4 <= n1; n += 4) {
+					float r4[4];
+					dotr4(j->K, wb + n * j->wnb1, (size_t)j->wnb1, ab + (size_t)m0 * j->act_row, r4);
+					for (int c = 0; c < 4; c++)
+						memcpy(db + (n + c) * j->dnb0 + m0 * j->dnb1, &r4[c], 4);
+				}
+			for (; n < n1; n++) {
 				const uint8_t *w = wb + n * j->wnb1;
 				const float *wf = (const float *)w;
 				if (!j->spec && j->type != ALICE_TYPE_F32) {
@@ -270,6 +279,7 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 		j.chunk = 64;
 	if (j.chunk < 4)
 		j.chunk = 4;
+	j.chunk &= ~3L; /* whole groups for the 4-row decode kernels */
 	j.n_chunks_per_batch = (long)((N + j.chunk - 1) / j.chunk);
 	atomic_init(&j.ctr, 0);
 	atomic_init(&j.conv_ctr, 0);

@@ -24,7 +24,9 @@ static inline float ld_fp16(const uint8_t *p)
 
 /* Weight rows stream from DRAM once per token: ask for the lines PF bytes
  * ahead of the block being read, enough to cover its size. */
+#ifndef PREFETCH_DIST
 #define PREFETCH_DIST 2048
+#endif
 static inline void prefetch_ahead(const uint8_t *p, int bytes)
 {
 	for (int o = 0; o < bytes; o += 64)
