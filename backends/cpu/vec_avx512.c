@@ -1,6 +1,8 @@
 /* vec_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) kernels: the AVX2 set with the
  * hot quantized dots replaced by VNNI (vpdpbusd) versions. Built with those
  * flags; only called when cpuid reports them. */
+#include <string.h>
+
 #include "cpu_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -310,8 +312,71 @@ static void a5_dotr4_q6_k(int64_t k, const void *w, size_t ws, const void *act, 
 		out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
+/* ---- activation quantizers: the scalar ones' arithmetic (the same float
+ * products, round-to-nearest-even), 16 lanes at a time ---- */
+
+static float round_fp16(float x)
+{
+	return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+static void a5_quant_q8_0(int64_t n, const float *x, struct act_q8_0 *y)
+{
+	const __m512 sgn = _mm512_set1_ps(-0.0f);
+	for (int64_t b = 0; b < n / QK8; b++, x += QK8, y++) {
+		__m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+		float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sgn, v0), _mm512_andnot_ps(sgn, v1)));
+		float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+		__m512 vid = _mm512_set1_ps(id);
+		__m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
+		__m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+		_mm_storeu_si128((__m128i *)y->q, _mm512_cvtepi32_epi8(q0));
+		_mm_storeu_si128((__m128i *)(y->q + 16), _mm512_cvtepi32_epi8(q1));
+		int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+		y->d = round_fp16(d);
+		y->s = round_fp16(d * (float)sum);
+	}
+}
+
+static void a5_quant_q8_k(int64_t n, const float *x, struct act_q8_k *y)
+{
+	const __m512 sgn = _mm512_set1_ps(-0.0f);
+	for (int64_t b = 0; b < n / QKK; b++, x += QKK, y++) {
+		__m512 m = _mm512_setzero_ps();
+		for (int j = 0; j < QKK; j += 16)
+			m = _mm512_max_ps(m, _mm512_andnot_ps(sgn, _mm512_loadu_ps(x + j)));
+		float amax = _mm512_reduce_max_ps(m);
+		if (amax == 0.0f) {
+			memset(y, 0, sizeof(*y));
+			continue;
+		}
+		/* the first element of largest magnitude keeps its sign */
+		float max = 0.0f;
+		__m512 va = _mm512_set1_ps(amax);
+		for (int j = 0; j < QKK; j += 16) {
+			__mmask16 hit = _mm512_cmp_ps_mask(_mm512_andnot_ps(sgn, _mm512_loadu_ps(x + j)), va, _CMP_EQ_OQ);
+			if (hit) {
+				max = x[j + __builtin_ctz(hit)];
+				break;
+			}
+		}
+		float iscale = -127.0f / max;
+		__m512 vs = _mm512_set1_ps(iscale);
+		const __m512i lim = _mm512_set1_epi32(127);
+		for (int j = 0; j < QKK; j += 16) {
+			__m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(x + j))), lim);
+			__m128i q8 = _mm512_cvtepi32_epi8(q);
+			_mm_storeu_si128((__m128i *)(y->q + j), q8);
+			y->bsums[j / 16] = (int16_t)_mm512_reduce_add_epi32(q);
+		}
+		y->d = 1.0f / iscale;
+	}
+}
+
 void cpu_kernels_avx512(struct cpu_kernels *k)
 {
+	k->quant_q8_0 = a5_quant_q8_0;
+	k->quant_q8_k = a5_quant_q8_k;
 	k->dotr4[ALICE_TYPE_Q4_K] = a5_dotr4_q4_k;
 	k->dotr4[ALICE_TYPE_Q6_K] = a5_dotr4_q6_k;
 	k->dot4[ALICE_TYPE_Q8_0] = a5_dot4_q8_0;
