@@ -23,6 +23,54 @@
 
 #include "cpu_internal.h"
 
+/* The fixed-width lane loops below are written to be vectorized; -O2's
+ * "very cheap" vectorizer model leaves most of them scalar. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ATTN_X86 1
+
+/* F16C helpers, inlined into the x86 clones below (never reached from the
+ * generic one): F16 -> F32 rows, and the F16 accumulator's update
+ * acc = f16(f32 op), with the conversion rounding to nearest even as
+ * llama.cpp's F16 stores do. */
+__attribute__((target("avx2,fma,f16c"))) static inline void h2f_x86(int64_t n, const uint16_t *s, float *d)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+	for (; i < n; i++)
+		d[i] = _cvtsh_ss(s[i]);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static inline __m256 r16_x86(__m256 a)
+{
+	return _mm256_cvtph_ps(_mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* acc = f16(fma(v, s, acc)) when v != NULL, else acc = f16(acc * s) */
+__attribute__((target("avx2,fma,f16c"))) static inline void acc16_x86(int64_t n, const uint16_t *v, float s, float *acc)
+{
+	const __m256 vs = _mm256_set1_ps(s);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 a = _mm256_loadu_ps(acc + i);
+		a = v ? _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i))), vs, a)
+		      : _mm256_mul_ps(a, vs);
+		_mm256_storeu_ps(acc + i, r16_x86(a));
+	}
+	for (; i < n; i++) {
+		float a = v ? fmaf(_cvtsh_ss(v[i]), s, acc[i]) : acc[i] * s;
+		acc[i] = _cvtsh_ss(_cvtss_sh(a, _MM_FROUND_TO_NEAREST_INT));
+	}
+}
+#else
+#define ATTN_X86 0
+#endif
+
 #define ATTN_TILE 64 /* llama.cpp's KV tile and its tiled-path query threshold */
 
 struct attn_job {
@@ -31,6 +79,11 @@ struct attn_job {
 	float scale, cap;
 	int64_t group;
 	bool tiled;
+	/* tiled path: K transposed per 64-cell tile [n_head_kv][ntiles][d_k][64]
+	 * and F16 V widened [n_head_kv][ncell][d_v], made once per op (NULL: per
+	 * row, when they would not fit the size cap) */
+	float *ktp, *vfp;
+	int64_t ntiles, ncell;
 	atomic_long ctr;
 };
 
@@ -91,7 +144,13 @@ static inline __attribute__((always_inline)) float v_expf(float x)
 	float u = b * b;
 	float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
 		       fmaf(0x1.ffffecp-1f, b, 1.0f));
-	return ldexpf(j, (int)n);
+	int ni = (int)n;
+	if (ni < -126 || ni > 127)
+		return ldexpf(j, ni);
+	uint32_t bits = (uint32_t)(ni + 127) << 23; /* 2^n exactly: one rounding, as scalef */
+	float p2;
+	memcpy(&p2, &bits, 4);
+	return j * p2;
 }
 
 static inline __attribute__((always_inline)) void round_f16(int64_t n, float *x, uint16_t *tmp)
@@ -100,9 +159,43 @@ static inline __attribute__((always_inline)) void round_f16(int64_t n, float *x,
 	cpu_k->f16_to_f32(n, tmp, x);
 }
 
+static inline __attribute__((always_inline)) void h2f(bool hw, int64_t n, const uint16_t *s, float *d)
+{
+#if ATTN_X86
+	if (hw) {
+		h2f_x86(n, s, d);
+		return;
+	}
+#endif
+	(void)hw;
+	cpu_k->f16_to_f32(n, s, d);
+}
+
+/* the F16 accumulator: acc = f16(fma(v, s, acc)), or f16(acc * s) without v */
+static inline __attribute__((always_inline)) void acc16(bool hw, int64_t n, const uint16_t *v, float s, float *acc,
+						       float *row, uint16_t *tmp)
+{
+#if ATTN_X86
+	if (hw) {
+		acc16_x86(n, v, s, acc);
+		return;
+	}
+#endif
+	(void)hw;
+	if (v) {
+		cpu_k->f16_to_f32(n, v, row);
+		for (int64_t i = 0; i < n; i++)
+			acc[i] = fmaf(row[i], s, acc[i]);
+	} else {
+		for (int64_t i = 0; i < n; i++)
+			acc[i] *= s;
+	}
+	round_f16(n, acc, tmp);
+}
+
 /* One query row, cell by cell (the short-batch regime). */
 static inline __attribute__((always_inline)) void attn_row_cells(const struct attn_job *j, float *qf, float *acc,
-								 float *row, uint16_t *tmp, int64_t h, int64_t t)
+								 float *row, uint16_t *tmp, int64_t h, int64_t t, bool hw)
 {
 	const struct alice_tensor *q = j->q, *k = j->k, *v = j->v;
 	int64_t dk = q->ne[0], dv = v->ne[0], hk = h / j->group;
@@ -119,7 +212,7 @@ static inline __attribute__((always_inline)) void attn_row_cells(const struct at
 		const uint8_t *kr = kb + c * k->nb[2];
 		float s;
 		if (k16) {
-			cpu_k->f16_to_f32(dk, (const uint16_t *)kr, row);
+			h2f(hw, dk, (const uint16_t *)kr, row);
 			s = dot_lanes(dk, row, qf);
 		} else {
 			s = cpu_k->dot_f32(dk, (const float *)kr, qf);
@@ -134,9 +227,7 @@ static inline __attribute__((always_inline)) void attn_row_cells(const struct at
 			ms = expf(m - s);
 			m = s;
 			if (v16) {
-				for (int64_t i = 0; i < dv; i++)
-					acc[i] *= ms;
-				round_f16(dv, acc, tmp);
+				acc16(hw, dv, NULL, ms, acc, row, tmp);
 			} else {
 				cpu_k->scale_f32(dv, ms, acc);
 			}
@@ -146,10 +237,7 @@ static inline __attribute__((always_inline)) void attn_row_cells(const struct at
 		l = fmaf(l, ms, vs);
 		const uint8_t *vr = vb + c * v->nb[2];
 		if (v16) {
-			cpu_k->f16_to_f32(dv, (const uint16_t *)vr, row);
-			for (int64_t i = 0; i < dv; i++)
-				acc[i] = fmaf(row[i], vs, acc[i]);
-			round_f16(dv, acc, tmp);
+			acc16(hw, dv, (const uint16_t *)vr, vs, acc, row, tmp);
 		} else {
 			cpu_k->axpy_f32(dv, vs, (const float *)vr, acc);
 		}
@@ -162,7 +250,7 @@ static inline __attribute__((always_inline)) void attn_row_cells(const struct at
 /* One query row, tile by tile (the prefill regime). */
 static inline __attribute__((always_inline)) void attn_row_tiles(const struct attn_job *j, const float *qf,
 								 float *acc, float *row, float *kt, float *p,
-								 int64_t h, int64_t t)
+								 int64_t h, int64_t t, bool hw)
 {
 	const struct alice_tensor *k = j->k, *v = j->v;
 	int64_t dk = k->ne[0], dv = v->ne[0], hk = h / j->group;
@@ -176,10 +264,12 @@ static inline __attribute__((always_inline)) void attn_row_tiles(const struct at
 	for (int64_t t0 = (c0 / ATTN_TILE) * ATTN_TILE; t0 < c1; t0 += ATTN_TILE) {
 		int64_t a = t0 > c0 ? t0 : c0, e = t0 + ATTN_TILE < c1 ? t0 + ATTN_TILE : c1;
 		/* K tile transposed (cells contiguous): one fma chain per cell */
-		for (int64_t c = a; c < e; c++) {
+		if (j->ktp)
+			kt = j->ktp + (hk * j->ntiles + t0 / ATTN_TILE) * dk * ATTN_TILE;
+		for (int64_t c = a; c < e && !j->ktp; c++) {
 			const float *kr = (const float *)(kb + c * k->nb[2]);
 			if (k16) {
-				cpu_k->f16_to_f32(dk, (const uint16_t *)kr, row);
+				h2f(hw, dk, (const uint16_t *)kr, row);
 				kr = row;
 			}
 			for (int64_t d = 0; d < dk; d++)
@@ -230,8 +320,10 @@ static inline __attribute__((always_inline)) void attn_row_tiles(const struct at
 			if (pc == 0.0f)
 				continue; /* fma(v, 0, acc) == acc */
 			const float *vr = (const float *)(vb + c * v->nb[2]);
-			if (v16) {
-				cpu_k->f16_to_f32(dv, (const uint16_t *)vr, row);
+			if (v16 && j->vfp) {
+				vr = j->vfp + (hk * j->ncell + c) * dv;
+			} else if (v16) {
+				h2f(hw, dv, (const uint16_t *)vr, row);
 				vr = row;
 			}
 			for (int64_t i = 0; i < dv; i++)
@@ -243,7 +335,33 @@ static inline __attribute__((always_inline)) void attn_row_tiles(const struct at
 		acc[i] *= inv;
 }
 
-static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int ith)
+/* The tiled path's per-op conversion: unit = (kv head, tile). */
+static void attn_prep(void *arg, int ith, int nth)
+{
+	struct attn_job *j = arg;
+	const struct alice_tensor *k = j->k, *v = j->v;
+	int64_t dk = k->ne[0], dv = v->ne[0], nkv = k->ne[1];
+	float *row = (float *)j->ctx->tdata[ith];
+	for (int64_t u = ith; u < nkv * j->ntiles; u += nth) {
+		int64_t hk = u / j->ntiles, t0 = (u % j->ntiles) * ATTN_TILE;
+		float *kt = j->ktp + u * dk * ATTN_TILE;
+		for (int64_t c = t0; c < t0 + ATTN_TILE; c++) {
+			if (c >= j->ncell)
+				memset(row, 0, (size_t)dk * 4);
+			else if (k->type == ALICE_TYPE_F16)
+				cpu_k->f16_to_f32(dk, (const uint16_t *)(tensor_data(k) + hk * k->nb[1] + c * k->nb[2]), row);
+			else
+				memcpy(row, tensor_data(k) + hk * k->nb[1] + c * k->nb[2], (size_t)dk * 4);
+			for (int64_t d = 0; d < dk; d++)
+				kt[d * ATTN_TILE + (c - t0)] = row[d];
+			if (j->vfp && c < j->ncell)
+				cpu_k->f16_to_f32(dv, (const uint16_t *)(tensor_data(v) + hk * v->nb[1] + c * v->nb[2]),
+						  j->vfp + (hk * j->ncell + c) * dv);
+		}
+	}
+}
+
+static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int ith, bool hw)
 {
 	struct attn_job *j = arg;
 	const struct alice_tensor *q = j->q, *v = j->v, *d = j->d;
@@ -260,9 +378,9 @@ static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int i
 		for (int64_t i = 0; i < dk; i++)
 			memcpy(&qf[i], qr + i * q->nb[0], 4);
 		if (j->tiled)
-			attn_row_tiles(j, qf, acc, row, kt, p, h, t);
+			attn_row_tiles(j, qf, acc, row, kt, p, h, t, hw);
 		else
-			attn_row_cells(j, qf, acc, row, tmp, h, t);
+			attn_row_cells(j, qf, acc, row, tmp, h, t, hw);
 		uint8_t *dr = tensor_data(d) + h * d->nb[1] + t * d->nb[2];
 		for (int64_t i = 0; i < dv; i++)
 			memcpy(dr + i * d->nb[0], &acc[i], 4);
@@ -274,21 +392,21 @@ static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int i
 static void attn_run_generic(void *arg, int ith, int nth)
 {
 	(void)nth;
-	attn_run_impl(arg, ith);
+	attn_run_impl(arg, ith, false);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma,f16c"))) static void attn_run_avx2(void *arg, int ith, int nth)
 {
 	(void)nth;
-	attn_run_impl(arg, ith);
+	attn_run_impl(arg, ith, true);
 }
 
 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c"))) static void attn_run_avx512(void *arg, int ith,
 												   int nth)
 {
 	(void)nth;
-	attn_run_impl(arg, ith);
+	attn_run_impl(arg, ith, true);
 }
 #endif
 
@@ -334,14 +452,28 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 	if (!isfinite(a->node->fp[0]) || !isfinite(a->node->fp[1]) || a->node->fp[1] < 0.0f)
 		return cpu_fail(ctx, ALICE_ERR_INVALID, "bad scale %g or soft-cap %g", a->node->fp[0],
 				a->node->fp[1]);
+	bool tiled = nt >= ATTN_TILE && v->ne[0] % 16 == 0 && k->type == v->type;
+	int64_t used = 0; /* cells read: [0, max end) */
+	for (int64_t t = 0; t < nt; t++)
+		if (range_at(r, 1, t) > used)
+			used = range_at(r, 1, t);
+	int64_t ntiles = (used + ATTN_TILE - 1) / ATTN_TILE;
+	size_t kbytes = (size_t)(nkv * ntiles * dk * ATTN_TILE) * 4,
+	       vbytes = v->type == ALICE_TYPE_F16 ? (size_t)(nkv * used * v->ne[0]) * 4 : 0;
+	bool prep = tiled && kbytes + vbytes <= ((size_t)64 << 20);
 	size_t tb = attn_scratch_floats(dk, v->ne[0]) * 4 + 64;
-	enum alice_status st = cpu_scratch(ctx, 0, tb);
+	enum alice_status st = cpu_scratch(ctx, prep ? kbytes + vbytes + 64 : 0, tb);
 	if (st != ALICE_OK)
 		return st;
 	struct attn_job j = {.q = q, .k = k, .v = v, .r = r, .d = d, .ctx = ctx, .scale = a->node->fp[0],
 			     .cap = a->node->fp[1], .group = nh / nkv,
-			     .tiled = nt >= ATTN_TILE && v->ne[0] % 16 == 0 && k->type == v->type};
+			     .tiled = tiled, .ntiles = ntiles, .ncell = used};
 	atomic_init(&j.ctr, 0);
+	if (prep) {
+		j.ktp = (float *)ctx->wdata;
+		j.vfp = vbytes ? j.ktp + kbytes / 4 : NULL;
+		cpu_pool_run_sized(ctx->pool, attn_prep, &j, (int64_t)(kbytes + vbytes) / 2);
+	}
 	cpu_pool_run_dynamic_sized(ctx->pool, attn_pick(), &j, nh * nt * (dk + v->ne[0]) * (ncell < 16 ? 16 : ncell));
 	return ALICE_OK;
 }
