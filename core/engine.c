@@ -183,12 +183,20 @@ static void slot_release(struct alice_engine *e, struct eng_slot *sl)
 	struct eng_req *r = sl->r;
 	pthread_mutex_lock(&e->mu);
 	sl->r = NULL;
-	e->stats.slots_busy--;
-	e->stats.requests_done++;
-	e->stats.tokens_generated += (uint64_t)sl->n_generated;
 	kv_stats_update(e);
 	pthread_mutex_unlock(&e->mu);
 	req_free(r);
+}
+
+/* Count the request as done before its DONE event goes out, so a client that
+ * reads /metrics right after its answer sees it counted. */
+static void slot_account(struct alice_engine *e, const struct eng_slot *sl)
+{
+	pthread_mutex_lock(&e->mu);
+	e->stats.slots_busy--;
+	e->stats.requests_done++;
+	e->stats.tokens_generated += (uint64_t)sl->n_generated;
+	pthread_mutex_unlock(&e->mu);
 }
 
 /* Finish the slot's request: emit DONE (with `text` as the last delta) and free the slot. */
@@ -199,6 +207,7 @@ static void slot_finish_status(struct alice_engine *e, struct eng_slot *sl, enum
 		sl->t_last = sl->t_first;
 	if (f == ALICE_ENGINE_FINISH_ERROR)
 		sl->n_past = 0; /* a failed decode may leave the KV half written: do not reuse */
+	slot_account(e, sl);
 	emit_done(sl->r, f, text, len, sl->n_generated, sl, error, est);
 	slot_release(e, sl);
 }
