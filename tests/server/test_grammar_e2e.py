@@ -102,8 +102,14 @@ def free_port():
 class Server:
     def __init__(self, binary, libdir, model):
         self.port = free_port()
+        # --no-prefix-cache: a request that reuses another's cached prompt KV
+        # prefills a shorter chunk, and the CPU backend's attention (which
+        # follows llama.cpp's, whose numerics depend on the number of query
+        # rows in the step) then differs in the last bits; seeded sampling at
+        # temperature 1 can amplify that into another token. Part (c) checks
+        # streaming against non-streaming, so both must see the same prefill.
         args = [binary, "--port", str(self.port), "--backend", "cpu", "--threads", "2",
-                "--parallel", "4", "--ctx-size", "1024", "--model", model]
+                "--parallel", "4", "--ctx-size", "1024", "--no-prefix-cache", "--model", model]
         env = dict(os.environ)
         env["ALICE_BACKEND_PATH"] = libdir
         env.pop("ALICE_API_KEY", None)
