@@ -4,7 +4,7 @@
  *
  * The numerics follow llama.cpp's CPU flash attention (x86 AVX-512 build, what
  * the parity references were made with), which has two regimes chosen by the
- * number of query tokens of the op:
+ * number of query tokens of the op (here: of each sequence's run of tokens in the op):
  *  - fewer than 64 (decode, short prompts): cell by cell online softmax; with
  *    an F16 K cache q is rounded to F16 and the q.k dot sums in ggml's AVX-512
  *    lane layout (dot_lanes); with an F16 V cache the V accumulator itself is
@@ -19,6 +19,7 @@
  * Not emulated: llama.cpp's split-KV decode (one token, >= 512 padded cells),
  * whose chunking depends on its thread count. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -78,7 +79,7 @@ struct attn_job {
 	struct alice_backend_ctx *ctx;
 	float scale, cap;
 	int64_t group;
-	bool tiled;
+	const uint8_t *tiled; /* per token: the tiled regime (see run_is_tiled) */
 	/* tiled path: K transposed per 64-cell tile [n_head_kv][ntiles][d_k][64]
 	 * and F16 V widened [n_head_kv][ncell][d_v], made once per op (NULL: per
 	 * row, when they would not fit the size cap) */
@@ -377,7 +378,7 @@ static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int i
 		const uint8_t *qr = tensor_data(q) + h * q->nb[1] + t * q->nb[2];
 		for (int64_t i = 0; i < dk; i++)
 			memcpy(&qf[i], qr + i * q->nb[0], 4);
-		if (j->tiled)
+		if (j->tiled[t])
 			attn_row_tiles(j, qf, acc, row, kt, p, h, t, hw);
 		else
 			attn_row_cells(j, qf, acc, row, tmp, h, t, hw);
@@ -452,7 +453,27 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 	if (!isfinite(a->node->fp[0]) || !isfinite(a->node->fp[1]) || a->node->fp[1] < 0.0f)
 		return cpu_fail(ctx, ALICE_ERR_INVALID, "bad scale %g or soft-cap %g", a->node->fp[0],
 				a->node->fp[1]);
-	bool tiled = nt >= ATTN_TILE && v->ne[0] % 16 == 0 && k->type == v->type;
+	/* llama.cpp picks the regime by its op's query count, and it runs one
+	 * sequence per op. A step here may hold several sequences (the server's
+	 * batching), so the count is taken per sequence: the run of consecutive
+	 * tokens that continue one another (end + 1, same or next start). A
+	 * request's numerics then do not depend on what else shares its step. */
+	uint8_t *tiled = malloc((size_t)nt);
+	if (!tiled)
+		return cpu_fail(ctx, ALICE_ERR_NOMEM, "attention: out of memory");
+	bool any_tiled = false;
+	bool tiled_ok = v->ne[0] % 16 == 0 && k->type == v->type;
+	for (int64_t t0 = 0; t0 < nt;) {
+		int64_t t1 = t0 + 1;
+		while (t1 < nt && range_at(r, 1, t1) == range_at(r, 1, t1 - 1) + 1 &&
+		       (range_at(r, 0, t1) == range_at(r, 0, t1 - 1) ||
+			range_at(r, 0, t1) == range_at(r, 0, t1 - 1) + 1))
+			t1++;
+		bool tl = tiled_ok && t1 - t0 >= ATTN_TILE;
+		any_tiled |= tl;
+		memset(tiled + t0, tl, (size_t)(t1 - t0));
+		t0 = t1;
+	}
 	int64_t used = 0; /* cells read: [0, max end) */
 	for (int64_t t = 0; t < nt; t++)
 		if (range_at(r, 1, t) > used)
@@ -460,11 +481,13 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 	int64_t ntiles = (used + ATTN_TILE - 1) / ATTN_TILE;
 	size_t kbytes = (size_t)(nkv * ntiles * dk * ATTN_TILE) * 4,
 	       vbytes = v->type == ALICE_TYPE_F16 ? (size_t)(nkv * used * v->ne[0]) * 4 : 0;
-	bool prep = tiled && kbytes + vbytes <= ((size_t)64 << 20);
+	bool prep = any_tiled && kbytes + vbytes <= ((size_t)64 << 20);
 	size_t tb = attn_scratch_floats(dk, v->ne[0]) * 4 + 64;
 	enum alice_status st = cpu_scratch(ctx, prep ? kbytes + vbytes + 64 : 0, tb);
-	if (st != ALICE_OK)
+	if (st != ALICE_OK) {
+		free(tiled);
 		return st;
+	}
 	struct attn_job j = {.q = q, .k = k, .v = v, .r = r, .d = d, .ctx = ctx, .scale = a->node->fp[0],
 			     .cap = a->node->fp[1], .group = nh / nkv,
 			     .tiled = tiled, .ntiles = ntiles, .ncell = used};
@@ -475,6 +498,7 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 		cpu_pool_run_sized(ctx->pool, attn_prep, &j, (int64_t)(kbytes + vbytes) / 2);
 	}
 	cpu_pool_run_dynamic_sized(ctx->pool, attn_pick(), &j, nh * nt * (dk + v->ne[0]) * (ncell < 16 ? 16 : ncell));
+	free(tiled);
 	return ALICE_OK;
 }
 
