@@ -1,0 +1,115 @@
+/* A sequence's logits must not depend on what else shares its step: the
+ * server batches every active request into one decode call, and greedy
+ * requests must give the same tokens concurrently as alone. On the CPU
+ * backend this holds bit for bit, also when the neighbour is a long prefill
+ * (64+ tokens switches llama.cpp's attention regime for that sequence only). */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alice/model.h"
+#include "support/paths.h"
+
+#define PROMPT 12
+
+static struct alice_context *make_ctx(struct alice_model *m)
+{
+	struct alice_context_params p;
+	alice_context_params_default(&p);
+	p.n_ctx = 256;
+	p.n_seq = 2;
+	p.n_batch = 256;
+	struct alice_context *c = NULL;
+	struct alice_error e = {{0}};
+	cr_assert_eq(alice_context_create(m, &p, &c, &e), ALICE_OK, "%s", e.msg);
+	return c;
+}
+
+static void decode(struct alice_context *c, int n, const int32_t *t, const int32_t *p, const int32_t *s,
+		   const bool *w)
+{
+	struct alice_batch b = {n, t, p, s, w};
+	struct alice_error e = {{0}};
+	cr_assert_eq(alice_context_decode(c, &b, &e), ALICE_OK, "%s", e.msg);
+}
+
+static void check_model(const char *file, int neighbour)
+{
+	struct alice_model_params mp;
+	alice_model_params_default(&mp);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/models/%s", alice_test_fixtures_dir(), file);
+	mp.path = path;
+	mp.backend = "cpu";
+	mp.n_threads = 2;
+	struct alice_model *m = NULL;
+	struct alice_error e = {{0}};
+	cr_assert_eq(alice_model_load(&mp, &m, &e), ALICE_OK, "%s", e.msg);
+	int32_t nv = alice_model_n_vocab(m);
+	int32_t tok[PROMPT], pos[PROMPT], seq[PROMPT] = {0};
+	for (int i = 0; i < PROMPT; i++) {
+		tok[i] = 100 + 37 * i;
+		pos[i] = i;
+	}
+	int32_t x = 200, px = PROMPT, sx = 0;
+
+	/* alone: prompt, then one decode step */
+	struct alice_context *c1 = make_ctx(m);
+	decode(c1, PROMPT, tok, pos, seq, NULL);
+	decode(c1, 1, &x, &px, &sx, NULL);
+	float *alone = malloc(sizeof(float) * (size_t)nv);
+	cr_assert_not_null(alone);
+	memcpy(alone, alice_context_logits(c1, 0), sizeof(float) * (size_t)nv);
+
+	/* the same decode step sharing a step with another sequence's prefill */
+	struct alice_context *c2 = make_ctx(m);
+	decode(c2, PROMPT, tok, pos, seq, NULL);
+	int n = neighbour + 1;
+	int32_t *bt = malloc(sizeof(int32_t) * (size_t)n), *bp = malloc(sizeof(int32_t) * (size_t)n),
+		*bs = malloc(sizeof(int32_t) * (size_t)n);
+	bool *bw = calloc((size_t)n, sizeof(bool));
+	cr_assert(bt && bp && bs && bw);
+	bt[0] = x; bp[0] = PROMPT; bs[0] = 0; bw[0] = true;
+	for (int i = 1; i < n; i++) {
+		bt[i] = 300 + 7 * i;
+		bp[i] = i - 1;
+		bs[i] = 1;
+	}
+	bw[n - 1] = true;
+	decode(c2, n, bt, bp, bs, bw);
+	const float *batched = alice_context_logits(c2, 0);
+	double worst = 0;
+	for (int32_t i = 0; i < nv; i++)
+		worst = fmax(worst, fabs((double)alone[i] - batched[i]));
+	cr_expect_eq(worst, 0.0, "%s: logits alone vs beside a %d-token prefill differ by %g", file, neighbour,
+		     worst);
+	free(bt); free(bp); free(bs); free(bw); free(alone);
+	alice_context_free(c1);
+	alice_context_free(c2);
+	alice_model_free(m);
+}
+
+/* Parameters are plain indices: Criterion runs each case in a re-executed
+ * (PIE, so relocated) worker, where a pointer from the parent is not valid. */
+static const char *const files[] = {"llama-spm-Q8_0.gguf", "llama-spm-Q4_K_M.gguf", "llama2-spm-F16.gguf",
+				    "qwen2-Q4_K_M.gguf",   "qwen3-BF16.gguf",       "gemma2-F32.gguf",
+				    "qwen35-F16.gguf"};
+
+struct bi_case {
+	int file;
+	int neighbour;
+};
+
+ParameterizedTestParameters(batch, decode_beside_prefill)
+{
+	static struct bi_case cases[] = {{0, 7}, {0, 70}, {1, 70}, {2, 70}, {3, 70}, {4, 70}, {5, 70}, {6, 70}};
+	return cr_make_param_array(struct bi_case, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(struct bi_case *c, batch, decode_beside_prefill, .timeout = 300)
+{
+	check_model(files[c->file], c->neighbour);
+}
