@@ -88,6 +88,9 @@ void alice_parity_run(const char *name, const struct alice_parity_bound *tb)
 	cr_assert_not_null(refs, "%s", err_msg);
 
 	const char *backend = test_backend();
+	/* the tight pos-0 bound assumes llama.cpp's activation rounding, which
+	 * the cpu backend does and backend.h lets other backends skip */
+	const float pos0_bound = strcmp(backend, "cpu") == 0 ? tb->pos0 : tb->bound;
 	struct alice_error err = {0};
 	if (strcmp(backend, "cpu") != 0) {
 		struct alice_backend *be = NULL;
@@ -175,9 +178,9 @@ void alice_parity_run(const char *name, const struct alice_parity_bound *tb)
 			if (i == 0) {
 				if (e > worst_pos0)
 					worst_pos0 = e;
-				if (!(e <= tb->pos0))
+				if (!(e <= pos0_bound))
 					note(&pos0_t, "%s/%s pos 0: top-10 logit error %.4g > %.3g", name, p->id, e,
-					     tb->pos0);
+					     pos0_bound);
 			}
 			if (e > worst) {
 				worst = e;
