@@ -166,7 +166,11 @@ static void kv_stats_update(struct alice_engine *e)
 	e->stats.kv_cells_used = kv;
 }
 
-static void slot_release(struct alice_engine *e, struct eng_slot *sl)
+/* Free the slot for the next request and update the stats; returns the
+ * request, which the caller frees after its DONE event. The stats change
+ * before that event goes out, so a client that reads /metrics right after
+ * its answer sees it counted and the slot free. */
+static struct eng_req *slot_release(struct alice_engine *e, struct eng_slot *sl)
 {
 	alice_sampler_free(sl->sampler);
 	sl->sampler = NULL;
@@ -183,20 +187,12 @@ static void slot_release(struct alice_engine *e, struct eng_slot *sl)
 	struct eng_req *r = sl->r;
 	pthread_mutex_lock(&e->mu);
 	sl->r = NULL;
-	kv_stats_update(e);
-	pthread_mutex_unlock(&e->mu);
-	req_free(r);
-}
-
-/* Count the request as done before its DONE event goes out, so a client that
- * reads /metrics right after its answer sees it counted. */
-static void slot_account(struct alice_engine *e, const struct eng_slot *sl)
-{
-	pthread_mutex_lock(&e->mu);
 	e->stats.slots_busy--;
 	e->stats.requests_done++;
 	e->stats.tokens_generated += (uint64_t)sl->n_generated;
+	kv_stats_update(e);
 	pthread_mutex_unlock(&e->mu);
+	return r;
 }
 
 /* Finish the slot's request: emit DONE (with `text` as the last delta) and free the slot. */
@@ -207,9 +203,10 @@ static void slot_finish_status(struct alice_engine *e, struct eng_slot *sl, enum
 		sl->t_last = sl->t_first;
 	if (f == ALICE_ENGINE_FINISH_ERROR)
 		sl->n_past = 0; /* a failed decode may leave the KV half written: do not reuse */
-	slot_account(e, sl);
-	emit_done(sl->r, f, text, len, sl->n_generated, sl, error, est);
-	slot_release(e, sl);
+	int32_t n_generated = sl->n_generated;
+	struct eng_req *r = slot_release(e, sl);
+	emit_done(r, f, text, len, n_generated, sl, error, est);
+	req_free(r);
 }
 
 static void slot_finish(struct alice_engine *e, struct eng_slot *sl, enum alice_engine_finish f,
