@@ -12,89 +12,31 @@
 
 #include "alice/grammar.h"
 #include "alice/json_schema.h"
+#include "json_schema_internal.h"
 
-#define MAX_DEPTH 64
-#define MAX_BOUND 100000
+/* ---- GBNF text ------------------------------------------------------------------ */
 
-/* ---- string buffer ---------------------------------------------------------- */
-
-struct sbuf {
-	char *p;
-	size_t n, cap;
-	int oom;
-};
-
-static void sb_addn(struct sbuf *s, const char *t, size_t n)
+void js_sb_lit(struct alice_sbuf *s, const char *t, size_t n)
 {
-	if (s->oom)
-		return;
-	if (s->n + n + 1 > s->cap) {
-		size_t nc = s->cap ? s->cap : 128;
-		while (nc < s->n + n + 1)
-			nc *= 2;
-		char *np = realloc(s->p, nc);
-		if (!np) {
-			s->oom = 1;
-			return;
-		}
-		s->p = np;
-		s->cap = nc;
-	}
-	memcpy(s->p + s->n, t, n);
-	s->n += n;
-	s->p[s->n] = 0;
-}
-
-static void sb_add(struct sbuf *s, const char *t)
-{
-	sb_addn(s, t, strlen(t));
-}
-
-__attribute__((format(printf, 2, 3))) static void sb_addf(struct sbuf *s, const char *fmt, ...)
-{
-	char tmp[256];
-	va_list ap;
-	va_start(ap, fmt);
-	int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (k > 0)
-		sb_addn(s, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
-
-/* Take the buffer's string (never NULL unless OOM). */
-static char *sb_take(struct sbuf *s)
-{
-	if (s->oom) {
-		free(s->p);
-		return NULL;
-	}
-	if (!s->p)
-		return strdup("");
-	return s->p;
-}
-
-/* A GBNF literal for raw bytes. */
-static void sb_lit(struct sbuf *s, const char *t, size_t n)
-{
-	sb_add(s, "\"");
+	alice_sb_add(s, "\"");
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)t[i];
 		if (c == '"')
-			sb_add(s, "\\\"");
+			alice_sb_add(s, "\\\"");
 		else if (c == '\\')
-			sb_add(s, "\\\\");
+			alice_sb_add(s, "\\\\");
 		else if (c == '\n')
-			sb_add(s, "\\n");
+			alice_sb_add(s, "\\n");
 		else if (c == '\r')
-			sb_add(s, "\\r");
+			alice_sb_add(s, "\\r");
 		else if (c == '\t')
-			sb_add(s, "\\t");
+			alice_sb_add(s, "\\t");
 		else if (c < 0x20 || c == 0x7f)
-			sb_addf(s, "\\x%02X", c);
+			alice_sb_addf(s, "\\x%02X", c);
 		else
-			sb_addn(s, (const char *)&c, 1);
+			alice_sb_addn(s, (const char *)&c, 1);
 	}
-	sb_add(s, "\"");
+	alice_sb_add(s, "\"");
 }
 
 /* ---- converter state ------------------------------------------------------------ */
@@ -109,23 +51,7 @@ struct refent {
 	char *name;
 };
 
-enum prim {
-	P_SPACE = 1 << 0,
-	P_BOOLEAN = 1 << 1,
-	P_NULL = 1 << 2,
-	P_CHAR = 1 << 3,
-	P_STRING = 1 << 4,
-	P_NUMBER = 1 << 5,
-	P_INTEGER = 1 << 6,
-	P_VALUE = 1 << 7,
-	P_OBJECT = 1 << 8,
-	P_ARRAY = 1 << 9,
-	P_DATE = 1 << 10,
-	P_TIME = 1 << 11,
-	P_UUID = 1 << 12,
-};
-
-struct conv {
+struct js_conv {
 	struct json_object *root;
 	struct rule *rules;
 	size_t n_rules, cap_rules;
@@ -139,8 +65,7 @@ struct conv {
 	char path[256];
 };
 
-__attribute__((format(printf, 3, 4))) static char *cfail(struct conv *c, enum alice_status st,
-							  const char *fmt, ...)
+char *js_fail(struct js_conv *c, enum alice_status st, const char *fmt, ...)
 {
 	if (c->failed)
 		return NULL;
@@ -155,30 +80,30 @@ __attribute__((format(printf, 3, 4))) static char *cfail(struct conv *c, enum al
 	return NULL;
 }
 
-static char *oom(struct conv *c)
+char *js_oom(struct js_conv *c)
 {
-	return cfail(c, ALICE_ERR_NOMEM, "out of memory");
+	return js_fail(c, ALICE_ERR_NOMEM, "out of memory");
 }
 
 /* Push a path segment; returns the old length to restore. */
-static size_t path_push(struct conv *c, const char *seg)
+static size_t path_push(struct js_conv *c, const char *seg)
 {
 	size_t old = strlen(c->path);
 	snprintf(c->path + old, sizeof c->path - old, "/%s", seg);
 	return old;
 }
 
-static void path_pop(struct conv *c, size_t old)
+static void path_pop(struct js_conv *c, size_t old)
 {
 	c->path[old] = 0;
 }
 
 /* Add rule `hint` ::= body (takes body). Same body as an earlier helper with
  * the same hint -> that rule. Returns the (borrowed) unique name. */
-static const char *add_rule(struct conv *c, const char *hint, char *body)
+const char *js_add_rule(struct js_conv *c, const char *hint, char *body)
 {
 	if (!body)
-		return oom(c);
+		return js_oom(c);
 	char base[80];
 	size_t o = 0;
 	for (const char *h = hint; *h && o < sizeof base - 12; h++) {
@@ -217,7 +142,7 @@ static const char *add_rule(struct conv *c, const char *hint, char *body)
 		struct rule *nr = realloc(c->rules, nc * sizeof *nr);
 		if (!nr) {
 			free(body);
-			return oom(c);
+			return js_oom(c);
 		}
 		c->rules = nr;
 		c->cap_rules = nc;
@@ -225,7 +150,7 @@ static const char *add_rule(struct conv *c, const char *hint, char *body)
 	char *nm = strdup(name);
 	if (!nm) {
 		free(body);
-		return oom(c);
+		return js_oom(c);
 	}
 	c->rules[c->n_rules].name = nm;
 	c->rules[c->n_rules].body = body;
@@ -260,7 +185,7 @@ static const struct {
 	 "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}"},
 };
 
-static char *use(struct conv *c, unsigned bit)
+char *js_use(struct js_conv *c, unsigned bit)
 {
 	c->prims |= bit;
 	for (size_t i = 0; i < sizeof prim_rules / sizeof *prim_rules; i++)
@@ -279,28 +204,28 @@ static char *json_compact(struct json_object *o)
 }
 
 /* GBNF for one exact JSON value followed by space. */
-static char *literal_value(struct conv *c, struct json_object *v)
+static char *literal_value(struct js_conv *c, struct json_object *v)
 {
 	char *t = json_compact(v);
 	if (!t)
-		return oom(c);
-	struct sbuf s = {0};
-	sb_lit(&s, t, strlen(t));
+		return js_oom(c);
+	struct alice_sbuf s = {0};
+	js_sb_lit(&s, t, strlen(t));
 	free(t);
-	sb_add(&s, " space");
-	free(use(c, P_SPACE));
-	char *r = sb_take(&s);
-	return r ? r : oom(c);
+	alice_sb_add(&s, " space");
+	free(js_use(c, P_SPACE));
+	char *r = alice_sb_take(&s);
+	return r ? r : js_oom(c);
 }
 
-static int get_nonneg_int(struct conv *c, struct json_object *o, const char *key, int64_t *out)
+static int get_nonneg_int(struct js_conv *c, struct json_object *o, const char *key, int64_t *out)
 {
 	struct json_object *v;
 	if (!json_object_object_get_ex(o, key, &v))
 		return 0;
 	if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
-	    json_object_get_int64(v) > MAX_BOUND) {
-		cfail(c, ALICE_ERR_INVALID, "'%s' must be an integer in 0..%d", key, MAX_BOUND);
+	    json_object_get_int64(v) > JS_MAX_BOUND) {
+		js_fail(c, ALICE_ERR_INVALID, "'%s' must be an integer in 0..%d", key, JS_MAX_BOUND);
 		return -1;
 	}
 	*out = json_object_get_int64(v);
@@ -326,541 +251,35 @@ static int in_list(const char *k, const char *const *l)
 	return 0;
 }
 
-static int check_keywords(struct conv *c, struct json_object *o)
+static int check_keywords(struct js_conv *c, struct json_object *o)
 {
 	json_object_object_foreach(o, k, v)
 	{
 		(void)v;
 		if (!in_list(k, supported) && !in_list(k, annotations)) {
-			cfail(c, ALICE_ERR_UNSUPPORTED, "unsupported keyword '%.60s'", k);
+			js_fail(c, ALICE_ERR_UNSUPPORTED, "unsupported keyword '%.60s'", k);
 			return -1;
 		}
 	}
 	return 0;
-}
-
-/* ---- regex subset -> GBNF ---------------------------------------------------------- */
-
-struct rx {
-	struct conv *c;
-	const char *s;
-	size_t n, pos;
-	int depth;
-};
-
-static char *rx_fail(struct rx *r, const char *what)
-{
-	return cfail(r->c, ALICE_ERR_UNSUPPORTED, "pattern: %s at offset %zu", what, r->pos);
-}
-
-struct rclass {
-	uint32_t lo[64], hi[64];
-	int n;
-	int neg;
-};
-
-static int rc_add(struct rclass *k, uint32_t lo, uint32_t hi)
-{
-	if (k->n >= 64)
-		return -1;
-	k->lo[k->n] = lo;
-	k->hi[k->n] = hi;
-	k->n++;
-	return 0;
-}
-
-static int rc_has(const struct rclass *k, uint32_t cp)
-{
-	int in = 0;
-	for (int i = 0; i < k->n; i++)
-		if (cp >= k->lo[i] && cp <= k->hi[i])
-			in = 1;
-	return in != k->neg;
-}
-
-/* JSON text of one code point inside a string. */
-static void json_char(struct sbuf *s, uint32_t cp)
-{
-	char tmp[8];
-	if (cp == '"') {
-		sb_lit(s, "\\\"", 2);
-	} else if (cp == '\\') {
-		sb_lit(s, "\\\\", 2);
-	} else if (cp < 0x20) {
-		const char *e = cp == '\n' ? "\\n" : cp == '\r' ? "\\r" : cp == '\t' ? "\\t" :
-				cp == '\b' ? "\\b" : cp == '\f' ? "\\f" : NULL;
-		if (e) {
-			sb_lit(s, e, 2);
-		} else {
-			snprintf(tmp, sizeof tmp, "\\u%04x", cp);
-			sb_lit(s, tmp, 6);
-		}
-	} else {
-		int n;
-		if (cp < 0x80) {
-			tmp[0] = (char)cp, n = 1;
-		} else if (cp < 0x800) {
-			tmp[0] = (char)(0xC0 | (cp >> 6)), tmp[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
-		} else if (cp < 0x10000) {
-			tmp[0] = (char)(0xE0 | (cp >> 12)), tmp[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-			tmp[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
-		} else {
-			tmp[0] = (char)(0xF0 | (cp >> 18)), tmp[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-			tmp[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), tmp[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
-		}
-		sb_lit(s, tmp, (size_t)n);
-	}
-}
-
-static void class_cp(struct sbuf *s, uint32_t cp)
-{
-	if (cp == ']' || cp == '[' || cp == '\\' || cp == '"' || cp == '-' || cp == '^' || cp < 0x20 ||
-	    cp == 0x7f || cp > 0x7e)
-		sb_addf(s, cp > 0xFFFF ? "\\U%08X" : "\\u%04X", cp);
-	else
-		sb_addf(s, "%c", (char)cp);
-}
-
-/* GBNF for a regex class over JSON string content: the plain characters as a
- * GBNF class, plus the JSON escapes of the special characters it contains. */
-static char *class_to_gbnf(struct rx *r, const struct rclass *k)
-{
-	struct sbuf s = {0};
-	int alts = 0;
-	sb_add(&s, "(");
-	if (k->neg) {
-		sb_add(&s, "[^\\x00-\\x1F\\\"\\\\");
-		for (int i = 0; i < k->n; i++) {
-			class_cp(&s, k->lo[i]);
-			if (k->hi[i] != k->lo[i]) {
-				sb_add(&s, "-");
-				class_cp(&s, k->hi[i]);
-			}
-		}
-		sb_add(&s, "]");
-		alts++;
-	} else {
-		struct sbuf cls = {0};
-		int any = 0;
-		static const uint32_t cut_lo[3] = {0, 0x22, 0x5C}, cut_hi[3] = {0x1F, 0x22, 0x5C};
-		for (int i = 0; i < k->n; i++) {
-			/* the range minus 0x00-0x1F, '"' and '\\' (matched as JSON escapes below) */
-			uint32_t cur = k->lo[i], hi = k->hi[i];
-			for (int j = 0; j < 4 && cur <= hi; j++) {
-				uint32_t end = j < 3 ? (cut_lo[j] ? cut_lo[j] - 1 : 0) : hi;
-				int emit = j < 3 ? (cut_lo[j] > cur) : 1;
-				if (end > hi)
-					end = hi;
-				if (emit && cur <= end) {
-					class_cp(&cls, cur);
-					if (end != cur) {
-						sb_add(&cls, "-");
-						class_cp(&cls, end);
-					}
-					any = 1;
-				}
-				if (j < 3 && cut_hi[j] + 1 > cur)
-					cur = cut_hi[j] + 1;
-			}
-		}
-		if (any) {
-			sb_add(&s, "[");
-			sb_addn(&s, cls.p, cls.n);
-			sb_add(&s, "]");
-			alts++;
-		}
-		free(cls.p);
-	}
-	for (uint32_t cp = 0; cp < 0x20; cp++) {
-		if (rc_has(k, cp)) {
-			sb_add(&s, alts++ ? " | " : "");
-			json_char(&s, cp);
-		}
-	}
-	if (rc_has(k, '"')) {
-		sb_add(&s, alts++ ? " | " : "");
-		json_char(&s, '"');
-	}
-	if (rc_has(k, '\\')) {
-		sb_add(&s, alts++ ? " | " : "");
-		json_char(&s, '\\');
-	}
-	sb_add(&s, ")");
-	if (!alts) {
-		free(s.p);
-		return rx_fail(r, "class matches no character");
-	}
-	char *body = sb_take(&s);
-	const char *nm = add_rule(r->c, "pattern-class", body);
-	return nm ? strdup(nm) : NULL;
-}
-
-static int64_t rx_hex(struct rx *r, int n)
-{
-	uint32_t v = 0;
-	for (int i = 0; i < n; i++) {
-		if (r->pos >= r->n)
-			return -1;
-		char ch = r->s[r->pos++];
-		int h = (ch >= '0' && ch <= '9') ? ch - '0' : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10 :
-			(ch >= 'A' && ch <= 'F') ? ch - 'A' + 10 : -1;
-		if (h < 0)
-			return -1;
-		v = v * 16 + (uint32_t)h;
-	}
-	return v;
-}
-
-/* Decode one UTF-8 character of the pattern. */
-static int64_t rx_utf8(struct rx *r)
-{
-	const unsigned char *s = (const unsigned char *)r->s + r->pos;
-	size_t left = r->n - r->pos;
-	uint32_t cp = s[0];
-	size_t n = cp < 0x80 ? 1 : cp >= 0xF0 ? 4 : cp >= 0xE0 ? 3 : cp >= 0xC0 ? 2 : 0;
-	if (!n || n > left)
-		return -1;
-	if (n > 1) {
-		cp &= 0x3F >> (n - 1);
-		for (size_t i = 1; i < n; i++) {
-			if ((s[i] & 0xC0) != 0x80)
-				return -1;
-			cp = (cp << 6) | (s[i] & 0x3F);
-		}
-	}
-	r->pos += n;
-	return cp;
-}
-
-/* An escape after '\\' (pos at the letter). Fills class k for class escapes
- * (returns -2) or returns the code point. -1 on error (reported). */
-static int64_t rx_escape(struct rx *r, struct rclass *k, int in_class)
-{
-	if (r->pos >= r->n) {
-		rx_fail(r, "trailing backslash");
-		return -1;
-	}
-	char e = r->s[r->pos++];
-	switch (e) {
-	case 'd': case 'D':
-		k->neg = e == 'D';
-		rc_add(k, '0', '9');
-		break;
-	case 'w': case 'W':
-		k->neg = e == 'W';
-		rc_add(k, 'a', 'z'), rc_add(k, 'A', 'Z'), rc_add(k, '0', '9'), rc_add(k, '_', '_');
-		break;
-	case 's': case 'S':
-		k->neg = e == 'S';
-		rc_add(k, ' ', ' '), rc_add(k, '\t', '\r');
-		break;
-	case 'n': return '\n';
-	case 't': return '\t';
-	case 'r': return '\r';
-	case 'f': return '\f';
-	case 'v': return '\v';
-	case '0': return 0;
-	case 'x': case 'u': {
-		int64_t v = rx_hex(r, e == 'x' ? 2 : 4);
-		if (v < 0 || (v >= 0xD800 && v <= 0xDFFF)) {
-			rx_fail(r, "bad \\x or \\u escape");
-			return -1;
-		}
-		return v;
-	}
-	case 'b':
-		if (in_class)
-			return '\b';
-		rx_fail(r, "word boundary \\b is not supported");
-		return -1;
-	case 'B': rx_fail(r, "\\B is not supported"); return -1;
-	case 'p': case 'P': rx_fail(r, "unicode property escapes (\\p{...}) are not supported"); return -1;
-	case 'k': rx_fail(r, "named backreferences are not supported"); return -1;
-	default:
-		if (e >= '1' && e <= '9') {
-			rx_fail(r, "backreferences are not supported");
-			return -1;
-		}
-		if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) {
-			rx_fail(r, "unsupported escape");
-			return -1;
-		}
-		return (unsigned char)e; /* escaped punctuation is literal */
-	}
-	if (in_class && k->neg) {
-		rx_fail(r, "negated escapes (\\D \\W \\S) inside a class are not supported");
-		return -1;
-	}
-	return -2;
-}
-
-static char *rx_class(struct rx *r)
-{
-	struct rclass k = {.n = 0};
-	r->pos++; /* [ */
-	if (r->pos < r->n && r->s[r->pos] == '^') {
-		k.neg = 1;
-		r->pos++;
-	}
-	int first = 1;
-	for (;;) {
-		if (r->pos >= r->n)
-			return rx_fail(r, "unterminated class");
-		if (r->s[r->pos] == ']' && !first)
-			break;
-		first = 0;
-		int64_t lo;
-		if (r->s[r->pos] == '\\') {
-			r->pos++;
-			struct rclass sub = {.n = 0};
-			lo = rx_escape(r, &sub, 1);
-			if (lo == -1)
-				return NULL;
-			if (lo == -2) {
-				for (int i = 0; i < sub.n; i++)
-					if (rc_add(&k, sub.lo[i], sub.hi[i]) < 0)
-						return rx_fail(r, "class too large");
-				continue;
-			}
-		} else {
-			lo = rx_utf8(r);
-			if (lo < 0)
-				return rx_fail(r, "invalid UTF-8");
-		}
-		int64_t hi = lo;
-		if (r->pos + 1 < r->n && r->s[r->pos] == '-' && r->s[r->pos + 1] != ']') {
-			r->pos++;
-			if (r->s[r->pos] == '\\') {
-				r->pos++;
-				struct rclass sub = {.n = 0};
-				hi = rx_escape(r, &sub, 1);
-				if (hi == -1)
-					return NULL;
-				if (hi == -2)
-					return rx_fail(r, "class escape as a range end");
-			} else {
-				hi = rx_utf8(r);
-				if (hi < 0)
-					return rx_fail(r, "invalid UTF-8");
-			}
-			if (hi < lo)
-				return rx_fail(r, "class range out of order");
-		}
-		if (rc_add(&k, (uint32_t)lo, (uint32_t)hi) < 0)
-			return rx_fail(r, "class too large");
-	}
-	r->pos++;
-	return class_to_gbnf(r, &k);
-}
-
-static char *rx_alt(struct rx *r);
-
-static char *rx_atom(struct rx *r)
-{
-	char ch = r->s[r->pos];
-	if (ch == '(') {
-		if (++r->depth > MAX_DEPTH)
-			return rx_fail(r, "groups nested too deep");
-		r->pos++;
-		if (r->pos < r->n && r->s[r->pos] == '?') {
-			if (r->pos + 1 < r->n && r->s[r->pos + 1] == ':')
-				r->pos += 2;
-			else
-				return rx_fail(r, "lookaround and named groups are not supported");
-		}
-		char *in = rx_alt(r);
-		if (!in)
-			return NULL;
-		if (r->pos >= r->n || r->s[r->pos] != ')') {
-			free(in);
-			return rx_fail(r, "missing ')'");
-		}
-		r->pos++;
-		r->depth--;
-		struct sbuf s = {0};
-		sb_add(&s, "(");
-		sb_add(&s, in);
-		sb_add(&s, ")");
-		free(in);
-		char *t = sb_take(&s);
-		return t ? t : oom(r->c);
-	}
-	if (ch == '[')
-		return rx_class(r);
-	if (ch == '.') {
-		r->pos++;
-		struct rclass k = {.neg = 1};
-		rc_add(&k, '\n', '\n'), rc_add(&k, '\r', '\r');
-		return class_to_gbnf(r, &k);
-	}
-	int64_t cp;
-	if (ch == '\\') {
-		r->pos++;
-		struct rclass k = {.n = 0};
-		cp = rx_escape(r, &k, 0);
-		if (cp == -1)
-			return NULL;
-		if (cp == -2)
-			return class_to_gbnf(r, &k);
-	} else if (ch == '^' || ch == '$') {
-		return rx_fail(r, "anchors are only supported at the very start and end");
-	} else if (ch == '*' || ch == '+' || ch == '?' || ch == '{') {
-		return rx_fail(r, "quantifier without a preceding atom");
-	} else if (ch == ')') {
-		return rx_fail(r, "unbalanced ')'");
-	} else {
-		cp = rx_utf8(r);
-		if (cp < 0)
-			return rx_fail(r, "invalid UTF-8");
-	}
-	struct sbuf s = {0};
-	json_char(&s, (uint32_t)cp);
-	char *t = sb_take(&s);
-	return t ? t : oom(r->c);
-}
-
-static int rx_uint(struct rx *r, int64_t *out)
-{
-	size_t st = r->pos;
-	int64_t v = 0;
-	while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9') {
-		v = v * 10 + (r->s[r->pos++] - '0');
-		if (v > MAX_BOUND)
-			return -1;
-	}
-	*out = v;
-	return r->pos > st ? 0 : -1;
-}
-
-static char *rx_seq(struct rx *r)
-{
-	struct sbuf s = {0};
-	int items = 0;
-	while (r->pos < r->n && r->s[r->pos] != '|' && r->s[r->pos] != ')') {
-		if (r->s[r->pos] == '$' && r->pos + 1 == r->n)
-			break; /* the end anchor, handled by the caller */
-		char *a = rx_atom(r);
-		if (!a) {
-			free(s.p);
-			return NULL;
-		}
-		sb_add(&s, items++ ? " " : "");
-		sb_add(&s, a);
-		free(a);
-		if (r->pos < r->n && strchr("*+?{", r->s[r->pos])) {
-			char q = r->s[r->pos++];
-			if (q == '{') {
-				int64_t m, n = -1;
-				if (rx_uint(r, &m) < 0) {
-					free(s.p);
-					return rx_fail(r, "bad {m,n} bounds");
-				}
-				int comma = 0;
-				if (r->pos < r->n && r->s[r->pos] == ',') {
-					comma = 1;
-					r->pos++;
-					if (r->pos < r->n && r->s[r->pos] != '}' && rx_uint(r, &n) < 0) {
-						free(s.p);
-						return rx_fail(r, "bad {m,n} bounds");
-					}
-				} else {
-					n = m;
-				}
-				if (r->pos >= r->n || r->s[r->pos] != '}' || (n >= 0 && n < m)) {
-					free(s.p);
-					return rx_fail(r, "bad {m,n} bounds");
-				}
-				r->pos++;
-				if (comma && n < 0)
-					sb_addf(&s, "{%lld,}", (long long)m);
-				else
-					sb_addf(&s, "{%lld,%lld}", (long long)m, (long long)n);
-			} else {
-				sb_addn(&s, &q, 1);
-			}
-			if (r->pos < r->n && (r->s[r->pos] == '?' || r->s[r->pos] == '+')) {
-				free(s.p);
-				return rx_fail(r, "lazy and possessive quantifiers are not supported");
-			}
-			if (r->pos < r->n && strchr("*{", r->s[r->pos])) {
-				free(s.p);
-				return rx_fail(r, "nested quantifier");
-			}
-		}
-	}
-	char *t = sb_take(&s);
-	return t ? t : oom(r->c);
-}
-
-static char *rx_alt(struct rx *r)
-{
-	struct sbuf s = {0};
-	for (;;) {
-		char *q = rx_seq(r);
-		if (!q) {
-			free(s.p);
-			return NULL;
-		}
-		sb_add(&s, q[0] ? q : "\"\"");
-		free(q);
-		if (r->pos < r->n && r->s[r->pos] == '|') {
-			r->pos++;
-			sb_add(&s, " | ");
-			continue;
-		}
-		break;
-	}
-	char *t = sb_take(&s);
-	return t ? t : oom(r->c);
-}
-
-static char *pattern_to_gbnf(struct conv *c, const char *pat, size_t n)
-{
-	struct rx r = {.c = c, .s = pat, .n = n};
-	int a_start = n > 0 && pat[0] == '^';
-	int a_end = n > 0 && pat[n - 1] == '$' && !(n >= 2 && pat[n - 2] == '\\');
-	if (a_start)
-		r.pos = 1;
-	char *body = rx_alt(&r);
-	if (!body)
-		return NULL;
-	if (r.pos < r.n && !(a_end && r.pos == r.n - 1)) {
-		free(body);
-		return rx_fail(&r, r.s[r.pos] == ')' ? "unbalanced ')'" : "unexpected character");
-	}
-	free(use(c, P_CHAR));
-	free(use(c, P_SPACE));
-	struct sbuf s = {0};
-	sb_add(&s, "\"\\\"\" ");
-	if (!a_start)
-		sb_add(&s, "char* ");
-	sb_add(&s, "(");
-	sb_add(&s, body);
-	sb_add(&s, ")");
-	if (!a_end)
-		sb_add(&s, " char*");
-	sb_add(&s, " \"\\\"\" space");
-	free(body);
-	char *t = sb_take(&s);
-	return t ? t : oom(c);
 }
 
 /* ---- integer ranges ------------------------------------------------------------------- */
 
 /* GBNF for the decimal numbers x..y, both with the same number of digits. */
-static void digits_range(struct sbuf *s, const char *x, const char *y, size_t n)
+static void digits_range(struct alice_sbuf *s, const char *x, const char *y, size_t n)
 {
 	if (n == 0)
 		return;
 	if (n == 1) {
 		if (x[0] == y[0])
-			sb_addf(s, "\"%c\"", x[0]);
+			alice_sb_addf(s, "\"%c\"", x[0]);
 		else
-			sb_addf(s, "[%c-%c]", x[0], y[0]);
+			alice_sb_addf(s, "[%c-%c]", x[0], y[0]);
 		return;
 	}
 	if (x[0] == y[0]) {
-		sb_addf(s, "\"%c\" ", x[0]);
+		alice_sb_addf(s, "\"%c\" ", x[0]);
 		digits_range(s, x + 1, y + 1, n - 1);
 		return;
 	}
@@ -868,36 +287,36 @@ static void digits_range(struct sbuf *s, const char *x, const char *y, size_t n)
 	memset(nines, '9', n - 1);
 	memset(zeros, '0', n - 1);
 	int alts = 0;
-	sb_add(s, "(");
+	alice_sb_add(s, "(");
 	/* x0 followed by x[1..]..99 */
 	if (memcmp(x + 1, zeros, n - 1) == 0) {
 		/* whole block x0 000..999 merges with the middle */
 	} else {
-		sb_addf(s, "\"%c\" (", x[0]);
+		alice_sb_addf(s, "\"%c\" (", x[0]);
 		digits_range(s, x + 1, nines, n - 1);
-		sb_add(s, ")");
+		alice_sb_add(s, ")");
 		alts++;
 	}
 	char lo = memcmp(x + 1, zeros, n - 1) == 0 ? x[0] : (char)(x[0] + 1);
 	char hi = memcmp(y + 1, nines, n - 1) == 0 ? y[0] : (char)(y[0] - 1);
 	if (lo <= hi) {
-		sb_add(s, alts++ ? " | " : "");
+		alice_sb_add(s, alts++ ? " | " : "");
 		if (lo == hi)
-			sb_addf(s, "\"%c\" [0-9]{%zu}", lo, n - 1);
+			alice_sb_addf(s, "\"%c\" [0-9]{%zu}", lo, n - 1);
 		else
-			sb_addf(s, "[%c-%c] [0-9]{%zu}", lo, hi, n - 1);
+			alice_sb_addf(s, "[%c-%c] [0-9]{%zu}", lo, hi, n - 1);
 	}
 	if (memcmp(y + 1, nines, n - 1) != 0) {
-		sb_add(s, alts++ ? " | " : "");
-		sb_addf(s, "\"%c\" (", y[0]);
+		alice_sb_add(s, alts++ ? " | " : "");
+		alice_sb_addf(s, "\"%c\" (", y[0]);
 		digits_range(s, zeros, y + 1, n - 1);
-		sb_add(s, ")");
+		alice_sb_add(s, ")");
 	}
-	sb_add(s, ")");
+	alice_sb_add(s, ")");
 }
 
 /* Non-negative a..b (b < 0: unbounded); alternatives appended with " | ". */
-static void nonneg_range(struct sbuf *s, int64_t a, int64_t b, int *alts)
+static void nonneg_range(struct alice_sbuf *s, int64_t a, int64_t b, int *alts)
 {
 	char xa[24], xb[24];
 	int la = snprintf(xa, sizeof xa, "%lld", (long long)a);
@@ -917,54 +336,54 @@ static void nonneg_range(struct sbuf *s, int64_t a, int64_t b, int *alts)
 			memset(hi, '9', (size_t)len);
 			hi[len] = 0;
 		}
-		sb_add(s, (*alts)++ ? " | " : "");
+		alice_sb_add(s, (*alts)++ ? " | " : "");
 		digits_range(s, lo, hi, (size_t)len);
 	}
 }
 
-static char *integer_range(struct conv *c, int64_t lo, int has_lo, int64_t hi, int has_hi)
+static char *integer_range(struct js_conv *c, int64_t lo, int has_lo, int64_t hi, int has_hi)
 {
 	const int64_t LIM = 999999999999999LL; /* 15 digits, like the integer rule */
 	if ((has_lo && (lo < -LIM || lo > LIM)) || (has_hi && (hi < -LIM || hi > LIM)))
-		return cfail(c, ALICE_ERR_UNSUPPORTED, "integer bounds beyond 15 digits");
+		return js_fail(c, ALICE_ERR_UNSUPPORTED, "integer bounds beyond 15 digits");
 	if (has_lo && has_hi && lo > hi)
-		return cfail(c, ALICE_ERR_INVALID, "minimum is greater than maximum: no integer matches");
-	struct sbuf s = {0};
+		return js_fail(c, ALICE_ERR_INVALID, "minimum is greater than maximum: no integer matches");
+	struct alice_sbuf s = {0};
 	int alts = 0;
-	sb_add(&s, "(");
+	alice_sb_add(&s, "(");
 	/* negative part: -(max(1,-hi) .. -lo) */
 	if (!has_lo || lo < 0) {
 		int64_t a = has_hi && hi < 0 ? -hi : 1;
 		int64_t b = has_lo ? -lo : -1;
-		sb_add(&s, alts++ ? " | " : "");
-		sb_add(&s, "\"-\" (");
+		alice_sb_add(&s, alts++ ? " | " : "");
+		alice_sb_add(&s, "\"-\" (");
 		int in = 0;
 		nonneg_range(&s, a, b, &in);
-		sb_add(&s, ")");
+		alice_sb_add(&s, ")");
 	}
 	if (!has_hi || hi >= 0) {
 		int64_t a = has_lo && lo > 0 ? lo : 0;
 		nonneg_range(&s, a, has_hi ? hi : -1, &alts);
 	}
-	sb_add(&s, ") space");
-	free(use(c, P_SPACE));
-	char *t = sb_take(&s);
-	return t ? t : oom(c);
+	alice_sb_add(&s, ") space");
+	free(js_use(c, P_SPACE));
+	char *t = alice_sb_take(&s);
+	return t ? t : js_oom(c);
 }
 
-static int bound_value(struct conv *c, struct json_object *o, const char *key, int upper,
+static int bound_value(struct js_conv *c, struct json_object *o, const char *key, int upper,
 		       int exclusive, int64_t *out)
 {
 	struct json_object *v;
 	if (!json_object_object_get_ex(o, key, &v))
 		return 0;
 	if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double)) {
-		cfail(c, ALICE_ERR_UNSUPPORTED, "'%s' must be a number", key);
+		js_fail(c, ALICE_ERR_UNSUPPORTED, "'%s' must be a number", key);
 		return -1;
 	}
 	double d = json_object_get_double(v);
 	if (!isfinite(d) || fabs(d) > 1e15) {
-		cfail(c, ALICE_ERR_UNSUPPORTED, "'%s' is out of range", key);
+		js_fail(c, ALICE_ERR_UNSUPPORTED, "'%s' is out of range", key);
 		return -1;
 	}
 	double r = upper ? floor(d) : ceil(d);
@@ -976,9 +395,9 @@ static int bound_value(struct conv *c, struct json_object *o, const char *key, i
 
 /* ---- the visitor ------------------------------------------------------------------------- */
 
-static char *visit(struct conv *c, struct json_object *schema, const char *name);
+static char *visit(struct js_conv *c, struct json_object *schema, const char *name);
 
-static char *resolve_ref(struct conv *c, const char *ref)
+static char *resolve_ref(struct js_conv *c, const char *ref)
 {
 	for (size_t i = 0; i < c->n_refs; i++)
 		if (strcmp(c->refs[i].ref, ref) == 0)
@@ -991,7 +410,7 @@ static char *resolve_ref(struct conv *c, const char *ref)
 	else if (strncmp(ref, "#/definitions/", 14) == 0)
 		rest = ref + 2;
 	else
-		return cfail(c, ALICE_ERR_UNSUPPORTED,
+		return js_fail(c, ALICE_ERR_UNSUPPORTED,
 			     "$ref '%.80s': only local #, #/$defs/... and #/definitions/... are supported", ref);
 	/* walk the JSON pointer */
 	struct json_object *cur = c->root;
@@ -1010,13 +429,13 @@ static char *resolve_ref(struct conv *c, const char *ref)
 			rest++;
 		if (!json_object_is_type(cur, json_type_object) ||
 		    !json_object_object_get_ex(cur, seg, &cur))
-			return cfail(c, ALICE_ERR_INVALID, "$ref '%.80s' does not resolve", ref);
+			return js_fail(c, ALICE_ERR_INVALID, "$ref '%.80s' does not resolve", ref);
 	}
 	if (c->n_refs == c->cap_refs) {
 		size_t nc = c->cap_refs ? c->cap_refs * 2 : 8;
 		struct refent *nr = realloc(c->refs, nc * sizeof *nr);
 		if (!nr)
-			return oom(c);
+			return js_oom(c);
 		c->refs = nr;
 		c->cap_refs = nc;
 	}
@@ -1029,7 +448,7 @@ static char *resolve_ref(struct conv *c, const char *ref)
 		placeholder[0] = '#';
 		memcpy(placeholder + 1, ref, rl + 1);
 	}
-	const char *nm = add_rule(c, hint, placeholder);
+	const char *nm = js_add_rule(c, hint, placeholder);
 	if (!nm)
 		return NULL;
 	size_t idx = c->n_rules - 1;
@@ -1038,7 +457,7 @@ static char *resolve_ref(struct conv *c, const char *ref)
 	if (!nmc || !refc) {
 		free(nmc);
 		free(refc);
-		return oom(c);
+		return js_oom(c);
 	}
 	c->refs[c->n_refs].ref = refc;
 	c->refs[c->n_refs].name = nmc;
@@ -1055,16 +474,16 @@ static char *resolve_ref(struct conv *c, const char *ref)
 	return strdup(nmc);
 }
 
-static char *visit_object(struct conv *c, struct json_object *o, const char *name)
+static char *visit_object(struct js_conv *c, struct json_object *o, const char *name)
 {
 	struct json_object *props = NULL, *req = NULL, *addl = NULL;
 	json_object_object_get_ex(o, "properties", &props);
 	json_object_object_get_ex(o, "required", &req);
 	int has_addl = json_object_object_get_ex(o, "additionalProperties", &addl);
 	if (props && !json_object_is_type(props, json_type_object))
-		return cfail(c, ALICE_ERR_INVALID, "'properties' must be an object");
+		return js_fail(c, ALICE_ERR_INVALID, "'properties' must be an object");
 	if (req && !json_object_is_type(req, json_type_array))
-		return cfail(c, ALICE_ERR_INVALID, "'required' must be an array");
+		return js_fail(c, ALICE_ERR_INVALID, "'required' must be an array");
 	int addl_any = 0; /* extra keys allowed, value = addl_expr */
 	char *addl_expr = NULL;
 	if (has_addl) {
@@ -1080,7 +499,7 @@ static char *visit_object(struct conv *c, struct json_object *o, const char *nam
 				return NULL;
 			addl_any = 1;
 		} else {
-			return cfail(c, ALICE_ERR_INVALID, "'additionalProperties' must be a boolean or a schema");
+			return js_fail(c, ALICE_ERR_INVALID, "'additionalProperties' must be a boolean or a schema");
 		}
 	}
 	/* check required names */
@@ -1089,28 +508,28 @@ static char *visit_object(struct conv *c, struct json_object *o, const char *nam
 		struct json_object *e = json_object_array_get_idx(req, i);
 		if (!json_object_is_type(e, json_type_string)) {
 			free(addl_expr);
-			return cfail(c, ALICE_ERR_INVALID, "'required' entries must be strings");
+			return js_fail(c, ALICE_ERR_INVALID, "'required' entries must be strings");
 		}
 		struct json_object *dummy;
 		if (!props || !json_object_object_get_ex(props, json_object_get_string(e), &dummy)) {
 			free(addl_expr);
-			return cfail(c, ALICE_ERR_UNSUPPORTED,
+			return js_fail(c, ALICE_ERR_UNSUPPORTED,
 				     "required property '%.60s' is not declared in 'properties'",
 				     json_object_get_string(e));
 		}
 	}
 	if (!props && (!has_addl || (addl_any && !addl_expr)))
-		return use(c, P_OBJECT); /* any object */
+		return js_use(c, P_OBJECT); /* any object */
 	if (addl_any && !addl_expr)
-		addl_expr = use(c, P_VALUE);
-	free(use(c, P_SPACE));
+		addl_expr = js_use(c, P_VALUE);
+	free(js_use(c, P_SPACE));
 	/* items: one "key": value rule per property, then optional extras */
 	size_t n_items = props ? (size_t)json_object_object_length(props) : 0;
 	char **kv = calloc(n_items + 2, sizeof *kv);
 	int *required = calloc(n_items + 2, sizeof *required);
 	char *res = NULL;
 	if (!kv || !required) {
-		oom(c);
+		js_oom(c);
 		goto out;
 	}
 	size_t k = 0;
@@ -1126,24 +545,24 @@ static char *visit_object(struct conv *c, struct json_object *o, const char *nam
 			path_pop(c, old);
 			if (!ve)
 				goto out;
-			struct sbuf s = {0};
+			struct alice_sbuf s = {0};
 			struct json_object *ks = json_object_new_string(key);
 			char *kj = ks ? json_compact(ks) : NULL;
 			json_object_put(ks);
 			if (!kj) {
 				free(ve);
-				oom(c);
+				js_oom(c);
 				goto out;
 			}
-			sb_lit(&s, kj, strlen(kj));
+			js_sb_lit(&s, kj, strlen(kj));
 			free(kj);
-			sb_add(&s, " space \":\" space ");
-			sb_add(&s, ve);
+			alice_sb_add(&s, " space \":\" space ");
+			alice_sb_add(&s, ve);
 			free(ve);
 			snprintf(hint, sizeof hint, "%s-%s-kv", name, key);
-			const char *nm = add_rule(c, hint, sb_take(&s));
+			const char *nm = js_add_rule(c, hint, alice_sb_take(&s));
 			if (!nm || !(kv[k] = strdup(nm))) {
-				oom(c);
+				js_oom(c);
 				goto out;
 			}
 			for (size_t i = 0; i < n_req; i++)
@@ -1153,50 +572,50 @@ static char *visit_object(struct conv *c, struct json_object *o, const char *nam
 		}
 	}
 	if (addl_expr) {
-		free(use(c, P_STRING));
-		struct sbuf s = {0};
-		sb_addf(&s, "string \":\" space %s (\",\" space string \":\" space %s)*", addl_expr, addl_expr);
+		free(js_use(c, P_STRING));
+		struct alice_sbuf s = {0};
+		alice_sb_addf(&s, "string \":\" space %s (\",\" space string \":\" space %s)*", addl_expr, addl_expr);
 		char hint[160];
 		snprintf(hint, sizeof hint, "%s-additional", name);
-		const char *nm = add_rule(c, hint, sb_take(&s));
+		const char *nm = js_add_rule(c, hint, alice_sb_take(&s));
 		if (!nm || !(kv[k] = strdup(nm))) {
-			oom(c);
+			js_oom(c);
 			goto out;
 		}
 		required[k] = 0;
 		k++;
 	}
 	/* rest_i: what may follow once something was written, from item i on */
-	struct sbuf body = {0};
+	struct alice_sbuf body = {0};
 	int any_required = 0;
 	for (size_t i = 0; i < k; i++)
 		any_required |= required[i];
-	sb_add(&body, "\"{\" space ");
+	alice_sb_add(&body, "\"{\" space ");
 	if (!any_required)
-		sb_add(&body, "( ");
+		alice_sb_add(&body, "( ");
 	int alts = 0;
-	sb_add(&body, "(");
+	alice_sb_add(&body, "(");
 	for (size_t i = 0; i < k; i++) {
-		sb_add(&body, alts++ ? " | " : "");
-		sb_add(&body, kv[i]);
+		alice_sb_add(&body, alts++ ? " | " : "");
+		alice_sb_add(&body, kv[i]);
 		for (size_t j = i + 1; j < k; j++)
-			sb_addf(&body, required[j] ? " \",\" space %s" : " (\",\" space %s)?", kv[j]);
+			alice_sb_addf(&body, required[j] ? " \",\" space %s" : " (\",\" space %s)?", kv[j]);
 		if (required[i])
 			break; /* a required item cannot be skipped */
 	}
-	sb_add(&body, ")");
+	alice_sb_add(&body, ")");
 	if (!any_required)
-		sb_add(&body, " )?");
-	sb_add(&body, " \"}\" space");
+		alice_sb_add(&body, " )?");
+	alice_sb_add(&body, " \"}\" space");
 	if (k == 0) { /* no properties and no extras: only {} */
 		free(body.p);
-		body = (struct sbuf){0};
-		sb_add(&body, "\"{\" space \"}\" space");
+		body = (struct alice_sbuf){0};
+		alice_sb_add(&body, "\"{\" space \"}\" space");
 	}
-	const char *nm = add_rule(c, name, sb_take(&body));
+	const char *nm = js_add_rule(c, name, alice_sb_take(&body));
 	res = nm ? strdup(nm) : NULL;
 	if (nm && !res)
-		oom(c);
+		js_oom(c);
 out:
 	if (kv)
 		for (size_t i = 0; i < n_items + 2; i++)
@@ -1207,23 +626,23 @@ out:
 	return res;
 }
 
-static char *visit_array(struct conv *c, struct json_object *o, const char *name)
+static char *visit_array(struct js_conv *c, struct json_object *o, const char *name)
 {
 	struct json_object *items;
 	char *ie;
 	if (json_object_object_get_ex(o, "items", &items)) {
 		if (json_object_is_type(items, json_type_array))
-			return cfail(c, ALICE_ERR_UNSUPPORTED, "'items' as an array (tuples) is not supported");
+			return js_fail(c, ALICE_ERR_UNSUPPORTED, "'items' as an array (tuples) is not supported");
 		size_t old = path_push(c, "items");
 		char hint[160];
 		snprintf(hint, sizeof hint, "%s-item", name);
 		ie = visit(c, items, hint);
 		path_pop(c, old);
 	} else {
-		ie = use(c, P_VALUE);
+		ie = js_use(c, P_VALUE);
 	}
 	if (!ie)
-		return c->failed ? NULL : oom(c);
+		return c->failed ? NULL : js_oom(c);
 	int64_t mn = 0, mx = -1;
 	if (get_nonneg_int(c, o, "minItems", &mn) < 0 || get_nonneg_int(c, o, "maxItems", &mx) < 0) {
 		free(ie);
@@ -1231,31 +650,31 @@ static char *visit_array(struct conv *c, struct json_object *o, const char *name
 	}
 	if (mx >= 0 && mx < mn) {
 		free(ie);
-		return cfail(c, ALICE_ERR_INVALID, "maxItems < minItems");
+		return js_fail(c, ALICE_ERR_INVALID, "maxItems < minItems");
 	}
-	free(use(c, P_SPACE));
-	struct sbuf s = {0};
-	sb_add(&s, "\"[\" space ");
+	free(js_use(c, P_SPACE));
+	struct alice_sbuf s = {0};
+	alice_sb_add(&s, "\"[\" space ");
 	if (mx != 0) {
 		if (mn == 0)
-			sb_add(&s, "( ");
-		sb_add(&s, ie);
+			alice_sb_add(&s, "( ");
+		alice_sb_add(&s, ie);
 		int64_t lo = mn > 0 ? mn - 1 : 0;
 		if (mx < 0)
-			sb_addf(&s, " (\",\" space %s){%lld,}", ie, (long long)lo);
+			alice_sb_addf(&s, " (\",\" space %s){%lld,}", ie, (long long)lo);
 		else if (mx - 1 > 0)
-			sb_addf(&s, " (\",\" space %s){%lld,%lld}", ie, (long long)lo, (long long)(mx - 1));
+			alice_sb_addf(&s, " (\",\" space %s){%lld,%lld}", ie, (long long)lo, (long long)(mx - 1));
 		if (mn == 0)
-			sb_add(&s, " )?");
-		sb_add(&s, " ");
+			alice_sb_add(&s, " )?");
+		alice_sb_add(&s, " ");
 	}
-	sb_add(&s, "\"]\" space");
+	alice_sb_add(&s, "\"]\" space");
 	free(ie);
-	const char *nm = add_rule(c, name, sb_take(&s));
+	const char *nm = js_add_rule(c, name, alice_sb_take(&s));
 	return nm ? strdup(nm) : NULL;
 }
 
-static char *visit_string(struct conv *c, struct json_object *o)
+static char *visit_string(struct js_conv *c, struct json_object *o)
 {
 	struct json_object *pat, *fmt;
 	int64_t mn = 0, mx = -1;
@@ -1266,19 +685,19 @@ static char *visit_string(struct conv *c, struct json_object *o)
 	int has_pat = json_object_object_get_ex(o, "pattern", &pat);
 	int has_fmt = json_object_object_get_ex(o, "format", &fmt);
 	if ((has_pat || has_fmt) && (has_mn || has_mx))
-		return cfail(c, ALICE_ERR_UNSUPPORTED, "minLength/maxLength together with pattern or format");
+		return js_fail(c, ALICE_ERR_UNSUPPORTED, "minLength/maxLength together with pattern or format");
 	if (has_pat && has_fmt)
-		return cfail(c, ALICE_ERR_UNSUPPORTED, "pattern together with format");
+		return js_fail(c, ALICE_ERR_UNSUPPORTED, "pattern together with format");
 	if (has_pat) {
 		if (!json_object_is_type(pat, json_type_string))
-			return cfail(c, ALICE_ERR_INVALID, "'pattern' must be a string");
+			return js_fail(c, ALICE_ERR_INVALID, "'pattern' must be a string");
 		size_t old = path_push(c, "pattern");
-		char *r = pattern_to_gbnf(c, json_object_get_string(pat),
+		char *r = js_pattern_to_gbnf(c, json_object_get_string(pat),
 					  (size_t)json_object_get_string_len(pat));
 		path_pop(c, old);
 		return r;
 	}
-	free(use(c, P_SPACE));
+	free(js_use(c, P_SPACE));
 	if (has_fmt) {
 		const char *f = json_object_is_type(fmt, json_type_string) ? json_object_get_string(fmt) : "";
 		const char *body;
@@ -1291,26 +710,26 @@ static char *visit_string(struct conv *c, struct json_object *o)
 		else if (strcmp(f, "uuid") == 0)
 			c->prims |= P_UUID, body = "\"\\\"\" uuid \"\\\"\" space";
 		else
-			return cfail(c, ALICE_ERR_UNSUPPORTED,
+			return js_fail(c, ALICE_ERR_UNSUPPORTED,
 				     "format '%.40s' is not supported (date, time, date-time, uuid are)", f);
 		char *r = strdup(body);
-		return r ? r : oom(c);
+		return r ? r : js_oom(c);
 	}
 	if (!has_mn && !has_mx)
-		return use(c, P_STRING);
+		return js_use(c, P_STRING);
 	if (mx >= 0 && mx < mn)
-		return cfail(c, ALICE_ERR_INVALID, "maxLength < minLength");
-	free(use(c, P_CHAR));
-	struct sbuf s = {0};
+		return js_fail(c, ALICE_ERR_INVALID, "maxLength < minLength");
+	free(js_use(c, P_CHAR));
+	struct alice_sbuf s = {0};
 	if (mx < 0)
-		sb_addf(&s, "\"\\\"\" char{%lld,} \"\\\"\" space", (long long)mn);
+		alice_sb_addf(&s, "\"\\\"\" char{%lld,} \"\\\"\" space", (long long)mn);
 	else
-		sb_addf(&s, "\"\\\"\" char{%lld,%lld} \"\\\"\" space", (long long)mn, (long long)mx);
-	char *r = sb_take(&s);
-	return r ? r : oom(c);
+		alice_sb_addf(&s, "\"\\\"\" char{%lld,%lld} \"\\\"\" space", (long long)mn, (long long)mx);
+	char *r = alice_sb_take(&s);
+	return r ? r : js_oom(c);
 }
 
-static char *visit_integer(struct conv *c, struct json_object *o)
+static char *visit_integer(struct js_conv *c, struct json_object *o)
 {
 	int64_t lo = 0, hi = 0, v;
 	int has_lo = 0, has_hi = 0, rc;
@@ -1331,7 +750,7 @@ static char *visit_integer(struct conv *c, struct json_object *o)
 	if (rc && (!has_hi || v < hi))
 		hi = v, has_hi = 1;
 	if (!has_lo && !has_hi)
-		return use(c, P_INTEGER);
+		return js_use(c, P_INTEGER);
 	return integer_range(c, lo, has_lo, hi, has_hi);
 }
 
@@ -1339,7 +758,7 @@ static const char *const type_names[] = {"object", "array", "string", "number", 
 					 "boolean", "null", "json_object", NULL};
 
 /* Keywords that only make sense for one type: with that type absent, error. */
-static int check_applicable(struct conv *c, struct json_object *o, const char *type)
+static int check_applicable(struct js_conv *c, struct json_object *o, const char *type)
 {
 	static const struct {
 		const char *kw, *type;
@@ -1361,10 +780,10 @@ static int check_applicable(struct conv *c, struct json_object *o, const char *t
 						listed = 1;
 			if (!listed && !(strcmp(type, "json_object") == 0 && strcmp(kws[i].type, "object") == 0)) {
 				if (strcmp(type, "number") == 0 && strcmp(kws[i].type, "integer") == 0)
-					cfail(c, ALICE_ERR_UNSUPPORTED,
+					js_fail(c, ALICE_ERR_UNSUPPORTED,
 					      "'%s' is only supported for type integer, not number", kws[i].kw);
 				else
-					cfail(c, ALICE_ERR_INVALID, "'%s' does not apply to type %s", kws[i].kw,
+					js_fail(c, ALICE_ERR_INVALID, "'%s' does not apply to type %s", kws[i].kw,
 					      type);
 				return -1;
 			}
@@ -1373,14 +792,14 @@ static int check_applicable(struct conv *c, struct json_object *o, const char *t
 	return 0;
 }
 
-static char *visit_typed(struct conv *c, struct json_object *o, const char *type, const char *name)
+static char *visit_typed(struct js_conv *c, struct json_object *o, const char *type, const char *name)
 {
 	if (check_applicable(c, o, type) < 0)
 		return NULL;
 	if (strcmp(type, "object") == 0)
 		return visit_object(c, o, name);
 	if (strcmp(type, "json_object") == 0)
-		return use(c, P_OBJECT);
+		return js_use(c, P_OBJECT);
 	if (strcmp(type, "array") == 0)
 		return visit_array(c, o, name);
 	if (strcmp(type, "string") == 0)
@@ -1388,22 +807,22 @@ static char *visit_typed(struct conv *c, struct json_object *o, const char *type
 	if (strcmp(type, "integer") == 0)
 		return visit_integer(c, o);
 	if (strcmp(type, "number") == 0)
-		return use(c, P_NUMBER);
+		return js_use(c, P_NUMBER);
 	if (strcmp(type, "boolean") == 0)
-		return use(c, P_BOOLEAN);
+		return js_use(c, P_BOOLEAN);
 	if (strcmp(type, "null") == 0)
-		return use(c, P_NULL);
-	return cfail(c, ALICE_ERR_INVALID, "unknown type '%.40s'", type);
+		return js_use(c, P_NULL);
+	return js_fail(c, ALICE_ERR_INVALID, "unknown type '%.40s'", type);
 }
 
 /* Alternation of sub-schemas (anyOf/oneOf) or enum values. */
-static char *alternatives(struct conv *c, struct json_object *arr, const char *kw, const char *name,
+static char *alternatives(struct js_conv *c, struct json_object *arr, const char *kw, const char *name,
 			  int literal)
 {
 	if (!json_object_is_type(arr, json_type_array) || json_object_array_length(arr) == 0)
-		return cfail(c, ALICE_ERR_INVALID, "'%s' must be a non-empty array", kw);
-	struct sbuf s = {0};
-	sb_add(&s, "(");
+		return js_fail(c, ALICE_ERR_INVALID, "'%s' must be a non-empty array", kw);
+	struct alice_sbuf s = {0};
+	alice_sb_add(&s, "(");
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		char seg[32], hint[160];
 		snprintf(seg, sizeof seg, "%zu", i);
@@ -1418,31 +837,31 @@ static char *alternatives(struct conv *c, struct json_object *arr, const char *k
 			free(s.p);
 			return NULL;
 		}
-		sb_add(&s, i ? " | " : "");
-		sb_add(&s, e);
+		alice_sb_add(&s, i ? " | " : "");
+		alice_sb_add(&s, e);
 		free(e);
 	}
-	sb_add(&s, ")");
-	char *r = sb_take(&s);
-	return r ? r : oom(c);
+	alice_sb_add(&s, ")");
+	char *r = alice_sb_take(&s);
+	return r ? r : js_oom(c);
 }
 
-static char *visit(struct conv *c, struct json_object *schema, const char *name)
+static char *visit(struct js_conv *c, struct json_object *schema, const char *name)
 {
 	if (c->failed)
 		return NULL;
 	if (json_object_is_type(schema, json_type_boolean)) {
 		if (json_object_get_boolean(schema))
-			return use(c, P_VALUE);
-		return cfail(c, ALICE_ERR_UNSUPPORTED, "schema 'false' matches nothing");
+			return js_use(c, P_VALUE);
+		return js_fail(c, ALICE_ERR_UNSUPPORTED, "schema 'false' matches nothing");
 	}
 	if (!json_object_is_type(schema, json_type_object))
-		return cfail(c, ALICE_ERR_INVALID, "a schema must be an object or a boolean");
+		return js_fail(c, ALICE_ERR_INVALID, "a schema must be an object or a boolean");
 	if (check_keywords(c, schema) < 0)
 		return NULL;
-	if (++c->depth > MAX_DEPTH) {
+	if (++c->depth > JS_MAX_DEPTH) {
 		c->depth--;
-		return cfail(c, ALICE_ERR_INVALID, "schema nested too deep (more than %d)", MAX_DEPTH);
+		return js_fail(c, ALICE_ERR_INVALID, "schema nested too deep (more than %d)", JS_MAX_DEPTH);
 	}
 	char *res = NULL;
 	struct json_object *v;
@@ -1452,12 +871,12 @@ static char *visit(struct conv *c, struct json_object *schema, const char *name)
 			(void)vv;
 			if (strcmp(k, "$ref") && strcmp(k, "$defs") && strcmp(k, "definitions") &&
 			    !in_list(k, annotations)) {
-				res = cfail(c, ALICE_ERR_UNSUPPORTED, "'%.60s' next to '$ref' is not supported", k);
+				res = js_fail(c, ALICE_ERR_UNSUPPORTED, "'%.60s' next to '$ref' is not supported", k);
 				goto out;
 			}
 		}
 		if (!json_object_is_type(v, json_type_string)) {
-			res = cfail(c, ALICE_ERR_INVALID, "'$ref' must be a string");
+			res = js_fail(c, ALICE_ERR_INVALID, "'$ref' must be a string");
 			goto out;
 		}
 		res = resolve_ref(c, json_object_get_string(v));
@@ -1468,7 +887,7 @@ static char *visit(struct conv *c, struct json_object *schema, const char *name)
 	for (int i = 0; i < 4; i++)
 		n_comb += json_object_object_get_ex(schema, combs[i], &v);
 	if (n_comb > 1) {
-		res = cfail(c, ALICE_ERR_UNSUPPORTED, "only one of const, enum, anyOf, oneOf per schema");
+		res = js_fail(c, ALICE_ERR_UNSUPPORTED, "only one of const, enum, anyOf, oneOf per schema");
 		goto out;
 	}
 	if (n_comb == 1) {
@@ -1479,7 +898,7 @@ static char *visit(struct conv *c, struct json_object *schema, const char *name)
 				 !strcmp(k, "type") || !strcmp(k, "const") || !strcmp(k, "enum") ||
 				 !strcmp(k, "anyOf") || !strcmp(k, "oneOf");
 			if (!ok) {
-				res = cfail(c, ALICE_ERR_UNSUPPORTED,
+				res = js_fail(c, ALICE_ERR_UNSUPPORTED,
 					    "'%.60s' next to const/enum/anyOf/oneOf is not supported", k);
 				goto out;
 			}
@@ -1498,14 +917,14 @@ static char *visit(struct conv *c, struct json_object *schema, const char *name)
 		if (json_object_is_type(v, json_type_string)) {
 			res = visit_typed(c, schema, json_object_get_string(v), name);
 		} else if (json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0) {
-			struct sbuf s = {0};
-			sb_add(&s, "(");
+			struct alice_sbuf s = {0};
+			alice_sb_add(&s, "(");
 			for (size_t i = 0; i < json_object_array_length(v); i++) {
 				struct json_object *t = json_object_array_get_idx(v, i);
 				if (!json_object_is_type(t, json_type_string) ||
 				    !in_list(json_object_get_string(t), type_names)) {
 					free(s.p);
-					res = cfail(c, ALICE_ERR_INVALID, "'type' entries must be type names");
+					res = js_fail(c, ALICE_ERR_INVALID, "'type' entries must be type names");
 					goto out;
 				}
 				char hint[160];
@@ -1515,16 +934,16 @@ static char *visit(struct conv *c, struct json_object *schema, const char *name)
 					free(s.p);
 					goto out;
 				}
-				sb_add(&s, i ? " | " : "");
-				sb_add(&s, e);
+				alice_sb_add(&s, i ? " | " : "");
+				alice_sb_add(&s, e);
 				free(e);
 			}
-			sb_add(&s, ")");
-			res = sb_take(&s);
+			alice_sb_add(&s, ")");
+			res = alice_sb_take(&s);
 			if (!res)
-				oom(c);
+				js_oom(c);
 		} else {
-			res = cfail(c, ALICE_ERR_INVALID, "'type' must be a string or a non-empty array");
+			res = js_fail(c, ALICE_ERR_INVALID, "'type' must be a string or a non-empty array");
 		}
 		goto out;
 	}
@@ -1539,7 +958,7 @@ static char *visit(struct conv *c, struct json_object *schema, const char *name)
 	for (size_t i = 0; i < sizeof infer / sizeof *infer; i++) {
 		if (json_object_object_get_ex(schema, infer[i].kw, &v)) {
 			if (!strcmp(infer[i].type, "integer")) {
-				res = cfail(c, ALICE_ERR_UNSUPPORTED,
+				res = js_fail(c, ALICE_ERR_UNSUPPORTED,
 					    "'%s' without \"type\": \"integer\" is not supported", infer[i].kw);
 				goto out;
 			}
@@ -1547,17 +966,17 @@ static char *visit(struct conv *c, struct json_object *schema, const char *name)
 			goto out;
 		}
 	}
-	res = use(c, P_VALUE);
+	res = js_use(c, P_VALUE);
 out:
 	c->depth--;
 	if (!res && !c->failed)
-		oom(c);
+		js_oom(c);
 	return res;
 }
 
 /* ---- entry points ------------------------------------------------------------------------ */
 
-static void conv_free(struct conv *c)
+static void conv_free(struct js_conv *c)
 {
 	for (size_t i = 0; i < c->n_rules; i++) {
 		free(c->rules[i].name);
@@ -1574,7 +993,7 @@ static void conv_free(struct conv *c)
 enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char **gbnf,
 						struct alice_error *err)
 {
-	struct conv c = {.root = schema, .err = err};
+	struct js_conv c = {.root = schema, .err = err};
 	*gbnf = NULL;
 	char *top = visit(&c, schema, "root");
 	if (!top) {
@@ -1586,7 +1005,7 @@ enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char
 		for (size_t i = 0; i < sizeof prim_rules / sizeof *prim_rules; i++)
 			if (c.prims & prim_rules[i].bit)
 				c.prims |= prim_rules[i].deps;
-	struct sbuf s = {0};
+	struct alice_sbuf s = {0};
 	/* root may already be a rule named "root" (object/array at the top) */
 	int root_named = 0;
 	for (size_t i = 0; i < c.n_rules; i++)
@@ -1598,27 +1017,27 @@ enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char
 			conv_free(&c);
 			return alice_fail(err, ALICE_ERR_INVALID, "json schema: internal rule name clash");
 		}
-		sb_add(&s, "root ::= ");
-		sb_add(&s, top);
-		sb_add(&s, "\n");
+		alice_sb_add(&s, "root ::= ");
+		alice_sb_add(&s, top);
+		alice_sb_add(&s, "\n");
 	}
 	free(top);
 	for (size_t i = 0; i < c.n_rules; i++) {
-		sb_add(&s, c.rules[i].name);
-		sb_add(&s, " ::= ");
-		sb_add(&s, c.rules[i].body);
-		sb_add(&s, "\n");
+		alice_sb_add(&s, c.rules[i].name);
+		alice_sb_add(&s, " ::= ");
+		alice_sb_add(&s, c.rules[i].body);
+		alice_sb_add(&s, "\n");
 	}
 	for (size_t i = 0; i < sizeof prim_rules / sizeof *prim_rules; i++) {
 		if (c.prims & prim_rules[i].bit) {
-			sb_add(&s, prim_rules[i].name);
-			sb_add(&s, " ::= ");
-			sb_add(&s, prim_rules[i].body);
-			sb_add(&s, "\n");
+			alice_sb_add(&s, prim_rules[i].name);
+			alice_sb_add(&s, " ::= ");
+			alice_sb_add(&s, prim_rules[i].body);
+			alice_sb_add(&s, "\n");
 		}
 	}
 	conv_free(&c);
-	char *text = sb_take(&s);
+	char *text = alice_sb_take(&s);
 	if (!text)
 		return alice_fail(err, ALICE_ERR_NOMEM, "json schema: out of memory");
 	/* the output must be a valid grammar (catches e.g. a $ref cycle with no base case) */

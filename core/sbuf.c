@@ -1,0 +1,63 @@
+/* sbuf.c — see sbuf.h. */
+#include "sbuf.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n)
+{
+	if (b->oom)
+		return false;
+	if (n > SIZE_MAX - b->n - 1) {
+		b->oom = true;
+		return false;
+	}
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->n + n + 1)
+			cap = cap > SIZE_MAX / 2 ? b->n + n + 1 : cap * 2;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = true;
+			return false;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = 0;
+	return true;
+}
+
+bool alice_sb_add(struct alice_sbuf *b, const char *s)
+{
+	return alice_sb_addn(b, s, strlen(s));
+}
+
+bool alice_sb_addf(struct alice_sbuf *b, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (k <= 0)
+		return !b->oom;
+	return alice_sb_addn(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+}
+
+char *alice_sb_take(struct alice_sbuf *b)
+{
+	if (b->oom) {
+		free(b->p);
+		b->p = NULL;
+		return NULL;
+	}
+	if (!b->p)
+		return strdup("");
+	return b->p;
+}

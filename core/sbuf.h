@@ -1,0 +1,28 @@
+/* sbuf.h — a growable, always NUL-terminated string buffer (core only).
+ *
+ * Out of memory is sticky: the first failed append sets `oom`, frees nothing
+ * and makes every later append a no-op, so a builder can append freely and
+ * check once at the end (alice_sb_take returns NULL). A zeroed struct is an
+ * empty buffer; the caller owns `p` (free it, or take it). */
+#ifndef ALICE_SBUF_H
+#define ALICE_SBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct alice_sbuf {
+	char *p; /* NULL until the first append */
+	size_t n, cap;
+	bool oom;
+};
+
+/* Append n bytes; false once the buffer is out of memory. */
+bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n);
+bool alice_sb_add(struct alice_sbuf *b, const char *s);
+/* printf-style append; the formatted text is cut at 255 bytes. */
+__attribute__((format(printf, 2, 3))) bool alice_sb_addf(struct alice_sbuf *b, const char *fmt, ...);
+/* The string (the caller frees; "" if nothing was appended), or NULL after
+ * out of memory (the buffer is freed then). */
+char *alice_sb_take(struct alice_sbuf *b);
+
+#endif
