@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n)
+/* Room for n more bytes and the NUL. */
+static bool sb_reserve(struct alice_sbuf *b, size_t n)
 {
 	if (b->oom)
 		return false;
@@ -27,6 +28,13 @@ bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n)
 		b->p = p;
 		b->cap = cap;
 	}
+	return true;
+}
+
+bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n)
+{
+	if (!sb_reserve(b, n))
+		return false;
 	memcpy(b->p + b->n, s, n);
 	b->n += n;
 	b->p[b->n] = 0;
@@ -41,13 +49,25 @@ bool alice_sb_add(struct alice_sbuf *b, const char *s)
 bool alice_sb_addf(struct alice_sbuf *b, const char *fmt, ...)
 {
 	char tmp[256];
-	va_list ap;
+	va_list ap, ap2;
 	va_start(ap, fmt);
+	va_copy(ap2, ap);
 	int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
 	va_end(ap);
-	if (k <= 0)
-		return !b->oom;
-	return alice_sb_addn(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+	bool ok;
+	if (k <= 0) {
+		ok = !b->oom;
+	} else if ((size_t)k < sizeof tmp) {
+		ok = alice_sb_addn(b, tmp, (size_t)k);
+	} else { /* longer: format again into the buffer's own room */
+		ok = sb_reserve(b, (size_t)k);
+		if (ok) {
+			vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap2);
+			b->n += (size_t)k;
+		}
+	}
+	va_end(ap2);
+	return ok;
 }
 
 char *alice_sb_take(struct alice_sbuf *b)

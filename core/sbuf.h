@@ -19,7 +19,7 @@ struct alice_sbuf {
 /* Append n bytes; false once the buffer is out of memory. */
 bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n);
 bool alice_sb_add(struct alice_sbuf *b, const char *s);
-/* printf-style append; the formatted text is cut at 255 bytes. */
+/* printf-style append. */
 __attribute__((format(printf, 2, 3))) bool alice_sb_addf(struct alice_sbuf *b, const char *fmt, ...);
 /* The string (the caller frees; "" if nothing was appended), or NULL after
  * out of memory (the buffer is freed then). */

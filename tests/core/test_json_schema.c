@@ -208,6 +208,25 @@ Test(json_schema, integers_with_bounds)
 	alice_grammar_free(g);
 }
 
+/* A bounded integer's GBNF is a long expression; inlined into an array's or
+ * an object's rule it once lost everything past 255 bytes (unusable grammar). */
+Test(json_schema, long_integer_range_inside_items_and_additional)
+{
+	struct alice_grammar *g = compile(
+		"{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"maximum\":207340374},"
+		"\"minItems\":1,\"maxItems\":3}");
+	OK(g, "[207340374, -5, 0]");
+	OK(g, "[1]");
+	NO(g, "[207340375]");
+	NO(g, "[1, 2, 3, 4]");
+	alice_grammar_free(g);
+	g = compile("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\","
+		    "\"minimum\":-123456789012,\"maximum\":987654321098}}");
+	OK(g, "{\"a\": 55, \"b\": -123456789012}");
+	NO(g, "{\"a\": 987654321099}");
+	alice_grammar_free(g);
+}
+
 Test(json_schema, enum_const_anyof_types)
 {
 	struct alice_grammar *g = compile("{\"enum\":[\"red\",\"green\",1,null,{\"a\":[true]}]}");
