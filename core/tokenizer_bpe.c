@@ -11,86 +11,17 @@
 #include <string.h>
 
 #include "tokenizer_internal.h"
+#include "tokenizer_merge.h"
 
-struct bpe_bigram {
-	int32_t left, right;
-	int32_t rank;
-	uint32_t size;
-};
-
-static inline bool bpe_before(const struct bpe_bigram *a, const struct bpe_bigram *b)
+/* A pair merges when the merge table lists it; the best has the lowest rank. */
+static bool bpe_pair(const struct alice_tokenizer *t, const char *w, const struct tok_sym *a,
+		     const struct tok_sym *b, double *prio)
 {
-	return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-struct bpe_heap {
-	struct bpe_bigram *v;
-	size_t n, cap;
-};
-
-static bool heap_push(struct bpe_heap *h, struct bpe_bigram x)
-{
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 64;
-		struct bpe_bigram *v = realloc(h->v, cap * sizeof *v);
-		if (!v)
-			return false;
-		h->v = v;
-		h->cap = cap;
-	}
-	size_t i = h->n++;
-	while (i > 0) {
-		size_t p = (i - 1) / 2;
-		if (!bpe_before(&x, &h->v[p]))
-			break;
-		h->v[i] = h->v[p];
-		i = p;
-	}
-	h->v[i] = x;
-	return true;
-}
-
-static struct bpe_bigram heap_pop(struct bpe_heap *h)
-{
-	struct bpe_bigram top = h->v[0], x = h->v[--h->n];
-	size_t i = 0;
-	for (;;) {
-		size_t c = 2 * i + 1;
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && bpe_before(&h->v[c + 1], &h->v[c]))
-			c++;
-		if (!bpe_before(&h->v[c], &x))
-			break;
-		h->v[i] = h->v[c];
-		i = c;
-	}
-	if (h->n)
-		h->v[i] = x;
-	return top;
-}
-
-struct bpe_sym {
-	int32_t prev, next;
-	uint32_t off, n;
-};
-
-struct bpe_work {
-	struct bpe_heap heap;
-	struct bpe_sym *sym;
-	size_t sym_cap;
-};
-
-static bool add_bigram(const struct alice_tokenizer *t, const char *w, struct bpe_work *k, int32_t l, int32_t r)
-{
-	if (l < 0 || r < 0)
-		return true;
-	const struct bpe_sym *a = &k->sym[l], *b = &k->sym[r];
 	int32_t rank = tok_merge_rank(t, w + a->off, a->n, w + b->off, b->n);
 	if (rank < 0)
-		return true;
-	struct bpe_bigram bg = {l, r, rank, a->n + b->n};
-	return heap_push(&k->heap, bg);
+		return false;
+	*prio = rank;
+	return true;
 }
 
 static bool emit_symbol(const struct alice_tokenizer *t, const char *s, size_t n, struct tok_ivec *out)
@@ -113,7 +44,7 @@ static bool emit_symbol(const struct alice_tokenizer *t, const char *s, size_t n
 	return true;
 }
 
-static bool encode_word(const struct alice_tokenizer *t, const char *w, size_t n, struct bpe_work *k,
+static bool encode_word(const struct alice_tokenizer *t, const char *w, size_t n, struct tok_merge_work *k,
 			struct tok_ivec *out)
 {
 	if (t->ignore_merges && tok_lookup(t, w, n) >= 0)
@@ -125,40 +56,9 @@ static bool encode_word(const struct alice_tokenizer *t, const char *w, size_t n
 		if (i == n && tok_lookup(t, w, n) >= 0) /* newline runs are tokens as a whole */
 			return emit_symbol(t, w, n, out);
 	}
-	if (n > k->sym_cap) {
-		struct bpe_sym *s = realloc(k->sym, n * sizeof *s);
-		if (!s)
-			return false;
-		k->sym = s;
-		k->sym_cap = n;
-	}
-	int32_t ns = 0;
-	for (size_t off = 0; off < n;) {
-		size_t l = alice_utf8_seq_len((unsigned char)w[off]);
-		if (l > n - off)
-			l = n - off;
-		k->sym[ns] = (struct bpe_sym){ns - 1, off + l == n ? -1 : ns + 1, (uint32_t)off, (uint32_t)l};
-		off += l;
-		ns++;
-	}
-	k->heap.n = 0;
-	for (int32_t i = 1; i < ns; i++)
-		if (!add_bigram(t, w, k, i - 1, i))
-			return false;
-	while (k->heap.n) {
-		struct bpe_bigram b = heap_pop(&k->heap);
-		struct bpe_sym *l = &k->sym[b.left], *r = &k->sym[b.right];
-		if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
-			continue; /* outdated */
-		l->n += r->n;
-		r->n = 0;
-		l->next = r->next;
-		if (r->next >= 0)
-			k->sym[r->next].prev = b.left;
-		if (!add_bigram(t, w, k, l->prev, b.left) || !add_bigram(t, w, k, b.left, l->next))
-			return false;
-	}
-	for (int32_t i = ns ? 0 : -1; i != -1; i = k->sym[i].next)
+	if (!tok_merge_run(k, t, w, n, bpe_pair))
+		return false;
+	for (int32_t i = n ? 0 : -1; i != -1; i = k->sym[i].next)
 		if (!emit_symbol(t, w + k->sym[i].off, k->sym[i].n, out))
 			return false;
 	return true;
@@ -171,7 +71,7 @@ enum alice_status tok_bpe_encode(const struct alice_tokenizer *t, const char *te
 	char *esc = NULL, *wbuf = NULL;
 	uint32_t *cpts = NULL;
 	struct tok_ivec lens = {0};
-	struct bpe_work k = {0};
+	struct tok_merge_work k = {0};
 	if (t->escape_whitespace) {
 		size_t n_sp = 0;
 		for (size_t i = 0; i < len; i++)
@@ -234,7 +134,6 @@ out:
 	free(cpts);
 	free(wbuf);
 	free(lens.v);
-	free(k.heap.v);
-	free(k.sym);
+	tok_merge_work_free(&k);
 	return st;
 }
