@@ -116,6 +116,24 @@ struct alice_tensor_spec {
 	const char *name;  /* "attn_q.weight" (per layer) or "token_embd.weight" */
 };
 
+/* Tensor-table rows of the Llama-style decoder (llama.c, qwen2.c, qwen3.c),
+ * spelled once: a table is GLOBAL, [its extras], ATTN, [its extras], FFN. */
+#define ALICE_TS_LLAMA_GLOBAL_ROWS \
+	{ALICE_W_TOKEN_EMBD, 0, {ALICE_D_EMBD, ALICE_D_VOCAB}, "token_embd.weight"}, \
+	{ALICE_W_OUTPUT_NORM, ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, "output_norm.weight"}, \
+	{ALICE_W_OUTPUT, ALICE_TS_OPTIONAL, {ALICE_D_EMBD, ALICE_D_VOCAB}, "output.weight"}
+#define ALICE_TS_LLAMA_ATTN_ROWS \
+	{ALICE_W_ATTN_NORM, ALICE_TS_LAYER | ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, "attn_norm.weight"}, \
+	{ALICE_W_ATTN_Q, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_Q}, "attn_q.weight"}, \
+	{ALICE_W_ATTN_K, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_K}, "attn_k.weight"}, \
+	{ALICE_W_ATTN_V, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_V}, "attn_v.weight"}, \
+	{ALICE_W_ATTN_OUT, ALICE_TS_LAYER, {ALICE_D_O, ALICE_D_EMBD}, "attn_output.weight"}
+#define ALICE_TS_LLAMA_FFN_ROWS \
+	{ALICE_W_FFN_NORM, ALICE_TS_LAYER | ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, "ffn_norm.weight"}, \
+	{ALICE_W_FFN_GATE, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_gate.weight"}, \
+	{ALICE_W_FFN_UP, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_up.weight"}, \
+	{ALICE_W_FFN_DOWN, ALICE_TS_LAYER, {ALICE_D_FF, ALICE_D_EMBD}, "ffn_down.weight"}
+
 /* Bound weights: tensors[] as the backend sees them, slots index it (-1 absent). */
 struct alice_weights {
 	const struct alice_tensor *tensors;
@@ -199,5 +217,11 @@ int32_t alice_build_ffn_glu(struct alice_gb *gb, const struct alice_step *st, in
 int32_t alice_build_out_rows(struct alice_gb *gb, const struct alice_step *st, int32_t x);
 /* output_norm -> output (or the tied token_embd) -> logits [n_vocab, n_out]. */
 int32_t alice_build_lm_head(struct alice_gb *gb, const struct alice_step *st, int32_t x);
+
+/* The Llama-style pre-norm decoder step (llama, qwen2, qwen3): per layer
+ * x += attention(norm(x)); x += SwiGLU FFN(norm(x)); then the head. The
+ * family differences live in the tensor table: alice_build_attention adds
+ * q/k/v biases and per-head q/k norms where a layer has them. */
+int32_t alice_build_llama_decoder(struct alice_gb *gb, const struct alice_step *st);
 
 #endif
