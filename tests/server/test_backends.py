@@ -192,6 +192,8 @@ def test_model(args, name):
         st, h, _ = s.req("GET", "/health")
         check(f"[{name}] /health reports backend {b}", st == 200 and h["backend"] == b and h["slots_total"] == 4,
               (st, h))
+        st, js, _ = s.req("GET", "/v1/models")
+        check(f"[{name}] /v1/models meta backend {b}", st == 200 and js["data"][0]["meta"]["backend"] == b, (st, js))
         st, js, _ = s.post(COMP, {"prompt": "x", "temperature": "hot"})
         check(f"[{name}] bad request: 400 OpenAI error", st == 400 and ts.is_error(js, "temperature"), (st, js))
         st, js, _ = s.post(CHAT, b"{not json")
@@ -236,8 +238,10 @@ def test_model(args, name):
         pm = {p["id"]: p for p in texts}
         for rnd in range(2):
             res = {}
+            go = threading.Barrier(len(ids))
 
             def worker(i):
+                go.wait()
                 res[i] = completion(s, completions_prompt(pm[i]))[0]
             th = [threading.Thread(target=worker, args=(i,)) for i in ids]
             t1 = time.time()
@@ -246,8 +250,17 @@ def test_model(args, name):
             for t in th:
                 t.join()
             bad = [(i, alone[i], res.get(i)) for i in ids if res.get(i) != alone[i]]
-            check(f"[{name}] {b}: 4 concurrent requests == alone (round {rnd}, {time.time() - t1:.2f} s)",
-                  not bad, bad)
+            check(f"[{name}] {b}: 4 concurrent requests ({', '.join(ids)}) == alone "
+                  f"(round {rnd}, {time.time() - t1:.2f} s)", not bad, bad)
+        # the same 4 prompts as one request: admitted together, surely batched
+        st, js, _ = s.post(COMP, {"prompt": [completions_prompt(pm[i]) for i in ids], "max_tokens": N_GEN,
+                                  "temperature": 0}, timeout=600)
+        got = {}
+        if st == 200:
+            for c in js["choices"]:
+                got[ids[c["index"]]] = c["text"]
+        bad = [(i, alone[i], got.get(i)) for i in ids if got.get(i) != alone[i]]
+        check(f"[{name}] {b}: the 4 prompts in one request == alone", st == 200 and not bad, (st, bad))
     finally:
         s.stop()
     # One slot, prefix cache on: each request lands in the previous one's
