@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sbuf.h"
+
 static const char *const format_names[ALICE_CHAT_FORMAT_COUNT] = {
 	[ALICE_CHAT_FORMAT_CHATML] = "chatml",
 	[ALICE_CHAT_FORMAT_QWEN2] = "qwen2",
@@ -150,51 +152,15 @@ const char *const *alice_chat_stop_strings(enum alice_chat_format f)
 
 /* ---- string building -------------------------------------------------- */
 
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void sb_putn(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (n > SIZE_MAX - b->len - 1) {
-		b->oom = true;
-		return;
-	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap = cap > SIZE_MAX / 2 ? b->len + n + 1 : cap * 2;
-		char *np = realloc(b->p, cap);
-		if (!np) {
-			b->oom = true;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_puts(struct sbuf *b, const char *s)
-{
-	sb_putn(b, s, strlen(s));
-}
-
 /* A borrowed slice of a message's content. */
 struct span {
 	const char *p;
 	size_t n;
 };
 
-static void sb_span(struct sbuf *b, struct span s)
+static void sb_span(struct alice_sbuf *b, struct span s)
 {
-	sb_putn(b, s.p, s.n);
+	alice_sb_addn(b, s.p, s.n);
 }
 
 /* Python's str.isspace() code points (what Jinja's trim and str.strip() remove). */
@@ -345,17 +311,17 @@ struct ctx {
 	bool gen;
 	bool lead_bos;
 	const char *bos, *eos;
-	struct sbuf *b;
+	struct alice_sbuf *b;
 	struct alice_error *err;
 };
 
-static void chatml_turn(struct sbuf *b, const char *role, struct span content)
+static void chatml_turn(struct alice_sbuf *b, const char *role, struct span content)
 {
-	sb_puts(b, "<|im_start|>");
-	sb_puts(b, role);
-	sb_puts(b, "\n");
+	alice_sb_add(b, "<|im_start|>");
+	alice_sb_add(b, role);
+	alice_sb_add(b, "\n");
 	sb_span(b, content);
-	sb_puts(b, "<|im_end|>\n");
+	alice_sb_add(b, "<|im_end|>\n");
 }
 
 static enum alice_status render_chatml(struct ctx *c, bool qwen2_default_system)
@@ -365,7 +331,7 @@ static enum alice_status render_chatml(struct ctx *c, bool qwen2_default_system)
 	for (size_t i = 0; i < c->n; i++)
 		chatml_turn(c->b, role_name(c->roles[i]), span_of(c->msgs[i].content));
 	if (c->gen)
-		sb_puts(c->b, "<|im_start|>assistant\n");
+		alice_sb_add(c->b, "<|im_start|>assistant\n");
 	return ALICE_OK;
 }
 
@@ -397,19 +363,19 @@ static enum alice_status render_qwen3(struct ctx *c)
 		}
 		struct span reasoning = {"", 0};
 		split_think(content, &content, &reasoning);
-		sb_puts(c->b, "<|im_start|>assistant\n");
+		alice_sb_add(c->b, "<|im_start|>assistant\n");
 		if (i > lq && (i + 1 == c->n || reasoning.n)) {
-			sb_puts(c->b, "<think>\n");
+			alice_sb_add(c->b, "<think>\n");
 			sb_span(c->b, lstrip_nl(rstrip_nl(reasoning)));
-			sb_puts(c->b, "\n</think>\n\n");
+			alice_sb_add(c->b, "\n</think>\n\n");
 			sb_span(c->b, lstrip_nl(content));
 		} else {
 			sb_span(c->b, content);
 		}
-		sb_puts(c->b, "<|im_end|>\n");
+		alice_sb_add(c->b, "<|im_end|>\n");
 	}
 	if (c->gen)
-		sb_puts(c->b, "<|im_start|>assistant\n");
+		alice_sb_add(c->b, "<|im_start|>assistant\n");
 	return ALICE_OK;
 }
 
@@ -437,14 +403,14 @@ static enum alice_status render_qwen35(struct ctx *c)
 		case ROLE_ASSISTANT: {
 			struct span reasoning = {"", 0};
 			split_think(content, &content, &reasoning);
-			sb_puts(c->b, "<|im_start|>assistant\n");
+			alice_sb_add(c->b, "<|im_start|>assistant\n");
 			if (i > lq) {
-				sb_puts(c->b, "<think>\n");
+				alice_sb_add(c->b, "<think>\n");
 				sb_span(c->b, trim(reasoning));
-				sb_puts(c->b, "\n</think>\n\n");
+				alice_sb_add(c->b, "\n</think>\n\n");
 			}
 			sb_span(c->b, content);
-			sb_puts(c->b, "<|im_end|>\n");
+			alice_sb_add(c->b, "<|im_end|>\n");
 			break;
 		}
 		}
@@ -452,23 +418,23 @@ static enum alice_status render_qwen35(struct ctx *c)
 	/* The Jinja template appends "<think>\n" here; llama.cpp's built-in
 	 * formatter (the refs' "chat" text) does not, and we follow the refs. */
 	if (c->gen)
-		sb_puts(c->b, "<|im_start|>assistant\n");
+		alice_sb_add(c->b, "<|im_start|>assistant\n");
 	return ALICE_OK;
 }
 
 static enum alice_status render_llama3(struct ctx *c)
 {
 	if (c->lead_bos)
-		sb_puts(c->b, c->bos);
+		alice_sb_add(c->b, c->bos);
 	for (size_t i = 0; i < c->n; i++) {
-		sb_puts(c->b, "<|start_header_id|>");
-		sb_puts(c->b, role_name(c->roles[i]));
-		sb_puts(c->b, "<|end_header_id|>\n\n");
+		alice_sb_add(c->b, "<|start_header_id|>");
+		alice_sb_add(c->b, role_name(c->roles[i]));
+		alice_sb_add(c->b, "<|end_header_id|>\n\n");
 		sb_span(c->b, trim(span_of(c->msgs[i].content)));
-		sb_puts(c->b, "<|eot_id|>");
+		alice_sb_add(c->b, "<|eot_id|>");
 	}
 	if (c->gen)
-		sb_puts(c->b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+		alice_sb_add(c->b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 	return ALICE_OK;
 }
 
@@ -478,7 +444,7 @@ static enum alice_status render_llama3(struct ctx *c)
  * system text becomes a <<SYS>> block at the start of the next message. */
 static enum alice_status render_llama2(struct ctx *c)
 {
-	struct sbuf tmp = {0};
+	struct alice_sbuf tmp = {0};
 	size_t pending_from = c->n; /* first unflushed system message */
 	enum alice_status st = ALICE_OK;
 	for (size_t i = 0; i <= c->n; i++) {
@@ -492,37 +458,37 @@ static enum alice_status render_llama2(struct ctx *c)
 		/* several system texts are joined by "\n" into one <<SYS>> block */
 		struct span content = i < c->n ? span_of(c->msgs[i].content) : (struct span){"", 0};
 		if (pending_from < c->n) {
-			tmp.len = 0;
-			sb_puts(&tmp, "<<SYS>>\n");
+			tmp.n = 0;
+			alice_sb_add(&tmp, "<<SYS>>\n");
 			bool first = true;
 			for (size_t j = pending_from; j < i; j++) {
 				if (c->roles[j] != ROLE_SYSTEM)
 					continue;
 				if (!first)
-					sb_puts(&tmp, "\n");
+					alice_sb_add(&tmp, "\n");
 				sb_span(&tmp, span_of(c->msgs[j].content));
 				first = false;
 			}
-			sb_puts(&tmp, "\n<</SYS>>\n\n");
+			alice_sb_add(&tmp, "\n<</SYS>>\n\n");
 			sb_span(&tmp, content);
 			if (tmp.oom) {
 				st = ALICE_ERR_NOMEM;
 				goto out_tmp;
 			}
-			content = (struct span){tmp.p, tmp.len};
+			content = (struct span){tmp.p, tmp.n};
 			pending_from = c->n;
 		}
 		if (i == c->n || c->roles[i] == ROLE_USER) { /* a trailing system text: its own turn */
-			if (c->b->len > 0 || c->lead_bos)
-				sb_puts(c->b, c->bos);
-			sb_puts(c->b, "[INST] ");
+			if (c->b->n > 0 || c->lead_bos)
+				alice_sb_add(c->b, c->bos);
+			alice_sb_add(c->b, "[INST] ");
 			sb_span(c->b, trim(content));
-			sb_puts(c->b, " [/INST]");
+			alice_sb_add(c->b, " [/INST]");
 		} else {
-			sb_puts(c->b, " ");
+			alice_sb_add(c->b, " ");
 			sb_span(c->b, trim(content));
-			sb_puts(c->b, " ");
-			sb_puts(c->b, c->eos);
+			alice_sb_add(c->b, " ");
+			alice_sb_add(c->b, c->eos);
 		}
 	}
 out_tmp:
@@ -535,7 +501,7 @@ out_tmp:
 static enum alice_status render_mistral(struct ctx *c)
 {
 	if (c->lead_bos)
-		sb_puts(c->b, c->bos);
+		alice_sb_add(c->b, c->bos);
 	size_t pending_from = c->n; /* first unflushed system message */
 	for (size_t i = 0; i < c->n; i++) {
 		struct span content = span_of(c->msgs[i].content);
@@ -546,32 +512,32 @@ static enum alice_status render_mistral(struct ctx *c)
 		}
 		if (c->roles[i] == ROLE_ASSISTANT) {
 			sb_span(c->b, content);
-			sb_puts(c->b, c->eos);
+			alice_sb_add(c->b, c->eos);
 			continue;
 		}
-		sb_puts(c->b, "[INST] ");
+		alice_sb_add(c->b, "[INST] ");
 		for (size_t j = pending_from; j < i; j++) {
 			if (c->roles[j] == ROLE_SYSTEM) {
 				sb_span(c->b, span_of(c->msgs[j].content));
-				sb_puts(c->b, "\n");
+				alice_sb_add(c->b, "\n");
 			}
 		}
 		pending_from = c->n;
 		sb_span(c->b, content);
-		sb_puts(c->b, " [/INST]");
+		alice_sb_add(c->b, " [/INST]");
 	}
 	if (pending_from < c->n) { /* trailing system text: an instruction of its own */
-		sb_puts(c->b, "[INST] ");
+		alice_sb_add(c->b, "[INST] ");
 		bool first = true;
 		for (size_t j = pending_from; j < c->n; j++) {
 			if (c->roles[j] != ROLE_SYSTEM)
 				continue;
 			if (!first)
-				sb_puts(c->b, "\n");
+				alice_sb_add(c->b, "\n");
 			sb_span(c->b, span_of(c->msgs[j].content));
 			first = false;
 		}
-		sb_puts(c->b, " [/INST]");
+		alice_sb_add(c->b, " [/INST]");
 	}
 	return ALICE_OK;
 }
@@ -581,7 +547,7 @@ static enum alice_status render_mistral(struct ctx *c)
 static enum alice_status render_gemma(struct ctx *c)
 {
 	if (c->lead_bos)
-		sb_puts(c->b, c->bos);
+		alice_sb_add(c->b, c->bos);
 	size_t pending_from = c->n;
 	for (size_t i = 0; i < c->n; i++) {
 		if (c->roles[i] == ROLE_SYSTEM) {
@@ -590,34 +556,34 @@ static enum alice_status render_gemma(struct ctx *c)
 			continue;
 		}
 		bool user = c->roles[i] == ROLE_USER;
-		sb_puts(c->b, user ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
+		alice_sb_add(c->b, user ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
 		if (user) {
 			for (size_t j = pending_from; j < i; j++) {
 				if (c->roles[j] == ROLE_SYSTEM) {
 					sb_span(c->b, trim(span_of(c->msgs[j].content)));
-					sb_puts(c->b, "\n\n");
+					alice_sb_add(c->b, "\n\n");
 				}
 			}
 			pending_from = c->n;
 		}
 		sb_span(c->b, trim(span_of(c->msgs[i].content)));
-		sb_puts(c->b, "<end_of_turn>\n");
+		alice_sb_add(c->b, "<end_of_turn>\n");
 	}
 	if (pending_from < c->n) {
-		sb_puts(c->b, "<start_of_turn>user\n");
+		alice_sb_add(c->b, "<start_of_turn>user\n");
 		bool first = true;
 		for (size_t j = pending_from; j < c->n; j++) {
 			if (c->roles[j] != ROLE_SYSTEM)
 				continue;
 			if (!first)
-				sb_puts(c->b, "\n\n");
+				alice_sb_add(c->b, "\n\n");
 			sb_span(c->b, trim(span_of(c->msgs[j].content)));
 			first = false;
 		}
-		sb_puts(c->b, "<end_of_turn>\n");
+		alice_sb_add(c->b, "<end_of_turn>\n");
 	}
 	if (c->gen)
-		sb_puts(c->b, "<start_of_turn>model\n");
+		alice_sb_add(c->b, "<start_of_turn>model\n");
 	return ALICE_OK;
 }
 
@@ -659,8 +625,8 @@ enum alice_status alice_chat_render(enum alice_chat_format f, const struct alice
 	if (st != ALICE_OK)
 		goto out_roles;
 
-	struct sbuf b = {0};
-	sb_puts(&b, ""); /* a valid empty string even for an empty render */
+	struct alice_sbuf b = {0};
+	alice_sb_add(&b, ""); /* a valid empty string even for an empty render */
 	struct ctx c = {
 		.msgs = msgs,
 		.roles = roles,
@@ -694,7 +660,7 @@ enum alice_status alice_chat_render(enum alice_chat_format f, const struct alice
 	}
 	*out = b.p;
 	if (out_len)
-		*out_len = b.len;
+		*out_len = b.n;
 out_roles:
 	free(roles);
 	return st;

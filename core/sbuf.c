@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Room for n more bytes and the NUL. */
-static bool sb_reserve(struct alice_sbuf *b, size_t n)
+bool alice_sb_reserve(struct alice_sbuf *b, size_t n)
 {
 	if (b->oom)
 		return false;
@@ -31,16 +30,6 @@ static bool sb_reserve(struct alice_sbuf *b, size_t n)
 	return true;
 }
 
-bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n)
-{
-	if (!sb_reserve(b, n))
-		return false;
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
-	return true;
-}
-
 bool alice_sb_add(struct alice_sbuf *b, const char *s)
 {
 	return alice_sb_addn(b, s, strlen(s));
@@ -60,7 +49,7 @@ bool alice_sb_addf(struct alice_sbuf *b, const char *fmt, ...)
 	} else if ((size_t)k < sizeof tmp) {
 		ok = alice_sb_addn(b, tmp, (size_t)k);
 	} else { /* longer: format again into the buffer's own room */
-		ok = sb_reserve(b, (size_t)k);
+		ok = alice_sb_reserve(b, (size_t)k);
 		if (ok) {
 			vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap2);
 			b->n += (size_t)k;

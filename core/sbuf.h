@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 struct alice_sbuf {
 	char *p; /* NULL until the first append */
@@ -16,8 +17,21 @@ struct alice_sbuf {
 	bool oom;
 };
 
-/* Append n bytes; false once the buffer is out of memory. */
-bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n);
+/* Room for n more bytes and the NUL (the slow path of alice_sb_addn). */
+bool alice_sb_reserve(struct alice_sbuf *b, size_t n);
+
+/* Append n bytes; false once the buffer is out of memory. Inline: the
+ * detokenizer appends every piece through it. */
+static inline bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n)
+{
+	if (b->oom || (n >= b->cap - b->n && !alice_sb_reserve(b, n)))
+		return false;
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = 0;
+	return true;
+}
+
 bool alice_sb_add(struct alice_sbuf *b, const char *s);
 /* printf-style append. */
 __attribute__((format(printf, 2, 3))) bool alice_sb_addf(struct alice_sbuf *b, const char *fmt, ...);

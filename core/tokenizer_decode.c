@@ -7,30 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sbuf.h"
 #include "tokenizer_internal.h"
-
-struct sbuf {
-	char *p;
-	size_t n, cap;
-};
-
-static bool sb_put(struct sbuf *b, const void *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return false;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
-	return true;
-}
 
 static int hexval(char c)
 {
@@ -57,18 +35,18 @@ static unsigned char token_byte(const struct tok_entry *e)
 	return (unsigned char)v;
 }
 
-static bool unescape_spaces(struct sbuf *b, const char *s, size_t n)
+static bool unescape_spaces(struct alice_sbuf *b, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n;) {
 		if (i + 3 <= n && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
-			if (!sb_put(b, " ", 1))
+			if (!alice_sb_addn(b, " ", 1))
 				return false;
 			i += 3;
 		} else {
 			size_t j = i + 1;
 			while (j < n && s[j] != '\xe2')
 				j++;
-			if (!sb_put(b, s + i, j - i))
+			if (!alice_sb_addn(b, s + i, j - i))
 				return false;
 			i = j;
 		}
@@ -78,27 +56,27 @@ static bool unescape_spaces(struct sbuf *b, const char *s, size_t n)
 
 /* GPT-2 alphabet -> bytes; a character outside the alphabet gives llama.cpp's
  * "[UNK_BYTE_0x<hex of its UTF-8><token text>]". */
-static bool gpt2_decode(struct sbuf *b, const char *s, size_t n)
+static bool gpt2_decode(struct alice_sbuf *b, const char *s, size_t n)
 {
 	for (size_t off = 0; off < n;) {
 		uint32_t cp = alice_utf8_decode_lenient((const unsigned char *)s, n, &off);
 		int byte = alice_gpt2_cp_to_byte(cp);
 		if (byte >= 0) {
 			unsigned char c = (unsigned char)byte;
-			if (!sb_put(b, &c, 1))
+			if (!alice_sb_addn(b, &c, 1))
 				return false;
 			continue;
 		}
 		char u[4], hex[12];
 		size_t un = alice_utf8_encode(cp, u);
-		if (!sb_put(b, "[UNK_BYTE_0x", 12))
+		if (!alice_sb_addn(b, "[UNK_BYTE_0x", 12))
 			return false;
 		for (size_t j = 0; j < un; j++) {
 			snprintf(hex, sizeof hex, "%02x", (unsigned char)u[j]);
-			if (!sb_put(b, hex, 2))
+			if (!alice_sb_addn(b, hex, 2))
 				return false;
 		}
-		if (!sb_put(b, s, n) || !sb_put(b, "]", 1))
+		if (!alice_sb_addn(b, s, n) || !alice_sb_addn(b, "]", 1))
 			return false;
 	}
 	return true;
@@ -106,7 +84,7 @@ static bool gpt2_decode(struct sbuf *b, const char *s, size_t n)
 
 enum alice_status tok_build_pieces(struct alice_tokenizer *t)
 {
-	struct sbuf b = {0};
+	struct alice_sbuf b = {0};
 	t->piece_off = malloc(((size_t)t->n + 1) * sizeof *t->piece_off);
 	if (!t->piece_off)
 		return ALICE_ERR_NOMEM;
@@ -115,7 +93,7 @@ enum alice_status tok_build_pieces(struct alice_tokenizer *t)
 		bool ok = true;
 		t->piece_off[id] = b.n;
 		if (e->attr & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN | TOK_ATTR_USER_DEFINED)) {
-			ok = sb_put(&b, e->text, e->len);
+			ok = alice_sb_addn(&b, e->text, e->len);
 		} else if (e->attr & TOK_ATTR_NORMAL) {
 			if (t->type == TOK_TYPE_SPM || t->escape_whitespace)
 				ok = unescape_spaces(&b, e->text, e->len);
@@ -123,7 +101,7 @@ enum alice_status tok_build_pieces(struct alice_tokenizer *t)
 				ok = gpt2_decode(&b, e->text, e->len);
 		} else if (e->attr & TOK_ATTR_BYTE) {
 			unsigned char c = token_byte(e);
-			ok = sb_put(&b, &c, 1);
+			ok = alice_sb_addn(&b, &c, 1);
 		} /* unused / undefined tokens render as nothing */
 		if (!ok) {
 			free(b.p);
@@ -212,10 +190,10 @@ enum alice_status alice_tokenizer_decode(const struct alice_tokenizer *t, const 
 					 bool render_special, char **out, size_t *out_len,
 					 struct alice_error *err)
 {
-	struct sbuf b = {0};
+	struct alice_sbuf b = {0};
 	*out = NULL;
 	*out_len = 0;
-	if (!sb_put(&b, "", 0))
+	if (!alice_sb_addn(&b, "", 0))
 		return alice_fail(err, ALICE_ERR_NOMEM, "tokenizer: out of memory");
 	bool remove_space = t->add_space_prefix;
 	for (size_t i = 0; i < n; i++) {
@@ -231,7 +209,7 @@ enum alice_status alice_tokenizer_decode(const struct alice_tokenizer *t, const 
 			len--;
 		}
 		remove_space = false;
-		if (!sb_put(&b, p, len)) {
+		if (!alice_sb_addn(&b, p, len)) {
 			free(b.p);
 			return alice_fail(err, ALICE_ERR_NOMEM, "tokenizer: out of memory");
 		}
@@ -252,7 +230,7 @@ struct alice_detok_stream {
 	bool render_special;
 	unsigned char pend[8]; /* an incomplete UTF-8 sequence (at most 3 bytes) */
 	size_t n_pend;
-	struct sbuf out;
+	struct alice_sbuf out;
 	unsigned char *work;
 	size_t work_cap;
 };
@@ -301,6 +279,7 @@ enum alice_status alice_detok_stream_push(struct alice_detok_stream *s, int32_t 
 		memcpy(s->work + s->n_pend, piece, pn);
 	}
 	s->out.n = 0;
+	s->out.oom = false; /* one push running out of memory does not fail the next */
 	size_t i = 0;
 	while (i < n) {
 		size_t bad, m;
@@ -320,13 +299,13 @@ enum alice_status alice_detok_stream_push(struct alice_detok_stream *s, int32_t 
 			m = 3;
 			i += bad;
 		}
-		if (!sb_put(&s->out, src, m))
+		if (!alice_sb_addn(&s->out, src, m))
 			return alice_fail(err, ALICE_ERR_NOMEM, "tokenizer: out of memory");
 	}
 	s->n_pend = n - i;
 	if (s->n_pend)
 		memcpy(s->pend, s->work + i, s->n_pend);
-	if (!s->out.p && !sb_put(&s->out, "", 0))
+	if (!s->out.p && !alice_sb_addn(&s->out, "", 0))
 		return alice_fail(err, ALICE_ERR_NOMEM, "tokenizer: out of memory");
 	*text = s->out.p;
 	*len = s->out.n;
