@@ -11,11 +11,10 @@
 #include <unistd.h>
 
 #include "alice/backend_loader.h"
-#include "alice/gguf.h"
-#include "alice/gguf_write.h"
 #include "alice/model.h"
 #include "alice/quant.h"
 #include "alice/tokenizer.h"
+#include "support/gguf_patch.h"
 #include "support/paths.h"
 
 #define BASE_MODEL "llama2-spm-F16" /* small llama fixture: n_embd 32, 2 layers, untied */
@@ -44,65 +43,11 @@ static const char *fixture_model(const char *name)
 
 /* ---- patched copies of a fixture ---- */
 
-struct patch {
-	const char *drop_key;      /* metadata key left out */
-	const char *set_str_key;   /* set to set_str_val */
-	const char *set_str_val;
-	const char *drop_tensor;   /* tensor left out */
-	const char *shape_tensor;  /* tensor given ne1 = new_ne1 (data zero-filled) */
-	int64_t new_ne1;
-	const char *type_tensor;   /* tensor stored as new_type (0: F16) instead */
-	uint32_t new_type;
-};
-
-static enum alice_status fill_copy(void *user, const char *name, void *dst, uint64_t nbytes,
-				   struct alice_error *err)
-{
-	const struct alice_gguf *src = user;
-	int64_t i = alice_gguf_find_tensor(src, name);
-	memset(dst, 0, nbytes);
-	if (i >= 0) {
-		const struct alice_gguf_tensor_info *ti = alice_gguf_tensor(src, i);
-		if (ti->nbytes == nbytes)
-			memcpy(dst, ti->data, nbytes);
-	}
-	(void)err;
-	return ALICE_OK;
-}
-
-static const char *write_patched(const char *src_name, const struct patch *p, const char *out_name)
+static const char *write_patched(const char *src_name, const struct alice_gguf_patch *p, const char *out_name)
 {
 	static char out[512];
 	snprintf(out, sizeof(out), "%s/%s.gguf", tmpdir, out_name);
-	struct alice_error err = {0};
-	struct alice_gguf *src = NULL;
-	cr_assert_eq(alice_gguf_open(fixture_model(src_name), &src, &err), ALICE_OK, "%s", err.msg);
-	struct alice_gguf_writer *w = alice_gguf_writer_create();
-	cr_assert_not_null(w);
-	for (int64_t i = 0; i < alice_gguf_n_kv(src); i++) {
-		const char *k = alice_gguf_key(src, i);
-		if ((p->drop_key && !strcmp(k, p->drop_key)) || (p->set_str_key && !strcmp(k, p->set_str_key)))
-			continue;
-		cr_assert_eq(alice_gguf_writer_copy_kv(w, src, i), ALICE_OK);
-	}
-	if (p->set_str_key)
-		cr_assert_eq(alice_gguf_writer_set_str(w, p->set_str_key, p->set_str_val), ALICE_OK);
-	for (int64_t i = 0; i < alice_gguf_n_tensors(src); i++) {
-		const struct alice_gguf_tensor_info *ti = alice_gguf_tensor(src, i);
-		if (p->drop_tensor && !strcmp(ti->name, p->drop_tensor))
-			continue;
-		int64_t ne[4] = {ti->ne[0], ti->ne[1], ti->ne[2], ti->ne[3]};
-		uint32_t type = ti->type;
-		if (p->shape_tensor && !strcmp(ti->name, p->shape_tensor))
-			ne[1] = p->new_ne1;
-		if (p->type_tensor && !strcmp(ti->name, p->type_tensor))
-			type = p->new_type ? p->new_type : ALICE_TYPE_F16;
-		cr_assert_eq(alice_gguf_writer_add_tensor(w, ti->name, type, ti->n_dims, ne, fill_copy, src), ALICE_OK);
-	}
-	cr_assert_eq(alice_gguf_writer_write(w, out, &err), ALICE_OK, "%s", err.msg);
-	alice_gguf_writer_free(w);
-	alice_gguf_close(src);
-	return out;
+	return alice_test_write_patched_gguf(fixture_model(src_name), p, out);
 }
 
 static enum alice_status try_load(const char *path, struct alice_error *err)
@@ -124,7 +69,7 @@ static enum alice_status try_load(const char *path, struct alice_error *err)
 
 Test(model_load, unsupported_architecture, .init = make_tmpdir, .fini = remove_tmpdir)
 {
-	struct patch p = {.set_str_key = "general.architecture", .set_str_val = "gemma3n"};
+	struct alice_gguf_patch p = {.set_str_key = "general.architecture", .set_str_val = "gemma3n"};
 	const char *path = write_patched(BASE_MODEL, &p, "gemma3n");
 	struct alice_error err = {0};
 	cr_assert_eq(try_load(path, &err), ALICE_ERR_UNSUPPORTED, "%s", err.msg);
@@ -135,7 +80,7 @@ Test(model_load, unsupported_architecture, .init = make_tmpdir, .fini = remove_t
 
 Test(model_load, missing_tensor, .init = make_tmpdir, .fini = remove_tmpdir)
 {
-	struct patch p = {.drop_tensor = "blk.1.ffn_up.weight"};
+	struct alice_gguf_patch p = {.drop_tensor = "blk.1.ffn_up.weight"};
 	const char *path = write_patched(BASE_MODEL, &p, "missing");
 	struct alice_error err = {0};
 	cr_assert_eq(try_load(path, &err), ALICE_ERR_INVALID, "%s", err.msg);
@@ -144,7 +89,7 @@ Test(model_load, missing_tensor, .init = make_tmpdir, .fini = remove_tmpdir)
 
 Test(model_load, wrong_shape, .init = make_tmpdir, .fini = remove_tmpdir)
 {
-	struct patch p = {.shape_tensor = "blk.0.attn_q.weight", .new_ne1 = 128};
+	struct alice_gguf_patch p = {.shape_tensor = "blk.0.attn_q.weight", .new_ne1 = 128};
 	const char *path = write_patched(BASE_MODEL, &p, "shape");
 	struct alice_error err = {0};
 	cr_assert_eq(try_load(path, &err), ALICE_ERR_INVALID, "%s", err.msg);
@@ -154,7 +99,7 @@ Test(model_load, wrong_shape, .init = make_tmpdir, .fini = remove_tmpdir)
 
 Test(model_load, norm_must_be_f32, .init = make_tmpdir, .fini = remove_tmpdir)
 {
-	struct patch p = {.type_tensor = "blk.1.attn_norm.weight"};
+	struct alice_gguf_patch p = {.type_tensor = "blk.1.attn_norm.weight"};
 	const char *path = write_patched(BASE_MODEL, &p, "type");
 	struct alice_error err = {0};
 	cr_assert_eq(try_load(path, &err), ALICE_ERR_UNSUPPORTED, "%s", err.msg);
@@ -164,7 +109,7 @@ Test(model_load, norm_must_be_f32, .init = make_tmpdir, .fini = remove_tmpdir)
 Test(model_load, unsupported_quant_type, .init = make_tmpdir, .fini = remove_tmpdir)
 {
 	/* IQ2_XXS (16): ggml knows it, we do not dequantize it */
-	struct patch p = {.type_tensor = "blk.0.attn_q.weight", .new_type = 16};
+	struct alice_gguf_patch p = {.type_tensor = "blk.0.attn_q.weight", .new_type = 16};
 	const char *path = write_patched("llama-spm-Q8_0", &p, "iq2xxs");
 	struct alice_error err = {0};
 	cr_assert_eq(try_load(path, &err), ALICE_ERR_UNSUPPORTED, "%s", err.msg);
@@ -174,7 +119,7 @@ Test(model_load, unsupported_quant_type, .init = make_tmpdir, .fini = remove_tmp
 
 Test(model_load, missing_hyperparameter, .init = make_tmpdir, .fini = remove_tmpdir)
 {
-	struct patch p = {.drop_key = "llama.embedding_length"};
+	struct alice_gguf_patch p = {.drop_key = "llama.embedding_length"};
 	const char *path = write_patched(BASE_MODEL, &p, "nokey");
 	struct alice_error err = {0};
 	cr_assert_eq(try_load(path, &err), ALICE_ERR_INVALID, "%s", err.msg);
@@ -183,7 +128,7 @@ Test(model_load, missing_hyperparameter, .init = make_tmpdir, .fini = remove_tmp
 
 Test(model_load, yarn_rope_scaling_unsupported, .init = make_tmpdir, .fini = remove_tmpdir)
 {
-	struct patch p = {.set_str_key = "llama.rope.scaling.type", .set_str_val = "yarn"};
+	struct alice_gguf_patch p = {.set_str_key = "llama.rope.scaling.type", .set_str_val = "yarn"};
 	const char *path = write_patched(BASE_MODEL, &p, "yarn");
 	struct alice_error err = {0};
 	cr_assert_eq(try_load(path, &err), ALICE_ERR_UNSUPPORTED, "%s", err.msg);

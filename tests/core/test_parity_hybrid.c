@@ -17,6 +17,7 @@
 #include "alice/gguf_write.h"
 #include "alice/model.h"
 #include "alice/tokenizer.h"
+#include "support/gguf_patch.h"
 #include "support/parity_run.h"
 #include "support/paths.h"
 
@@ -323,55 +324,13 @@ Test(arch, unknown_architecture_is_named)
 
 /* ---- malformed qwen35 files: errors that name the problem ---- */
 
-struct patch {
-	const char *drop_key;
-	const char *u32_key; /* set (replacing any value) */
-	uint32_t u32_val;
-	const char *drop_tensor;
-};
-
-static enum alice_status fill_copy(void *user, const char *name, void *dst, uint64_t nbytes, struct alice_error *err)
-{
-	const struct alice_gguf *src = user;
-	int64_t i = alice_gguf_find_tensor(src, name);
-	memset(dst, 0, nbytes);
-	if (i >= 0 && alice_gguf_tensor(src, i)->nbytes == nbytes)
-		memcpy(dst, alice_gguf_tensor(src, i)->data, nbytes);
-	(void)err;
-	return ALICE_OK;
-}
-
-static const char *write_patched(const struct patch *p, const char *out_name)
+static const char *write_patched(const struct alice_gguf_patch *p, const char *out_name)
 {
 	char src_path[4096];
 	snprintf(src_path, sizeof(src_path), "%s/models/qwen35-F16.gguf", alice_test_fixtures_dir());
 	char name[128];
 	snprintf(name, sizeof(name), "arch9-%s.gguf", out_name);
-	const char *out = alice_test_path(alice_test_build_dir(), name);
-	struct alice_error err = {0};
-	struct alice_gguf *src = NULL;
-	cr_assert_eq(alice_gguf_open(src_path, &src, &err), ALICE_OK, "%s", err.msg);
-	struct alice_gguf_writer *w = alice_gguf_writer_create();
-	cr_assert_not_null(w);
-	for (int64_t i = 0; i < alice_gguf_n_kv(src); i++) {
-		const char *k = alice_gguf_key(src, i);
-		if ((p->drop_key && !strcmp(k, p->drop_key)) || (p->u32_key && !strcmp(k, p->u32_key)))
-			continue;
-		cr_assert_eq(alice_gguf_writer_copy_kv(w, src, i), ALICE_OK);
-	}
-	if (p->u32_key)
-		cr_assert_eq(alice_gguf_writer_set_u32(w, p->u32_key, p->u32_val), ALICE_OK);
-	for (int64_t i = 0; i < alice_gguf_n_tensors(src); i++) {
-		const struct alice_gguf_tensor_info *ti = alice_gguf_tensor(src, i);
-		if (p->drop_tensor && !strcmp(ti->name, p->drop_tensor))
-			continue;
-		int64_t ne[4] = {ti->ne[0], ti->ne[1], ti->ne[2], ti->ne[3]};
-		cr_assert_eq(alice_gguf_writer_add_tensor(w, ti->name, ti->type, ti->n_dims, ne, fill_copy, src), ALICE_OK);
-	}
-	cr_assert_eq(alice_gguf_writer_write(w, out, &err), ALICE_OK, "%s", err.msg);
-	alice_gguf_writer_free(w);
-	alice_gguf_close(src);
-	return out;
+	return alice_test_write_patched_gguf(src_path, p, alice_test_path(alice_test_build_dir(), name));
 }
 
 /* Load (and create a context); returns the first failure's status and message. */
@@ -396,15 +355,15 @@ static enum alice_status try_model(const char *path, struct alice_error *err)
 Test(qwen35_load, malformed_files_are_named)
 {
 	struct {
-		struct patch p;
+		struct alice_gguf_patch p;
 		const char *tag, *want;
 	} cases[] = {
-		{{.u32_key = "qwen35.ssm.inner_size", .u32_val = 200}, "inner", "inner_size"},
-		{{.u32_key = "qwen35.ssm.conv_kernel", .u32_val = 1}, "conv1", "conv_kernel"},
+		{{.set_u32_key = "qwen35.ssm.inner_size", .set_u32_val = 200}, "inner", "inner_size"},
+		{{.set_u32_key = "qwen35.ssm.conv_kernel", .set_u32_val = 1}, "conv1", "conv_kernel"},
 		{{.drop_key = "qwen35.ssm.state_size"}, "nostate", "qwen35.ssm.state_size"},
 		{{.drop_key = "qwen35.rope.dimension_sections"}, "nosect", "rope.dimension_sections"},
-		{{.u32_key = "qwen35.full_attention_interval", .u32_val = 0}, "interval0", "full_attention_interval"},
-		{{.u32_key = "qwen35.ssm.group_count", .u32_val = 3}, "groups3", "group_count"},
+		{{.set_u32_key = "qwen35.full_attention_interval", .set_u32_val = 0}, "interval0", "full_attention_interval"},
+		{{.set_u32_key = "qwen35.ssm.group_count", .set_u32_val = 3}, "groups3", "group_count"},
 		{{.drop_tensor = "blk.1.ssm_a"}, "nossma", "blk.1.ssm_a"},
 		{{.drop_tensor = "blk.3.attn_q_norm.weight"}, "noqnorm", "blk.3.attn_q_norm.weight"},
 	};
@@ -418,7 +377,7 @@ Test(qwen35_load, malformed_files_are_named)
 	}
 	/* every layer full attention: the linear layers' tensors are then missing */
 	struct alice_error err = {0};
-	struct patch all_attn = {.u32_key = "qwen35.full_attention_interval", .u32_val = 1};
+	struct alice_gguf_patch all_attn = {.set_u32_key = "qwen35.full_attention_interval", .set_u32_val = 1};
 	cr_expect_neq(try_model(write_patched(&all_attn, "allattn"), &err), ALICE_OK);
 	cr_expect(strstr(err.msg, "blk.0.attn_q.weight") != NULL, "%s", err.msg);
 }
