@@ -14,8 +14,13 @@
  * input (+ GLU), residual ADD + RMS_NORM, the q/k ROPE pair and the K/V
  * KV_WRITE pair each run as one launch, when no output shares memory with
  * the group's inputs. Bad input data (row ids, cells, cell ranges out of
- * range) sets a device flag that fails the call after it ran.
- * A CUDA error fails the call with last_error set; the process never aborts. */
+ * range, SSM sequence ids outside the state) sets a device flag that fails
+ * the call after it ran.
+ * A CUDA error fails the call with last_error set; the process never aborts
+ * (after a sticky error, a kernel fault, the message says that the CUDA
+ * context is lost). ALICE_CUDA_INJECT_FAULT=N (tests/backends/
+ * test_cuda_errors.c): the context's Nth graph_compute meets a real CUDA
+ * launch error, to test the error path up to the server's 500. */
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -43,6 +48,15 @@ enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, c
 	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
 	va_end(ap);
 	return st;
+}
+
+/* Errors after which the CUDA context is unusable (a kernel fault). */
+static bool cu_sticky(cudaError_t e)
+{
+	return e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorIllegalInstruction ||
+	       e == cudaErrorMisalignedAddress || e == cudaErrorInvalidAddressSpace || e == cudaErrorInvalidPc ||
+	       e == cudaErrorHardwareStackError || e == cudaErrorAssert || e == cudaErrorECCUncorrectable ||
+	       e == cudaErrorLaunchTimeout;
 }
 
 /* ---- probe / device ---- */
@@ -186,6 +200,8 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	ctx->use_graphs = !(g && g[0] == '0');
 	const char *fz = getenv("ALICE_CUDA_FUSE");
 	ctx->fuse = !(fz && fz[0] == '0');
+	const char *fi = getenv("ALICE_CUDA_INJECT_FAULT");
+	ctx->fault_at = fi ? strtoull(fi, NULL, 10) : 0;
 	cudaError_t e;
 	cudaDeviceProp prop;
 	cublasStatus_t cs;
@@ -341,26 +357,29 @@ static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct a
 
 typedef enum alice_status (*cu_op_fn)(const struct cu_args *a);
 
-static const char *const op_names[ALICE_OP_COUNT_V1_0] = {
+static const char *const op_names[ALICE_OP_COUNT_V1_1] = {
 	"NONE", "GET_ROWS", "MUL_MAT", "ADD", "MUL", "SCALE", "RMS_NORM", "L2_NORM",
 	"ROPE", "ATTENTION", "KV_WRITE", "GLU", "UNARY", "SOFTCAP", "COPY",
+	"SSM_CONV", "GATED_DELTA_NET",
 };
 
-static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_0] = {
+static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_1] = {
 	NULL,		cu_op_get_rows, cu_op_mul_mat,	 cu_op_binary,	  cu_op_binary,
 	cu_op_scale,	cu_op_rms_norm, cu_op_l2_norm,	 cu_op_rope,	  cu_op_attention,
 	cu_op_kv_write, cu_op_glu,	cu_op_unary,	 cu_op_softcap,	  cu_op_copy,
+	cu_op_ssm_conv, cu_op_gated_delta_net,
 };
 
 /* minimum and maximum number of sources */
-static const int8_t op_nsrc[ALICE_OP_COUNT_V1_0][2] = {
+static const int8_t op_nsrc[ALICE_OP_COUNT_V1_1][2] = {
 	{0, 0}, {2, 2}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, {1, 2}, {1, 1},
 	{2, 3}, {4, 4}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {1, 1},
+	{4, 4}, {6, 6},
 };
 
 static const char *op_name(uint32_t op)
 {
-	return op < ALICE_OP_COUNT_V1_0 ? op_names[op] : "unknown op";
+	return op < ALICE_OP_COUNT_V1_1 ? op_names[op] : "unknown op";
 }
 
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
@@ -369,7 +388,7 @@ static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct a
 	memset(a, 0, sizeof(*a));
 	a->ctx = ctx;
 	a->node = n;
-	if (n->op == ALICE_OP_NONE || n->op >= ALICE_OP_COUNT_V1_0)
+	if (n->op == ALICE_OP_NONE || n->op >= ALICE_OP_COUNT_V1_1)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the cuda backend", n->op);
 	if (n->dst < 0 || (uint32_t)n->dst >= g->n_tensors)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "dst tensor index %d out of range", n->dst);
@@ -480,6 +499,11 @@ static bool types_ok(const struct alice_node *n, const struct alice_tensor *dst,
 		return is_f32(s[0]) && is_i32(s[1]) && (dst->type == ALICE_TYPE_F16 || dst->type == ALICE_TYPE_F32);
 	case ALICE_OP_COPY:
 		return is_float_type(s[0]->type) && is_float_type(dst->type);
+	case ALICE_OP_SSM_CONV: /* x, w, state, seq */
+		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_i32(s[3]) && is_f32(dst);
+	case ALICE_OP_GATED_DELTA_NET: /* qk, v, g, beta, state, seq */
+		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_f32(s[3]) && is_f32(s[4]) && is_i32(s[5]) &&
+		       is_f32(dst);
 	default:
 		return false;
 	}
@@ -503,6 +527,8 @@ static bool shapes_ok(const struct cu_args *a)
 		       s[0]->ne[1] <= 65535 && s[0]->ne[2] <= 65535;
 	case ALICE_OP_KV_WRITE:
 		return d->ne[3] == 1;
+	case ALICE_OP_GATED_DELTA_NET: /* registers hold 32 rows x S columns per block */
+		return s[1]->ne[0] <= 256;
 	default:
 		return true;
 	}
@@ -632,12 +658,26 @@ static bool group_safe(const struct cu_args *a, int n)
 	return true;
 }
 
+/* ALICE_CUDA_INJECT_FAULT=N (for tests of the error path): the context's
+ * Nth graph_compute launches this with too many threads before its first
+ * node, a real (non-sticky) CUDA error that the node's launch check meets:
+ * the call must fail with the message, the process and context live on. */
+__global__ void k_inject_fault(void)
+{
+}
+
 static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		struct cu_args a[3];
 		size_t scr;
 		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a[0], &scr);
+		if (st == ALICE_OK && i == 0 && ctx->fault_at && ctx->n_compute == ctx->fault_at) {
+			k_inject_fault<<<1, 4096, 0, ctx->stream>>>();
+			cudaError_t e = cudaGetLastError();
+			st = cu_fail(ctx, ALICE_ERR_BACKEND, "%s (injected by ALICE_CUDA_INJECT_FAULT)",
+				     cudaGetErrorString(e != cudaSuccess ? e : cudaErrorInvalidConfiguration));
+		}
 		if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_MUL_MAT && ctx->fuse) {
 			/* Q/K/V or gate/up: consecutive mat-vecs of one input */
 			int n = 1;
@@ -732,6 +772,7 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors))
 		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_compute: malformed graph");
 	ctx->err[0] = '\0';
+	ctx->n_compute++;
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
 	/* pass 1: validate every node and size the scratch */
 	size_t need = 0, need_cnt = 0;
@@ -817,17 +858,21 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		cu_graph_reset(gc);
-		return cu_fail(ctx, ALICE_ERR_BACKEND, "graph_compute: %s", cudaGetErrorString(e));
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "graph_compute: %s%s", cudaGetErrorString(e),
+			       cu_sticky(e) ? " (a sticky error: this process's CUDA context is lost, every later call "
+					      "fails; restart the server)"
+					    : "");
 	}
 	ctx->stage_used = 0;
 	int fl = *ctx->hflag;
 	if (fl) {
 		CUDA_CHECK(ctx, cudaMemsetAsync(ctx->dflag, 0, sizeof(int), ctx->stream));
 		CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
-		return cu_fail(ctx, ALICE_ERR_RANGE, "graph_compute: input data out of range:%s%s%s",
+		return cu_fail(ctx, ALICE_ERR_RANGE, "graph_compute: input data out of range:%s%s%s%s",
 			       fl & CU_FLAG_ROW_ID ? " a GET_ROWS row id outside its matrix" : "",
 			       fl & CU_FLAG_RANGE ? " an ATTENTION cell range outside the cache" : "",
-			       fl & CU_FLAG_CELL ? " a KV_WRITE cell outside the cache" : "");
+			       fl & CU_FLAG_CELL ? " a KV_WRITE cell outside the cache" : "",
+			       fl & CU_FLAG_SEQ ? " an SSM_CONV / GATED_DELTA_NET sequence id outside the state" : "");
 	}
 	return ALICE_OK;
 }

@@ -62,6 +62,9 @@ struct alice_backend_ctx {
 	 * next graph); the ring is reset whenever the stream is idle */
 	uint8_t *stage;
 	size_t stage_size, stage_used;
+	/* ALICE_CUDA_INJECT_FAULT=N (tests, backend.cu): the Nth graph_compute
+	 * meets a real CUDA launch error at its first node */
+	uint64_t n_compute, fault_at;
 };
 
 enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
@@ -82,6 +85,7 @@ enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, c
 #define CU_FLAG_ROW_ID 1
 #define CU_FLAG_RANGE 2
 #define CU_FLAG_CELL 4
+#define CU_FLAG_SEQ 8 /* SSM_CONV / GATED_DELTA_NET sequence id outside the state */
 
 /* ---- node arguments ---- */
 struct cu_args {
@@ -162,6 +166,8 @@ enum alice_status cu_op_softcap(const struct cu_args *a) CU_HIDDEN;
 enum alice_status cu_op_glu(const struct cu_args *a) CU_HIDDEN;
 enum alice_status cu_op_unary(const struct cu_args *a) CU_HIDDEN;
 enum alice_status cu_op_copy(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_ssm_conv(const struct cu_args *a) CU_HIDDEN;        /* ssm.cu */
+enum alice_status cu_op_gated_delta_net(const struct cu_args *a) CU_HIDDEN;
 
 /* How many of the n MUL_MAT nodes a[0..n) can run as one mat-vec launch
  * (>= 1), and that launch. */

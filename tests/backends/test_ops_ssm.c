@@ -8,8 +8,8 @@
  *
  * A backend that does not support these ops (supports_op false) is
  * reported and passes: they are not in the 1.0 op set, and the model then
- * fails at context creation with the op named. The CPU backend must support
- * them. Error measure: NMSE = sum (out-ref)^2 / sum ref^2; everything is F32
+ * fails at context creation with the op named. The CPU and CUDA backends
+ * must support them. Error measure: NMSE = sum (out-ref)^2 / sum ref^2; everything is F32
  * with exp and dot products of <= 64 terms, so float rounding gives ~1e-14;
  * the bound is 1e-10. */
 #include <criterion/criterion.h>
@@ -380,7 +380,7 @@ ParameterizedTest(struct be_param *p, ops_ssm, backend, .timeout = 300)
 	struct alice_backend_ctx *ctx = NULL;
 	open_be(p->name, &be, &ctx);
 	const struct alice_backend_vtable *vt = be->vt;
-	bool must = strcmp(p->name, "cpu") == 0;
+	bool must = strcmp(p->name, "cpu") == 0 || strcmp(p->name, "cuda") == 0;
 	struct rng r = {0x2545f4914f6cdd1dull};
 	int n_unsup = 0, n_run = 0;
 
@@ -394,6 +394,7 @@ ParameterizedTest(struct be_param *p, ops_ssm, backend, .timeout = 300)
 		{"C37 T9 K4, 3 sequences interleaved", 37, 9, 4, 3, seq9},
 		{"C512 T5 K4, 1 sequence", 512, 5, 4, 1, seq1},
 		{"C8 T9 K2, 3 sequences", 8, 9, 2, 3, seq9},
+		{"C40 T9 K5, 3 sequences", 40, 9, 5, 3, seq9},
 	};
 	for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++) {
 		struct opcase c;
@@ -420,6 +421,7 @@ ParameterizedTest(struct be_param *p, ops_ssm, backend, .timeout = 300)
 		{"S64 Hk1 Hv1 T5, 1 sequence", 64, 1, 1, 5, 1, seq1},
 		{"S13 Hk1 Hv3 T9, 3 sequences", 13, 1, 3, 9, 3, seq9},
 		{"S32 Hk2 Hv2 T5", 32, 2, 2, 5, 1, seq1},
+		{"S128 Hk2 Hv4 T9, 3 sequences", 128, 2, 4, 9, 3, seq9},
 	};
 	for (size_t i = 0; i < sizeof(gdns) / sizeof(gdns[0]); i++) {
 		struct opcase c;
