@@ -15,41 +15,7 @@
 
 #include "alice/grammar.h"
 #include "alice/json_schema.h"
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t cap = 0, n = 0;
-	if (!f)
-		return NULL;
-	for (;;) {
-		if (n + 4096 + 1 > cap) {
-			size_t nc = cap ? cap * 2 : 8192;
-			char *nb = realloc(buf, nc);
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				return NULL;
-			}
-			buf = nb;
-			cap = nc;
-		}
-		size_t k = fread(buf + n, 1, 4096, f);
-		n += k;
-		if (k < 4096)
-			break;
-	}
-	bool bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		free(buf);
-		return NULL;
-	}
-	buf[n] = 0;
-	*len = n;
-	return buf;
-}
+#include "tool_io.h"
 
 /* 0 = match, 1 = no match (reason printed). */
 static int check_text(const struct alice_grammar *g, const char *path, bool full)
@@ -57,7 +23,7 @@ static int check_text(const struct alice_grammar *g, const char *path, bool full
 	struct alice_error err = {{0}};
 	struct alice_grammar_state *st = NULL;
 	size_t n = 0;
-	char *text = read_file(path, &n);
+	char *text = tool_read_file(path, &n);
 	int rc = 1;
 	if (!text) {
 		printf("FAIL %s: cannot read\n", path);
@@ -101,7 +67,7 @@ int main(int argc, char **argv)
 	}
 	const char *gpath = argv[ai++];
 	size_t glen = 0;
-	char *gtext = read_file(gpath, &glen), *gbnf = NULL;
+	char *gtext = tool_read_file(gpath, &glen), *gbnf = NULL;
 	struct alice_grammar *g = NULL;
 	struct alice_error err = {{0}};
 	struct alice_grammar_errpos pos = {0, 0};

@@ -14,6 +14,7 @@
 #include "alice/model.h"
 #include "alice/sampling.h"
 #include "alice/tokenizer.h"
+#include "tool_io.h"
 
 struct opts {
 	const char *model, *prompt, *prompt_file, *backend, *backend_dir;
@@ -173,42 +174,6 @@ static int list_backends(const char *dir)
 	return 0;
 }
 
-static char *read_file(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "alice-llm-cli: %s: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap);
-	while (buf) {
-		size_t got = fread(buf + n, 1, cap - n - 1, f);
-		n += got;
-		if (got == 0)
-			break;
-		if (n + 1 == cap) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-	}
-	if (ferror(f)) {
-		fprintf(stderr, "alice-llm-cli: %s: read error\n", path);
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = 0;
-	return buf;
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -262,8 +227,10 @@ int main(int argc, char **argv)
 	char *prompt_buf = NULL;
 	const char *prompt = o.prompt ? o.prompt : "";
 	if (o.prompt_file) {
-		if (!(prompt_buf = read_file(o.prompt_file)))
+		if (!(prompt_buf = tool_read_file(o.prompt_file, NULL))) {
+			fprintf(stderr, "alice-llm-cli: %s: %s\n", o.prompt_file, strerror(errno));
 			return 1;
+		}
 		prompt = prompt_buf;
 	}
 	if (o.json)

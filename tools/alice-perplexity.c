@@ -12,40 +12,12 @@
 
 #include "alice/model.h"
 #include "alice/tokenizer.h"
+#include "tool_io.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: alice-perplexity -m MODEL.gguf -f TEXT [-c N_CTX (256)] [-b N_BATCH] "
 		   "[--backend NAME] [--backend-dir DIR] [-t THREADS] [--chunks N]\n");
-}
-
-static char *read_file(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	char *buf = NULL;
-	size_t cap = 0, len = 0;
-	for (;;) {
-		if (len + 65536 + 1 > cap) {
-			cap = (len + 65536 + 1) * 2;
-			char *nb = realloc(buf, cap);
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				return NULL;
-			}
-			buf = nb;
-		}
-		size_t r = fread(buf + len, 1, 65536, f);
-		len += r;
-		if (r < 65536)
-			break;
-	}
-	fclose(f);
-	buf[len] = 0;
-	*n = len;
-	return buf;
 }
 
 static double now_s(void)
@@ -79,7 +51,7 @@ int main(int argc, char **argv)
 	if (!mp.path || !text_path || n_ctx < 8) { usage(stderr); return 2; }
 
 	size_t text_len = 0;
-	char *text = read_file(text_path, &text_len);
+	char *text = tool_read_file(text_path, &text_len);
 	if (!text) { fprintf(stderr, "alice-perplexity: %s: cannot read\n", text_path); return 1; }
 
 	struct alice_error err = {{0}};

@@ -18,41 +18,11 @@
 
 #include "alice/gguf.h"
 #include "alice/tokenizer.h"
+#include "tool_io.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: alice-tokenize -m MODEL.gguf [--no-bos] [--parse-special] [--json] [--time] (TEXT | -f FILE)\n");
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 1 << 16, n = 0;
-	char *p = malloc(cap);
-	while (p) {
-		size_t k = fread(p + n, 1, cap - n, f);
-		n += k;
-		if (n < cap) {
-			if (ferror(f)) {
-				free(p);
-				p = NULL;
-			}
-			break;
-		}
-		char *q = realloc(p, cap * 2);
-		if (!q) {
-			free(p);
-			p = NULL;
-			break;
-		}
-		p = q;
-		cap *= 2;
-	}
-	fclose(f);
-	*len = n;
-	return p;
 }
 
 /* Strict UTF-8 length of the sequence at s, or 0 if invalid there. */
@@ -149,7 +119,7 @@ int main(int argc, char **argv)
 	size_t len;
 	char *buf = NULL;
 	if (file) {
-		buf = read_all(file, &len);
+		buf = tool_read_file(file, &len);
 		if (!buf) {
 			fprintf(stderr, "alice-tokenize: %s: cannot read file\n", file);
 			return 1;

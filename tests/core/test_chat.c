@@ -11,29 +11,9 @@
 
 #include "alice/chat.h"
 #include "alice/gguf.h"
+#include "support/files.h"
 
 #define CHAT_DATA ALICE_SOURCE_DIR "/tests/data/chat"
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *p = malloc((size_t)n + 1);
-	if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-		free(p);
-		p = NULL;
-	}
-	if (p)
-		p[n] = '\0';
-	fclose(f);
-	if (len)
-		*len = (size_t)n;
-	return p;
-}
 
 /* messages (json array of {role, content}) -> struct array borrowing json strings */
 static struct alice_chat_message *json_msgs(struct json_object *arr, size_t *n)
@@ -83,8 +63,7 @@ Test(chat, goldens_match_official_templates)
 			char path[512];
 			snprintf(path, sizeof(path), CHAT_DATA "/%s__%s.txt", families[fi],
 				 json_object_get_string(id));
-			char *want = read_file(path, NULL);
-			cr_assert(want, "missing golden %s", path);
+			char *want = alice_test_read_file(path, NULL); /* the golden */
 			size_t n;
 			struct alice_chat_message *m = json_msgs(msgs, &n);
 			char *got = render(f, m, n, json_object_get_boolean(gen), NULL);

@@ -14,25 +14,10 @@
 #include "alice/gguf.h"
 #include "alice/gguf_write.h"
 #include "alice/tokenizer.h"
+#include "support/files.h"
 #include "support/paths.h"
 #include "support/refs.h"
 #include "unicode.h"
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert(f, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *p = malloc((size_t)n + 1);
-	cr_assert(p);
-	cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
-	p[n] = 0;
-	fclose(f);
-	*len = (size_t)n;
-	return p;
-}
 
 struct loaded {
 	struct alice_gguf *g;
@@ -103,9 +88,9 @@ static void run_vocab(const char *name, bool clean_spaces)
 	char rel[256];
 	size_t n_inp, n_out;
 	snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", name);
-	char *inp = read_file(alice_test_path(alice_test_fixtures_dir(), rel), &n_inp);
+	char *inp = alice_test_read_file(alice_test_path(alice_test_fixtures_dir(), rel), &n_inp);
 	snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.out", name);
-	char *out = read_file(alice_test_path(alice_test_fixtures_dir(), rel), &n_out);
+	char *out = alice_test_read_file(alice_test_path(alice_test_fixtures_dir(), rel), &n_out);
 
 	static const char sep[] = "\n__ggml_vocab_test__\n";
 	size_t pos = 0, opos = 0, n_cases = 0, n_fail = 0, n_rt_checked = 0;
@@ -550,7 +535,7 @@ Test(threads, concurrent_encode_is_consistent)
 		size_t len;
 		char rel[256];
 		snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", vocabs[v]);
-		char *text = read_file(alice_test_path(alice_test_fixtures_dir(), rel), &len);
+		char *text = alice_test_read_file(alice_test_path(alice_test_fixtures_dir(), rel), &len);
 		int32_t *want;
 		size_t n_want = encode(l.t, text, len, true, true, &want);
 		struct thread_job jobs[4];
