@@ -665,16 +665,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	*out = e;
 	return ALICE_OK;
 fail:
-	alice_context_free(e->ctx);
-	for (uint32_t i = 0; e->slots && i < e->n_slots; i++)
-		free(e->slots[i].toks);
-	free(e->slots);
-	free(e->b_tok);
-	free(e->b_pos);
-	free(e->b_seq);
-	free(e->b_logits);
-	free(e->mask);
-	free(e);
+	alice_engine_free(e); /* the thread is not running: frees what was allocated */
 	return st;
 }
 
@@ -691,7 +682,7 @@ void alice_engine_free(struct alice_engine *e)
 		pthread_mutex_destroy(&e->mu);
 		pthread_cond_destroy(&e->cv);
 	}
-	for (uint32_t i = 0; i < e->n_slots; i++) {
+	for (uint32_t i = 0; e->slots && i < e->n_slots; i++) {
 		free(e->slots[i].pending);
 		free(e->slots[i].toks);
 	}

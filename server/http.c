@@ -272,21 +272,9 @@ static void route_tokenize(struct srv *s, struct srv_http *h, const char *body, 
 		srv_api_error_invalid(&e, "content", "'content' is required and must be a string");
 		goto fail;
 	}
-	struct json_object *b;
-	if (json_object_object_get_ex(o, "add_special", &b) && b) {
-		if (!json_object_is_type(b, json_type_boolean)) {
-			srv_api_error_invalid(&e, "add_special", "'add_special' must be a boolean");
-			goto fail;
-		}
-		add_special = json_object_get_boolean(b);
-	}
-	if (json_object_object_get_ex(o, "parse_special", &b) && b) {
-		if (!json_object_is_type(b, json_type_boolean)) {
-			srv_api_error_invalid(&e, "parse_special", "'parse_special' must be a boolean");
-			goto fail;
-		}
-		parse_special = json_object_get_boolean(b);
-	}
+	if (srv_json_get_bool(o, "add_special", &add_special, &e) < 0 ||
+	    srv_json_get_bool(o, "parse_special", &parse_special, &e) < 0)
+		goto fail;
 	int32_t *toks = NULL;
 	size_t n = 0;
 	struct alice_error aerr = {{0}};

@@ -121,7 +121,7 @@ static const char *type_name(struct json_object *v)
 	return "?";
 }
 
-static int get_bool(struct json_object *o, const char *key, bool *out, struct srv_api_error *e)
+int srv_json_get_bool(struct json_object *o, const char *key, bool *out, struct srv_api_error *e)
 {
 	struct json_object *v = field(o, key);
 	if (!v)
@@ -536,7 +536,7 @@ static int parse_logprobs(struct json_object *o, struct srv_gen_request *r, stru
 {
 	int64_t k = 0;
 	if (r->kind == SRV_KIND_CHAT) {
-		if (get_bool(o, "logprobs", &r->logprobs, e) < 0)
+		if (srv_json_get_bool(o, "logprobs", &r->logprobs, e) < 0)
 			return -1;
 		int st = get_int(o, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &k, e);
 		if (st < 0)
@@ -629,7 +629,7 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, struc
 		if (!(r->model = dup_string(v, "model", "'model'", e)))
 			return -1;
 	}
-	if (get_bool(o, "stream", &r->stream, e) < 0)
+	if (srv_json_get_bool(o, "stream", &r->stream, e) < 0)
 		return -1;
 	if ((v = field(o, "stream_options"))) {
 		if (!json_object_is_type(v, json_type_object)) {
@@ -643,7 +643,7 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, struc
 			return -1;
 		}
 		struct srv_api_error sub;
-		if (get_bool(v, "include_usage", &r->include_usage, &sub) < 0) {
+		if (srv_json_get_bool(v, "include_usage", &r->include_usage, &sub) < 0) {
 			srv_api_error_invalid(e, "stream_options.include_usage",
 					      "'stream_options.include_usage' must be a boolean");
 			return -1;
@@ -675,7 +675,7 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, struc
 	}
 	if (parse_stop(o, r, e) < 0 || parse_logit_bias(o, r, e) < 0 || parse_logprobs(o, r, e) < 0)
 		return -1;
-	if (r->kind == SRV_KIND_COMPLETION && get_bool(o, "echo", &r->echo, e) < 0)
+	if (r->kind == SRV_KIND_COMPLETION && srv_json_get_bool(o, "echo", &r->echo, e) < 0)
 		return -1;
 	if ((v = field(o, "grammar"))) {
 		if (!json_object_is_type(v, json_type_string)) {

@@ -106,6 +106,9 @@ int srv_limits_check(const struct srv_limits *l, struct srv_gen_request *r, stru
 
 /* Parse a JSON object body with a depth limit; NULL + e on error. */
 struct json_object *srv_json_parse_object(const char *body, size_t len, struct srv_api_error *e);
+/* Optional boolean member key of o: 0 = absent or null (*out kept), 1 = set,
+ * -1 = not a boolean (e filled, naming key and the type given). */
+int srv_json_get_bool(struct json_object *o, const char *key, bool *out, struct srv_api_error *e);
 
 /* Valid UTF-8 copy of n bytes with each invalid sequence replaced by U+FFFD
  * (for token pieces that end inside a character). The caller frees. */
