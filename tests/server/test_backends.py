@@ -11,12 +11,17 @@ For each fixture model, `alice-llm-server --backend B --model M --parallel 4`:
     stream gives the same text (one completions prompt is streamed too);
   - 4 different prompts sent at once each give the text they give alone
     (prefill chunks and decode tokens of other requests in the same steps);
-  - on a fresh `--parallel 1` server (one slot, so every request reuses the
-    previous one's slot and, with the prefix cache, possibly its state): a
-    request sent after a different one gives exactly the text it gave as the
-    first request of a fresh server, and a request that extends the previous
-    prompt + reply (prefix-cache reuse) gives the text it gives uncached.
-    On qwen35 this is the recurrent-state isolation check (issue 9).
+  - on a fresh `--parallel 1` server (one slot, so every request lands in
+    the previous one's slot, prefix cache on): a request sent after a
+    different one gives exactly the text it gave alone (issue 9: on qwen35
+    this is the recurrent-state isolation check), in both orders; then the
+    first 12 tokens of a prompt whose continuation matched llama.cpp's fully,
+    and a follow-up whose prompt is that prompt + the reference's first 12
+    generated ids: it must reuse the slot's whole cached sequence (KV, or the
+    recurrent state on qwen35) and continue as llama.cpp's steps 12-23.
+    (Re-sending the same prompt, which reuses all but its last token, is not
+    compared: prefilling one token instead of the whole prompt may flip a
+    near-tie, README "Known limits"; seen on Vulkan with llama-spm-Q8_0.)
 
 Which continuations must match (the rule of tests/support/parity_run.c): every
 prompt is compared; the greedy continuation must be identical for all 24 steps
@@ -278,15 +283,21 @@ def test_model(args, name):
         text, _, js = completion(s, completions_prompt(first))
         check(f"[{name}] {b} slot reuse: {first['id']} after {other['id']} == {first['id']} alone{rec}",
               text is not None and text == alone.get(first["id"]), (text, alone.get(first["id"])))
+        a = completion(s, completions_prompt(other))[0]
+        check(f"[{name}] {b} slot reuse: {other['id']} after {first['id']} == alone{rec}", a == alone.get(other["id"]),
+              (a, alone.get(other["id"])))
         if full:
-            # The first half of the continuation, then prompt + those 12
-            # tokens as ids: the slot's whole cached sequence (prompt + 11
-            # decoded tokens) is its prefix, so the KV / recurrent state is
-            # reused, and the reply must be the reference's steps 12-23.
+            # The first half of the continuation (its slot held `other`: no
+            # prefix is reused, the prompt is prefilled as when alone), then
+            # prompt + those 12 tokens as ids: the slot's whole cached
+            # sequence (prompt + 11 decoded tokens) is its prefix, so the KV /
+            # recurrent state is reused, and the reply must be the
+            # reference's steps 12-23 (under the near-tie rule).
             h = N_GEN // 2
             text, fin, js = completion(s, completions_prompt(first), max_tokens=h)
-            check(f"[{name}] {b} slot reuse: {first['id']} again, {h} tokens", text is not None and
-                  alone.get(first["id"], "").startswith(text), (text, alone.get(first["id"])))
+            check(f"[{name}] {b} slot reuse: {first['id']} with max_tokens {h} == the start of its 24 tokens",
+                  text is not None and alone.get(first["id"], "").startswith(text.rstrip("\ufffd")),
+                  (text, alone.get(first["id"])))
             follow = first["tokens"] + first["generation"]["tokens"][:h]
             text, fin, js = completion(s, follow, max_tokens=N_GEN - h)
             if check(f"[{name}] {b} slot reuse: follow-up 200", text is not None, js):
