@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alice/model.h"
+#include "support/models.h"
 #include "support/paths.h"
 
 #define PROMPT 12
@@ -38,16 +39,9 @@ static void decode(struct alice_context *c, int n, const int32_t *t, const int32
 
 static void check_model(const char *file, int neighbour)
 {
-	struct alice_model_params mp;
-	alice_model_params_default(&mp);
 	char path[4096];
 	snprintf(path, sizeof path, "%s/models/%s", alice_test_fixtures_dir(), file);
-	mp.path = path;
-	mp.backend = "cpu";
-	mp.n_threads = 2;
-	struct alice_model *m = NULL;
-	struct alice_error e = {{0}};
-	cr_assert_eq(alice_model_load(&mp, &m, &e), ALICE_OK, "%s", e.msg);
+	struct alice_model *m = alice_test_load_model(path, "cpu");
 	int32_t nv = alice_model_n_vocab(m);
 	int32_t tok[PROMPT], pos[PROMPT], seq[PROMPT] = {0};
 	for (int i = 0; i < PROMPT; i++) {

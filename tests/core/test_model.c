@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alice/backend_loader.h"
 #include "alice/model.h"
 #include "alice/quant.h"
 #include "alice/tokenizer.h"
 #include "support/gguf_patch.h"
+#include "support/models.h"
 #include "support/paths.h"
 
 #define BASE_MODEL "llama2-spm-F16" /* small llama fixture: n_embd 32, 2 layers, untied */
@@ -145,30 +145,9 @@ Test(model_load, missing_file)
 /* ---- batch semantics on a fixture ---- */
 
 /* The context tests run on ALICE_TEST_BACKEND (default cpu), like test_parity. */
-static const char *test_backend(void)
-{
-	const char *b = getenv("ALICE_TEST_BACKEND");
-	return b && *b ? b : "cpu";
-}
-
 static struct alice_model *load_fixture(const char *name)
 {
-	struct alice_model_params mp;
-	alice_model_params_default(&mp);
-	mp.path = fixture_model(name);
-	mp.backend = test_backend();
-	if (strcmp(mp.backend, "cpu") != 0) {
-		struct alice_backend *be = NULL;
-		struct alice_error e = {0};
-		if (alice_backend_open(mp.backend, NULL, &be, &e) != ALICE_OK)
-			cr_skip_test("backend %s unavailable here: %s", mp.backend, e.msg);
-		alice_backend_close(be);
-	}
-	mp.n_threads = 2;
-	struct alice_model *m = NULL;
-	struct alice_error err = {0};
-	cr_assert_eq(alice_model_load(&mp, &m, &err), ALICE_OK, "%s", err.msg);
-	return m;
+	return alice_test_load_model(fixture_model(name), NULL);
 }
 
 static struct alice_context *make_ctx(struct alice_model *m, uint32_t n_ctx, uint32_t n_seq, uint32_t n_batch)
@@ -389,7 +368,7 @@ Test(model, getters)
 {
 	struct alice_model *m = load_fixture(BASE_MODEL);
 	cr_expect_str_eq(alice_model_arch(m), "llama");
-	cr_expect_str_eq(alice_model_backend_name(m), test_backend());
+	cr_expect_str_eq(alice_model_backend_name(m), alice_test_backend());
 	cr_expect_eq(alice_model_n_vocab(m), 32000);
 	cr_expect_eq(alice_model_n_embd(m), 32);
 	cr_expect_eq(alice_model_n_ctx_train(m), 4096);
@@ -410,14 +389,8 @@ Test(model, tiny_tolstoy_writes_english, .timeout = 120)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/models/tiny-tolstoy-Q8_0.gguf", alice_test_source_dir());
-	struct alice_model_params mp;
-	alice_model_params_default(&mp);
-	mp.path = path;
-	mp.backend = "cpu";
-	mp.n_threads = 2;
-	struct alice_model *m = NULL;
+	struct alice_model *m = alice_test_load_model(path, "cpu");
 	struct alice_error err = {0};
-	cr_assert_eq(alice_model_load(&mp, &m, &err), ALICE_OK, "%s", err.msg);
 	const struct alice_tokenizer *tok = alice_model_tokenizer(m);
 	int32_t *toks = NULL;
 	size_t n = 0;

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alice/backend_loader.h"
 #include "alice/gguf.h"
 #include "alice/gguf_write.h"
 #include "alice/model.h"
 #include "alice/tokenizer.h"
 #include "support/gguf_patch.h"
+#include "support/models.h"
 #include "support/parity_run.h"
 #include "support/paths.h"
 
@@ -50,21 +50,7 @@ static struct alice_model *load_qwen35(void)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/models/qwen35-F16.gguf", alice_test_fixtures_dir());
-	struct alice_model_params mp;
-	alice_model_params_default(&mp);
-	mp.path = path;
-	const char *be = getenv("ALICE_TEST_BACKEND"); /* as the parity tests: default cpu */
-	mp.backend = be && *be ? be : "cpu";
-	mp.n_threads = 2;
-	struct alice_model *m = NULL;
-	struct alice_error err = {0};
-	if (strcmp(mp.backend, "cpu") != 0) {
-		struct alice_backend *b = NULL;
-		if (alice_backend_open(mp.backend, NULL, &b, &err) != ALICE_OK)
-			cr_skip_test("backend %s unavailable here: %s", mp.backend, err.msg);
-		alice_backend_close(b);
-	}
-	cr_assert_eq(alice_model_load(&mp, &m, &err), ALICE_OK, "load: %s", err.msg);
+	struct alice_model *m = alice_test_load_model(path, NULL); /* as the parity tests */
 	cr_assert(alice_model_is_recurrent(m));
 	return m;
 }
@@ -209,8 +195,7 @@ Test(recurrent_state, sequential_requests_do_not_leak, .timeout = 300)
  * any leak. */
 static float mixed_bound(void)
 {
-	const char *be = getenv("ALICE_TEST_BACKEND");
-	return !be || !*be || strcmp(be, "cpu") == 0 ? 1e-3f : 0.1f;
+	return strcmp(alice_test_backend(), "cpu") == 0 ? 1e-3f : 0.1f;
 }
 
 /* Two requests in the same batches (prompt rows of both sequences in one

@@ -11,6 +11,7 @@
 #include "alice/engine.h"
 #include "alice/model.h"
 #include "alice/tokenizer.h"
+#include "support/models.h"
 
 #define MODEL_PATH ALICE_SOURCE_DIR "/models/tiny-tolstoy-Q8_0.gguf"
 #define MAX_TOK 600
@@ -79,13 +80,7 @@ static const struct alice_tokenizer *tok;
 
 static void setup(void)
 {
-	struct alice_model_params mp;
-	struct alice_error err = {{0}};
-	alice_model_params_default(&mp);
-	mp.path = MODEL_PATH;
-	mp.backend = "cpu";
-	mp.n_threads = 2;
-	cr_assert_eq(alice_model_load(&mp, &model, &err), ALICE_OK, "load %s: %s", MODEL_PATH, err.msg);
+	model = alice_test_load_model(MODEL_PATH, "cpu");
 	tok = alice_model_tokenizer(model);
 }
 

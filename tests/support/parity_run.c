@@ -18,6 +18,7 @@
 #include "alice/backend_loader.h"
 #include "alice/model.h"
 #include "alice/tokenizer.h"
+#include "support/models.h"
 #include "support/parity_refs.h"
 #include "support/parity_run.h"
 #include "support/paths.h"
@@ -26,12 +27,6 @@ static int cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
 	return (x > y) - (x < y);
-}
-
-static const char *test_backend(void)
-{
-	const char *b = getenv("ALICE_TEST_BACKEND");
-	return b && *b ? b : "cpu";
 }
 
 static int32_t argmax(const float *l, int32_t n)
@@ -87,7 +82,7 @@ void alice_parity_run(const char *name, const struct alice_parity_bound *tb)
 	struct alice_parity_refs *refs = alice_parity_refs_load(alice_test_fixtures_dir(), name, err_msg, sizeof(err_msg));
 	cr_assert_not_null(refs, "%s", err_msg);
 
-	const char *backend = test_backend();
+	const char *backend = alice_test_backend();
 	/* the tight pos-0 bound assumes llama.cpp's activation rounding, which
 	 * the cpu backend does and backend.h lets other backends skip */
 	const float pos0_bound = strcmp(backend, "cpu") == 0 ? tb->pos0 : tb->bound;
