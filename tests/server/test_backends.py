@@ -203,6 +203,12 @@ def test_model(args, name):
         check(f"[{name}] bad request: 400 OpenAI error", st == 400 and ts.is_error(js, "temperature"), (st, js))
         st, js, _ = s.post(CHAT, b"{not json")
         check(f"[{name}] malformed body: 400 OpenAI error", st == 400 and ts.is_error(js), (st, js))
+        st, js, _ = s.post(COMP, {"prompt": [1, h["vocab_size"]], "max_tokens": 2})
+        check(f"[{name}] token id out of the vocabulary: 400 OpenAI error", st == 400 and ts.is_error(js, "prompt"),
+              (st, js))
+        st, js, _ = s.post(COMP, {"prompt": [10] * (h["n_ctx"] + 1), "max_tokens": 2})
+        check(f"[{name}] prompt longer than the context: 400 OpenAI error", st == 400 and ts.is_error(js, "prompt"),
+              (st, js))
         for p in texts + chats:
             st, js, _ = s.post("/tokenize", {"content": p["text"], "add_special": p["add_special"],
                                              "parse_special": p["parse_special"]})
