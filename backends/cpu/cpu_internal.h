@@ -138,6 +138,21 @@ struct act_q8_k {
 	int16_t bsums[QKK / 16];
 };
 
+/* Activation rows packed for the AMX GEMM (vec_amx.c): per group of 16 rows
+ * and block, q[kk * 64 + 4 * m + t] = row m's q[4 * kk + t] (AMX's B layout);
+ * rows past the end of the op are zero. */
+struct apack_q8_0 {
+	int8_t q[8 * 64];
+	float d[16];
+};
+
+struct apack_q8_k {
+	int8_t q[64 * 64];
+	float d[16];
+	/* [p][2m + i] = row m's sum of q over the 32-element sub-block 2p + i */
+	int16_t bsp[4][32];
+};
+
 enum act_fmt {
 	ACT_F32 = 0,
 	ACT_F16,
@@ -154,6 +169,15 @@ typedef void (*vec_dot4_fn)(int64_t k, const void *w, const void *act, size_t st
 /* 4 weight rows `wstride` bytes apart with one activation row (decode):
  * one pass of activation loads serves four independent accumulators. */
 typedef void (*vec_dotr4_fn)(int64_t k, const void *w, size_t wstride, const void *act, float *out);
+/* 16 weight rows `wstride` apart x M packed activation rows (struct apack_*,
+ * ceil(M/16) groups): out + n * os_n + m * os_m (bytes) for m < M. Same
+ * arithmetic as the type's dot/dotr4 (bit for bit). scratch: cpu_gemm_scratch(k). */
+typedef void (*vec_gemm_fn)(int64_t k, const void *w, size_t wstride, const void *apack, int64_t M, uint8_t *out,
+			    size_t os_n, size_t os_m, void *scratch);
+static inline size_t cpu_gemm_scratch(int64_t k)
+{
+	return (size_t)k * 16 + (size_t)(k / QKK) * (16 + 4 + 2) * 64 + (size_t)(k / QK8) * 64 + 4096;
+}
 
 struct cpu_kernels {
 	const char *isa;
@@ -172,6 +196,7 @@ struct cpu_kernels {
 	vec_dot_fn dot[ALICE_TYPE_COUNT];
 	vec_dot4_fn dot4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 	vec_dotr4_fn dotr4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
+	vec_gemm_fn gemm[ALICE_TYPE_COUNT];   /* optional (prefill), packed activations */
 };
 
 extern const struct cpu_kernels *cpu_k CPU_HIDDEN; /* chosen at init */
@@ -182,6 +207,7 @@ void cpu_kernels_scalar(struct cpu_kernels *k) CPU_HIDDEN;
 void cpu_kernels_avx2_dots(struct cpu_kernels *k) CPU_HIDDEN;
 void cpu_kernels_avx2(struct cpu_kernels *k) CPU_HIDDEN;
 void cpu_kernels_avx512(struct cpu_kernels *k) CPU_HIDDEN;
+void cpu_kernels_amx(struct cpu_kernels *k) CPU_HIDDEN; /* avx512 + AMX-INT8 */
 #endif
 #if defined(__aarch64__)
 void cpu_kernels_neon(struct cpu_kernels *k) CPU_HIDDEN;

@@ -5,7 +5,11 @@
  * (F16 for F16, BF16 for BF16, Q8_0 blocks for the 32-blocks, Q8_K for the
  * K-quants — what llama.cpp does, so logits compare closely); (2) weight rows
  * are handed out in chunks through an atomic counter and each is dotted with
- * a tile of activation rows while it sits in L1.
+ * a tile of activation rows while it sits in L1. Where the kernel table has a
+ * GEMM for the weight type (AMX: Q8_0, Q4_K, Q6_K), pass (1) also packs the
+ * rounded rows into the GEMM's layout and pass (2) hands out 16 weight rows
+ * at a time; that GEMM and the type's mat-vec share one accumulation order,
+ * so a row's result does not depend on how many rows share the op.
  *
  * A weight type with no SIMD dot for the current ISA takes the generic path:
  * its row is dequantized with the reference dequantizer and dotted in F32
@@ -96,6 +100,11 @@ struct mm_job {
 	int64_t dnb0, dnb1, dnb2, dnb3;
 	uint8_t *abuf; /* converted activation rows (NULL: one row, per thread) */
 	size_t act_row, tmp_bytes;
+	/* GEMM (k->gemm[type]): the rows also packed, ceil(M/16) groups per batch */
+	bool gemm;
+	uint8_t *apack;
+	size_t grp_bytes;
+	int64_t mg;
 	long chunk, n_chunks_per_batch;
 	atomic_long ctr, conv_ctr;
 };
@@ -137,14 +146,80 @@ static float *t_gather(const struct mm_job *j, int ith) { return t_wrow(j, ith) 
 static void *t_tmp(const struct mm_job *j, int ith) { return t_gather(j, ith) + ((j->K + 15) & ~15); }
 static uint8_t *t_act(const struct mm_job *j, int ith) { return (uint8_t *)t_tmp(j, ith) + j->tmp_bytes; }
 
+static uint8_t *t_gemm(const struct mm_job *j, int ith) { return t_act(j, ith); } /* no own row with a GEMM */
+
+/* Row `lane` of a 16-row group in the GEMM's layout (struct apack_*). */
+static void pack_q8_0(const struct act_q8_0 *a, int64_t nb, struct apack_q8_0 *g, int lane)
+{
+	for (int64_t b = 0; b < nb; b++) {
+		for (int kk = 0; kk < QK8 / 4; kk++)
+			memcpy(g[b].q + kk * 64 + 4 * lane, a[b].q + 4 * kk, 4);
+		g[b].d[lane] = a[b].d;
+	}
+}
+
+static void pack_q8_k(const struct act_q8_k *a, int64_t nb, struct apack_q8_k *g, int lane)
+{
+	for (int64_t b = 0; b < nb; b++) {
+		for (int kk = 0; kk < QKK / 4; kk++)
+			memcpy(g[b].q + kk * 64 + 4 * lane, a[b].q + 4 * kk, 4);
+		g[b].d[lane] = a[b].d;
+		for (int p = 0; p < 4; p++)
+			for (int i = 0; i < 2; i++) {
+				int sb = 2 * p + i; /* 32-element sub-block = two 16-sums */
+				g[b].bsp[p][2 * lane + i] = (int16_t)(a[b].bsums[2 * sb] + a[b].bsums[2 * sb + 1]);
+			}
+	}
+}
+
 static void mm_convert(void *arg, int ith, int nth)
 {
 	(void)nth;
 	struct mm_job *j = arg;
 	long total = (long)(j->M * j->ne12 * j->ne13), r0, r1;
 	while (chunk_next(&j->conv_ctr, total, 4, &r0, &r1))
-		for (long r = r0; r < r1; r++)
-			convert_row(j, r, j->abuf + (size_t)r * j->act_row, t_gather(j, ith), t_tmp(j, ith));
+		for (long r = r0; r < r1; r++) {
+			uint8_t *row = j->abuf + (size_t)r * j->act_row;
+			convert_row(j, r, row, t_gather(j, ith), t_tmp(j, ith));
+			if (!j->gemm)
+				continue;
+			int64_t m = r % j->M, bi = r / j->M;
+			uint8_t *g = j->apack + (size_t)(bi * j->mg + m / 16) * j->grp_bytes;
+			if (j->act == ACT_Q8_0)
+				pack_q8_0((const struct act_q8_0 *)row, j->K / QK8, (struct apack_q8_0 *)g, (int)(m % 16));
+			else
+				pack_q8_k((const struct act_q8_k *)row, j->K / QKK, (struct apack_q8_k *)g, (int)(m % 16));
+		}
+}
+
+/* Prefill with a GEMM kernel: chunks of 16 weight rows; rows left over
+ * (N % 16) take the dot kernel, which has the same arithmetic. */
+static void mm_gemm(void *arg, int ith, int nth)
+{
+	(void)nth;
+	struct mm_job *j = arg;
+	const struct cpu_kernels *k = j->k;
+	long ngrp = (long)((j->N + 15) / 16), total = ngrp * (long)(j->ne12 * j->ne13), c0, c1;
+	while (chunk_next(&j->ctr, total, 1, &c0, &c1)) {
+		long b = c0 / ngrp;
+		int64_t n0 = (c0 % ngrp) * 16;
+		int64_t i2 = b % j->ne12, i3 = b / j->ne12;
+		const uint8_t *wb = j->w + (i2 / j->r2) * j->wnb2 + (i3 / j->r3) * j->wnb3;
+		uint8_t *db = j->d + i2 * j->dnb2 + i3 * j->dnb3;
+		if (n0 + 16 <= j->N) {
+			k->gemm[j->type](j->K, wb + n0 * j->wnb1, (size_t)j->wnb1,
+					 j->apack + (size_t)b * (size_t)j->mg * j->grp_bytes, j->M, db + n0 * j->dnb0,
+					 (size_t)j->dnb0, (size_t)j->dnb1, t_gemm(j, ith));
+			continue;
+		}
+		const uint8_t *ab = j->abuf + (size_t)b * (size_t)j->M * j->act_row;
+		for (int64_t n = n0; n < j->N; n++)
+			for (int64_t m = 0; m < j->M; m++) {
+				float r;
+				k->dot[j->type](j->K, wb + n * j->wnb1, ab + (size_t)m * j->act_row, &r);
+				memcpy(db + n * j->dnb0 + m * j->dnb1, &r, 4);
+			}
+	}
 }
 
 static void mm_dot(void *arg, int ith, int nth)
@@ -269,11 +344,24 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	j.act_row = act_row_bytes(j.act, K, j.spec);
 	size_t n_rows = (size_t)(M * j.ne12 * j.ne13);
 	j.tmp_bytes = ((size_t)(K / QK8 + 1) * sizeof(struct act_q8_0) + (size_t)K * 2 + 63) & ~(size_t)63;
-	size_t tbytes = (size_t)((K + 15) & ~15) * 8 + j.tmp_bytes + (n_rows == 1 ? j.act_row : 0) + 64;
-	enum alice_status st = cpu_scratch(ctx, n_rows == 1 ? 0 : n_rows * j.act_row, tbytes);
+	j.gemm = j.spec && n_rows > 1 && cpu_k->gemm[w->type] != NULL;
+	size_t rows_bytes = (n_rows * j.act_row + 63) & ~(size_t)63, pack_bytes = 0;
+	if (j.gemm) {
+		j.mg = (M + 15) / 16;
+		j.grp_bytes = j.act == ACT_Q8_0 ? (size_t)(K / QK8) * sizeof(struct apack_q8_0)
+						: (size_t)(K / QKK) * sizeof(struct apack_q8_k);
+		pack_bytes = (size_t)(j.mg * j.ne12 * j.ne13) * j.grp_bytes;
+	}
+	size_t tbytes = (size_t)((K + 15) & ~15) * 8 + j.tmp_bytes +
+			(j.gemm ? cpu_gemm_scratch(K) : n_rows == 1 ? j.act_row : 0) + 64;
+	enum alice_status st = cpu_scratch(ctx, n_rows == 1 ? 0 : rows_bytes + pack_bytes, tbytes);
 	if (st != ALICE_OK)
 		return st;
 	j.abuf = n_rows == 1 ? NULL : ctx->wdata;
+	if (j.gemm) {
+		j.apack = ctx->wdata + rows_bytes;
+		memset(j.apack, 0, pack_bytes); /* rows past M: zero activations */
+	}
 	j.chunk = N / (4 * ctx->n_threads);
 	if (j.chunk > 64)
 		j.chunk = 64;
@@ -285,7 +373,8 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	atomic_init(&j.conv_ctr, 0);
 	if (j.abuf) /* rows from j.conv_ctr: any subset of threads finishes */
 		cpu_pool_run_dynamic(ctx->pool, mm_convert, &j);
-	cpu_pool_run_dynamic(ctx->pool, mm_dot, &j); /* chunks from j.ctr: any subset of threads finishes */
+	/* chunks from j.ctr: any subset of threads finishes */
+	cpu_pool_run_dynamic(ctx->pool, j.gemm ? mm_gemm : mm_dot, &j);
 	return ALICE_OK;
 }
 

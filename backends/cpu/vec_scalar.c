@@ -1,5 +1,5 @@
 /* vec_scalar.c — portable kernels (the fallback on every ISA) and the
- * run-time choice of the kernel table (ALICE_CPU_ISA=scalar|avx2|avx512|neon
+ * run-time choice of the kernel table (ALICE_CPU_ISA=scalar|avx2|avx512 (no AMX)|neon
  * forces one, for testing). The quantized dots have no scalar version: the
  * matmul's generic path dequantizes the weight row and rounds activations
  * exactly as the integer kernels see them, so results agree. */
@@ -155,14 +155,28 @@ enum act_fmt cpu_act_of(uint32_t type)
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct x86_feat {
 	bool avx2, avx512; /* avx512: F+BW+VL+DQ+VNNI, with OS support */
+	bool amx;          /* AMX-TILE + AMX-INT8, tile data granted by the OS */
 };
+
+/* Linux hands out the 8 KiB AMX tile state only on request (per process). */
+static bool amx_permit(void)
+{
+#if defined(__x86_64__) && defined(SYS_arch_prctl)
+	const long req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+	return syscall(SYS_arch_prctl, req_xcomp_perm, xfeature_xtiledata) == 0;
+#else
+	return false;
+#endif
+}
 
 static struct x86_feat x86_detect(void)
 {
-	struct x86_feat f = {false, false};
+	struct x86_feat f = {false, false, false};
 	unsigned a, b, c, d;
 	if (!__get_cpuid(1, &a, &b, &c, &d))
 		return f;
@@ -179,6 +193,8 @@ static struct x86_feat x86_detect(void)
 	bool a512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31)) &&
 		    (c & (1u << 11)) && (xlo & 0xe0) == 0xe0;
 	f.avx512 = f.avx2 && a512;
+	bool amx = (d & (1u << 24)) && (d & (1u << 25)) && (xlo & 0x60000) == 0x60000;
+	f.amx = f.avx512 && amx && amx_permit();
 	return f;
 }
 #endif
@@ -198,9 +214,19 @@ static void select_once(void)
 		cap = 0;
 	else if (force && strcmp(force, "avx2") == 0)
 		cap = 1;
+	else if (force && strcmp(force, "avx512") == 0)
+		cap = 2;
 #if defined(__x86_64__) || defined(__i386__)
 	struct x86_feat f = x86_detect();
-	if (f.avx512 && cap >= 2)
+	bool amx = false;
+#if defined(__x86_64__)
+	amx = f.amx && cap >= 3;
+	if (amx)
+		cpu_kernels_amx(&k);
+#endif
+	if (amx)
+		(void)0;
+	else if (f.avx512 && cap >= 2)
 		cpu_kernels_avx512(&k);
 	else if (f.avx2 && cap >= 1)
 		cpu_kernels_avx2(&k);
