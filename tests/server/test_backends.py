@@ -111,28 +111,50 @@ def utf8_prefix(b):
     return b.decode("utf-8", errors="replace")
 
 
-def compare_ref(label, p, text, finish, bound, start=0):
-    """The rule in the module docstring, for reference steps start..; the
-    step where the text parted (relative to start) is returned."""
+def ref_agreement(p, text, start=0):
+    """(steps of the reference continuation from `start` that text follows,
+    steps compared, text of the reference, margins from start)."""
     g = p["generation"]
     pieces = ref_pieces(p)[start:]
     n = (N_GEN if g["first_eog_step"] is None else g["first_eog_step"]) - start
     margins = [s["top"][0][1] - s["top"][1][1] for s in g["steps"][start:]]
     full = b"".join(pieces[:n]).decode("utf-8", errors="replace")
-    what = f"greedy continuation == llama.cpp's" + (f" from step {start}" if start else "")
+    if text == full:
+        return n, n, full, margins
+    j = 0
+    while j < n and text.startswith(utf8_prefix(b"".join(pieces[: j + 1]))):
+        j += 1
+    return j, n, full, margins
+
+
+def compare_ref(label, p, text, finish, bound, start=0):
+    """The rule in the module docstring, for reference steps start..; the
+    step where the text parted (relative to start) is returned."""
+    j, n, full, margins = ref_agreement(p, text, start)
+    what = "greedy continuation == llama.cpp's" + (f" from step {start}" if start else "")
     if text == full:
         ok = finish == ("length" if n + start == N_GEN else "stop")
         check(f"{label}: {what}, all {n} steps", ok, (finish, text))
         return n
-    j = 0
-    while j < n and text.startswith(utf8_prefix(b"".join(pieces[: j + 1]))):
-        j += 1
     if j >= n:  # our text is the reference's plus more: cannot be (max_tokens / eog)
         check(f"{label}: {what}", False, (text, full))
         return j
     check(f"{label}: {what} for {j} steps, then parts where the reference's margin is {margins[j]:.3f} "
           f"(near-tie if < {bound})", margins[j] < bound, f"got {text!r}, reference {full!r}")
     return j
+
+
+def why_differs(p, got, alone):
+    """For a failure message: where each text parts from llama.cpp's."""
+    out = []
+    for what, t in (("alone", alone), ("this", got)):
+        if t is None:
+            out.append(f"{what}: no reply")
+            continue
+        j, n, _, m = ref_agreement(p, t)
+        out.append(f"{what}: follows the reference for {j}/{n} steps" +
+                   (f", parts where its margin is {m[j]:.3f}" if j < n else ""))
+    return "; ".join(out)
 
 
 def completion(s, prompt, stream=False, timeout=600, max_tokens=N_GEN):
@@ -260,7 +282,8 @@ def test_model(args, name):
                 t.start()
             for t in th:
                 t.join()
-            bad = [(i, alone[i], res.get(i)) for i in ids if res.get(i) != alone[i]]
+            bad = [(i, alone[i], res.get(i), why_differs(pm[i], res.get(i), alone[i]))
+                   for i in ids if res.get(i) != alone[i]]
             check(f"[{name}] {b}: 4 concurrent requests ({', '.join(ids)}) == alone "
                   f"(round {rnd}, {time.time() - t1:.2f} s)", not bad, bad)
         # the same 4 prompts as one request: admitted together, surely batched
@@ -270,7 +293,8 @@ def test_model(args, name):
         if st == 200:
             for c in js["choices"]:
                 got[ids[c["index"]]] = c["text"]
-        bad = [(i, alone[i], got.get(i)) for i in ids if got.get(i) != alone[i]]
+        bad = [(i, alone[i], got.get(i), why_differs(pm[i], got.get(i), alone[i]))
+               for i in ids if got.get(i) != alone[i]]
         check(f"[{name}] {b}: the 4 prompts in one request == alone", st == 200 and not bad, (st, bad))
     finally:
         s.stop()
@@ -285,13 +309,14 @@ def test_model(args, name):
     try:
         a = completion(s, completions_prompt(other))[0]
         check(f"[{name}] {b} slot reuse: {other['id']} first == alone", a == alone.get(other["id"]),
-              (a, alone.get(other["id"])))
+              (a, alone.get(other["id"]), why_differs(other, a, alone.get(other["id"]))))
         text, _, js = completion(s, completions_prompt(first))
         check(f"[{name}] {b} slot reuse: {first['id']} after {other['id']} == {first['id']} alone{rec}",
-              text is not None and text == alone.get(first["id"]), (text, alone.get(first["id"])))
+              text is not None and text == alone.get(first["id"]),
+              (text, alone.get(first["id"]), why_differs(first, text, alone.get(first["id"]))))
         a = completion(s, completions_prompt(other))[0]
         check(f"[{name}] {b} slot reuse: {other['id']} after {first['id']} == alone{rec}", a == alone.get(other["id"]),
-              (a, alone.get(other["id"])))
+              (a, alone.get(other["id"]), why_differs(other, a, alone.get(other["id"]))))
         if full:
             # The first half of the continuation (its slot held `other`: no
             # prefix is reused, the prompt is prefilled as when alone), then
