@@ -30,6 +30,8 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
        uint8_t *__restrict__ dst, float *__restrict__ part, unsigned *__restrict__ cnt, int *__restrict__ flag,
        struct att_params p)
 {
+	pdl_wait();
+	pdl_trigger();
 	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int64_t hk = h / (p.n_head / p.n_head_kv);
@@ -203,6 +205,8 @@ enum alice_status cu_op_attention(const struct cu_args *a)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: head dims above %d", 32 * ATT_MAXJ);
 	if (p.n_head > 65535 || p.n_tokens > 65535)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: more than 65535 heads or tokens");
+	if (cu_fattn_ok(a))
+		return cu_fattn(a);
 	p.q = cu_view_of(q);
 	p.k = cu_view_of(k);
 	p.v = cu_view_of(v);
@@ -220,13 +224,13 @@ enum alice_status cu_op_attention(const struct cu_args *a)
 	int J = ((p.dk > p.dv ? p.dk : p.dv) + 31) / 32;
 	cudaStream_t s = ctx->stream;
 	if (J <= 2)
-		k_attn<2><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
+		cu_launch(k_attn<2>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
 	else if (J <= 4)
-		k_attn<4><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
+		cu_launch(k_attn<4>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
 	else if (J <= 8)
-		k_attn<8><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
+		cu_launch(k_attn<8>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
 	else
-		k_attn<16><<<grid, ATT_WARPS * 32, 0, s>>>(tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
+		cu_launch(k_attn<16>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
 	CUDA_LAUNCH_CHECK(ctx, "attention");
 	return ALICE_OK;
 }

@@ -161,6 +161,7 @@ static void cu_free(struct alice_backend_ctx *ctx)
 	cudaFreeHost(ctx->stage);
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
+	cu_prof_free(ctx->prof);
 	cudaGetLastError();
 	free(ctx);
 }
@@ -202,6 +203,9 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	ctx->fuse = !(fz && fz[0] == '0');
 	const char *fi = getenv("ALICE_CUDA_INJECT_FAULT");
 	ctx->fault_at = fi ? strtoull(fi, NULL, 10) : 0;
+	const char *pf = getenv("ALICE_CUDA_PROFILE");
+	if (pf && pf[0] == '1' && (ctx->prof = cu_prof_new()) != NULL)
+		ctx->use_graphs = false; /* per-launch events */
 	cudaError_t e;
 	cudaDeviceProp prop;
 	cublasStatus_t cs;
@@ -639,14 +643,16 @@ static bool overlaps(const struct alice_tensor *a, const struct alice_tensor *b)
  * source that is itself a member's dst (the fused kernel orders that edge
  * itself). The graph's placer reuses dead tensors' memory, so e.g. a norm's
  * output can sit where the preceding add read its inputs. */
-static bool group_safe(const struct cu_args *a, int n)
+static bool group_safe(const struct cu_args *a, int n, bool staged_x)
 {
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < n; j++) {
 			if (i != j && overlaps(a[i].dst, a[j].dst))
 				return false;
 			for (int s = 0; s < ALICE_MAX_SRC; s++) {
-				if (!a[j].src[s])
+				/* staged_x: the launch copies the mat-vecs' activations to
+				 * scratch before it writes any output */
+				if (!a[j].src[s] || (staged_x && s == 1 && a[j].node->op == ALICE_OP_MUL_MAT))
 					continue;
 				bool internal = false;
 				for (int k = 0; k < n; k++)
@@ -669,8 +675,10 @@ __global__ void k_inject_fault(void)
 static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
-		struct cu_args a[3];
+		struct cu_args a[4];
 		size_t scr;
+		if (ctx->prof)
+			cu_prof_mark(ctx, g, i);
 		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a[0], &scr);
 		if (st == ALICE_OK && i == 0 && ctx->fault_at && ctx->n_compute == ctx->fault_at) {
 			k_inject_fault<<<1, 4096, 0, ctx->stream>>>();
@@ -685,7 +693,7 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			       prepare_node(ctx, g, &g->nodes[i + n], &a[n], &scr) == ALICE_OK)
 				n++;
 			n = cu_mul_mat_fusable(a, n);
-			while (n > 1 && !group_safe(a, n))
+			while (n > 1 && !group_safe(a, n, cu_mul_mat_stages_x(a, n)))
 				n--;
 			/* gate/up followed by their GLU: one launch for all three */
 			struct cu_args ga;
@@ -694,7 +702,7 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 				   cu_mul_mat_glu_fusable(a, &ga);
 			if (glu) {
 				struct cu_args all[3] = { a[0], a[1], ga };
-				glu = group_safe(all, 3);
+				glu = group_safe(all, 3, cu_mul_mat_stages_x(a, 2));
 			}
 			st = cu_mul_mat_multi(a, n, glu ? &ga : NULL);
 			if (st == ALICE_OK) {
@@ -704,11 +712,25 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ADD && ctx->fuse && i + 1 < g->n_nodes &&
 			   g->nodes[i + 1].op == ALICE_OP_RMS_NORM &&
 			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK &&
-			   cu_add_rms_fusable(&a[0], &a[1]) && group_safe(a, 2)) {
+			   cu_add_rms_fusable(&a[0], &a[1]) &&
+			   (group_safe(a, 2, false) || cu_add_rms_alias_ok(&a[0], &a[1]))) {
 			/* residual add, then the next sublayer's norm */
 			st = cu_add_rms_norm(&a[0], &a[1]);
 			if (st == ALICE_OK) {
 				i++;
+				continue;
+			}
+		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ROPE && ctx->fuse && i + 3 < g->n_nodes &&
+			   g->nodes[i + 1].op == ALICE_OP_ROPE && g->nodes[i + 2].op == ALICE_OP_KV_WRITE &&
+			   g->nodes[i + 3].op == ALICE_OP_KV_WRITE &&
+			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK &&
+			   prepare_node(ctx, g, &g->nodes[i + 2], &a[2], &scr) == ALICE_OK &&
+			   prepare_node(ctx, g, &g->nodes[i + 3], &a[3], &scr) == ALICE_OK && cu_rope_kv_fusable(a) &&
+			   group_safe(a, 4, false)) {
+			/* q and k rotations and both cache writes */
+			st = cu_rope_kv(a);
+			if (st == ALICE_OK) {
+				i += 3;
 				continue;
 			}
 		} else if (st == ALICE_OK && (g->nodes[i].op == ALICE_OP_ROPE || g->nodes[i].op == ALICE_OP_KV_WRITE) &&
@@ -716,7 +738,7 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK &&
 			   (g->nodes[i].op == ALICE_OP_ROPE ? cu_rope_pairable(&a[0], &a[1])
 							    : cu_kv_pairable(&a[0], &a[1])) &&
-			   group_safe(a, 2)) {
+			   group_safe(a, 2, false)) {
 			/* q and k rotations, or the K and V cache writes */
 			st = g->nodes[i].op == ALICE_OP_ROPE ? cu_rope_multi(a, 2) : cu_kv_write_multi(a, 2);
 			if (st == ALICE_OK) {
@@ -733,6 +755,8 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			return st;
 		}
 	}
+	if (ctx->prof)
+		cu_prof_mark(ctx, g, -1);
 	return ALICE_OK;
 }
 
@@ -776,6 +800,7 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
 	/* pass 1: validate every node and size the scratch */
 	size_t need = 0, need_cnt = 0;
+	bool prefill = false; /* a GEMM graph: not worth a capture (shapes rarely repeat, instantiation is slow) */
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		struct cu_args a;
 		size_t scr = 0;
@@ -788,6 +813,7 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		}
 		if (scr > need)
 			need = scr;
+		prefill = prefill || (g->nodes[i].op == ALICE_OP_MUL_MAT && a.dst->ne[1] > 8);
 		if (g->nodes[i].op == ALICE_OP_ATTENTION) {
 			size_t c = cu_attention_counters(&a);
 			need_cnt = c > need_cnt ? c : need_cnt;
@@ -804,7 +830,9 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	uint8_t *sig = NULL;
 	size_t sig_len = 0;
 	bool same = false;
-	if (ctx->use_graphs && g->n_nodes > 0 && build_sig(ctx, g, &sig, &sig_len)) {
+	if (ctx->prof)
+		cu_prof_graph(ctx, g);
+	if (ctx->use_graphs && !prefill && g->n_nodes > 0 && build_sig(ctx, g, &sig, &sig_len)) {
 		same = gc->sig && gc->sig_len == sig_len && memcmp(gc->sig, sig, sig_len) == 0;
 		if (!same) {
 			cu_graph_reset(gc);
@@ -864,6 +892,8 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 					    : "");
 	}
 	ctx->stage_used = 0;
+	if (ctx->prof)
+		cu_prof_collect(ctx);
 	int fl = *ctx->hflag;
 	if (fl) {
 		CUDA_CHECK(ctx, cudaMemsetAsync(ctx->dflag, 0, sizeof(int), ctx->stream));

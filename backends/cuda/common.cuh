@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" {
@@ -62,6 +63,7 @@ struct alice_backend_ctx {
 	 * next graph); the ring is reset whenever the stream is idle */
 	uint8_t *stage;
 	size_t stage_size, stage_used;
+	struct cu_prof *prof; /* ALICE_CUDA_PROFILE=1, else NULL */
 	/* ALICE_CUDA_INJECT_FAULT=N (tests, backend.cu): the Nth graph_compute
 	 * meets a real CUDA launch error at its first node */
 	uint64_t n_compute, fault_at;
@@ -174,20 +176,122 @@ enum alice_status cu_op_gated_delta_net(const struct cu_args *a) CU_HIDDEN;
 int cu_mul_mat_fusable(const struct cu_args *a, int n) CU_HIDDEN;
 enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n, const struct cu_args *glu) CU_HIDDEN;
 bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g) CU_HIDDEN;
+/* The launch of a[0..n) (n >= 2) first copies its activations to scratch
+ * (int8 quants, F16, or rounded F32), so its outputs may overlap them. */
+bool cu_mul_mat_stages_x(const struct cu_args *a, int n) CU_HIDDEN;
 
 /* ADD whose result feeds the next node, an RMS_NORM: one pass. */
 bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
+/* The fused pass stays right when its outputs alias its inputs row for row
+ * (the graph placer reuses dead inputs' memory): each row is read by one
+ * block, completely, before that block writes it. */
+bool cu_add_rms_alias_ok(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
 enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
 
 /* Two consecutive ROPEs (q, k) or KV_WRITEs (K, V) as one launch. */
 bool cu_rope_pairable(const struct cu_args *a, const struct cu_args *b) CU_HIDDEN;
 enum alice_status cu_rope_multi(const struct cu_args *a, int n) CU_HIDDEN;
 bool cu_kv_pairable(const struct cu_args *a, const struct cu_args *b) CU_HIDDEN;
+/* ROPE q, ROPE k, KV_WRITE K (of the rotated k), KV_WRITE V: one launch. */
+bool cu_rope_kv_fusable(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_rope_kv(const struct cu_args *a) CU_HIDDEN;
 enum alice_status cu_kv_write_multi(const struct cu_args *a, int n) CU_HIDDEN;
+
+/* Up to MMV_MAX_SET weight matrices multiplied with the same activations in
+ * one mat-vec launch (Q/K/V, gate/up): blocks [bstart[m], bstart[m+1])
+ * belong to matrix m. */
+#define MMV_MAX_SET 3
+struct mmv_set {
+	const uint8_t *w[MMV_MAX_SET];
+	int64_t wnb1[MMV_MAX_SET];
+	float *d[MMV_MAX_SET];
+	int64_t drs[MMV_MAX_SET], N[MMV_MAX_SET];
+	unsigned bstart[MMV_MAX_SET + 1];
+	/* GLU launches: h [N, M] = act(d[0]) * d[1] */
+	float *h;
+	int64_t hrs, hcs;
+	int act;
+};
+
+/* mmvq.cu: the decode mat-vec for Q4_K / Q6_K / Q8_0 (activations quantized
+ * once per launch to int8 blocks, __dp4a dot products) and F16 (16-byte
+ * weight loads, activations rounded to F16 in registers). One warp per
+ * weight row. cu_mmvq_ok: this path takes the n matrices of set (type,
+ * K, alignment); cu_mmvq_scratch: scratch bytes for M columns; cu_mmvq:
+ * the launches (x: F32 [K, M] view with strides nb0/nb1 bytes). */
+bool cu_mmvq_ok(uint32_t type, int64_t K, const struct mmv_set *set, int n) CU_HIDDEN;
+size_t cu_mmvq_scratch(uint32_t type, int64_t K, int64_t M) CU_HIDDEN;
+enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int n, uint32_t type, const uint8_t *x,
+			  int64_t xnb0, int64_t xnb1, int64_t dcs, int64_t K, int64_t M, bool glu, bool stage) CU_HIDDEN;
+/* quantized types always copy x to scratch (int8) first; F16 does (as
+ * halves) when stage is set: a fused launch whose outputs overlap x */
+
+/* fattn.cu: tensor-core ATTENTION for prefill batches (F16 cache, head
+ * dims 64/128, no softcap); ALICE_CUDA_FATTN=0 turns it off. */
+bool cu_fattn_ok(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_fattn(const struct cu_args *a) CU_HIDDEN;
+
+/* prof.cu: ALICE_CUDA_PROFILE=1 times every launch group with events
+ * (graphs off) and prints a per-op table when the context is freed. */
+struct cu_prof;
+struct cu_prof *cu_prof_new(void) CU_HIDDEN;
+void cu_prof_graph(struct alice_backend_ctx *ctx, const struct alice_graph *g) CU_HIDDEN;
+/* an event before node `node`'s launch group (node < 0: after the last) */
+void cu_prof_mark(struct alice_backend_ctx *ctx, const struct alice_graph *g, int64_t node) CU_HIDDEN;
+void cu_prof_collect(struct alice_backend_ctx *ctx) CU_HIDDEN;
+void cu_prof_free(struct cu_prof *p) CU_HIDDEN;
 
 /* Weight types MUL_MAT / GET_ROWS handle. */
 bool cu_weight_type_ok(uint32_t type) CU_HIDDEN;
 bool cu_act_ok(int act) CU_HIDDEN;
+
+/* ---- programmatic dependent launch (PDL) ----
+ * Decode is a chain of ~200 small dependent kernels; with PDL the next
+ * kernel's blocks are launched while the previous kernel finishes, hiding
+ * most of the launch gap (also inside captured CUDA graphs). Every kernel
+ * launched through cu_launch() must call pdl_wait() before it touches global
+ * memory (it returns once the previous grid has completed and its writes are
+ * visible; a no-op for a normal launch); pdl_trigger() then lets the next
+ * kernel's launch begin. ALICE_CUDA_PDL=0 turns it off. */
+__device__ static inline void pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ static inline void pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+static inline bool cu_pdl_on(void)
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *e = getenv("ALICE_CUDA_PDL");
+		on = !(e && e[0] == '0');
+	}
+	return on;
+}
+
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, cudaStream_t s, Args... args)
+{
+	cudaLaunchConfig_t cfg = {};
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = 0;
+	cfg.stream = s;
+	cudaLaunchAttribute at[1];
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = cu_pdl_on() ? 1 : 0;
+	cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
+}
 
 /* Element conversions for F32/F16/BF16 tensors. */
 __device__ static inline float ld_float(const uint8_t *p, uint32_t type)

@@ -45,6 +45,8 @@ template <int K>
 __global__ void k_ew(uint8_t *__restrict__ d, struct cu_view dv, const uint8_t *__restrict__ a, struct cu_view av,
 		     const uint8_t *__restrict__ b, struct cu_view bv, float p0, float p1, int act, int64_t n)
 {
+	pdl_wait();
+	pdl_trigger();
 	int64_t f = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (f >= n)
 		return;
@@ -88,8 +90,8 @@ static enum alice_status launch_ew(const struct cu_args *a, float p0, float p1, 
 			return cu_fail(ctx, ALICE_ERR_INVALID, "GLU operands differ in shape");
 	}
 	int64_t n = tnelem(d);
-	k_ew<K><<<cu_blocks(n, EW_THREADS), EW_THREADS, 0, ctx->stream>>>(
-		tdata(d), cu_view_of(d), tdata(s0), cu_view_of(s0), s1 ? tdata(s1) : tdata(s0), bv, p0, p1, act, n);
+	cu_launch(k_ew<K>, cu_blocks(n, EW_THREADS), EW_THREADS, ctx->stream, tdata(d), cu_view_of(d), tdata(s0),
+		  cu_view_of(s0), s1 ? tdata(s1) : tdata(s0), bv, p0, p1, act, n);
 	CUDA_LAUNCH_CHECK(ctx, "elementwise");
 	return ALICE_OK;
 }
@@ -163,6 +165,8 @@ struct kv_job {
 __global__ void k_kv_write(struct kv_job j0, struct kv_job j1, const uint8_t *__restrict__ ids, int64_t inb0, int64_t n,
 			   int *__restrict__ flag)
 {
+	pdl_wait();
+	pdl_trigger();
 	const struct kv_job &j = blockIdx.y ? j1 : j0;
 	int64_t f = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (f >= j.per_cell * n)
@@ -213,7 +217,8 @@ enum alice_status cu_kv_write_multi(const struct cu_args *a, int n)
 		return ALICE_OK;
 	struct kv_job j0 = kv_job_of(&a[0]), j1 = n > 1 ? kv_job_of(&a[1]) : j0;
 	dim3 grid(cu_blocks(tot, EW_THREADS), (unsigned)n);
-	k_kv_write<<<grid, EW_THREADS, 0, ctx->stream>>>(j0, j1, tdata(a->src[1]), a->src[1]->nb[0], nr, ctx->dflag);
+	cu_launch(k_kv_write, grid, EW_THREADS, ctx->stream, j0, j1, (const uint8_t *)tdata(a->src[1]), a->src[1]->nb[0], nr,
+		  ctx->dflag);
 	CUDA_LAUNCH_CHECK(ctx, "kv_write");
 	return ALICE_OK;
 }

@@ -166,22 +166,6 @@ __device__ static inline float item_dot(const uint8_t *__restrict__ row, int64_t
 /* dst[row, c] for NC activation columns. The block's threads form
  * row groups of tpr threads (32, 64 or 128: short rows leave no thread
  * idle); each group owns MMV_R consecutive rows. */
-/* Up to MMV_MAX_SET weight matrices multiplied with the same activations in
- * one launch (Q/K/V, gate/up): blocks [bstart[m], bstart[m+1]) belong to
- * matrix m. */
-#define MMV_MAX_SET 3
-struct mmv_set {
-	const uint8_t *w[MMV_MAX_SET];
-	int64_t wnb1[MMV_MAX_SET];
-	float *d[MMV_MAX_SET];
-	int64_t drs[MMV_MAX_SET], N[MMV_MAX_SET];
-	unsigned bstart[MMV_MAX_SET + 1];
-	/* GLU launches: h [N, M] = act(d[0]) * d[1] */
-	float *h;
-	int64_t hrs, hcs;
-	int act;
-};
-
 template <int T, int NC, bool GLU>
 __global__ void __launch_bounds__(MMV_THREADS)
 k_mmv(const struct mmv_set set, const float *__restrict__ x, int64_t xcs, int64_t dcs, int64_t nitems, int tpr)
@@ -474,8 +458,12 @@ size_t cu_mul_mat_scratch(const struct cu_args *a)
 	if (mm_plain_odd(w))
 		return 0;
 	size_t xr = act_rounds(w) ? align256((size_t)(K * M * 4)) : 0;
-	if (mm_use_mmv(a))
-		return xr ? xr : (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
+	if (mm_use_mmv(a)) {
+		/* the fast path quantizes into scratch (F16: none, or a dense copy) */
+		size_t q = cu_mmvq_scratch(w->type, K, M) + (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
+		size_t old = xr ? xr : (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
+		return q > old ? q : old;
+	}
 	size_t es = gemm_f32(w->type) ? 4 : 2;
 	size_t xs = xr + align256((size_t)(K * M) * es);
 	bool direct = (w->type == ALICE_TYPE_F32 && w->nb[1] % 4 == 0) ||
@@ -561,6 +549,32 @@ enum alice_status cu_op_mul_mat(const struct cu_args *a)
 			float *db = (float *)(tdata(dt) + i2 * dt->nb[2] + i3 * dt->nb[3]);
 			int64_t xnb0 = x->nb[0], xnb1 = x->nb[1];
 			size_t xr = 0; /* scratch bytes taken by the rounded activations */
+			if (mmv && !mm_plain_odd(w)) {
+				struct mmv_set set;
+				memset(&set, 0, sizeof(set));
+				set.w[0] = wb;
+				set.wnb1[0] = w->nb[1];
+				set.d[0] = db;
+				set.drs[0] = dt->nb[0] / 4;
+				set.N[0] = N;
+				if (cu_mmvq_ok(w->type, K, &set, 1)) {
+					const uint8_t *xq = xb;
+					int64_t qnb0 = xnb0, qnb1 = xnb1;
+					if (w->type == ALICE_TYPE_F16 && !mm_x_dense(x)) {
+						/* the F16 kernel reads dense rows: copy after the region it leaves free */
+						float *tmp = (float *)ctx->scratch;
+						k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, tmp);
+						CUDA_LAUNCH_CHECK(ctx, "act_dense");
+						xq = ctx->scratch;
+						qnb0 = 4;
+						qnb1 = K * 4;
+					}
+					enum alice_status st = cu_mmvq(ctx, set, 1, w->type, xq, qnb0, qnb1, dt->nb[1] / 4, K, M, false, false);
+					if (st != ALICE_OK)
+						return st;
+					continue;
+				}
+			}
 			if (!mm_plain_odd(w) && act_rounds(w)) {
 				launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (float *)ctx->scratch);
 				CUDA_LAUNCH_CHECK(ctx, "act_round");
@@ -681,7 +695,8 @@ int cu_mul_mat_fusable(const struct cu_args *a, int n)
 	while (k < n && k < MMV_MAX_SET) {
 		const struct alice_tensor *w = a[k].src[0], *d = a[k].dst;
 		if (a[k].node->src[1] != a[0].node->src[1] || w->type != a[0].src[0]->type ||
-		    w->ne[0] != a[0].src[0]->ne[0] || w->ne[2] * w->ne[3] != 1 || d->nb[1] != a[0].dst->nb[1] ||
+		    w->ne[0] != a[0].src[0]->ne[0] || w->ne[2] * w->ne[3] != 1 ||
+		    (d->nb[1] != a[0].dst->nb[1] && x->ne[1] > 1) || /* one column stride per launch */
 		    d->nb[0] % 4 != 0 || d->ne[0] != w->ne[1] || d->ne[1] != x->ne[1])
 			break;
 		/* no member may read what an earlier one writes */
@@ -718,23 +733,37 @@ enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n, const struct 
 	int64_t K = x->ne[0], M = x->ne[1], xcs = x->nb[1] / 4, dcs = a[0].dst->nb[1] / 4;
 	const float *xd = (const float *)tdata(x);
 	cudaStream_t s = ctx->stream;
-	if (act_rounds(a[0].src[0])) {
-		launch_act_round(s, a[0].src[0]->type, tdata(x), x->nb[0], x->nb[1], K, M, (float *)ctx->scratch);
-		CUDA_LAUNCH_CHECK(ctx, "act_round");
-		xd = (const float *)ctx->scratch;
-		xcs = K;
-	}
 	if (glu) {
 		set.h = (float *)tdata(glu->dst);
 		set.hrs = glu->dst->nb[0] / 4;
 		set.hcs = glu->dst->nb[1] / 4;
 		set.act = glu->node->ip[0];
 	}
+	if (cu_mmvq_ok(a[0].src[0]->type, K, &set, n)) { /* x is dense here (cu_mul_mat_fusable) */
+		bool stage = glu && t_overlap(glu->dst, x);
+		for (int i = 0; i < n; i++)
+			stage = stage || t_overlap(a[i].dst, x);
+		return cu_mmvq(ctx, set, n, a[0].src[0]->type, tdata(x), x->nb[0], x->nb[1], dcs, K, M, glu != NULL,
+			       stage);
+	}
+	if (act_rounds(a[0].src[0])) {
+		launch_act_round(s, a[0].src[0]->type, tdata(x), x->nb[0], x->nb[1], K, M, (float *)ctx->scratch);
+		CUDA_LAUNCH_CHECK(ctx, "act_round");
+		xd = (const float *)ctx->scratch;
+		xcs = K;
+	}
 	auto l = [&]<int T>() { launch_mmv_t<T>(s, set, n, xd, xcs, dcs, K, M, glu != NULL); };
 	if (!dispatch_type(a[0].src[0]->type, l))
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", alice_type_name(a[0].src[0]->type));
 	CUDA_LAUNCH_CHECK(ctx, "mmv multi");
 	return ALICE_OK;
+}
+
+bool cu_mul_mat_stages_x(const struct cu_args *a, int n)
+{
+	/* F32 weights read x as it is; every other type's launch rounds or
+	 * quantizes it into scratch first (cu_mul_mat_multi) */
+	return n >= 2 && a[0].src[0]->type != ALICE_TYPE_F32;
 }
 
 /* The GLU node g can be folded into the mat-vec launch of the pair a[0..2). */
@@ -754,6 +783,8 @@ __global__ void k_get_rows_q(const uint8_t *__restrict__ src, int64_t snb1, cons
 			     int64_t inb0, int64_t n_rows, uint8_t *__restrict__ dst, int64_t dnb0, int64_t dnb1,
 			     int64_t ngroups, int64_t n, int *__restrict__ flag)
 {
+	pdl_wait();
+	pdl_trigger();
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= ngroups * n)
 		return;
@@ -779,6 +810,8 @@ __global__ void k_get_rows_f(const uint8_t *__restrict__ src, uint32_t type, int
 			     const int32_t *__restrict__ ids, int64_t inb0, int64_t n_rows, uint8_t *__restrict__ dst,
 			     int64_t dnb0, int64_t dnb1, int64_t ne0, int64_t n, int *__restrict__ flag)
 {
+	pdl_wait();
+	pdl_trigger();
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= ne0 * n)
 		return;
@@ -816,7 +849,7 @@ enum alice_status cu_op_get_rows(const struct cu_args *a)
 		int *fl = ctx->dflag;
 		int64_t snb1 = s->nb[1], inb0 = ids->nb[0], nr = s->ne[1], dnb0 = d->nb[0], dnb1 = d->nb[1];
 		auto l = [&]<int T>() {
-			k_get_rows_q<T><<<cu_blocks(ng * n, 128), 128, 0, st>>>(sp, snb1, ip, inb0, nr, dp, dnb0, dnb1, ng, n, fl);
+			cu_launch(k_get_rows_q<T>, cu_blocks(ng * n, 128), 128, st, sp, snb1, ip, inb0, nr, dp, dnb0, dnb1, ng, n, fl);
 		};
 		if (!dispatch_type(type, l))
 			return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "GET_ROWS: type %s", alice_type_name(type));

@@ -9,6 +9,8 @@ __global__ void __launch_bounds__(NORM_THREADS)
 k_norm(uint8_t *__restrict__ d, struct cu_view dv, const uint8_t *__restrict__ x, struct cu_view xv,
        const uint8_t *__restrict__ w, int64_t wnb0, float eps)
 {
+	pdl_wait();
+	pdl_trigger();
 	int64_t r = blockIdx.x;
 	int64_t i1 = r % xv.ne[1], i2 = (r / xv.ne[1]) % xv.ne[2], i3 = r / (xv.ne[1] * xv.ne[2]);
 	const uint8_t *xr = x + i1 * xv.nb[1] + i2 * xv.nb[2] + i3 * xv.nb[3];
@@ -49,13 +51,13 @@ static enum alice_status launch_norm(const struct cu_args *a, bool rms)
 	int64_t rows = x->ne[1] * x->ne[2] * x->ne[3];
 	if (rows > 0x7fffffff)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "too many rows");
+	const uint8_t *wp = w ? tdata(w) : NULL;
 	if (rms)
-		k_norm<true><<<(unsigned)rows, NORM_THREADS, 0, ctx->stream>>>(
-			tdata(d), cu_view_of(d), tdata(x), cu_view_of(x), w ? tdata(w) : NULL, w ? w->nb[0] : 0,
-			a->node->fp[0]);
+		cu_launch(k_norm<true>, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(d), cu_view_of(d),
+			  (const uint8_t *)tdata(x), cu_view_of(x), wp, w ? w->nb[0] : 0, a->node->fp[0]);
 	else
-		k_norm<false><<<(unsigned)rows, NORM_THREADS, 0, ctx->stream>>>(
-			tdata(d), cu_view_of(d), tdata(x), cu_view_of(x), NULL, 0, a->node->fp[0]);
+		cu_launch(k_norm<false>, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(d), cu_view_of(d),
+			  (const uint8_t *)tdata(x), cu_view_of(x), wp, (int64_t)0, a->node->fp[0]);
 	CUDA_LAUNCH_CHECK(ctx, "norm");
 	return ALICE_OK;
 }
@@ -79,6 +81,8 @@ k_add_rms(uint8_t *__restrict__ s, struct cu_view sv, const uint8_t *__restrict_
 	  const uint8_t *__restrict__ b, struct cu_view bv, uint8_t *__restrict__ d, struct cu_view dv,
 	  const uint8_t *__restrict__ w, int64_t wnb0, float eps)
 {
+	pdl_wait();
+	pdl_trigger();
 	int64_t r = blockIdx.x;
 	int64_t i1 = r % sv.ne[1], i2 = (r / sv.ne[1]) % sv.ne[2], i3 = r / (sv.ne[1] * sv.ne[2]);
 	const uint8_t *ar = a + i1 * av.nb[1] + i2 * av.nb[2] + i3 * av.nb[3];
@@ -111,6 +115,40 @@ k_add_rms(uint8_t *__restrict__ s, struct cu_view sv, const uint8_t *__restrict_
 	}
 }
 
+static uint64_t view_span(const struct alice_tensor *t)
+{
+	uint64_t e = (uint64_t)t->ne[0] * 4;
+	for (int d = 1; d < 4; d++)
+		e += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
+	return e;
+}
+
+static bool v_overlap(const struct alice_tensor *a, const struct alice_tensor *b)
+{
+	return a->buf == b->buf && a->offset < b->offset + view_span(b) && b->offset < a->offset + view_span(a);
+}
+
+static bool v_same(const struct alice_tensor *a, const struct alice_tensor *b)
+{
+	return a->buf == b->buf && a->offset == b->offset && !memcmp(a->ne, b->ne, sizeof(a->ne)) &&
+	       !memcmp(a->nb, b->nb, sizeof(a->nb));
+}
+
+bool cu_add_rms_alias_ok(const struct cu_args *add, const struct cu_args *norm)
+{
+	const struct alice_tensor *outs[2] = { add->dst, norm->dst };
+	const struct alice_tensor *ins[2] = { add->src[0], add->src[1] };
+	const struct alice_tensor *w = norm->src[1];
+	for (int o = 0; o < 2; o++) {
+		for (int i = 0; i < 2; i++)
+			if (v_overlap(outs[o], ins[i]) && !v_same(outs[o], ins[i]))
+				return false;
+		if (w && v_overlap(outs[o], w))
+			return false;
+	}
+	return !v_overlap(outs[0], outs[1]) || v_same(outs[0], outs[1]);
+}
+
 bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm)
 {
 	const struct alice_tensor *s = add->dst, *a = add->src[0], *b = add->src[1], *x = norm->src[0];
@@ -132,9 +170,10 @@ enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_arg
 	const struct alice_tensor *s = add->dst, *a = add->src[0], *b = add->src[1], *d = norm->dst,
 				  *w = norm->src[1];
 	int64_t rows = s->ne[1] * s->ne[2] * s->ne[3];
-	k_add_rms<<<(unsigned)rows, NORM_THREADS, 0, ctx->stream>>>(
-		tdata(s), cu_view_of(s), tdata(a), cu_view_of(a), tdata(b), cu_view_of(b), tdata(d), cu_view_of(d),
-		w ? tdata(w) : NULL, w ? w->nb[0] : 0, norm->node->fp[0]);
+	const uint8_t *wp = w ? tdata(w) : NULL;
+	cu_launch(k_add_rms, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(s), cu_view_of(s), (const uint8_t *)tdata(a),
+		  cu_view_of(a), (const uint8_t *)tdata(b), cu_view_of(b), tdata(d), cu_view_of(d), wp, w ? w->nb[0] : 0,
+		  norm->node->fp[0]);
 	CUDA_LAUNCH_CHECK(ctx, "add+rms_norm");
 	return ALICE_OK;
 }

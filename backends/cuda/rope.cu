@@ -20,10 +20,51 @@ struct rope_job {
 	struct cu_view xv;
 };
 
-__global__ void k_rope(struct rope_job j0, struct rope_job j1, const int32_t *__restrict__ pos, int64_t pnb0,
-		       const float *__restrict__ ff, int64_t fnb0, struct rope_params p)
+/* Optional cache writes fused into the rope launch (cu_rope_kv): the
+ * rotated k (job 1) also goes to cell ids[t] of the K cache, and
+ * blockIdx.y == 2 copies v into the V cache. */
+struct kv_fuse {
+	uint8_t *kc, *vc;
+	struct cu_view kcv, vcv, vsv;
+	uint32_t kt, vt;
+	const uint8_t *vs, *ids;
+	int64_t inb0, n_cells;
+	int *flag;
+};
+
+__device__ static inline bool kv_cell(const struct kv_fuse &kv, int64_t t, int64_t &cell, bool report)
 {
+	int32_t c = *(const int32_t *)(kv.ids + t * kv.inb0);
+	if (c < 0 || c >= kv.n_cells) {
+		if (report)
+			atomicOr(kv.flag, CU_FLAG_CELL); /* dropped, never written outside the cache */
+		return false;
+	}
+	cell = c;
+	return true;
+}
+
+template <bool KV>
+__global__ void k_rope(struct rope_job j0, struct rope_job j1, const int32_t *__restrict__ pos, int64_t pnb0,
+		       const float *__restrict__ ff, int64_t fnb0, struct rope_params p, struct kv_fuse kv)
+{
+	pdl_wait();
+	pdl_trigger();
+	if (KV && blockIdx.y == 2) {
+		/* v [dv, n_kv, T] into the V cache */
+		int64_t f = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+		int64_t dv = kv.vsv.ne[0], nh = kv.vsv.ne[1];
+		if (f >= dv * nh * kv.vsv.ne[2])
+			return;
+		int64_t e = f % dv, h = (f / dv) % nh, t = f / (dv * nh), cell;
+		if (!kv_cell(kv, t, cell, e == 0 && h == 0))
+			return;
+		float v = *(const float *)(kv.vs + e * kv.vsv.nb[0] + h * kv.vsv.nb[1] + t * kv.vsv.nb[2]);
+		st_float(kv.vc + e * kv.vcv.nb[0] + h * kv.vcv.nb[1] + cell * kv.vcv.nb[2], kv.vt, v);
+		return;
+	}
 	const struct rope_job &jb = blockIdx.y ? j1 : j0;
+	const bool tocache = KV && blockIdx.y == 1;
 	uint8_t *__restrict__ d = jb.d;
 	const uint8_t *__restrict__ x = jb.x;
 	const struct cu_view &dv = jb.dv, &xv = jb.xv;
@@ -40,9 +81,14 @@ __global__ void k_rope(struct rope_job j0, struct rope_job j1, const int32_t *__
 	int nd2 = p.n_dims / 2;
 	if (i >= nd2) {
 		/* copy the tail: this thread copies elements n_dims + 2(i - nd2) and +1 */
-		int64_t e = p.n_dims + 2 * (i - nd2);
-		for (int64_t k = e; k < e + 2 && k < xv.ne[0]; k++)
-			*(float *)(dr + k * dv.nb[0]) = *(const float *)(xr + k * xv.nb[0]);
+		int64_t e = p.n_dims + 2 * (i - nd2), cell = 0;
+		bool ok = tocache && kv_cell(kv, t, cell, i == nd2 && h == 0 && p.n_dims == 0);
+		for (int64_t k = e; k < e + 2 && k < xv.ne[0]; k++) {
+			float v = *(const float *)(xr + k * xv.nb[0]);
+			*(float *)(dr + k * dv.nb[0]) = v;
+			if (ok)
+				st_float(kv.kc + k * kv.kcv.nb[0] + h * kv.kcv.nb[1] + cell * kv.kcv.nb[2], kv.kt, v);
+		}
 		return;
 	}
 	const uint8_t *pb = (const uint8_t *)pos;
@@ -77,8 +123,15 @@ __global__ void k_rope(struct rope_job j0, struct rope_job j1, const int32_t *__
 		e1 = i + nd2;
 	}
 	float x0 = *(const float *)(xr + e0 * xv.nb[0]), x1 = *(const float *)(xr + e1 * xv.nb[0]);
-	*(float *)(dr + e0 * dv.nb[0]) = x0 * c - x1 * s;
-	*(float *)(dr + e1 * dv.nb[0]) = x0 * s + x1 * c;
+	float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+	*(float *)(dr + e0 * dv.nb[0]) = y0;
+	*(float *)(dr + e1 * dv.nb[0]) = y1;
+	int64_t cell;
+	if (tocache && kv_cell(kv, t, cell, i == 0 && h == 0)) {
+		uint8_t *kr = kv.kc + h * kv.kcv.nb[1] + cell * kv.kcv.nb[2];
+		st_float(kr + e0 * kv.kcv.nb[0], kv.kt, y0);
+		st_float(kr + e1 * kv.kcv.nb[0], kv.kt, y1);
+	}
 }
 
 static enum alice_status rope_check(const struct cu_args *a, struct rope_params *p)
@@ -137,8 +190,10 @@ enum alice_status cu_rope_multi(const struct cu_args *a, int n)
 	const struct alice_tensor *pos = a->src[1], *ff = a->src[2];
 	struct rope_job j0 = rope_job_of(&a[0]), j1 = n > 1 ? rope_job_of(&a[1]) : j0;
 	dim3 grid(cu_blocks(tot, 256), (unsigned)n);
-	k_rope<<<grid, 256, 0, ctx->stream>>>(j0, j1, (const int32_t *)tdata(pos), pos->nb[0],
-					       ff ? (const float *)tdata(ff) : NULL, ff ? ff->nb[0] : 0, p);
+	struct kv_fuse kv;
+	memset(&kv, 0, sizeof(kv));
+	cu_launch(k_rope<false>, grid, 256, ctx->stream, j0, j1, (const int32_t *)tdata(pos), pos->nb[0],
+		  ff ? (const float *)tdata(ff) : (const float *)NULL, ff ? ff->nb[0] : 0, p, kv);
 	CUDA_LAUNCH_CHECK(ctx, "rope");
 	return ALICE_OK;
 }
@@ -161,4 +216,62 @@ bool cu_rope_pairable(const struct cu_args *a, const struct cu_args *b)
 		return false;
 	struct rope_params tmp;
 	return rope_check(b, &tmp) == ALICE_OK;
+}
+
+/* ROPE q, ROPE k, KV_WRITE (K cache <- rotated k), KV_WRITE (V cache <- v)
+ * as one launch: a[0..4) are those nodes in that order. */
+bool cu_rope_kv_fusable(const struct cu_args *a)
+{
+	if (!cu_rope_pairable(&a[0], &a[1]) || a[2].node->op != ALICE_OP_KV_WRITE || a[3].node->op != ALICE_OP_KV_WRITE ||
+	    a[2].node->src[0] != a[1].node->dst || !cu_kv_pairable(&a[2], &a[3]) || a[3].node->src[0] == a[0].node->dst ||
+	    a[3].node->src[0] == a[1].node->dst)
+		return false;
+	const struct alice_tensor *k = a[1].dst, *kc = a[2].dst, *v = a[3].src[0], *vc = a[3].dst, *ids = a[2].src[1];
+	int64_t T = k->ne[2];
+	/* rows of k / v are cache cells: [d, n_kv, T] against caches [d, n_kv, n_cells] */
+	return k->ne[0] == kc->ne[0] && k->ne[1] == kc->ne[1] && k->ne[3] == 1 && v->ne[0] == vc->ne[0] &&
+	       v->ne[1] == vc->ne[1] && v->ne[2] == T && v->ne[3] == 1 && ids->ne[0] == T && kc->ne[3] == 1 &&
+	       vc->ne[3] == 1 && (kc->type == ALICE_TYPE_F16 || kc->type == ALICE_TYPE_F32) &&
+	       (vc->type == ALICE_TYPE_F16 || vc->type == ALICE_TYPE_F32);
+}
+
+enum alice_status cu_rope_kv(const struct cu_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	struct rope_params p;
+	enum alice_status st = rope_check(&a[0], &p);
+	if (st != ALICE_OK)
+		return st;
+	int64_t tot = 0;
+	for (int i = 0; i < 2; i++) {
+		const struct alice_tensor *x = a[i].src[0];
+		int64_t half = x->ne[0] / 2 + (x->ne[0] & 1);
+		int64_t t = half * x->ne[1] * x->ne[2] * x->ne[3];
+		tot = t > tot ? t : tot;
+	}
+	const struct alice_tensor *v = a[3].src[0], *ids = a[2].src[1];
+	int64_t tv = v->ne[0] * v->ne[1] * v->ne[2];
+	tot = tv > tot ? tv : tot;
+	struct kv_fuse kv;
+	kv.kc = tdata(a[2].dst);
+	kv.kcv = cu_view_of(a[2].dst);
+	kv.kt = a[2].dst->type;
+	kv.vc = tdata(a[3].dst);
+	kv.vcv = cu_view_of(a[3].dst);
+	kv.vt = a[3].dst->type;
+	kv.vs = tdata(v);
+	kv.vsv = cu_view_of(v);
+	kv.ids = tdata(ids);
+	kv.inb0 = ids->nb[0];
+	kv.n_cells = a[2].dst->ne[2];
+	kv.flag = ctx->dflag;
+	if (a[3].dst->ne[2] != kv.n_cells)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "KV_WRITE: K and V caches differ in cells");
+	const struct alice_tensor *pos = a->src[1], *ff = a->src[2];
+	struct rope_job j0 = rope_job_of(&a[0]), j1 = rope_job_of(&a[1]);
+	dim3 grid(cu_blocks(tot, 256), 3);
+	cu_launch(k_rope<true>, grid, 256, ctx->stream, j0, j1, (const int32_t *)tdata(pos), pos->nb[0],
+		  ff ? (const float *)tdata(ff) : (const float *)NULL, ff ? ff->nb[0] : 0, p, kv);
+	CUDA_LAUNCH_CHECK(ctx, "rope+kv_write");
+	return ALICE_OK;
 }

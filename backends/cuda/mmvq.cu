@@ -1,0 +1,486 @@
+/* mmvq.cu — decode mat-vec (M <= 8 columns) for the types that dominate
+ * real models: Q4_K, Q6_K (Q4_K_M files), Q8_0 and F16.
+ *
+ * Quantized weights: the activations of a launch are first quantized once
+ * (k_quant_x) to int8 with one F32 scale per 32 values, rounded exactly as
+ * llama.cpp's CPU path rounds them for the weight type (Q8_K blocks of 256
+ * for the K-quants: the value of largest magnitude maps to -127, d = 1/iscale;
+ * Q8_0 blocks of 32 for Q8_0: d = fp16(amax/127)); the same scale is stored
+ * for each 32 of a Q8_K block. The mat-vec then takes integer dot products
+ * (__dp4a) of weight and activation quants per sub-block and scales them in
+ * F32 — the same function as rounding the activations and multiplying in
+ * F32, up to summation order.
+ *
+ * F16 weights: activations rounded to F16 in registers, products in F32.
+ *
+ * One warp per weight row (per row pair for gate/up + GLU), 4 warps per
+ * block; Q4_K / Q6_K: 8 lanes per 256-weight super-block, 16-byte weight
+ * loads for Q4_K and F16 (Q6_K / Q8_0 blocks are only 2-byte aligned). */
+#include "common.cuh"
+
+#define MMVQ_WARPS 4
+/* F16 weights with activations staged as F16 in scratch (fused launches) */
+#define T_F16H 1000
+
+/* ---- activation quantization ---- */
+
+/* x: F32 [K, M] view (byte strides nb0, nb1) -> q int8 [M][K], d F32
+ * [M][K/32]. QK: 256 (Q8_K rounding, one warp per 256) or 32 (Q8_0
+ * rounding, one warp per 32). */
+template <int QK>
+__global__ void k_quant_x(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
+			  int8_t *__restrict__ q, float *__restrict__ d)
+{
+	pdl_wait();
+	pdl_trigger();
+	constexpr int PER = QK / 32;
+	const int lane = threadIdx.x & 31;
+	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+	const int64_t nb = K / QK;
+	if (blk >= nb * M)
+		return;
+	const int64_t m = blk / nb, k0 = (blk % nb) * QK;
+	if constexpr (QK == 32) {
+		float v = *(const float *)(x + (k0 + lane) * nb0 + m * nb1);
+		float amax = warp_max(fabsf(v));
+		float dd = __half2float(__float2half_rn(amax / 127.0f));
+		float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+		q[m * K + k0 + lane] = (int8_t)(int)rintf(v * id);
+		if (lane == 0)
+			d[m * (K / 32) + k0 / 32] = dd;
+	} else {
+		/* lane holds 8 consecutive values: 32-groups stay whole per 4 lanes */
+		float v[PER];
+		const uint8_t *xr = x + (k0 + lane * PER) * nb0 + m * nb1;
+#pragma unroll
+		for (int i = 0; i < PER; i++)
+			v[i] = *(const float *)(xr + i * nb0);
+		/* the first (lowest index) element of largest magnitude, signed */
+		float amax = 0.f, mx = 0.f;
+		int idx = 0x7fffffff;
+#pragma unroll
+		for (int i = 0; i < PER; i++) {
+			float a = fabsf(v[i]);
+			if (a > amax) {
+				amax = a;
+				mx = v[i];
+				idx = lane * PER + i;
+			}
+		}
+		for (int off = 16; off > 0; off >>= 1) {
+			float a2 = __shfl_xor_sync(0xffffffffu, amax, off);
+			float m2 = __shfl_xor_sync(0xffffffffu, mx, off);
+			int i2 = __shfl_xor_sync(0xffffffffu, idx, off);
+			if (a2 > amax || (a2 == amax && i2 < idx)) {
+				amax = a2;
+				mx = m2;
+				idx = i2;
+			}
+		}
+		float iscale = amax == 0.f ? 0.f : -127.0f / mx;
+		float dd = amax == 0.f ? 0.f : 1.0f / iscale;
+		uint32_t w[2] = { 0, 0 };
+#pragma unroll
+		for (int i = 0; i < PER; i++) {
+			int qi = amax == 0.f ? 0 : (int)fminf(rintf(iscale * v[i]), 127.0f);
+			w[i / 4] |= ((uint32_t)qi & 0xffu) << (8 * (i % 4));
+		}
+		*(uint2 *)(q + m * K + k0 + lane * PER) = make_uint2(w[0], w[1]);
+		if (lane < PER)
+			d[m * (K / 32) + k0 / 32 + lane] = dd;
+	}
+}
+
+/* x: F32 [K, M] view -> dense F16 [M][K] (round to nearest even) */
+__global__ void k_half_x(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
+			 __half *__restrict__ o)
+{
+	pdl_wait();
+	pdl_trigger();
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= K * M)
+		return;
+	int64_t k = i % K, m = i / K;
+	o[i] = __float2half_rn(*(const float *)(x + k * nb0 + m * nb1));
+}
+
+/* ---- per-type dot products of one warp's row ---- */
+
+__device__ static inline uint32_t ld_b2(const uint8_t *p)
+{
+	const uint16_t *h = (const uint16_t *)p;
+	return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+}
+
+/* Q4_K: lane l of the warp takes super-blocks sb = l/8 (+4 each step) and
+ * bytes 16*(l%8) .. +16 of their 128 quant bytes: 16 low nibbles of
+ * sub-block 2c and 16 high nibbles of sub-block 2c+1 (c = (l%8)/2). */
+template <int NC>
+__device__ static inline void dot_q4k(const uint8_t *__restrict__ row, int64_t nsb, const int8_t *__restrict__ xq,
+				      const float *__restrict__ xd, int64_t K, int lane, float *acc)
+{
+	const int i = lane & 7, c = i >> 1, half = i & 1;
+	const int j0 = 2 * c;
+	const bool hi = j0 >= 4;
+	const int sh8 = 8 * (j0 & 3);
+#pragma unroll 4
+	for (int64_t sb = lane >> 3; sb < nsb; sb += 4) {
+		const uint8_t *b = row + sb * 144;
+		uint4 h = *(const uint4 *)b;
+		uint4 qv = *(const uint4 *)(b + 16 + i * 16);
+		float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xffff)));
+		float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
+		/* 6-bit scales / mins of sub-blocks j0, j0+1 without a divergent
+		 * branch: lanes with j0 < 4 and j0 >= 4 take different bit fields */
+		const uint32_t A = h.y >> sh8, B = h.z >> sh8, C = h.w >> sh8;
+		const int sc0 = (int)(hi ? ((C & 0xf) | (((A >> 6) & 3) << 4)) : (A & 63));
+		const int sc1 = (int)(hi ? (((C >> 8) & 0xf) | (((A >> 14) & 3) << 4)) : ((A >> 8) & 63));
+		const int m0 = (int)(hi ? (((C >> 4) & 0xf) | (((B >> 6) & 3) << 4)) : (B & 63));
+		const int m1 = (int)(hi ? (((C >> 12) & 0xf) | (((B >> 14) & 3) << 4)) : ((B >> 8) & 63));
+		const uint32_t qw[4] = { qv.x, qv.y, qv.z, qv.w };
+#pragma unroll
+		for (int cc = 0; cc < NC; cc++) {
+			const int8_t *xb = xq + cc * K + sb * 256 + c * 64 + half * 16;
+			int4 xl = *(const int4 *)xb, xh = *(const int4 *)(xb + 32);
+			const int xlw[4] = { xl.x, xl.y, xl.z, xl.w }, xhw[4] = { xh.x, xh.y, xh.z, xh.w };
+			int dl = 0, dh = 0, sl = 0, shh = 0;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				dl = __dp4a((int)(qw[k] & 0x0f0f0f0fu), xlw[k], dl);
+				dh = __dp4a((int)((qw[k] >> 4) & 0x0f0f0f0fu), xhw[k], dh);
+				sl = __dp4a(0x01010101, xlw[k], sl);
+				shh = __dp4a(0x01010101, xhw[k], shh);
+			}
+			const float *dx = xd + cc * (K / 32) + sb * 8 + j0;
+			float d8a = dx[0], d8b = dx[1];
+			acc[cc] += d * (d8a * (float)(sc0 * dl) + d8b * (float)(sc1 * dh)) -
+				   dmin * (d8a * (float)(m0 * sl) + d8b * (float)(m1 * shh));
+		}
+	}
+}
+
+/* Q6_K: lane l takes super-blocks l/8 (+4 each step); within one, half
+ * n = (l%8)/4 and positions p0 .. p0+8 (p0 = 8*(l%4)) of the four 32-runs
+ * that half's ql/qh bytes encode. */
+template <int NC>
+__device__ static inline void dot_q6k(const uint8_t *__restrict__ row, int64_t nsb, const int8_t *__restrict__ xq,
+				      const float *__restrict__ xd, int64_t K, int lane, float *acc)
+{
+	const int i = lane & 7, n = i >> 2, p0 = (i & 3) * 8;
+#pragma unroll 4
+	for (int64_t sb = lane >> 3; sb < nsb; sb += 4) {
+		const uint8_t *b = row + sb * 210;
+		uint32_t a[2], c[2], hh[2];
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			a[k] = ld_b2(b + n * 64 + p0 + 4 * k);
+			c[k] = ld_b2(b + n * 64 + 32 + p0 + 4 * k);
+			hh[k] = ld_b2(b + 128 + n * 32 + p0 + 4 * k);
+		}
+		const int8_t *sc = (const int8_t *)(b + 192) + n * 8 + p0 / 16;
+		const int s0 = sc[0], s1 = sc[2], s2 = sc[4], s3 = sc[6];
+		float d = __half2float(*(const __half *)(b + 208));
+		int q[4][2];
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			q[0][k] = __vsubss4((int)((a[k] & 0x0f0f0f0fu) | ((hh[k] & 0x03030303u) << 4)), 0x20202020);
+			q[1][k] = __vsubss4((int)((c[k] & 0x0f0f0f0fu) | (((hh[k] >> 2) & 0x03030303u) << 4)), 0x20202020);
+			q[2][k] = __vsubss4((int)(((a[k] >> 4) & 0x0f0f0f0fu) | (((hh[k] >> 4) & 0x03030303u) << 4)),
+					    0x20202020);
+			q[3][k] = __vsubss4((int)(((c[k] >> 4) & 0x0f0f0f0fu) | (((hh[k] >> 6) & 0x03030303u) << 4)),
+					    0x20202020);
+		}
+#pragma unroll
+		for (int cc = 0; cc < NC; cc++) {
+			const int8_t *xb = xq + cc * K + sb * 256 + n * 128 + p0;
+			const float *dx = xd + cc * (K / 32) + sb * 8 + n * 4;
+			int is[4];
+#pragma unroll
+			for (int r = 0; r < 4; r++) {
+				int2 xv = *(const int2 *)(xb + 32 * r);
+				is[r] = __dp4a(q[r][1], xv.y, __dp4a(q[r][0], xv.x, 0));
+			}
+			acc[cc] += d * (dx[0] * (float)(s0 * is[0]) + dx[1] * (float)(s1 * is[1]) +
+					dx[2] * (float)(s2 * is[2]) + dx[3] * (float)(s3 * is[3]));
+		}
+	}
+}
+
+/* Q8_0: 4 lanes per 34-byte block, 8 quants each; a warp covers 8 blocks. */
+template <int NC>
+__device__ static inline void dot_q80(const uint8_t *__restrict__ row, int64_t nblk, const int8_t *__restrict__ xq,
+				      const float *__restrict__ xd, int64_t K, int lane, float *acc)
+{
+	const int part = lane & 3;
+#pragma unroll 4
+	for (int64_t bi = lane >> 2; bi < nblk; bi += 8) {
+		const uint8_t *b = row + bi * 34;
+		float d = __half2float(*(const __half *)b);
+		uint32_t w0 = ld_b2(b + 2 + part * 8), w1 = ld_b2(b + 6 + part * 8);
+#pragma unroll
+		for (int cc = 0; cc < NC; cc++) {
+			int2 xv = *(const int2 *)(xq + cc * K + bi * 32 + part * 8);
+			int s = __dp4a((int)w1, xv.y, __dp4a((int)w0, xv.x, 0));
+			acc[cc] += d * xd[cc * (K / 32) + bi] * (float)s;
+		}
+	}
+}
+
+/* F16: 8 weights (16 bytes) per lane per step; x F32 rounded to F16. */
+template <int NC>
+__device__ static inline void dot_f16(const uint8_t *__restrict__ row, int64_t K, const float *__restrict__ x,
+				      int64_t xcs, int lane, float *acc)
+{
+	const int64_t n8 = K / 8;
+#pragma unroll 2
+	for (int64_t it = lane; it < n8; it += 32) {
+		uint4 u = *(const uint4 *)(row + it * 16);
+		const __half2 *h = (const __half2 *)&u;
+		float2 w[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			w[k] = __half22float2(h[k]);
+#pragma unroll
+		for (int cc = 0; cc < NC; cc++) {
+			const float4 *xp = (const float4 *)(x + cc * xcs + it * 8);
+			float4 x0 = xp[0], x1 = xp[1];
+			float2 r0 = __half22float2(__floats2half2_rn(x0.x, x0.y));
+			float2 r1 = __half22float2(__floats2half2_rn(x0.z, x0.w));
+			float2 r2 = __half22float2(__floats2half2_rn(x1.x, x1.y));
+			float2 r3 = __half22float2(__floats2half2_rn(x1.z, x1.w));
+			float s = acc[cc];
+			s = fmaf(w[0].x, r0.x, s);
+			s = fmaf(w[0].y, r0.y, s);
+			s = fmaf(w[1].x, r1.x, s);
+			s = fmaf(w[1].y, r1.y, s);
+			s = fmaf(w[2].x, r2.x, s);
+			s = fmaf(w[2].y, r2.y, s);
+			s = fmaf(w[3].x, r3.x, s);
+			s = fmaf(w[3].y, r3.y, s);
+			acc[cc] = s;
+		}
+	}
+}
+
+/* F16 weights, F16 activations (staged): products in F32 */
+template <int NC>
+__device__ static inline void dot_f16h(const uint8_t *__restrict__ row, int64_t K, const __half *__restrict__ x,
+				       int64_t xcs, int lane, float *acc)
+{
+	const int64_t n8 = K / 8;
+#pragma unroll 2
+	for (int64_t it = lane; it < n8; it += 32) {
+		uint4 u = *(const uint4 *)(row + it * 16);
+		const __half2 *h = (const __half2 *)&u;
+		float2 w[4];
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			w[k] = __half22float2(h[k]);
+#pragma unroll
+		for (int cc = 0; cc < NC; cc++) {
+			uint4 xu = *(const uint4 *)(x + cc * xcs + it * 8);
+			const __half2 *xh = (const __half2 *)&xu;
+			float s = acc[cc];
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float2 r = __half22float2(xh[k]);
+				s = fmaf(w[k].x, r.x, s);
+				s = fmaf(w[k].y, r.y, s);
+			}
+			acc[cc] = s;
+		}
+	}
+}
+
+template <int T, int NC>
+__device__ static inline void row_dot(const uint8_t *__restrict__ row, const void *__restrict__ xv,
+				      const float *__restrict__ xd, int64_t xcs, int64_t K, int lane, float *acc)
+{
+	if constexpr (T == ALICE_TYPE_Q4_K)
+		dot_q4k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, acc);
+	else if constexpr (T == ALICE_TYPE_Q6_K)
+		dot_q6k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, acc);
+	else if constexpr (T == ALICE_TYPE_Q8_0)
+		dot_q80<NC>(row, K / 32, (const int8_t *)xv, xd, K, lane, acc);
+	else if constexpr (T == T_F16H)
+		dot_f16h<NC>(row, K, (const __half *)xv, xcs, lane, acc);
+	else
+		dot_f16<NC>(row, K, (const float *)xv, xcs, lane, acc);
+}
+
+/* One warp per row (GLU: the same row of gate and up); x is the int8
+ * quants + scales (quantized types) or F32 (F16). */
+template <int T, int NC, bool GLU>
+__global__ void __launch_bounds__(MMVQ_WARPS * 32)
+k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__restrict__ xd, int64_t xcs, int64_t dcs,
+       int64_t K)
+{
+	pdl_wait();
+	pdl_trigger();
+	const int m = GLU ? 0 : (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int64_t row = (int64_t)(blockIdx.x - set.bstart[m]) * MMVQ_WARPS + warp;
+	if (row >= set.N[m])
+		return;
+	float acc[NC], acc2[NC];
+#pragma unroll
+	for (int c = 0; c < NC; c++)
+		acc[c] = acc2[c] = 0.f;
+	(void)acc2;
+	row_dot<T, NC>(set.w[m] + row * set.wnb1[m], x, xd, xcs, K, lane, acc);
+	if constexpr (GLU)
+		row_dot<T, NC>(set.w[1] + row * set.wnb1[1], x, xd, xcs, K, lane, acc2);
+#pragma unroll
+	for (int c = 0; c < NC; c++) {
+		acc[c] = warp_sum(acc[c]);
+		if constexpr (GLU)
+			acc2[c] = warp_sum(acc2[c]);
+	}
+	if (lane < NC) {
+		/* lane c writes column c (indices are compile-time after unrolling) */
+#pragma unroll
+		for (int c = 0; c < NC; c++)
+			if (c == lane) {
+				set.d[m][row * set.drs[m] + c * dcs] = acc[c];
+				if constexpr (GLU) {
+					set.d[1][row * set.drs[1] + c * dcs] = acc2[c];
+					set.h[row * set.hrs + c * set.hcs] = act_apply(set.act, acc[c]) * acc2[c];
+				}
+			}
+	}
+}
+
+/* ---- host side ---- */
+
+static bool mmvq_type(uint32_t type)
+{
+	return type == ALICE_TYPE_Q4_K || type == ALICE_TYPE_Q6_K || type == ALICE_TYPE_Q8_0 || type == ALICE_TYPE_F16;
+}
+
+static int mmvq_off(void)
+{
+	static int off = -1;
+	if (off < 0) {
+		const char *e = getenv("ALICE_CUDA_MMVQ");
+		off = e && e[0] == '0';
+	}
+	return off;
+}
+
+bool cu_mmvq_ok(uint32_t type, int64_t K, const struct mmv_set *set, int n)
+{
+	if (!mmvq_type(type) || mmvq_off())
+		return false;
+	int64_t kq = (type == ALICE_TYPE_Q4_K || type == ALICE_TYPE_Q6_K) ? 256 : (type == ALICE_TYPE_Q8_0 ? 32 : 8);
+	if (K % kq != 0)
+		return false;
+	/* 16-byte loads (Q4_K, F16) need 16-byte aligned rows; Q6_K / Q8_0
+	 * read 2-byte words */
+	uintptr_t al = (type == ALICE_TYPE_Q4_K || type == ALICE_TYPE_F16) ? 15 : 1;
+	for (int i = 0; i < n; i++)
+		if (((uintptr_t)set->w[i] & al) || ((uintptr_t)set->wnb1[i] & al))
+			return false;
+	return true;
+}
+
+static bool mmvq_quantized(uint32_t type)
+{
+	return type != ALICE_TYPE_F16;
+}
+
+size_t cu_mmvq_scratch(uint32_t type, int64_t K, int64_t M)
+{
+	if (!mmvq_quantized(type)) /* staged halves of fused launches */
+		return (size_t)(K * M) * 2;
+	size_t q = ((size_t)(K * M) + 255) & ~(size_t)255;
+	return q + (size_t)(K / 32 * M) * 4;
+}
+
+template <int T, int NC>
+static void launch_mmvq_nc(cudaStream_t s, const struct mmv_set &set, unsigned blocks, const void *x,
+			   const float *xd, int64_t xcs, int64_t dcs, int64_t K, bool glu)
+{
+	if (glu)
+		cu_launch(k_mmvq<T, NC, true>, blocks, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K);
+	else
+		cu_launch(k_mmvq<T, NC, false>, blocks, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K);
+}
+
+template <int T>
+static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void *x, const float *xd, int64_t xcs,
+			  int64_t dcs, int64_t K, int64_t M, bool glu)
+{
+	unsigned b = 0;
+	for (int i = 0; i < MMV_MAX_SET; i++) {
+		set.bstart[i] = b;
+		if (i < (glu ? 1 : n))
+			b += (unsigned)((set.N[i] + MMVQ_WARPS - 1) / MMVQ_WARPS);
+	}
+	set.bstart[MMV_MAX_SET] = b;
+	for (int i = n; i < MMV_MAX_SET; i++)
+		set.bstart[i] = b;
+	/* quantized x: column c at q + c*K, scales at xd + c*K/32; staged
+	 * halves at x + c*K (xcs = K); F32 at x + c*xcs */
+	const bool qx = T != ALICE_TYPE_F16 && T != T_F16H;
+	int64_t c = 0;
+	while (c < M) {
+		int nc = M - c >= 4 ? 4 : (M - c >= 2 ? 2 : 1);
+		struct mmv_set sc = set;
+		for (int i = 0; i < n; i++)
+			sc.d[i] = set.d[i] + c * dcs;
+		sc.h = set.h ? set.h + c * set.hcs : NULL;
+		const void *xc = qx ? (const void *)((const int8_t *)x + c * K)
+				    : T == T_F16H ? (const void *)((const __half *)x + c * xcs)
+						  : (const void *)((const float *)x + c * xcs);
+		const float *xdc = qx ? xd + c * (K / 32) : NULL;
+		if (nc == 4)
+			launch_mmvq_nc<T, 4>(s, sc, b, xc, xdc, xcs, dcs, K, glu);
+		else if (nc == 2)
+			launch_mmvq_nc<T, 2>(s, sc, b, xc, xdc, xcs, dcs, K, glu);
+		else
+			launch_mmvq_nc<T, 1>(s, sc, b, xc, xdc, xcs, dcs, K, glu);
+		c += nc;
+	}
+}
+
+enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int n, uint32_t type, const uint8_t *x,
+			  int64_t xnb0, int64_t xnb1, int64_t dcs, int64_t K, int64_t M, bool glu, bool stage)
+{
+	cudaStream_t s = ctx->stream;
+	const void *xv = x;
+	const float *xd = NULL;
+	int64_t xcs = xnb1 / 4;
+	if (mmvq_quantized(type)) {
+		int8_t *q = (int8_t *)ctx->scratch;
+		float *d = (float *)(ctx->scratch + (((size_t)(K * M) + 255) & ~(size_t)255));
+		int qk = type == ALICE_TYPE_Q8_0 ? 32 : 256;
+		int64_t warps = K / qk * M;
+		if (qk == 32)
+			cu_launch(k_quant_x<32>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, q, d);
+		else
+			cu_launch(k_quant_x<256>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, q, d);
+		CUDA_LAUNCH_CHECK(ctx, "quant_x");
+		xv = q;
+		xd = d;
+		xcs = K;
+	} else if (stage) {
+		/* fused launch whose outputs overlap x: x to F16 in scratch first */
+		__half *hx = (__half *)ctx->scratch;
+		cu_launch(k_half_x, cu_blocks(K * M, 256), 256, s, x, xnb0, xnb1, K, M, hx);
+		CUDA_LAUNCH_CHECK(ctx, "half_x");
+		launch_mmvq_t<T_F16H>(s, set, n, hx, NULL, K, dcs, K, M, glu);
+		CUDA_LAUNCH_CHECK(ctx, "mmvq");
+		return ALICE_OK;
+	} else if (xnb0 != 4 || xnb1 % 16 != 0 || ((uintptr_t)x & 15)) {
+		return cu_fail(ctx, ALICE_ERR_INVALID, "mmvq: F16 path needs dense aligned activations");
+	}
+	switch (type) {
+	case ALICE_TYPE_Q4_K: launch_mmvq_t<ALICE_TYPE_Q4_K>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
+	case ALICE_TYPE_Q6_K: launch_mmvq_t<ALICE_TYPE_Q6_K>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
+	case ALICE_TYPE_Q8_0: launch_mmvq_t<ALICE_TYPE_Q8_0>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
+	case ALICE_TYPE_F16: launch_mmvq_t<ALICE_TYPE_F16>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
+	default: return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "mmvq: type %s", alice_type_name(type));
+	}
+	CUDA_LAUNCH_CHECK(ctx, "mmvq");
+	return ALICE_OK;
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# One device run of the CUDA backend's checks and benchmarks (see
+# scripts/device/README.md for packing and carrying the build):
+#   . scripts/device/setup.sh .devbuild && backends/cuda/perf_run.sh STAGE...
+# stages: tools, bench, benchold (ALICE_CUDA_MMVQ=0), ops, parity, parity0
+# (fusion off), prof:<shape>:<type> (alice-bench with ALICE_CUDA_PROFILE=1),
+# model:<shape>:<type> (alice-bench -p 512 -n 128 -r 3). Logs under $OUT;
+# a summary is printed last.
+set -u
+b=${BUILD:-.devbuild}
+out=${OUT:-/tmp/cuda_out}
+mkdir -p "$out"
+summary=""
+add() { summary="$summary$1"$'\n'; echo "== $1"; }
+mk() { # shape type -> path of the model (made once)
+  local f=/tmp/$1-$2.gguf
+  [ -f "$f" ] || "$b/bin/alice-mkmodel" --shape "$1" --type "$2" --vocab .devfix/vocab/ggml-vocab-llama-bpe.gguf \
+    -o "$f" --threads 16 >> "$out/mk.log" 2>&1
+  echo "$f"
+}
+t0=$(date +%s)
+for stage in "$@"; do
+  case "$stage" in
+  tools)
+    { which nsys ncu compute-sanitizer; nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv; } 2>&1 | head -8
+    ;;
+  quick)
+    timeout 120 "$b/bin/alice-cuda-bench" "$b/lib/libalice-backend-cuda.so" --quick > "$out/cuda_bench.log" 2>&1
+    rc=$?; grep -E "X|FAIL|PASS|fused|attention" "$out/cuda_bench.log" | head -40
+    add "quick: rc $rc"
+    ;;
+  bench)
+    timeout 150 "$b/bin/alice-cuda-bench" "$b/lib/libalice-backend-cuda.so" > "$out/cuda_bench.log" 2>&1
+    rc=$?; grep -E "X|FAIL|PASS|fused|attention|copy|^\| (Q|F)" "$out/cuda_bench.log" | head -60
+    add "bench: rc $rc"
+    ;;
+  benchold)
+    ALICE_CUDA_MMVQ=0 timeout 150 "$b/bin/alice-cuda-bench" "$b/lib/libalice-backend-cuda.so" > "$out/cuda_bench_old.log" 2>&1
+    rc=$?; grep -E "PASS|FAIL|^\| (Q|F)" "$out/cuda_bench_old.log" | head -30
+    add "benchold: rc $rc"
+    ;;
+  ops)
+    timeout 200 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops.log" 2>&1
+    rc=$?
+    grep -E "^\[cuda\]" "$out/ops.log" | grep -v " ok:" | head -20
+    add "ops: rc $rc; cuda ok $(grep -c '^\[cuda\].* ok:' "$out/ops.log"), not ok $(grep '^\[cuda\]' "$out/ops.log" | grep -vc ' ok:'); cpu ok $(grep -c '^\[cpu\].* ok:' "$out/ops.log"); $(grep -E 'Synthesis' "$out/ops.log" | tail -1)"
+    ;;
+  parity|parity0)
+    for m in .devfix/models/*.gguf; do
+      n=$(basename "$m" .gguf); id=$(echo "$n" | tr '-' '_')
+      if [ "$stage" = parity0 ]; then e="ALICE_CUDA_FUSE=0"; else e="ALICE_CUDA_FUSE=1"; fi
+      env $e ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/core_test_parity" --filter="parity/$id" >> "$out/$stage.log" 2>&1
+      add "$stage $n: rc $?"
+    done
+    grep -E "worst|median|Synthesis|FAIL|fail" "$out/$stage.log" | tail -24
+    if grep -q "FAIL" "$out/$stage.log"; then
+      # find the culprit: each new feature off in turn
+      for e in ALICE_CUDA_FATTN=0 ALICE_CUDA_FUSE=0 ALICE_CUDA_PDL=0 ALICE_CUDA_MMVQ=0; do
+        for m in .devfix/models/*.gguf; do
+          n=$(basename "$m" .gguf); id=$(echo "$n" | tr '-' '_')
+          env $e ALICE_TEST_BACKEND=cuda timeout 60 "$b/bin/core_test_parity" --filter="parity/$id" >> "$out/${stage}_off.log" 2>&1
+          add "$stage ($e) $n: rc $?"
+        done
+      done
+      grep -E "worst" "$out/${stage}_off.log" | head -20
+    fi
+    ;;
+  prof:*)
+    IFS=: read -r _ shape type <<<"$stage"
+    f=$(mk "$shape" "$type")
+    ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$f" --backend cuda -p 512 -n 32 -r 3 > "$out/prof_$shape-$type.log" 2>&1
+    add "prof $shape $type: rc $?"
+    grep -A14 "cuda profile" "$out/prof_$shape-$type.log" | head -30
+    ;;
+  model:*|model0:*|modelF:*)
+    # model0: PDL off; modelF: flash attention off (ALICE_CUDA_FATTN=0), for comparison
+    IFS=: read -r kind shape type <<<"$stage"
+    f=$(mk "$shape" "$type")
+    case "$kind" in model0) e="ALICE_CUDA_PDL=0";; modelF) e="ALICE_CUDA_FATTN=0";; *) e="ALICE_CUDA_PDL=1";; esac
+    env $e timeout 200 "$b/bin/alice-bench" -m "$f" --backend cuda -p 512 -n 128 -r 3 > "$out/ab_$kind-$shape-$type.log" 2>&1
+    rc=$?
+    add "$kind $shape $type: rc $rc $(grep '^| ' "$out/ab_$kind-$shape-$type.log" | tail -2 | tr '\n' ' ')"
+    ;;
+  rm:*)
+    IFS=: read -r _ shape type <<<"$stage"
+    rm -f "/tmp/$shape-$type.gguf"
+    ;;
+  esac
+  echo "-- $stage done at +$(( $(date +%s) - t0 )) s"
+done
+echo "==== summary"
+printf '%s' "$summary"
+# at most 8 files come back: fold the logs into a few
+if [ -n "${OUT:-}" ]; then
+  cd "$out" && {
+    cat ab_*.log > all_bench.log 2>/dev/null
+    cat prof_*.log > all_prof.log 2>/dev/null
+    cat parity*.log > all_parity.log 2>/dev/null
+    grep -E "^\[(cuda|cpu)\]|Synthesis|FAIL|CRASH|Assert" ops.log > ops_short.log 2>/dev/null
+    rm -f ab_*.log prof_*.log parity*.log ops.log mk.log
+  }
+fi

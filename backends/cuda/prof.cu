@@ -1,0 +1,148 @@
+/* prof.cu — ALICE_CUDA_PROFILE=1: an event before every launch group of a
+ * graph (and one after the last), elapsed times summed per label (op, weight
+ * type, decode "dec" / prefill "pre" by the graph's largest MUL_MAT M), a
+ * table printed to stderr when the context is freed. Graph replay is off
+ * while profiling, so each group's time includes its launch gap; the totals
+ * per graph kind are wall time of the stream. For finding where time goes,
+ * not for reporting throughput. */
+#include <stdlib.h>
+
+#include "common.cuh"
+
+#define PROF_MAX_LABELS 128
+
+struct prof_row {
+	char label[64];
+	double ms;
+	long count;
+};
+
+struct cu_prof {
+	cudaEvent_t *ev;
+	int *lab; /* label index of the group that starts at ev[i] */
+	int n, cap;
+	bool pre; /* current graph is a prefill */
+	struct prof_row rows[PROF_MAX_LABELS];
+	int n_rows;
+	double graph_ms[2];
+	long graphs[2];
+};
+
+struct cu_prof *cu_prof_new(void)
+{
+	return (struct cu_prof *)calloc(1, sizeof(struct cu_prof));
+}
+
+static int prof_label(struct cu_prof *p, const char *s)
+{
+	for (int i = 0; i < p->n_rows; i++)
+		if (!strcmp(p->rows[i].label, s))
+			return i;
+	if (p->n_rows == PROF_MAX_LABELS)
+		return PROF_MAX_LABELS - 1;
+	snprintf(p->rows[p->n_rows].label, sizeof(p->rows[0].label), "%s", s);
+	return p->n_rows++;
+}
+
+static const char *const prof_ops[] = { "NONE", "GET_ROWS", "MUL_MAT", "ADD", "MUL", "SCALE", "RMS_NORM",
+					"L2_NORM", "ROPE", "ATTENTION", "KV_WRITE", "GLU", "UNARY", "SOFTCAP", "COPY" };
+
+void cu_prof_graph(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	struct cu_prof *p = ctx->prof;
+	p->pre = false;
+	for (uint32_t i = 0; i < g->n_nodes; i++)
+		if (g->nodes[i].op == ALICE_OP_MUL_MAT && g->nodes[i].dst >= 0 &&
+		    g->tensors[g->nodes[i].dst].ne[1] > 8)
+			p->pre = true;
+	p->n = 0;
+}
+
+void cu_prof_mark(struct alice_backend_ctx *ctx, const struct alice_graph *g, int64_t node)
+{
+	struct cu_prof *p = ctx->prof;
+	if (p->n == p->cap) {
+		int nc = p->cap ? 2 * p->cap : 1024;
+		cudaEvent_t *ev = (cudaEvent_t *)realloc(p->ev, (size_t)nc * sizeof(*ev));
+		int *lab = (int *)realloc(p->lab, (size_t)nc * sizeof(int));
+		if (!ev || !lab) {
+			free(ev ? ev : p->ev);
+			free(lab ? lab : p->lab);
+			p->ev = NULL;
+			p->lab = NULL;
+			p->cap = p->n = 0;
+			return;
+		}
+		p->ev = ev;
+		p->lab = lab;
+		for (int i = p->cap; i < nc; i++)
+			cudaEventCreate(&p->ev[i]);
+		p->cap = nc;
+	}
+	char s[64];
+	if (node < 0) {
+		snprintf(s, sizeof(s), "(end)");
+	} else {
+		const struct alice_node *n = &g->nodes[node];
+		const char *op = n->op < sizeof(prof_ops) / sizeof(prof_ops[0]) ? prof_ops[n->op] : "?";
+		if ((n->op == ALICE_OP_MUL_MAT || n->op == ALICE_OP_GET_ROWS) && n->src[0] >= 0)
+			snprintf(s, sizeof(s), "%s %s %s", p->pre ? "pre" : "dec", op,
+				 alice_type_name(g->tensors[n->src[0]].type));
+		else
+			snprintf(s, sizeof(s), "%s %s", p->pre ? "pre" : "dec", op);
+	}
+	p->lab[p->n] = prof_label(p, s);
+	cudaEventRecord(p->ev[p->n], ctx->stream);
+	p->n++;
+}
+
+void cu_prof_collect(struct alice_backend_ctx *ctx)
+{
+	struct cu_prof *p = ctx->prof;
+	if (p->n < 2)
+		return;
+	for (int i = 0; i + 1 < p->n; i++) {
+		float ms = 0.f;
+		if (cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]) == cudaSuccess) {
+			p->rows[p->lab[i]].ms += ms;
+			p->rows[p->lab[i]].count++;
+		}
+	}
+	float tot = 0.f;
+	if (cudaEventElapsedTime(&tot, p->ev[0], p->ev[p->n - 1]) == cudaSuccess) {
+		p->graph_ms[p->pre] += tot;
+		p->graphs[p->pre]++;
+	}
+	cudaGetLastError();
+	p->n = 0;
+}
+
+void cu_prof_free(struct cu_prof *p)
+{
+	if (!p)
+		return;
+	fprintf(stderr, "cuda profile: decode graphs %ld (%.3f ms each), prefill graphs %ld (%.3f ms each)\n",
+		p->graphs[0], p->graphs[0] ? p->graph_ms[0] / p->graphs[0] : 0.0, p->graphs[1],
+		p->graphs[1] ? p->graph_ms[1] / p->graphs[1] : 0.0);
+	/* sorted by total time, largest first */
+	for (int k = 0; k < p->n_rows; k++) {
+		int best = -1;
+		for (int i = 0; i < p->n_rows; i++)
+			if (p->rows[i].count >= 0 && (best < 0 || p->rows[i].ms > p->rows[best].ms))
+				best = i;
+		if (best < 0)
+			break;
+		struct prof_row *r = &p->rows[best];
+		bool pre = r->label[0] == 'p';
+		long ng = p->graphs[pre] ? p->graphs[pre] : 1;
+		if (r->count > 0)
+			fprintf(stderr, "  %-28s %10.3f ms total  %8ld groups  %8.2f us/group  %8.3f ms/graph\n", r->label,
+				r->ms, r->count, 1000.0 * r->ms / r->count, r->ms / ng);
+		r->count = -1;
+	}
+	for (int i = 0; i < p->cap; i++)
+		cudaEventDestroy(p->ev[i]);
+	free(p->ev);
+	free(p->lab);
+	free(p);
+}
