@@ -49,6 +49,8 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 	st->inp_out = alice_gb_input(gb, ALICE_TYPE_I32, n_out, 1);
 	st->inp_seq = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
 	st->inp_ranges_swa = m->hp.n_swa ? alice_gb_input(gb, ALICE_TYPE_I32, 2, n) : -1;
+	alice_gb_row_regime(gb, 0, n);     /* MUL_MAT src2 (written by run_chunk) */
+	alice_gb_row_regime(gb, 1, n_out);
 	st->state = c->rs;
 	int32_t logits = m->arch->build(gb, st);
 	if (logits < 0 && !alice_gb_failed(gb))
@@ -264,6 +266,38 @@ static enum alice_status write_input(struct alice_context *c, int32_t t, const v
 	return ALICE_OK;
 }
 
+/* The MUL_MAT row regimes (backend.h, MUL_MAT src2) of a step: per token
+ * row the number of tokens of its sequence in the step, per output row the
+ * number of output rows of its sequence; so each sequence is computed as
+ * llama.cpp computes it alone (one sequence per decode), whatever shares
+ * the step. */
+static enum alice_status write_row_regimes(struct alice_context *c, int32_t n, int32_t n_out,
+					   struct alice_error *err)
+{
+	enum alice_status st = ALICE_OK;
+	int32_t *cnt = calloc(2 * (size_t)c->n_seq, sizeof(*cnt));
+	int32_t *rg = malloc((size_t)(n > n_out ? n : n_out) * sizeof(*rg));
+	if (!cnt || !rg) {
+		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	for (int32_t i = 0; i < n; i++)
+		cnt[c->in_seq[i]]++;
+	for (int32_t j = 0; j < n_out; j++)
+		cnt[c->n_seq + c->in_seq[c->in_out[j]]]++;
+	for (int32_t i = 0; i < n; i++)
+		rg[i] = cnt[c->in_seq[i]];
+	if ((st = write_input(c, c->gb.row_hint[0].tensor, rg, err)) != ALICE_OK)
+		goto out;
+	for (int32_t j = 0; j < n_out; j++)
+		rg[j] = cnt[c->n_seq + c->in_seq[c->in_out[j]]];
+	st = write_input(c, c->gb.row_hint[1].tensor, rg, err);
+out:
+	free(cnt);
+	free(rg);
+	return st;
+}
+
 /* Tokens [start, start+n) of the batch: one graph, one graph_compute. */
 static enum alice_status run_chunk(struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t n,
 				   struct alice_error *err)
@@ -314,7 +348,8 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	    (st = write_input(c, stp.inp_cells, c->in_cells, err)) != ALICE_OK ||
 	    (st = write_input(c, stp.inp_out, c->in_out, err)) != ALICE_OK ||
 	    (st = write_input(c, stp.inp_seq, c->in_seq, err)) != ALICE_OK ||
-	    (stp.inp_ranges_swa >= 0 && (st = write_input(c, stp.inp_ranges_swa, c->in_swa, err)) != ALICE_OK))
+	    (stp.inp_ranges_swa >= 0 && (st = write_input(c, stp.inp_ranges_swa, c->in_swa, err)) != ALICE_OK) ||
+	    (st = write_row_regimes(c, n, n_out, err)) != ALICE_OK)
 		return st;
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	if (vt->graph_compute(m->bctx, &g) != ALICE_OK)

@@ -38,6 +38,19 @@ void alice_gb_reset(struct alice_gb *gb)
 	gb->n_nodes = 0;
 	gb->failed = false;
 	gb->err.msg[0] = 0;
+	memset(gb->row_hint, 0, sizeof(gb->row_hint));
+}
+
+int32_t alice_gb_row_regime(struct alice_gb *gb, int which, int32_t rows)
+{
+	if (which < 0 || which > 1 || rows < 1)
+		return alice_gb_error(gb, "graph: row regime %d for %d rows", which, rows);
+	int32_t t = alice_gb_input(gb, ALICE_TYPE_I32, rows, 1);
+	if (t >= 0) {
+		gb->row_hint[which].rows = rows;
+		gb->row_hint[which].tensor = t;
+	}
+	return t;
 }
 
 void alice_gb_free(struct alice_gb *gb)
@@ -301,7 +314,11 @@ int32_t alice_gb_mul_mat(struct alice_gb *gb, int32_t w, int32_t x)
 		   "MUL_MAT", "batch dims do not broadcast"))
 		return -1;
 	int32_t d = alice_gb_new(gb, ALICE_TYPE_F32, tw->ne[1], tx->ne[1], tx->ne[2], tx->ne[3]);
-	return push_node(gb, ALICE_OP_MUL_MAT, d, w, x, -1, -1);
+	int32_t regime = -1; /* llama.cpp's per-sequence kernel choice, see backend.h */
+	for (int k = 0; k < 2 && regime < 0; k++)
+		if (gb->row_hint[k].rows && gb->row_hint[k].rows == tx->ne[1] && tx->ne[2] == 1 && tx->ne[3] == 1)
+			regime = gb->row_hint[k].tensor;
+	return push_node(gb, ALICE_OP_MUL_MAT, d, w, x, regime, -1);
 }
 
 static int32_t binary(struct alice_gb *gb, uint32_t op, int32_t a, int32_t b)

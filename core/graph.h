@@ -36,6 +36,13 @@ struct alice_gb_meta {
 	uint64_t nbytes;  /* bytes to place (INPUT/COMPUTE) */
 };
 
+/* MUL_MAT row regime (backend.h, ALICE_OP_MUL_MAT src2): an I32 step input
+ * with one value per activation row, for activations of `rows` rows. */
+struct alice_gb_row_hint {
+	int32_t rows;   /* 0 = unset */
+	int32_t tensor; /* the INPUT tensor */
+};
+
 struct alice_gb {
 	struct alice_tensor *tensors;
 	struct alice_gb_meta *meta;
@@ -44,6 +51,10 @@ struct alice_gb {
 	uint32_t n_nodes, cap_nodes;
 	bool failed;
 	struct alice_error err;
+	/* [0]: token rows, [1]: output rows (after the last layer's row
+	 * selection); set by the context per step and given as src2 to each
+	 * MUL_MAT whose activations have that many rows (both agree when equal) */
+	struct alice_gb_row_hint row_hint[2];
 };
 
 #define ALICE_GB_ALIGN 256u
@@ -54,6 +65,12 @@ void alice_gb_free(struct alice_gb *gb);
 bool alice_gb_failed(const struct alice_gb *gb);
 /* Records the first error; returns -1 for `return alice_gb_error(...)`. */
 int32_t alice_gb_error(struct alice_gb *gb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Create the I32 [rows] row-regime input that MUL_MATs built next with
+ * `rows` activation rows take as src2 (which = 0: the step's token rows,
+ * 1: its output rows); the caller writes it (per row: how many such rows
+ * its sequence has). Returns the tensor, or -1. Cleared by alice_gb_reset. */
+int32_t alice_gb_row_regime(struct alice_gb *gb, int which, int32_t rows);
 
 /* The graph as the backend sees it (borrowed from gb). */
 struct alice_graph alice_gb_graph(const struct alice_gb *gb);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "vmath.h"
 
 /* The fixed-width lane loops below are written to be vectorized; -O2's
  * "very cheap" vectorizer model leaves most of them scalar. */
@@ -130,28 +131,6 @@ static inline __attribute__((always_inline)) float dot_lanes(int64_t n, const fl
 	for (; i < n; i++)
 		s += (double)(a[i] * b[i]);
 	return (float)s;
-}
-
-/* ggml's AVX-512 vector expf (a polynomial after the ARM optimized-routines
- * method: max error ~1.5 ulp), lane by lane; 0 below -103.97. Used by
- * llama.cpp's tiled softmax, so the tiled path uses it too. */
-static inline __attribute__((always_inline)) float v_expf(float x)
-{
-	if (!(x > -104.0f))
-		return 0.0f;
-	float z = fmaf(x, 0x1.715476p+0f, 0x1.8p23f);
-	float n = z - 0x1.8p23f;
-	float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-	float u = b * b;
-	float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-		       fmaf(0x1.ffffecp-1f, b, 1.0f));
-	int ni = (int)n;
-	if (ni < -126 || ni > 127)
-		return ldexpf(j, ni);
-	uint32_t bits = (uint32_t)(ni + 127) << 23; /* 2^n exactly: one rounding, as scalef */
-	float p2;
-	memcpy(&p2, &bits, 4);
-	return j * p2;
 }
 
 static inline __attribute__((always_inline)) void round_f16(int64_t n, float *x, uint16_t *tmp)

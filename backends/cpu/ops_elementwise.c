@@ -1,23 +1,55 @@
 /* ops_elementwise.c — ADD/MUL (src1 broadcasts where its ne is 1, or more
  * generally by index modulo its ne), SCALE, SOFTCAP, GLU, UNARY and COPY
  * (F32/F16/BF16 either side, any strides). Rows (dims 1..3) are split
- * across threads; every access goes through the byte strides. */
+ * across threads; every access goes through the byte strides.
+ *
+ * Two activations round as llama.cpp's CPU backend does (the parity
+ * references were made with it; see tests/core/test_parity.c):
+ *  - SiLU (unary and GLU): elements 0 .. (ne0 & ~15) - 1 of each row go
+ *    through ggml's AVX-512 vector form x / (1 + v_expf(-x)), the rest of
+ *    the row through libm expf, as its 16-lane loop and scalar tail do;
+ *  - GELU_TANH (unary and GLU): ggml's F16 table: the input rounded to F16,
+ *    the tanh formula evaluated on that, the result rounded to F16 (0 below
+ *    -10, the identity above 10). */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "vmath.h"
 
 bool cpu_act_ok(int act)
 {
 	return act >= ALICE_ACT_SILU && act <= ALICE_ACT_GELU_ERF;
 }
 
-static inline float act_apply(int act, float x)
+static float gelu_table[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_init(void)
+{
+	for (uint32_t h = 0; h < (1u << 16); h++) {
+		float x = alice_fp16_to_fp32((uint16_t)h);
+		float g = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * fmaf(0.044715f * x, x, 1.0f)));
+		gelu_table[h] = alice_fp16_to_fp32(alice_fp32_to_fp16(g));
+	}
+}
+
+static inline __attribute__((always_inline)) float gelu_f16(float x)
+{
+	if (x <= -10.0f)
+		return 0.0f;
+	if (x >= 10.0f)
+		return x;
+	return gelu_table[alice_fp32_to_fp16(x)];
+}
+
+/* vec: element i lies in the 16-lane part of its row (SiLU's vector form) */
+static inline __attribute__((always_inline)) float act_apply(int act, float x, bool vec)
 {
 	switch (act) {
-	case ALICE_ACT_SILU: return x / (1.0f + expf(-x));
-	case ALICE_ACT_GELU_TANH:
-		return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * x * (1.0f + 0.044715f * x * x)));
+	case ALICE_ACT_SILU: return vec ? v_silu(x) : x / (1.0f + expf(-x));
+	case ALICE_ACT_GELU_TANH: return gelu_f16(x);
 	case ALICE_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
 	case ALICE_ACT_SOFTPLUS: return x > 20.0f ? x : log1pf(expf(x));
 	case ALICE_ACT_EXP: return expf(x);
@@ -46,14 +78,13 @@ struct ew_job {
 	const struct alice_tensor *s0, *s1, *d;
 };
 
-static void ew_run(void *arg, int ith, int nth)
+static inline __attribute__((always_inline)) void ew_rows(struct ew_job *j, int ith, int nth)
 {
-	struct ew_job *j = arg;
 	const struct alice_tensor *s0 = j->s0, *s1 = j->s1, *d = j->d;
 	uint32_t op = j->n->op;
 	int act = j->n->ip[0];
 	float p0 = j->n->fp[0], p1 = j->n->fp[1];
-	int64_t ne0 = d->ne[0], rows = d->ne[1] * d->ne[2] * d->ne[3];
+	int64_t ne0 = d->ne[0], rows = d->ne[1] * d->ne[2] * d->ne[3], vend = ne0 & ~(int64_t)15;
 	for (int64_t r = ith; r < rows; r += nth) {
 		int64_t i1 = r % d->ne[1], i2 = (r / d->ne[1]) % d->ne[2], i3 = r / (d->ne[1] * d->ne[2]);
 		const uint8_t *a = at(s0, i1, i2, i3);
@@ -67,12 +98,35 @@ static void ew_run(void *arg, int ith, int nth)
 			case ALICE_OP_MUL: y = x * ld_f(b + (i % nb1) * s1->nb[0]); break;
 			case ALICE_OP_SCALE: y = x * p0 + p1; break;
 			case ALICE_OP_SOFTCAP: y = p0 * tanhf(x / p0); break;
-			case ALICE_OP_GLU: y = act_apply(act, x) * ld_f(b + i * s1->nb[0]); break;
-			default: y = act_apply(act, x); break;
+			case ALICE_OP_GLU: y = act_apply(act, x, i < vend) * ld_f(b + i * s1->nb[0]); break;
+			default: y = act_apply(act, x, i < vend); break;
 			}
 			memcpy(o + i * d->nb[0], &y, 4);
 		}
 	}
+}
+
+/* built twice: fmaf (v_expf) must be an instruction, not a libm call */
+static void ew_run_generic(void *arg, int ith, int nth)
+{
+	ew_rows(arg, ith, nth);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static void ew_run_fma(void *arg, int ith, int nth)
+{
+	ew_rows(arg, ith, nth);
+}
+#endif
+
+static cpu_task_fn ew_pick(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return ew_run_fma;
+#endif
+	return ew_run_generic;
 }
 
 static enum alice_status ew(const struct cpu_op_args *a)
@@ -80,7 +134,9 @@ static enum alice_status ew(const struct cpu_op_args *a)
 	struct ew_job j = {.n = a->node, .s0 = a->src[0], .s1 = a->src[1], .d = a->dst};
 	if (!tensor_same_shape(j.s0, j.d))
 		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "dst shape differs from src0");
-	cpu_pool_run_sized(a->ctx->pool, ew_run, &j, tensor_nelem(j.d));
+	if ((a->node->op == ALICE_OP_GLU || a->node->op == ALICE_OP_UNARY) && a->node->ip[0] == ALICE_ACT_GELU_TANH)
+		pthread_once(&gelu_once, gelu_table_init);
+	cpu_pool_run_sized(a->ctx->pool, ew_pick(), &j, tensor_nelem(j.d));
 	return ALICE_OK;
 }
 

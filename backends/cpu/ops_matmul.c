@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "mm_order.h"
 
 #define COL_TILE 16
 
@@ -87,6 +88,7 @@ static void round_row(const struct cpu_kernels *k, enum act_fmt f, int64_t n, co
 
 struct mm_job {
 	struct alice_backend_ctx *ctx;
+	const struct alice_tensor *regime; /* MUL_MAT src2: I32 [M] or NULL */
 	const struct cpu_kernels *k;
 	uint32_t type;
 	enum act_fmt act;
@@ -137,6 +139,18 @@ static void convert_row(const struct mm_job *j, long r, uint8_t *out, float *gat
 		case ACT_Q8_K: k->quant_q8_k(j->K, row, (struct act_q8_k *)out); break;
 		}
 	}
+}
+
+/* Float weights: is row m in the multi-row regime, i.e. does its sequence
+ * have >= 2 rows in this op? src2 says it per row (backend.h); without it
+ * the op's row count decides, as in llama.cpp. */
+static bool row_multi(const struct mm_job *j, int64_t m)
+{
+	if (!j->regime)
+		return j->M >= 2;
+	int32_t v;
+	memcpy(&v, tensor_data(j->regime) + m * j->regime->nb[0], 4);
+	return v >= 2;
 }
 
 /* Thread scratch: [dequantized weight row: K floats][gather: K floats]
@@ -279,6 +293,10 @@ static void mm_dot(void *arg, int ith, int nth)
 					float r;
 					if (dot)
 						dot(j->K, w, a, &r);
+					else if (j->type == ALICE_TYPE_F32 || j->type == ALICE_TYPE_F16 ||
+						 j->type == ALICE_TYPE_BF16)
+						r = cpu_mm_order_dot(cpu_mm_order(j->type, row_multi(j, m), j->K, j->N), j->K,
+								     wf, (const float *)a);
 					else
 						r = k->dot_f32(j->K, wf, (const float *)a);
 					memcpy(db + n * j->dnb0 + m * j->dnb1, &r, 4);
@@ -300,6 +318,9 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 				(long long)w->ne[0], (long long)w->ne[1], (long long)w->ne[2], (long long)w->ne[3],
 				(long long)x->ne[0], (long long)x->ne[1], (long long)x->ne[2], (long long)x->ne[3],
 				(long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
+	if (a->src[2] && (a->src[2]->type != ALICE_TYPE_I32 || a->src[2]->ne[0] != M || x->ne[2] * x->ne[3] != 1))
+		return cpu_fail(ctx, ALICE_ERR_INVALID, "row counts (src2) must be I32 [%lld] with unbatched activations",
+				(long long)M);
 	if (w->type == ALICE_TYPE_F32 || w->type == ALICE_TYPE_F16 || w->type == ALICE_TYPE_BF16) {
 		if (w->nb[0] != (int64_t)alice_type_info(w->type)->type_size)
 			return cpu_fail(ctx, ALICE_ERR_INVALID, "weight rows must be contiguous (nb[0] = %lld)",
@@ -311,6 +332,7 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	struct mm_job j;
 	memset(&j, 0, sizeof(j));
 	j.ctx = ctx;
+	j.regime = a->src[2];
 	j.k = cpu_k;
 	j.type = w->type;
 	j.act = cpu_act_of(w->type);
@@ -318,8 +340,8 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	 * So do F16/BF16 in prefill: the row is widened once per column tile and
 	 * the activations are stored as floats already rounded to F16/BF16. */
 	j.spec = w->type != ALICE_TYPE_F32 && cpu_k->dot[w->type] != NULL;
-	if ((w->type == ALICE_TYPE_F16 || w->type == ALICE_TYPE_BF16) && M >= 4)
-		j.spec = false;
+	if (w->type == ALICE_TYPE_F16 || w->type == ALICE_TYPE_BF16)
+		j.spec = false; /* llama.cpp's summation orders (mm_order.c) on widened rows */
 	j.K = K;
 	j.N = N;
 	j.M = M;

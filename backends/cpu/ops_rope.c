@@ -1,8 +1,10 @@
 /* ops_rope.c — rotary position embedding: normal (adjacent pairs), neox
  * (pairs i, i + n_dims/2) and IMROPE (interleaved sections t/h/w/e, neox
  * pairing). Angles follow llama.cpp's CPU recurrence (theta *= base^(-2/n)
- * in float per pair) so positions round the same way; dims past n_dims are
- * copied. Tokens are split across threads; each builds its cos/sin cache. */
+ * in float per pair) so positions round the same way, and each rotated pair
+ * rounds as its (FMA-contracted) build does: y0 = fma(x0, c, -(x1 s)),
+ * y1 = fma(x0, s, x1 c); dims past n_dims are copied. Tokens are split
+ * across threads; each builds its cos/sin cache. */
 #include <math.h>
 #include <string.h>
 
@@ -63,7 +65,7 @@ static void rope_cache(const struct rope_job *j, int64_t tok, float *cs)
 	}
 }
 
-static void rope_run(void *arg, int ith, int nth)
+static inline __attribute__((always_inline)) void rope_rows(void *arg, int ith, int nth)
 {
 	struct rope_job *j = arg;
 	const struct alice_tensor *x = j->x, *d = j->d;
@@ -81,7 +83,7 @@ static void rope_run(void *arg, int ith, int nth)
 				int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
 				float x0 = ld_f(xr + a * x->nb[0]), x1 = ld_f(xr + b * x->nb[0]);
 				float c = cs[2 * i], s = cs[2 * i + 1];
-				float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+				float y0 = fmaf(x0, c, -(x1 * s)), y1 = fmaf(x0, s, x1 * c);
 				memcpy(dr + a * d->nb[0], &y0, 4);
 				memcpy(dr + b * d->nb[0], &y1, 4);
 			}
@@ -91,6 +93,29 @@ static void rope_run(void *arg, int ith, int nth)
 			}
 		}
 	}
+}
+
+/* built twice: fmaf must be an instruction, not a libm call */
+static void rope_run_generic(void *arg, int ith, int nth)
+{
+	rope_rows(arg, ith, nth);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static void rope_run_fma(void *arg, int ith, int nth)
+{
+	rope_rows(arg, ith, nth);
+}
+#endif
+
+static cpu_task_fn rope_pick(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return rope_run_fma;
+#endif
+	return rope_run_generic;
 }
 
 enum alice_status cpu_op_rope(const struct cpu_op_args *a)
@@ -127,6 +152,6 @@ enum alice_status cpu_op_rope(const struct cpu_op_args *a)
 	enum alice_status st = cpu_scratch(a->ctx, 0, (size_t)j.n_dims * 4 + 64);
 	if (st != ALICE_OK)
 		return st;
-	cpu_pool_run_sized(a->ctx->pool, rope_run, &j, tensor_nelem(x) * 4);
+	cpu_pool_run_sized(a->ctx->pool, rope_pick(), &j, tensor_nelem(x) * 4);
 	return ALICE_OK;
 }

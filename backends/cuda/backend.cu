@@ -376,7 +376,7 @@ static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_1] = {
 
 /* minimum and maximum number of sources */
 static const int8_t op_nsrc[ALICE_OP_COUNT_V1_1][2] = {
-	{0, 0}, {2, 2}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, {1, 2}, {1, 1},
+	{0, 0}, {2, 2}, {2, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 2}, {1, 1},
 	{2, 3}, {4, 4}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {1, 1},
 	{4, 4}, {6, 6},
 };

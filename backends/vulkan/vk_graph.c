@@ -28,7 +28,7 @@ static const vk_op_fn op_fns[ALICE_OP_COUNT_V1_1] = {
 };
 
 static const int8_t op_nsrc[ALICE_OP_COUNT_V1_1][2] = {
-	[ALICE_OP_GET_ROWS] = {2, 2}, [ALICE_OP_MUL_MAT] = {2, 2}, [ALICE_OP_ADD] = {2, 2},
+	[ALICE_OP_GET_ROWS] = {2, 2}, [ALICE_OP_MUL_MAT] = {2, 3}, [ALICE_OP_ADD] = {2, 2},
 	[ALICE_OP_MUL] = {2, 2},      [ALICE_OP_SCALE] = {1, 1},   [ALICE_OP_RMS_NORM] = {1, 2},
 	[ALICE_OP_L2_NORM] = {1, 1},  [ALICE_OP_ROPE] = {2, 3},    [ALICE_OP_ATTENTION] = {4, 4},
 	[ALICE_OP_KV_WRITE] = {2, 2}, [ALICE_OP_GLU] = {2, 2},	   [ALICE_OP_UNARY] = {1, 1},

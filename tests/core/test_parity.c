@@ -69,7 +69,12 @@ struct type_bound {
  * Measured (cpu backend, 14:05): F16 worst 0.23 / median 0.025 / pos 0
  * 0.009, BF16 0.74 / 0.14 / 0, quantized <= 2.0 / <= 0.68 / <= 2e-5. With
  * llama.cpp's F16 V accumulation emulated in attention: F16 0.04 / 0.0007,
- * the long prompts' full last rows exact. */
+ * the long prompts' full last rows exact. With its F32/F16/BF16 matmul
+ * summation orders (backends/cpu/mm_order.h), rope pair rounding and
+ * activation tables as well (16:45): F16 and BF16 bit-exact (worst 0),
+ * Q4_1/Q5_0/Q5_1 <= 1e-5; the rest differ only where the cpu backend's
+ * quantized dot orders are not yet llama.cpp's (Q8_0, K-quants, Q2_K
+ * output). The bounds stay as they are: other backends need them. */
 static const struct type_bound bounds[] = {
 	{"-F32", 0.2f, 0.02f, 0.02f, "f32 weights and activations: summation order and the F16 KV cache"},
 	{"-F16", 0.4f, 0.05f, 0.05f, "f16 weights and activations (2^-11 steps), F16 KV cache"},

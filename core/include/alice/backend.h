@@ -50,7 +50,13 @@ enum alice_op {
 	 * dst: F32 [N, M].  Dims 2,3 of src1/dst are batch dims; src0 broadcasts
 	 * over them when its ne[2]=ne[3]=1.  Like llama.cpp, a backend may round
 	 * src1 to the weight's partner format before the dot (F16 for F16, BF16
-	 * for BF16, Q8_0 blocks for 32-blocks, Q8_K for K-quants): tests allow it. */
+	 * for BF16, Q8_0 blocks for 32-blocks, Q8_K for K-quants): tests allow it.
+	 * src2 (optional): I32 [M], per row the number of rows its sequence has
+	 * in this op (>= 1). llama.cpp runs one sequence per op and picks its
+	 * kernel, and so its summation order, by the op's row count; the cpu
+	 * backend picks it per row from src2 (from M when src2 is absent), so a
+	 * sequence's results do not depend on what shares its step. Other
+	 * backends may ignore it. */
 	ALICE_OP_MUL_MAT = 2,
 	/* dst = src0 + src1; src1 broadcasts over any dim where its ne is 1. */
 	ALICE_OP_ADD = 3,
@@ -144,7 +150,10 @@ enum alice_rope_mode {
 
 enum alice_act {
 	ALICE_ACT_SILU = 0,
-	ALICE_ACT_GELU_TANH = 1, /* 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) */
+	/* 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))); a backend may evaluate it
+	 * as llama.cpp's CPU backend does, on the input rounded to F16 with the
+	 * result rounded to F16 (its lookup table; the cpu backend does) */
+	ALICE_ACT_GELU_TANH = 1,
 	ALICE_ACT_SIGMOID = 2,
 	ALICE_ACT_SOFTPLUS = 3,
 	ALICE_ACT_EXP = 4,

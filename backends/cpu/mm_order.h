@@ -1,0 +1,44 @@
+/* mm_order.h — the summation orders of llama.cpp's CPU dot products for
+ * float weights (F32, F16, BF16), so that MUL_MAT reproduces its results bit
+ * for bit (the parity references, tests/core/test_parity.c, were made with
+ * its x86 AVX-512 build). Integer (quantized) dots are order-free inside a
+ * block; these float ones are not, and a 1-ulp difference flips F16 KV-cache
+ * roundings that later positions amplify.
+ *
+ * llama.cpp picks the kernel by the op's row count n (one sequence per op):
+ *  - n >= 2 and K % 16 == 0 (BF16: K % 32) and N % 4 == 0: its tinyBLAS gemm:
+ *    one 16-lane accumulator per output over K (fma for F32/F16 widened to
+ *    F32; for BF16 vdpbf16ps: lane j adds product 2j+1, then product 2j, of
+ *    each 32-element step), then the AVX-512 horizontal-sum tree;
+ *  - otherwise its vec_dot: F32/F16 four 16-lane fma accumulators over
+ *    64-element blocks, folded 0+2, 1+3, 0+1, the same tree, then the K % 64
+ *    tail added one product at a time (F32: in float, no fma; F16: in
+ *    double); BF16 two vdpbf16ps accumulators (elements 0..31 and 32..63 of
+ *    each block), each tree-summed and added in double, tail in double.
+ * The caller decides n per sequence (see ALICE_OP_MUL_MAT's row hint in
+ * backend.h), so a row's result never depends on other sequences' rows. */
+#ifndef ALICE_CPU_MM_ORDER_H
+#define ALICE_CPU_MM_ORDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum mm_order {
+	MM_ORD_GEMM16 = 0, /* F32 and F16 gemm */
+	MM_ORD_VEC_F32,
+	MM_ORD_VEC_F16,
+	MM_ORD_GEMM_BF16,
+	MM_ORD_VEC_BF16,
+};
+
+/* The order of a row of an F32/F16/BF16 weight (K inputs, N weight rows);
+ * multi: the row is one of >= 2 rows of its sequence in this op. */
+enum mm_order cpu_mm_order(uint32_t type, bool multi, int64_t K, int64_t N) __attribute__((visibility("hidden")));
+
+/* Dot of a weight row and an activation row, both as floats: weights
+ * widened from F16/BF16 exactly, activations already rounded to the weight's
+ * format (F16/BF16) as llama.cpp does. */
+float cpu_mm_order_dot(enum mm_order o, int64_t K, const float *w, const float *x)
+	__attribute__((visibility("hidden")));
+
+#endif
