@@ -176,7 +176,7 @@ typedef void (*vec_gemm_fn)(int64_t k, const void *w, size_t wstride, const void
 			    size_t os_n, size_t os_m, void *scratch);
 static inline size_t cpu_gemm_scratch(int64_t k)
 {
-	return (size_t)k * 16 + (size_t)(k / QKK) * (16 + 4 + 2) * 64 + (size_t)(k / QK8) * 64 + 4096;
+	return (size_t)k * 32 + (size_t)(k / QKK) * (16 + 4 + 2) * 64 + (size_t)(k / QK8) * 64 + 4096;
 }
 
 struct cpu_kernels {

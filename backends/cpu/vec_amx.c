@@ -82,19 +82,28 @@ static inline __m128 fp16x4(const uint8_t *p0, const uint8_t *p1, const uint8_t 
 
 /* ---- decode: 4 weight rows x one activation row, block order ---- */
 
+/* The 4 rows of a group lie one after another in memory, so prefetching a
+ * fixed distance ahead of each row lands in the group itself; fetch the same
+ * block of the next group instead (4 rows ahead). */
+static inline void prefetch_next_group(const uint8_t *p, size_t ws, int bytes)
+{
+	for (int o = 0; o < bytes; o += 64)
+		_mm_prefetch((const char *)p + 4 * ws + o, _MM_HINT_T0);
+}
+
 static void x_dotr4_q8_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
 {
 	const uint8_t *r0 = w, *r1 = r0 + ws, *r2 = r1 + ws, *r3 = r2 + ws;
 	const struct act_q8_0 *a = act;
+	size_t pf = 4 * ws;
 	__m128 acc = _mm_setzero_ps();
 	for (int64_t b = 0; b < k / QK8; b++, a++) {
 		size_t o = (size_t)b * 34;
-		if ((b & 1) == 0) {
-			_mm_prefetch((const char *)r0 + o + PREFETCH_DIST, _MM_HINT_T0);
-			_mm_prefetch((const char *)r1 + o + PREFETCH_DIST, _MM_HINT_T0);
-			_mm_prefetch((const char *)r2 + o + PREFETCH_DIST, _MM_HINT_T0);
-			_mm_prefetch((const char *)r3 + o + PREFETCH_DIST, _MM_HINT_T0);
-		}
+		/* rows are consecutive in memory: fetch the next group's block */
+		_mm_prefetch((const char *)r0 + pf + o, _MM_HINT_T0);
+		_mm_prefetch((const char *)r1 + pf + o, _MM_HINT_T0);
+		_mm_prefetch((const char *)r2 + pf + o, _MM_HINT_T0);
+		_mm_prefetch((const char *)r3 + pf + o, _MM_HINT_T0);
 		__m512i qa = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a->q));
 		__m512i p01 = dpbs(ld2x256(r0 + o + 2, r1 + o + 2), qa);
 		__m512i p23 = dpbs(ld2x256(r2 + o + 2, r3 + o + 2), qa);
@@ -131,7 +140,7 @@ static void x_dotr4_q4_k(int64_t k, const void *w, size_t ws, const void *act, f
 		for (int r = 0; r < 4; r++) {
 			const uint8_t *wb = w0 + r * ws + b * 144;
 			wr[r] = wb;
-			prefetch_ahead(wb, 144);
+			prefetch_next_group(wb, ws, 144);
 			uint32_t u[4];
 			k4_scales_mins(wb + 4, u);
 			__m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
@@ -184,7 +193,7 @@ static void x_dotr4_q6_k(int64_t k, const void *w, size_t ws, const void *act, f
 		for (int r = 0; r < 4; r++) {
 			const uint8_t *wb = w0 + r * ws + b * 210;
 			wr[r] = wb + 208;
-			prefetch_ahead(wb, 210);
+			prefetch_next_group(wb, ws, 210);
 			__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wb + 192)));
 			__m512i sc5 = _mm512_castsi256_si512(sc16);
 			__m256i off = _mm256_madd_epi16(sc16, bsv);
@@ -286,6 +295,16 @@ static void tile_out(const __m512 *acc, int64_t mvalid, uint8_t *out, size_t os_
 			memcpy(out + (size_t)n * os_n + (size_t)m * os_m, &t[n][m], 4);
 }
 
+static inline __attribute__((always_inline)) void q80_post(__m512 *acc, const int32_t *cb, const float *d,
+								 const float *dw)
+{
+	__m512 da = _mm512_loadu_ps(d);
+	for (int n = 0; n < 16; n++) {
+		__m512 s = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 16 * n)));
+		acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dw[n]), da), s, acc[n]);
+	}
+}
+
 static void x_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *apack, int64_t M, uint8_t *out,
 			size_t os_n, size_t os_m, void *scratch)
 {
@@ -302,47 +321,35 @@ static void x_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *apack, 
 		__m512 acc[16];
 		for (int n = 0; n < 16; n++)
 			acc[n] = _mm512_setzero_ps();
-		int64_t b = 0;
-		for (; b + 2 <= nb; b += 2) {
-			_tile_zero(0);
-			TILE_LOADD(1, w0 + (size_t)b * 34 + 2, (long)ws);
-			TILE_LOADD(2, pg[b].q, 64);
-			_tile_dpbssd(0, 1, 2);
-			_tile_zero(3);
-			TILE_LOADD(4, w0 + (size_t)(b + 1) * 34 + 2, (long)ws);
-			TILE_LOADD(5, pg[b + 1].q, 64);
-			_tile_dpbssd(3, 4, 5);
-			_tile_stored(0, cb, 64);
-			_tile_stored(3, cb + 256, 64);
-			for (int h = 0; h < 2; h++) {
-				__m512 da = _mm512_loadu_ps(pg[b + h].d);
-				const float *dw = dwf + (b + h) * 16;
-				for (int n = 0; n < 16; n++) {
-					__m512 s = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 256 * h + 16 * n)));
-					acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dw[n]), da), s, acc[n]);
-				}
-			}
+		/* software pipeline: the tiles of block b + 1 are multiplied and
+		 * stored while the vector unit scales block b */
+#define Q80_ISSUE(tc, ta, tb, bb, buf)                                   \
+	do {                                                                 \
+		_tile_zero(tc);                                              \
+		TILE_LOADD(ta, w0 + (size_t)(bb) * 34 + 2, (long)ws);        \
+		TILE_LOADD(tb, pg[bb].q, 64);                                \
+		_tile_dpbssd(tc, ta, tb);                                    \
+		_tile_stored(tc, buf, 64);                                   \
+	} while (0)
+		Q80_ISSUE(0, 1, 2, 0, cb);
+		for (int64_t b = 0; b < nb; b += 2) {
+			if (b + 1 < nb)
+				Q80_ISSUE(3, 4, 5, b + 1, cb + 256);
+			q80_post(acc, cb, pg[b].d, dwf + b * 16);
+			if (b + 2 < nb)
+				Q80_ISSUE(0, 1, 2, b + 2, cb);
+			if (b + 1 < nb)
+				q80_post(acc, cb + 256, pg[b + 1].d, dwf + (b + 1) * 16);
 		}
-		for (; b < nb; b++) {
-			_tile_zero(0);
-			TILE_LOADD(1, w0 + (size_t)b * 34 + 2, (long)ws);
-			TILE_LOADD(2, pg[b].q, 64);
-			_tile_dpbssd(0, 1, 2);
-			_tile_stored(0, cb, 64);
-			__m512 da = _mm512_loadu_ps(pg[b].d);
-			for (int n = 0; n < 16; n++) {
-				__m512 s = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 16 * n)));
-				acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dwf[b * 16 + n]), da), s, acc[n]);
-			}
-		}
+#undef Q80_ISSUE
 		int64_t mv = M - g * 16 < 16 ? M - g * 16 : 16;
 		tile_out(acc, mv, out + (size_t)(g * 16) * os_m, os_n, os_m);
 	}
 	_tile_release();
 }
 
-/* K-quant weights of 16 rows widened to int8 [16][k] (Q4_K: 0..15, Q6_K:
- * -32..31) plus per superblock and row: scales as int32 [sb][sub][16],
+/* K-quant weights of 16 rows widened to int8 [nq][16][k] (Q4_K: two scaled
+ * copies, Q6_K: q - 32) plus per superblock and row: scales as int32 [sb][sub][16],
  * d (and dmin, Q4_K mins as int16 pairs) as [sb][16]. */
 struct kq_scratch {
 	int8_t *q;
@@ -351,13 +358,13 @@ struct kq_scratch {
 	int32_t *cb;
 };
 
-static struct kq_scratch kq_layout(void *scratch, int64_t k, int nsub)
+static struct kq_scratch kq_layout(void *scratch, int64_t k, int nq, int nsub)
 {
 	struct kq_scratch s;
 	int64_t nsb = k / QKK;
 	uint8_t *p = scratch;
 	s.q = (int8_t *)p;
-	p += 16 * (size_t)k;
+	p += (size_t)nq * 16 * (size_t)k;
 	s.sc = (int32_t *)p;
 	p += (size_t)nsb * nsub * 64;
 	s.mp = (int32_t *)p;
@@ -370,12 +377,27 @@ static struct kq_scratch kq_layout(void *scratch, int64_t k, int nsub)
 	return s;
 }
 
+/* Q4_K: q (0..15) times its 6-bit sub-block scale does not fit in int8, but
+ * q * (scale & 7) and q * (scale >> 3) do (<= 105): two int8 copies of the
+ * 16 rows, each one AMX product over the whole superblock (K = 64 steps),
+ * S = lo + 8 hi, the same integer as the sum over sub-blocks of scale * dot. */
 static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, int64_t M, uint8_t *out,
 			size_t os_n, size_t os_m, void *scratch)
 {
 	int64_t nsb = k / QKK;
-	struct kq_scratch s = kq_layout(scratch, k, 8);
+	struct kq_scratch s = kq_layout(scratch, k, 2, 0);
+	int8_t *qlo = s.q, *qhi = s.q + 16 * k;
 	const __m512i m4 = _mm512_set1_epi8(0xf);
+	static const int8_t mul_tab[8][16] = {
+		{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30},
+		{0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45},
+		{0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60},
+		{0, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75},
+		{0, 6, 12, 18, 24, 30, 36, 42, 48, 54, 60, 66, 72, 78, 84, 90},
+		{0, 7, 14, 21, 28, 35, 42, 49, 56, 63, 70, 77, 84, 91, 98, 105},
+	};
 	for (int n = 0; n < 16; n++) {
 		const uint8_t *row = (const uint8_t *)w + (size_t)n * ws;
 		for (int64_t b = 0; b < nsb; b++) {
@@ -385,57 +407,56 @@ static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, 
 			uint32_t u[4];
 			k4_scales_mins(wb + 4, u);
 			const uint8_t *sm = (const uint8_t *)u;
-			for (int j = 0; j < 8; j++)
-				s.sc[(b * 8 + j) * 16 + n] = sm[j];
 			for (int p = 0; p < 4; p++)
 				s.mp[(b * 4 + p) * 16 + n] = (int32_t)((uint32_t)sm[8 + 2 * p] | ((uint32_t)sm[9 + 2 * p] << 16));
-			int8_t *dst = s.q + (size_t)n * k + b * 256;
+			size_t off = (size_t)n * k + b * 256;
 			for (int h = 0; h < 2; h++) {
 				__m512i q4 = _mm512_loadu_si512((const void *)(wb + 16 + 64 * h));
 				__m512i lo = _mm512_and_si512(q4, m4);
 				__m512i hi = _mm512_and_si512(_mm512_srli_epi16(q4, 4), m4);
-				_mm512_storeu_si512((void *)(dst + 128 * h), _mm512_shuffle_i64x2(lo, hi, 0x44));
-				_mm512_storeu_si512((void *)(dst + 128 * h + 64), _mm512_shuffle_i64x2(lo, hi, 0xee));
+				/* natural order: sub-blocks 4h, 4h+1 then 4h+2, 4h+3 */
+				__m512i x[2] = {_mm512_shuffle_i64x2(lo, hi, 0x44), _mm512_shuffle_i64x2(lo, hi, 0xee)};
+				for (int e = 0; e < 2; e++) {
+					int j = 4 * h + 2 * e;
+					int s0 = sm[j], s1 = sm[j + 1];
+#define TAB2(a, b)                                                                                          \
+	_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mul_tab[a]))), \
+			   _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mul_tab[b])), 1)
+					__m512i tl = TAB2(s0 & 7, s1 & 7), th = TAB2(s0 >> 3, s1 >> 3);
+#undef TAB2
+					_mm512_storeu_si512((void *)(qlo + off + 128 * h + 64 * e), _mm512_shuffle_epi8(tl, x[e]));
+					_mm512_storeu_si512((void *)(qhi + off + 128 * h + 64 * e), _mm512_shuffle_epi8(th, x[e]));
+				}
 			}
 		}
 	}
-	tiles_config(32);
+	tiles_config(64);
 	for (int64_t g = 0; g * 16 < M; g++) {
 		const struct apack_q8_k *pg = (const struct apack_q8_k *)apack + g * nsb;
 		__m512 acc[16], accm[16];
 		for (int n = 0; n < 16; n++)
 			acc[n] = accm[n] = _mm512_setzero_ps();
 		for (int64_t b = 0; b < nsb; b++) {
-			__m512i S[16];
-			for (int n = 0; n < 16; n++)
-				S[n] = _mm512_setzero_si512();
-			const int8_t *A = s.q + b * 256;
-			for (int j = 0; j < 8; j += 2) {
-				_tile_zero(0);
-				TILE_LOADD(1, A + 32 * j, (long)k);
-				TILE_LOADD(2, pg[b].q + 512 * j, 64);
+			_tile_zero(0);
+			_tile_zero(3);
+			for (int h = 0; h < 4; h++) {
+				TILE_LOADD(2, pg[b].q + 1024 * h, 64);
+				TILE_LOADD(1, qlo + b * 256 + 64 * h, (long)k);
 				_tile_dpbssd(0, 1, 2);
-				_tile_zero(3);
-				TILE_LOADD(4, A + 32 * (j + 1), (long)k);
-				TILE_LOADD(5, pg[b].q + 512 * (j + 1), 64);
-				_tile_dpbssd(3, 4, 5);
-				_tile_stored(0, s.cb, 64);
-				_tile_stored(3, s.cb + 256, 64);
-				for (int h = 0; h < 2; h++) {
-					const int32_t *sc = s.sc + (b * 8 + j + h) * 16;
-					for (int n = 0; n < 16; n++) {
-						__m512i c = _mm512_load_si512((const void *)(s.cb + 256 * h + 16 * n));
-						S[n] = _mm512_add_epi32(S[n], _mm512_mullo_epi32(c, _mm512_set1_epi32(sc[n])));
-					}
-				}
+				TILE_LOADD(4, qhi + b * 256 + 64 * h, (long)k);
+				_tile_dpbssd(3, 4, 2);
 			}
+			_tile_stored(0, s.cb, 64);
+			_tile_stored(3, s.cb + 256, 64);
 			__m512 da = _mm512_loadu_ps(pg[b].d);
 			__m512i bsp[4];
 			for (int p = 0; p < 4; p++)
 				bsp[p] = _mm512_loadu_si512((const void *)pg[b].bsp[p]);
 			for (int n = 0; n < 16; n++) {
+				__m512i S = _mm512_add_epi32(_mm512_load_si512((const void *)(s.cb + 16 * n)),
+							     _mm512_slli_epi32(_mm512_load_si512((const void *)(s.cb + 256 + 16 * n)), 3));
 				acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(s.d[b * 16 + n]), da),
-							 _mm512_cvtepi32_ps(S[n]), acc[n]);
+							 _mm512_cvtepi32_ps(S), acc[n]);
 				const int32_t *mp = s.mp + b * 4 * 16 + n;
 				__m512i mt = _mm512_madd_epi16(bsp[0], _mm512_set1_epi32(mp[0]));
 				mt = _mm512_add_epi32(mt, _mm512_madd_epi16(bsp[1], _mm512_set1_epi32(mp[16])));
@@ -457,7 +478,7 @@ static void x_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *apack, 
 			size_t os_n, size_t os_m, void *scratch)
 {
 	int64_t nsb = k / QKK;
-	struct kq_scratch s = kq_layout(scratch, k, 16);
+	struct kq_scratch s = kq_layout(scratch, k, 1, 16);
 	const __m512i m4 = _mm512_set1_epi8(0xf), m2 = _mm512_set1_epi8(3), o32 = _mm512_set1_epi8(32);
 	for (int n = 0; n < 16; n++) {
 		const uint8_t *row = (const uint8_t *)w + (size_t)n * ws;
