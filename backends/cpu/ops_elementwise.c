@@ -51,7 +51,7 @@ static inline __attribute__((always_inline)) float act_apply(int act, float x, b
 	case ALICE_ACT_SILU: return vec ? v_silu(x) : x / (1.0f + expf(-x));
 	case ALICE_ACT_GELU_TANH: return gelu_f16(x);
 	case ALICE_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-	case ALICE_ACT_SOFTPLUS: return x > 20.0f ? x : log1pf(expf(x));
+	case ALICE_ACT_SOFTPLUS: return x > 20.0f ? x : logf(1.0f + expf(x)); /* as ggml (not log1pf) */
 	case ALICE_ACT_EXP: return expf(x);
 	case ALICE_ACT_NEG: return -x;
 	case ALICE_ACT_RELU: return x > 0.0f ? x : 0.0f;

@@ -35,7 +35,7 @@ static void norm_run(void *arg, int ith, int nth)
 		}
 		float scale;
 		if (j->l2) {
-			float nrm = (float)sqrt(sum);
+			float nrm = sqrtf((float)sum); /* as ggml: the sum rounded to float first */
 			scale = 1.0f / (nrm > j->eps ? nrm : j->eps);
 		} else {
 			scale = 1.0f / sqrtf((float)(sum / (double)ne0) + j->eps);

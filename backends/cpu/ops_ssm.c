@@ -4,11 +4,15 @@
  * source in place and walk the batch's tokens in order; the work is split
  * across threads by channel (conv) or by (value head, sequence) pair
  * (delta rule), which keeps every state owned by one thread and the token
- * order intact whatever the mix of sequences in the batch. */
+ * order intact whatever the mix of sequences in the batch.
+ * The arithmetic is llama.cpp's CPU one (the parity references): the conv
+ * window is one fma chain per channel, the delta rule's dot products sum in
+ * ggml_vec_dot_f32's order (mm_order.h) and its rank-1 update is fused. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "mm_order.h"
 
 static inline int32_t ld_i32(const struct alice_tensor *t, int64_t i)
 {
@@ -53,7 +57,7 @@ struct conv_job {
 	int64_t C, T, K;
 };
 
-static void conv_run(void *arg, int ith, int nth)
+static inline __attribute__((always_inline)) void conv_rows(void *arg, int ith, int nth)
 {
 	struct conv_job *j = arg;
 	int64_t C = j->C, K = j->K;
@@ -70,8 +74,8 @@ static void conv_run(void *arg, int ith, int nth)
 			float xv = ld_f(xr + c * j->x->nb[0]);
 			float sum = 0.0f;
 			for (int64_t k = 0; k < K - 1; k++)
-				sum += st[k] * wc[k];
-			sum += xv * wc[K - 1];
+				sum = fmaf(st[k], wc[k], sum);
+			sum = fmaf(xv, wc[K - 1], sum);
 			out[t * C + c] = sum;
 			for (int64_t k = 0; k + 1 < K - 1; k++)
 				st[k] = st[k + 1];
@@ -79,6 +83,25 @@ static void conv_run(void *arg, int ith, int nth)
 		}
 	}
 }
+
+/* built twice: fmaf must be an instruction, not a libm call */
+static void conv_run_generic(void *arg, int ith, int nth)
+{
+	conv_rows(arg, ith, nth);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static void conv_run_fma(void *arg, int ith, int nth)
+{
+	conv_rows(arg, ith, nth);
+}
+
+static bool have_fma(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
 
 enum alice_status cpu_op_ssm_conv(const struct cpu_op_args *a)
 {
@@ -99,7 +122,11 @@ enum alice_status cpu_op_ssm_conv(const struct cpu_op_args *a)
 	if (st != ALICE_OK)
 		return st;
 	struct conv_job j = {.x = x, .w = w, .state = state, .seq = seq, .d = d, .C = C, .T = T, .K = K};
-	cpu_pool_run(a->ctx->pool, conv_run, &j);
+#if defined(__x86_64__) && defined(__GNUC__)
+	cpu_pool_run(a->ctx->pool, have_fma() ? conv_run_fma : conv_run_generic, &j);
+#else
+	cpu_pool_run(a->ctx->pool, conv_run_generic, &j);
+#endif
 	return ALICE_OK;
 }
 
@@ -113,7 +140,7 @@ struct gdn_job {
 	float scale;
 };
 
-static void gdn_run(void *arg, int ith, int nth)
+static inline __attribute__((always_inline)) void gdn_rows(void *arg, int ith, int nth)
 {
 	struct gdn_job *j = arg;
 	const int64_t S = j->S, Hk = j->Hk, Hv = j->Hv;
@@ -135,14 +162,28 @@ static void gdn_run(void *arg, int ith, int nth)
 			float *o = out + (t * Hv + h) * S;
 			for (int64_t r = 0; r < S; r++) {
 				float *row = M + r * S;
-				cpu_k->scale_f32(S, decay, row);
-				float dr = (v[r] - cpu_k->dot_f32(S, row, k)) * beta;
-				cpu_k->axpy_f32(S, dr, k, row);
-				o[r] = cpu_k->dot_f32(S, row, q) * j->scale;
+				for (int64_t i = 0; i < S; i++)
+					row[i] *= decay;
+				float dr = (v[r] - cpu_mm_order_dot(MM_ORD_VEC_F32, S, row, k)) * beta;
+				for (int64_t i = 0; i < S; i++)
+					row[i] = fmaf(k[i], dr, row[i]);
+				o[r] = cpu_mm_order_dot(MM_ORD_VEC_F32, S, row, q) * j->scale;
 			}
 		}
 	}
 }
+
+static void gdn_run_generic(void *arg, int ith, int nth)
+{
+	gdn_rows(arg, ith, nth);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static void gdn_run_fma(void *arg, int ith, int nth)
+{
+	gdn_rows(arg, ith, nth);
+}
+#endif
 
 enum alice_status cpu_op_gated_delta_net(const struct cpu_op_args *a)
 {
@@ -184,6 +225,10 @@ enum alice_status cpu_op_gated_delta_net(const struct cpu_op_args *a)
 	struct gdn_job j = {.qk = qk, .v = v, .g = g, .beta = beta, .state = state, .seq = seq, .d = d,
 			    .S = S, .Hk = Hk, .Hv = Hv, .T = T, .seqs = seqs, .n_seqs = n_seqs,
 			    .scale = a->node->fp[0]};
-	cpu_pool_run(a->ctx->pool, gdn_run, &j);
+#if defined(__x86_64__) && defined(__GNUC__)
+	cpu_pool_run(a->ctx->pool, have_fma() ? gdn_run_fma : gdn_run_generic, &j);
+#else
+	cpu_pool_run(a->ctx->pool, gdn_run_generic, &j);
+#endif
 	return ALICE_OK;
 }
