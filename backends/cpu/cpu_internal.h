@@ -138,12 +138,14 @@ struct act_q8_k {
 	int16_t bsums[QKK / 16];
 };
 
-/* Activation rows packed for the AMX GEMM (vec_amx.c): per group of 16 rows
- * and block, q[kk * 64 + 4 * m + t] = row m's q[4 * kk + t] (AMX's B layout);
- * rows past the end of the op are zero. */
+/* Activation rows packed for the GEMM kernels, per group of 16 rows and
+ * block; rows past the end of the op are zero.
+ * Q8_0 (VNNI, vec_avx512.c): pair p = rows 2p, 2p+1: q[p] = both rows' 32
+ * values + 128 as u8, d2[p] = row 2p's d x 8, row 2p+1's d x 8.
+ * Q8_K (AMX, vec_amx.c): q[kk * 64 + 4 * m + t] = row m's q[4 * kk + t]. */
 struct apack_q8_0 {
-	int8_t q[8 * 64];
-	float d[16];
+	uint8_t q[8][64];
+	float d2[8][16];
 };
 
 struct apack_q8_k {

@@ -6,7 +6,7 @@
  * K-quants — what llama.cpp does, so logits compare closely); (2) weight rows
  * are handed out in chunks through an atomic counter and each is dotted with
  * a tile of activation rows while it sits in L1. Where the kernel table has a
- * GEMM for the weight type (AMX: Q8_0, Q4_K, Q6_K), pass (1) also packs the
+ * GEMM for the weight type (AVX-512 VNNI: Q8_0; AMX: Q4_K, Q6_K), pass (1) also packs the
  * rounded rows into the GEMM's layout and pass (2) hands out 16 weight rows
  * at a time; that GEMM and the type's mat-vec share one accumulation order,
  * so a row's result does not depend on how many rows share the op.
@@ -165,10 +165,12 @@ static uint8_t *t_gemm(const struct mm_job *j, int ith) { return t_act(j, ith); 
 /* Row `lane` of a 16-row group in the GEMM's layout (struct apack_*). */
 static void pack_q8_0(const struct act_q8_0 *a, int64_t nb, struct apack_q8_0 *g, int lane)
 {
+	int p = lane / 2, h = lane % 2;
 	for (int64_t b = 0; b < nb; b++) {
-		for (int kk = 0; kk < QK8 / 4; kk++)
-			memcpy(g[b].q + kk * 64 + 4 * lane, a[b].q + 4 * kk, 4);
-		g[b].d[lane] = a[b].d;
+		for (int i = 0; i < QK8; i++)
+			g[b].q[p][32 * h + i] = (uint8_t)(a[b].q[i] + 128);
+		for (int i = 0; i < 8; i++)
+			g[b].d2[p][8 * h + i] = a[b].d;
 	}
 }
 

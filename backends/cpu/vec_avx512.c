@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "vec_x86.h"
+#include "vec_kseq.h"
 
 static float a5_dot_f32(int64_t n, const float *a, const float *b)
 {
@@ -40,276 +41,122 @@ static inline __m512i ld2x256(const void *lo, const void *hi)
 				  _mm256_loadu_si256((const __m256i *)hi), 1);
 }
 
-/* Q8_0: two blocks per 512-bit step; per-lane scales (8 lanes per block). */
-static void a5_dot_q8_0(int64_t k, const void *w, const void *act, float *out)
+
+/* ---- Q8_0 in llama.cpp's order (ggml_vec_dot_q8_0_q8_0 and its tinyBLAS
+ * gemm): per output ONE chain of 8 float lanes over the blocks in order,
+ * lane l += d_w * d_a times the integer sum of elements 4l..4l+3; then
+ * t_i = l_i + l_{i+4}, result (t0 + t2) + (t1 + t3). The single-row dot is
+ * the AVX2 one (the same chain); here 2 rows per zmm (decode) and a VNNI
+ * GEMM whose every output is such a chain (prefill). ---- */
+
+static inline float hsum8_chain(const float *l)
 {
-	const uint8_t *wb = w;
+	float t0 = l[0] + l[4], t1 = l[1] + l[5], t2 = l[2] + l[6], t3 = l[3] + l[7];
+	return (t0 + t2) + (t1 + t3);
+}
+
+static void a5_dotr4_q8_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	const uint8_t *r0 = w, *r1 = r0 + ws, *r2 = r1 + ws, *r3 = r2 + ws;
 	const struct act_q8_0 *a = act;
-	int64_t nb = k / QK8, b = 0;
-	__m512 acc = _mm512_setzero_ps();
-	for (; b + 2 <= nb; b += 2, wb += 68, a += 2) {
-		prefetch_ahead(wb, 68);
-		__m512i qw = ld2x256(wb + 2, wb + 36);
-		__m512i qa = ld2x256(a[0].q, a[1].q);
-		__m512i dp = dpbs(_mm512_setzero_si512(), qw, qa);
-		__m512 d = _mm512_insertf32x8(_mm512_set1_ps(ld_fp16(wb) * a[0].d),
-					      _mm256_set1_ps(ld_fp16(wb + 34) * a[1].d), 1);
-		acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dp), acc);
+	size_t pf = 4 * ws;
+	__m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+	for (int64_t b = 0; b < k / QK8; b++, a++) {
+		size_t o = (size_t)b * 34;
+		/* rows are adjacent in memory: fetch the next group's block */
+		_mm_prefetch((const char *)r0 + pf + o, _MM_HINT_T0);
+		_mm_prefetch((const char *)r1 + pf + o, _MM_HINT_T0);
+		_mm_prefetch((const char *)r2 + pf + o, _MM_HINT_T0);
+		_mm_prefetch((const char *)r3 + pf + o, _MM_HINT_T0);
+		__m512i qa = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a->q));
+		__m512i p01 = dpbs(_mm512_setzero_si512(), ld2x256(r0 + o + 2, r1 + o + 2), qa);
+		__m512i p23 = dpbs(_mm512_setzero_si512(), ld2x256(r2 + o + 2, r3 + o + 2), qa);
+		float da = a->d;
+		__m512 d01 = _mm512_insertf32x8(_mm512_set1_ps(ld_fp16(r0 + o) * da), _mm256_set1_ps(ld_fp16(r1 + o) * da), 1);
+		__m512 d23 = _mm512_insertf32x8(_mm512_set1_ps(ld_fp16(r2 + o) * da), _mm256_set1_ps(ld_fp16(r3 + o) * da), 1);
+		acc01 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(p01), acc01);
+		acc23 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(p23), acc23);
 	}
-	float s = _mm512_reduce_add_ps(acc);
-	for (; b < nb; b++, wb += 34, a++) {
-		__m256i qw = _mm256_loadu_si256((const __m256i *)(wb + 2));
-		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
-		__m256i ax = _mm256_sign_epi8(qw, qw), sy = _mm256_sign_epi8(qa, qw);
-		__m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy);
-		__m128i t = _mm_add_epi32(_mm256_castsi256_si128(dp), _mm256_extracti128_si256(dp, 1));
-		t = _mm_hadd_epi32(t, t);
-		t = _mm_hadd_epi32(t, t);
-		s += ld_fp16(wb) * a->d * (float)_mm_cvtsi128_si32(t);
-	}
-	*out = s;
+	float l[32];
+	_mm512_storeu_ps(l, acc01);
+	_mm512_storeu_ps(l + 16, acc23);
+	for (int r = 0; r < 4; r++)
+		out[r] = hsum8_chain(l + 8 * r);
 }
 
-/* ---- 4 activation rows at a time (prefill) ---- */
-
-static void a5_dot4_q8_0(int64_t k, const void *w, const void *act, size_t stride, float *out)
+/* 4 weight rows x P pairs of activation rows (struct apack_q8_0: a + 128 as
+ * u8, two rows per 64 bytes). w is signed, so vpdpbusd starts each block's
+ * lanes from -128 * sum(w) of the lane's 4 elements: the exact signed sum. */
+static inline __attribute__((always_inline)) void q80_tile(int64_t nb, const uint8_t *w, size_t ws,
+							   const struct apack_q8_0 *pg, int p0, const int P,
+							   float (*l)[16])
 {
-	const uint8_t *wb = w;
-	const uint8_t *ab = act;
-	int64_t nb = k / QK8, b = 0;
-	__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-	for (; b + 2 <= nb; b += 2, wb += 68) {
-		__m512i qw = ld2x256(wb + 2, wb + 36);
-		__mmask64 neg = _mm512_movepi8_mask(qw);
-		__m512i ax = _mm512_abs_epi8(qw);
-		float dw0 = ld_fp16(wb), dw1 = ld_fp16(wb + 34);
-		for (int c = 0; c < 4; c++) {
-			const struct act_q8_0 *a = (const struct act_q8_0 *)(ab + c * stride) + b;
-			__m512i qa = ld2x256(a[0].q, a[1].q);
-			__m512i sa = _mm512_mask_sub_epi8(qa, neg, _mm512_setzero_si512(), qa);
-			__m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sa);
-			__m512 d = _mm512_insertf32x8(_mm512_set1_ps(dw0 * a[0].d), _mm256_set1_ps(dw1 * a[1].d), 1);
-			acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dp), acc[c]);
-		}
-	}
-	for (int c = 0; c < 4; c++) {
-		out[c] = _mm512_reduce_add_ps(acc[c]);
-		if (b < nb) {
-			float r;
-			a5_dot_q8_0(QK8, wb, (const struct act_q8_0 *)(ab + c * stride) + b, &r);
-			out[c] += r;
-		}
-	}
-}
-
-static inline __attribute__((always_inline)) void q4k_dotn(int64_t k, const void *w, const void *act,
-								 size_t stride, float *out, const int nc)
-{
-	const uint8_t *wb = w;
-	const uint8_t *ab = act;
-	const __m512i m4 = _mm512_set1_epi8(0xf);
-	__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-	__m128 accm[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
-	for (int64_t b = 0; b < k / QKK; b++, wb += 144) {
-		prefetch_ahead(wb, 144);
-		uint32_t u[4];
-		k4_scales_mins(wb + 4, u);
-		__m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
-		__m128i mins = _mm256_extracti128_si256(ms, 1);
-		const uint8_t *sc = (const uint8_t *)u;
-		float dw = ld_fp16(wb), dmin = ld_fp16(wb + 2);
-		const uint8_t *qs = wb + 16;
-		__m512i lo[2], hi[2], slo[2], shi[2];
-		for (int p = 0; p < 2; p++) {
-			__m512i q4 = _mm512_loadu_si512((const void *)(qs + 64 * p));
-			lo[p] = _mm512_and_si512(q4, m4);
-			hi[p] = _mm512_and_si512(_mm512_srli_epi16(q4, 4), m4);
-			slo[p] = _mm512_inserti64x4(_mm512_set1_epi16(sc[4 * p]), _mm256_set1_epi16(sc[4 * p + 2]), 1);
-			shi[p] = _mm512_inserti64x4(_mm512_set1_epi16(sc[4 * p + 1]), _mm256_set1_epi16(sc[4 * p + 3]), 1);
-		}
-		for (int c = 0; c < nc; c++) {
-			const struct act_q8_k *a = (const struct act_q8_k *)(ab + c * stride) + b;
-			__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
-						    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
-			accm[c] = _mm_fmadd_ps(_mm_set1_ps(dmin * a->d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs)), accm[c]);
-			__m512i sumi = _mm512_setzero_si512();
-			for (int p = 0; p < 2; p++) {
-				const int8_t *q8 = a->q + 128 * p;
-				__m512i alo = ld2x256(q8, q8 + 64), ahi = ld2x256(q8 + 32, q8 + 96);
-				sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(lo[p], alo), slo[p]));
-				sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(hi[p], ahi), shi[p]));
-			}
-			acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dw * a->d), _mm512_cvtepi32_ps(sumi), acc[c]);
-		}
-	}
-	for (int c = 0; c < nc; c++) {
-		__m128 m = _mm_add_ps(accm[c], _mm_movehl_ps(accm[c], accm[c]));
-		m = _mm_add_ss(m, _mm_movehdup_ps(m));
-		out[c] = _mm512_reduce_add_ps(acc[c]) - _mm_cvtss_f32(m);
-	}
-}
-
-static inline __attribute__((always_inline)) void q6k_dotn(int64_t k, const void *w, const void *act,
-								 size_t stride, float *out, const int nc)
-{
-	const uint8_t *wb = w;
-	const uint8_t *ab = act;
-	const __m512i m4 = _mm512_set1_epi8(0xf), m2 = _mm512_set1_epi8(3);
-	__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-	for (int64_t b = 0; b < k / QKK; b++, wb += 210) {
-		prefetch_ahead(wb, 210);
-		__m128i sc8 = _mm_loadu_si128((const __m128i *)(wb + 192));
-		__m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-		/* int16 lanes, 8 per scale: q01 of half n uses scales 8n..8n+3, q23 8n+4..8n+7 */
-		__m512i scq[2][2], q[2][2];
-		for (int n = 0; n < 2; n++) {
-			for (int h = 0; h < 2; h++) {
-				int s0 = 8 * n + 4 * h;
-				__m512i idx = _mm512_set_epi16(
-					s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 2, s0 + 2, s0 + 2,
-					s0 + 2, s0 + 2, s0 + 2, s0 + 2, s0 + 2, s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0 + 1,
-					s0 + 1, s0 + 1, s0, s0, s0, s0, s0, s0, s0, s0);
-				scq[n][h] = _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(sc16));
-			}
-			const uint8_t *ql = wb + 64 * n, *qh = wb + 128 + 32 * n;
-			__m256i hh = _mm256_loadu_si256((const __m256i *)qh);
-			__m512i l = _mm512_loadu_si512((const void *)ql);
-			__m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(hh), _mm256_srli_epi16(hh, 2), 1);
-			__m512i h23 = _mm512_srli_epi16(h01, 4);
-			q[n][0] = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4));
-			q[n][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-						  _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4));
-		}
-		float dw = ld_fp16(wb + 208);
-		for (int c = 0; c < nc; c++) {
-			const struct act_q8_k *a = (const struct act_q8_k *)(ab + c * stride) + b;
-			__m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
-			__m512i sumi = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
-			sumi = _mm512_inserti64x4(sumi, _mm256_setzero_si256(), 1);
-			for (int n = 0; n < 2; n++)
-				for (int h = 0; h < 2; h++) {
-					__m512i qa = _mm512_loadu_si512((const void *)(a->q + 128 * n + 64 * h));
-					sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q[n][h], qa), scq[n][h]));
-				}
-			acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dw * a->d), _mm512_cvtepi32_ps(sumi), acc[c]);
-		}
-	}
-	for (int c = 0; c < nc; c++)
-		out[c] = _mm512_reduce_add_ps(acc[c]);
-}
-
-static void a5_dot4_q4_k(int64_t k, const void *w, const void *act, size_t stride, float *out)
-{
-	q4k_dotn(k, w, act, stride, out, 4);
-}
-
-static void a5_dot4_q6_k(int64_t k, const void *w, const void *act, size_t stride, float *out)
-{
-	q6k_dotn(k, w, act, stride, out, 4);
-}
-
-/* ---- 4 weight rows at a time with one activation row (decode) ---- */
-
-static void a5_dotr4_q4_k(int64_t k, const void *w, size_t ws, const void *act, float *out)
-{
-	const uint8_t *w0 = w;
-	const __m512i m4 = _mm512_set1_epi8(0xf);
-	/* int16 lane index into [8 scales] for the lo / hi nibble halves of a
-	 * 64-byte group p: lo covers sub-blocks 4p, 4p+2; hi 4p+1, 4p+3 */
-	__m512i ix[2][2];
-	for (int p = 0; p < 2; p++)
-		for (int h = 0; h < 2; h++)
-			ix[p][h] = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * p + h)),
-						      _mm256_set1_epi16((short)(4 * p + h + 2)), 1);
-	__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-	__m128 accm[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
-	const struct act_q8_k *a = act;
-	for (int64_t b = 0; b < k / QKK; b++, a++) {
-		__m512i alo[2], ahi[2];
-		for (int p = 0; p < 2; p++) {
-			const int8_t *q8 = a->q + 128 * p;
-			alo[p] = ld2x256(q8, q8 + 64);
-			ahi[p] = ld2x256(q8 + 32, q8 + 96);
-		}
-		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
-					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
+	const __m512i c128 = _mm512_set1_epi8((char)0x80);
+	__m512 acc[4][4];
+#pragma GCC unroll 4
+	for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+		for (int p = 0; p < 4; p++)
+			acc[r][p] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		__m512i W[4], corr[4];
+		__m512 dw[4];
+#pragma GCC unroll 4
 		for (int r = 0; r < 4; r++) {
-			const uint8_t *wb = w0 + r * ws + b * 144;
-			prefetch_ahead(wb, 144);
-			uint32_t u[4];
-			k4_scales_mins(wb + 4, u);
-			__m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
-			__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
-			accm[r] = _mm_fmadd_ps(_mm_set1_ps(ld_fp16(wb + 2) * a->d), _mm_cvtepi32_ps(pm), accm[r]);
-			__m512i ms5 = _mm512_castsi256_si512(ms);
-			__m512i sumi = _mm512_setzero_si512();
-			for (int p = 0; p < 2; p++) {
-				__m512i q4 = _mm512_loadu_si512((const void *)(wb + 16 + 64 * p));
-				__m512i lo = _mm512_and_si512(q4, m4);
-				__m512i hi = _mm512_and_si512(_mm512_srli_epi16(q4, 4), m4);
-				__m512i sl = _mm512_permutexvar_epi16(ix[p][0], ms5);
-				__m512i sh = _mm512_permutexvar_epi16(ix[p][1], ms5);
-				sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, alo[p]), sl));
-				sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, ahi[p]), sh));
-			}
-			acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ld_fp16(wb) * a->d), _mm512_cvtepi32_ps(sumi), acc[r]);
+			const uint8_t *wb = w + (size_t)r * ws + (size_t)b * 34;
+			W[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb + 2)));
+			corr[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
+						   _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, W[r]));
+			dw[r] = _mm512_set1_ps(ld_fp16(wb));
 		}
-	}
-	for (int r = 0; r < 4; r++) {
-		__m128 m = _mm_add_ps(accm[r], _mm_movehl_ps(accm[r], accm[r]));
-		m = _mm_add_ss(m, _mm_movehdup_ps(m));
-		out[r] = _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(m);
-	}
-}
-
-static void a5_dotr4_q6_k(int64_t k, const void *w, size_t ws, const void *act, float *out)
-{
-	const uint8_t *w0 = w;
-	const __m512i m4 = _mm512_set1_epi8(0xf), m2 = _mm512_set1_epi8(3);
-	__m512i idx[2][2];
-	for (int n = 0; n < 2; n++)
-		for (int h = 0; h < 2; h++) {
-			short s0 = (short)(8 * n + 4 * h);
-			idx[n][h] = _mm512_set_epi16(
-				s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 2, s0 + 2, s0 + 2,
-				s0 + 2, s0 + 2, s0 + 2, s0 + 2, s0 + 2, s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0 + 1,
-				s0 + 1, s0 + 1, s0, s0, s0, s0, s0, s0, s0, s0);
-		}
-	__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-	const struct act_q8_k *a = act;
-	for (int64_t b = 0; b < k / QKK; b++, a++) {
-		__m512i qa[2][2];
-		for (int n = 0; n < 2; n++)
-			for (int h = 0; h < 2; h++)
-				qa[n][h] = _mm512_loadu_si512((const void *)(a->q + 128 * n + 64 * h));
-		__m256i bsv = _mm256_loadu_si256((const __m256i *)a->bsums);
-		for (int r = 0; r < 4; r++) {
-			const uint8_t *wb = w0 + r * ws + b * 210;
-			prefetch_ahead(wb, 210);
-			__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wb + 192)));
-			__m512i sc5 = _mm512_castsi256_si512(sc16);
-			__m256i off = _mm256_madd_epi16(sc16, bsv);
-			__m512i sumi = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
-			sumi = _mm512_inserti64x4(sumi, _mm256_setzero_si256(), 1);
-			for (int n = 0; n < 2; n++) {
-				const uint8_t *ql = wb + 64 * n, *qh = wb + 128 + 32 * n;
-				__m256i hh = _mm256_loadu_si256((const __m256i *)qh);
-				__m512i l = _mm512_loadu_si512((const void *)ql);
-				__m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(hh), _mm256_srli_epi16(hh, 2), 1);
-				__m512i h23 = _mm512_srli_epi16(h01, 4);
-				__m512i q0 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4));
-				__m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-							     _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4));
-				sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q0, qa[n][0]),
-										 _mm512_permutexvar_epi16(idx[n][0], sc5)));
-				sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q1, qa[n][1]),
-										 _mm512_permutexvar_epi16(idx[n][1], sc5)));
+#pragma GCC unroll 4
+		for (int p = 0; p < P; p++) {
+			__m512i au = _mm512_loadu_si512((const void *)pg[b].q[p0 + p]);
+			__m512 da = _mm512_loadu_ps(pg[b].d2[p0 + p]);
+#pragma GCC unroll 4
+			for (int r = 0; r < 4; r++) {
+				__m512i is = _mm512_dpbusd_epi32(corr[r], au, W[r]);
+				acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], da), _mm512_cvtepi32_ps(is), acc[r][p]);
 			}
-			acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ld_fp16(wb + 208) * a->d), _mm512_cvtepi32_ps(sumi), acc[r]);
 		}
 	}
 	for (int r = 0; r < 4; r++)
-		out[r] = _mm512_reduce_add_ps(acc[r]);
+		for (int p = 0; p < P; p++)
+			_mm512_storeu_ps(l[r * 4 + p], acc[r][p]);
+}
+
+static void a5_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *apack, int64_t M, uint8_t *out,
+			 size_t os_n, size_t os_m, void *scratch)
+{
+	(void)scratch;
+	int64_t nb = k / QK8;
+	for (int64_t g = 0; g * 16 < M; g++) {
+		const struct apack_q8_0 *pg = (const struct apack_q8_0 *)apack + g * nb;
+		int64_t mv = M - g * 16 < 16 ? M - g * 16 : 16;
+		int npairs = (int)((mv + 1) / 2);
+		for (int n0 = 0; n0 < 16; n0 += 4) {
+			const uint8_t *wr = (const uint8_t *)w + (size_t)n0 * ws;
+			for (int p0 = 0; p0 < npairs; p0 += 4) {
+				float l[16][16];
+				int P = npairs - p0 < 4 ? npairs - p0 : 4;
+				switch (P) {
+				case 4: q80_tile(nb, wr, ws, pg, p0, 4, l); break;
+				case 3: q80_tile(nb, wr, ws, pg, p0, 3, l); break;
+				case 2: q80_tile(nb, wr, ws, pg, p0, 2, l); break;
+				default: q80_tile(nb, wr, ws, pg, p0, 1, l); break;
+				}
+				for (int r = 0; r < 4; r++)
+					for (int p = 0; p < P; p++)
+						for (int h = 0; h < 2; h++) {
+							int64_t m = g * 16 + 2 * (p0 + p) + h;
+							if (m >= M)
+								continue;
+							float v = hsum8_chain(l[r * 4 + p] + 8 * h);
+							memcpy(out + (size_t)(n0 + r) * os_n + (size_t)m * os_m, &v, 4);
+						}
+			}
+		}
+	}
 }
 
 /* ---- activation quantizers: the scalar ones' arithmetic (the same float
@@ -377,14 +224,17 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 {
 	k->quant_q8_0 = a5_quant_q8_0;
 	k->quant_q8_k = a5_quant_q8_k;
-	k->dotr4[ALICE_TYPE_Q4_K] = a5_dotr4_q4_k;
-	k->dotr4[ALICE_TYPE_Q6_K] = a5_dotr4_q6_k;
-	k->dot4[ALICE_TYPE_Q8_0] = a5_dot4_q8_0;
-	k->dot4[ALICE_TYPE_Q4_K] = a5_dot4_q4_k;
-	k->dot4[ALICE_TYPE_Q6_K] = a5_dot4_q6_k;
-	cpu_kernels_avx2_dots(k);
+	cpu_kernels_avx2_dots(k); /* dot[Q8_0]: the AVX2 one is llama.cpp's chain */
 	k->dot_f32 = a5_dot_f32;
-	k->dot[ALICE_TYPE_Q8_0] = a5_dot_q8_0;
+	k->dotr4[ALICE_TYPE_Q8_0] = a5_dotr4_q8_0;
+	k->gemm[ALICE_TYPE_Q8_0] = a5_gemm_q8_0;
+	/* Q4_K/Q6_K: one order for every row count (vec_kseq.h); the 4-column
+	 * dot4 kernels had their own lane order, so prefill without a GEMM
+	 * (no AMX) takes the single-row dot */
+	k->dot[ALICE_TYPE_Q4_K] = x_dot_q4_k;
+	k->dotr4[ALICE_TYPE_Q4_K] = x_dotr4_q4_k;
+	k->dot[ALICE_TYPE_Q6_K] = x_dot_q6_k;
+	k->dotr4[ALICE_TYPE_Q6_K] = x_dotr4_q6_k;
 	/* Q4_K/Q6_K single rows keep the AVX2 dots (measured faster streaming
 	 * from DRAM here); decode uses dotr4. A Q8_0 dotr4 measured slower
 	 * (1.3 vs 0.9 ms CPU, K=2048 N=8192), so Q8_0 has none. */
