@@ -267,30 +267,37 @@ static enum alice_status write_input(struct alice_context *c, int32_t t, const v
 }
 
 /* The MUL_MAT row regimes (backend.h, MUL_MAT src2) of a step: per token
- * row the number of tokens of its sequence in the step, per output row the
- * number of output rows of its sequence; so each sequence is computed as
+ * row the number of tokens of its sequence in the step and the row's index
+ * among them, the same over output rows; so each sequence is computed as
  * llama.cpp computes it alone (one sequence per decode), whatever shares
  * the step. */
 static enum alice_status write_row_regimes(struct alice_context *c, int32_t n, int32_t n_out,
 					   struct alice_error *err)
 {
 	enum alice_status st = ALICE_OK;
-	int32_t *cnt = calloc(2 * (size_t)c->n_seq, sizeof(*cnt));
-	int32_t *rg = malloc((size_t)(n > n_out ? n : n_out) * sizeof(*rg));
+	int32_t *cnt = calloc(4 * (size_t)c->n_seq, sizeof(*cnt)); /* counts, then running indices */
+	int32_t *rg = malloc(2 * (size_t)(n > n_out ? n : n_out) * sizeof(*rg));
 	if (!cnt || !rg) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto out;
 	}
+	int32_t *tok_n = cnt, *out_n = cnt + c->n_seq, *tok_i = cnt + 2 * c->n_seq, *out_i = cnt + 3 * c->n_seq;
 	for (int32_t i = 0; i < n; i++)
-		cnt[c->in_seq[i]]++;
+		tok_n[c->in_seq[i]]++;
 	for (int32_t j = 0; j < n_out; j++)
-		cnt[c->n_seq + c->in_seq[c->in_out[j]]]++;
-	for (int32_t i = 0; i < n; i++)
-		rg[i] = cnt[c->in_seq[i]];
+		out_n[c->in_seq[c->in_out[j]]]++;
+	for (int32_t i = 0; i < n; i++) {
+		int32_t s = c->in_seq[i];
+		rg[2 * i] = tok_n[s];
+		rg[2 * i + 1] = tok_i[s]++;
+	}
 	if ((st = write_input(c, c->gb.row_hint[0].tensor, rg, err)) != ALICE_OK)
 		goto out;
-	for (int32_t j = 0; j < n_out; j++)
-		rg[j] = cnt[c->n_seq + c->in_seq[c->in_out[j]]];
+	for (int32_t j = 0; j < n_out; j++) {
+		int32_t s = c->in_seq[c->in_out[j]];
+		rg[2 * j] = out_n[s];
+		rg[2 * j + 1] = out_i[s]++;
+	}
 	st = write_input(c, c->gb.row_hint[1].tensor, rg, err);
 out:
 	free(cnt);

@@ -45,7 +45,7 @@ int32_t alice_gb_row_regime(struct alice_gb *gb, int which, int32_t rows)
 {
 	if (which < 0 || which > 1 || rows < 1)
 		return alice_gb_error(gb, "graph: row regime %d for %d rows", which, rows);
-	int32_t t = alice_gb_input(gb, ALICE_TYPE_I32, rows, 1);
+	int32_t t = alice_gb_input(gb, ALICE_TYPE_I32, 2, rows);
 	if (t >= 0) {
 		gb->row_hint[which].rows = rows;
 		gb->row_hint[which].tensor = t;

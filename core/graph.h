@@ -36,8 +36,8 @@ struct alice_gb_meta {
 	uint64_t nbytes;  /* bytes to place (INPUT/COMPUTE) */
 };
 
-/* MUL_MAT row regime (backend.h, ALICE_OP_MUL_MAT src2): an I32 step input
- * with one value per activation row, for activations of `rows` rows. */
+/* MUL_MAT row regime (backend.h, ALICE_OP_MUL_MAT src2): an I32 [2, rows]
+ * step input (per activation row: its sequence's row count, its index). */
 struct alice_gb_row_hint {
 	int32_t rows;   /* 0 = unset */
 	int32_t tensor; /* the INPUT tensor */
@@ -66,10 +66,11 @@ bool alice_gb_failed(const struct alice_gb *gb);
 /* Records the first error; returns -1 for `return alice_gb_error(...)`. */
 int32_t alice_gb_error(struct alice_gb *gb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Create the I32 [rows] row-regime input that MUL_MATs built next with
+/* Create the I32 [2, rows] row-regime input that MUL_MATs built next with
  * `rows` activation rows take as src2 (which = 0: the step's token rows,
  * 1: its output rows); the caller writes it (per row: how many such rows
- * its sequence has). Returns the tensor, or -1. Cleared by alice_gb_reset. */
+ * its sequence has, and the row's index among them). Returns the tensor,
+ * or -1. Cleared by alice_gb_reset. */
 int32_t alice_gb_row_regime(struct alice_gb *gb, int which, int32_t rows);
 
 /* The graph as the backend sees it (borrowed from gb). */

@@ -88,7 +88,7 @@ static void round_row(const struct cpu_kernels *k, enum act_fmt f, int64_t n, co
 
 struct mm_job {
 	struct alice_backend_ctx *ctx;
-	const struct alice_tensor *regime; /* MUL_MAT src2: I32 [M] or NULL */
+	const struct alice_tensor *regime; /* MUL_MAT src2: I32 [2, M] or NULL */
 	const struct cpu_kernels *k;
 	uint32_t type;
 	enum act_fmt act;
@@ -149,7 +149,7 @@ static bool row_multi(const struct mm_job *j, int64_t m)
 	if (!j->regime)
 		return j->M >= 2;
 	int32_t v;
-	memcpy(&v, tensor_data(j->regime) + m * j->regime->nb[0], 4);
+	memcpy(&v, tensor_data(j->regime) + m * j->regime->nb[1], 4);
 	return v >= 2;
 }
 
@@ -320,8 +320,9 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 				(long long)w->ne[0], (long long)w->ne[1], (long long)w->ne[2], (long long)w->ne[3],
 				(long long)x->ne[0], (long long)x->ne[1], (long long)x->ne[2], (long long)x->ne[3],
 				(long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
-	if (a->src[2] && (a->src[2]->type != ALICE_TYPE_I32 || a->src[2]->ne[0] != M || x->ne[2] * x->ne[3] != 1))
-		return cpu_fail(ctx, ALICE_ERR_INVALID, "row counts (src2) must be I32 [%lld] with unbatched activations",
+	if (a->src[2] && (a->src[2]->type != ALICE_TYPE_I32 || a->src[2]->ne[0] != 2 || a->src[2]->ne[1] != M ||
+			  x->ne[2] * x->ne[3] != 1))
+		return cpu_fail(ctx, ALICE_ERR_INVALID, "row regime (src2) must be I32 [2, %lld] with unbatched activations",
 				(long long)M);
 	if (w->type == ALICE_TYPE_F32 || w->type == ALICE_TYPE_F16 || w->type == ALICE_TYPE_BF16) {
 		if (w->nb[0] != (int64_t)alice_type_info(w->type)->type_size)

@@ -51,12 +51,14 @@ enum alice_op {
 	 * over them when its ne[2]=ne[3]=1.  Like llama.cpp, a backend may round
 	 * src1 to the weight's partner format before the dot (F16 for F16, BF16
 	 * for BF16, Q8_0 blocks for 32-blocks, Q8_K for K-quants): tests allow it.
-	 * src2 (optional): I32 [M], per row the number of rows its sequence has
-	 * in this op (>= 1). llama.cpp runs one sequence per op and picks its
-	 * kernel, and so its summation order, by the op's row count; the cpu
-	 * backend picks it per row from src2 (from M when src2 is absent), so a
-	 * sequence's results do not depend on what shares its step. Other
-	 * backends may ignore it. */
+	 * src2 (optional): I32 [2, M], per row: the number of rows its sequence
+	 * has in this op (>= 1), and the row's index among them (0-based, in
+	 * row order). llama.cpp runs one sequence per op and picks its kernel,
+	 * and so its summation order, by the op's row count and a row's place
+	 * (e.g. its repacked gemm takes rows in groups of 4, the rest go to a
+	 * mat-vec); the cpu backend picks it per row from src2 (from M and m
+	 * when src2 is absent), so a sequence's results do not depend on what
+	 * shares its step. Other backends may ignore it. */
 	ALICE_OP_MUL_MAT = 2,
 	/* dst = src0 + src1; src1 broadcasts over any dim where its ne is 1. */
 	ALICE_OP_ADD = 3,
