@@ -15,7 +15,7 @@
  *    tail added one product at a time (F32: in float, no fma; F16: in
  *    double); BF16 two vdpbf16ps accumulators (elements 0..31 and 32..63 of
  *    each block), each tree-summed and added in double, tail in double.
- * The caller decides n per sequence (see ALICE_OP_MUL_MAT's row hint in
+ * The caller decides n per sequence (ALICE_OP_MUL_MAT src2 in
  * backend.h), so a row's result never depends on other sequences' rows. */
 #ifndef ALICE_CPU_MM_ORDER_H
 #define ALICE_CPU_MM_ORDER_H
