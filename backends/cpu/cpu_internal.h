@@ -181,6 +181,13 @@ static inline size_t cpu_gemm_scratch(int64_t k)
 	return (size_t)k * 32 + (size_t)(k / QKK) * (16 + 4 + 2) * 64 + (size_t)(k / QK8) * 64 + 4096;
 }
 
+/* One weight row x one activation row, told the row's place: the rows its
+ * sequence has in the op and the row's index among them (MUL_MAT src2),
+ * and the weight's row count nw: for types whose llama.cpp order depends on
+ * them (vec_llorder.c). */
+typedef void (*vec_dotx_fn)(int64_t k, const void *w, const void *act, int32_t count, int32_t index, int64_t nw,
+			    float *out);
+
 struct cpu_kernels {
 	const char *isa;
 	float (*dot_f32)(int64_t n, const float *a, const float *b);
@@ -199,6 +206,7 @@ struct cpu_kernels {
 	vec_dot4_fn dot4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 	vec_dotr4_fn dotr4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 	vec_gemm_fn gemm[ALICE_TYPE_COUNT];   /* optional (prefill), packed activations */
+	vec_dotx_fn dotx[ALICE_TYPE_COUNT];   /* optional: preferred over dot (vec_llorder.c) */
 };
 
 extern const struct cpu_kernels *cpu_k CPU_HIDDEN; /* chosen at init */
@@ -215,6 +223,9 @@ void cpu_kernels_amx(struct cpu_kernels *k) CPU_HIDDEN; /* avx512 + AMX-INT8 */
 void cpu_kernels_neon(struct cpu_kernels *k) CPU_HIDDEN;
 #endif
 void cpu_kernels_select(void) CPU_HIDDEN;
+/* llama.cpp-order dots for Q2_K, Q3_K, Q5_K, IQ4_XS, Q4_0 (vec_llorder.c):
+ * set their dotx/dot, clear their dot4/dotr4/gemm; avx2: AVX2 kernels. */
+void cpu_kernels_llorder(struct cpu_kernels *k, bool avx2) CPU_HIDDEN;
 
 /* The activation format the weight type pairs with (llama.cpp's vec_dot_type). */
 enum act_fmt cpu_act_of(uint32_t type) CPU_HIDDEN;

@@ -252,6 +252,7 @@ static void mm_dot(void *arg, int ith, int nth)
 		own = o;
 	}
 	long c0, c1;
+	vec_dotx_fn dotx = j->spec ? k->dotx[j->type] : NULL;
 	vec_dot_fn dot = j->spec ? k->dot[j->type] : NULL;
 	vec_dot4_fn dot4 = j->spec ? k->dot4[j->type] : NULL;
 	vec_dotr4_fn dotr4 = j->spec ? k->dotr4[j->type] : NULL;
@@ -293,7 +294,12 @@ static void mm_dot(void *arg, int ith, int nth)
 				for (; m < m1; m++) {
 					const uint8_t *a = ab + (size_t)m * j->act_row;
 					float r;
-					if (dot)
+					if (dotx) {
+						int32_t place[2] = {(int32_t)j->M, (int32_t)m};
+						if (j->regime)
+							memcpy(place, tensor_data(j->regime) + m * j->regime->nb[1], 8);
+						dotx(j->K, w, a, place[0], place[1], j->N, &r);
+					} else if (dot)
 						dot(j->K, w, a, &r);
 					else if (j->type == ALICE_TYPE_F32 || j->type == ALICE_TYPE_F16 ||
 						 j->type == ALICE_TYPE_BF16)

@@ -230,6 +230,8 @@ static void select_once(void)
 		cpu_kernels_avx512(&k);
 	else if (f.avx2 && cap >= 1)
 		cpu_kernels_avx2(&k);
+	if (f.avx2 && cap >= 1) /* llama.cpp's orders for the types only its kernels define */
+		cpu_kernels_llorder(&k, true);
 #elif defined(__aarch64__)
 	if (cap >= 1)
 		cpu_kernels_neon(&k);
