@@ -341,19 +341,27 @@ LLO_AVX2 static void v_q5_k(int64_t k, const void *w, const void *act, int32_t c
 	float summs = 0.0f;
 	const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
 	for (int64_t sb = 0; sb < k / QKK; sb++, b += 176, a++) {
+		int sc[8], mn[8];
+		for (int s = 0; s < 8; s++)
+			k4_sm(b + 4, s, &sc[s], &mn[s]);
 		__m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16)), ln = _mm256_setzero_si256();
-		int32_t im = 0;
-		for (int s = 0; s < 8; s++) {
-			int sc, m;
-			k4_sm(b + 4, s, &sc, &m);
-			im += m * (a->bsums[2 * s] + a->bsums[2 * s + 1]);
-			__m256i qs = _mm256_loadu_si256((const __m256i *)(b + 48 + 32 * (s / 2)));
-			__m256i lo = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(4 * (s & 1))), m4);
-			__m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), one);
-			__m256i q = _mm256_add_epi8(lo, _mm256_slli_epi16(hb, 4)); /* 0..31 */
-			__m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(a->q + 32 * s)));
-			ln = _mm256_add_epi32(ln, _mm256_madd_epi16(p, _mm256_set1_epi16((int16_t)sc)));
+		const int8_t *q8 = a->q;
+#pragma GCC unroll 4
+		for (int p = 0; p < 4; p++) {
+			__m256i qs = _mm256_loadu_si256((const __m256i *)(b + 48 + 32 * p));
+			__m256i q0 = _mm256_add_epi8(_mm256_and_si256(qs, m4),
+						     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+			__m256i q1 = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(qs, 4), m4),
+						     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+			__m256i p0 = _mm256_maddubs_epi16(q0, _mm256_loadu_si256((const __m256i *)(q8 + 64 * p)));
+			__m256i p1 = _mm256_maddubs_epi16(q1, _mm256_loadu_si256((const __m256i *)(q8 + 64 * p + 32)));
+			p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16((int16_t)sc[2 * p]));
+			p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16((int16_t)sc[2 * p + 1]));
+			ln = _mm256_add_epi32(ln, _mm256_add_epi32(p0, p1));
 		}
+		int32_t im = 0;
+		for (int s = 0; s < 8; s++)
+			im += mn[s] * (a->bsums[2 * s] + a->bsums[2 * s + 1]);
 		float d = a->d * h2f_v(b), dmin = -a->d * h2f_v(b + 2);
 		summs = fmaf(dmin, (float)im, summs);
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(ln), acc);
@@ -369,16 +377,20 @@ LLO_AVX2 static void v_iq4_xs(int64_t k, const void *w, const void *act, int32_t
 	const uint8_t *b = w;
 	const struct act_q8_k *a = act;
 	const __m128i tbl = _mm_loadu_si128((const __m128i *)kv_iq4nl), m4 = _mm_set1_epi8(0xF);
+	const __m256i ones = _mm256_set1_epi16(1);
 	__m256 acc = _mm256_setzero_ps();
 	float acc1 = 0.0f;
 	for (int64_t sb = 0; sb < k / QKK; sb++, b += 136, a++) {
 		__m256i ln = _mm256_setzero_si256();
+#pragma GCC unroll 8
 		for (int ib = 0; ib < 8; ib++) {
 			__m128i q = _mm_loadu_si128((const __m128i *)(b + 8 + 16 * ib));
 			__m256i v = _mm256_set_m128i(_mm_shuffle_epi8(tbl, _mm_and_si128(_mm_srli_epi16(q, 4), m4)),
 						     _mm_shuffle_epi8(tbl, _mm_and_si128(q, m4)));
-			int ls = iq4xs_ls(b, ib);
-			ln = _mm256_add_epi32(ln, dot4s_sc(v, _mm256_loadu_si256((const __m256i *)(a->q + 32 * ib)), ls, ls));
+			__m256i y = _mm256_loadu_si256((const __m256i *)(a->q + 32 * ib));
+			__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(y, v));
+			p = _mm256_madd_epi16(p, ones); /* 4-element sums, then the block scale */
+			ln = _mm256_add_epi32(ln, _mm256_mullo_epi32(p, _mm256_set1_epi32(iq4xs_ls(b, ib))));
 		}
 		float d = h2f_v(b) * a->d;
 		if (panel)
@@ -469,7 +481,7 @@ void cpu_kernels_llorder(struct cpu_kernels *k, bool avx2)
 {
 	static const struct llo_entry portable[] = {
 		{ALICE_TYPE_Q2_K, p_q2_k, p1_q2_k, true},	  {ALICE_TYPE_Q3_K, p_q3_k, p1_q3_k, true},
-		{ALICE_TYPE_Q5_K, p_q5_k, p1_q5_k, false},	  {ALICE_TYPE_IQ4_XS, p_iq4_xs, p1_iq4_xs, false},
+		{ALICE_TYPE_Q5_K, p_q5_k, p1_q5_k, false},	  {ALICE_TYPE_IQ4_XS, p_iq4_xs, p1_iq4_xs, true},
 		{ALICE_TYPE_Q4_0, p_q4_0, p1_q4_0, false},
 	};
 	const struct llo_entry *t = portable;
@@ -477,7 +489,7 @@ void cpu_kernels_llorder(struct cpu_kernels *k, bool avx2)
 #if defined(__x86_64__) && defined(__GNUC__)
 	static const struct llo_entry vec[] = {
 		{ALICE_TYPE_Q2_K, v_q2_k, v1_q2_k, true},	  {ALICE_TYPE_Q3_K, v_q3_k, v1_q3_k, true},
-		{ALICE_TYPE_Q5_K, v_q5_k, v1_q5_k, false},	  {ALICE_TYPE_IQ4_XS, v_iq4_xs, v1_iq4_xs, false},
+		{ALICE_TYPE_Q5_K, v_q5_k, v1_q5_k, false},	  {ALICE_TYPE_IQ4_XS, v_iq4_xs, v1_iq4_xs, true},
 		{ALICE_TYPE_Q4_0, v_q4_0, v1_q4_0, false},
 	};
 	if (avx2) {
