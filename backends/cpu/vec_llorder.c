@@ -329,6 +329,18 @@ LLO_AVX2 static void v_q3_k(int64_t k, const void *w, const void *act, int32_t c
 	*out = hsum8_v(acc);
 }
 
+/* Q4_K/Q5_K 6-bit scales and mins: bytes 0-7 scales, 8-15 mins */
+static inline void k4_unpack(const uint8_t *s12, uint32_t *u)
+{
+	memcpy(u, s12, 12);
+	uint32_t m2 = u[2];
+	u[3] = ((m2 >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+	uint32_t lo1 = u[1] & 0x3f3f3f3f;
+	u[1] = (m2 & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+	u[2] = lo1;
+	u[0] &= 0x3f3f3f3f;
+}
+
 LLO_AVX2 static void v_q5_k(int64_t k, const void *w, const void *act, int32_t count, int32_t index, int64_t nw,
 			    float *out)
 {
@@ -341,27 +353,35 @@ LLO_AVX2 static void v_q5_k(int64_t k, const void *w, const void *act, int32_t c
 	float summs = 0.0f;
 	const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
 	for (int64_t sb = 0; sb < k / QKK; sb++, b += 176, a++) {
-		int sc[8], mn[8];
-		for (int s = 0; s < 8; s++)
-			k4_sm(b + 4, s, &sc[s], &mn[s]);
+		_mm_prefetch((const char *)b + 4 * 176, _MM_HINT_T0);
+		_mm_prefetch((const char *)b + 4 * 176 + 64, _MM_HINT_T0);
+		_mm_prefetch((const char *)b + 4 * 176 + 128, _MM_HINT_T0);
+		uint32_t u[4];
+		k4_unpack(b + 4, u);
+		const uint8_t *sc = (const uint8_t *)u;
+		/* mins . (bsums summed per 32): exact int */
+		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
+					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
+		__m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadu_si64(sc + 8)), bs);
+		pm = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
+		pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 1));
+		int32_t im = _mm_cvtsi128_si32(pm);
 		__m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16)), ln = _mm256_setzero_si256();
 		const int8_t *q8 = a->q;
 #pragma GCC unroll 4
 		for (int p = 0; p < 4; p++) {
 			__m256i qs = _mm256_loadu_si256((const __m256i *)(b + 48 + 32 * p));
-			__m256i q0 = _mm256_add_epi8(_mm256_and_si256(qs, m4),
-						     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
-			__m256i q1 = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(qs, 4), m4),
-						     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+			__m256i q0 = _mm256_or_si256(_mm256_and_si256(qs, m4), _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+			qh = _mm256_srli_epi16(qh, 1);
+			__m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), m4),
+						     _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+			qh = _mm256_srli_epi16(qh, 1);
 			__m256i p0 = _mm256_maddubs_epi16(q0, _mm256_loadu_si256((const __m256i *)(q8 + 64 * p)));
 			__m256i p1 = _mm256_maddubs_epi16(q1, _mm256_loadu_si256((const __m256i *)(q8 + 64 * p + 32)));
-			p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16((int16_t)sc[2 * p]));
-			p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16((int16_t)sc[2 * p + 1]));
+			p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * p]));
+			p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * p + 1]));
 			ln = _mm256_add_epi32(ln, _mm256_add_epi32(p0, p1));
 		}
-		int32_t im = 0;
-		for (int s = 0; s < 8; s++)
-			im += mn[s] * (a->bsums[2 * s] + a->bsums[2 * s + 1]);
 		float d = a->d * h2f_v(b), dmin = -a->d * h2f_v(b + 2);
 		summs = fmaf(dmin, (float)im, summs);
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(ln), acc);
@@ -481,7 +501,7 @@ void cpu_kernels_llorder(struct cpu_kernels *k, bool avx2)
 {
 	static const struct llo_entry portable[] = {
 		{ALICE_TYPE_Q2_K, p_q2_k, p1_q2_k, true},	  {ALICE_TYPE_Q3_K, p_q3_k, p1_q3_k, true},
-		{ALICE_TYPE_Q5_K, p_q5_k, p1_q5_k, false},	  {ALICE_TYPE_IQ4_XS, p_iq4_xs, p1_iq4_xs, true},
+		{ALICE_TYPE_Q5_K, p_q5_k, p1_q5_k, true},	  {ALICE_TYPE_IQ4_XS, p_iq4_xs, p1_iq4_xs, true},
 		{ALICE_TYPE_Q4_0, p_q4_0, p1_q4_0, false},
 	};
 	const struct llo_entry *t = portable;
@@ -489,7 +509,7 @@ void cpu_kernels_llorder(struct cpu_kernels *k, bool avx2)
 #if defined(__x86_64__) && defined(__GNUC__)
 	static const struct llo_entry vec[] = {
 		{ALICE_TYPE_Q2_K, v_q2_k, v1_q2_k, true},	  {ALICE_TYPE_Q3_K, v_q3_k, v1_q3_k, true},
-		{ALICE_TYPE_Q5_K, v_q5_k, v1_q5_k, false},	  {ALICE_TYPE_IQ4_XS, v_iq4_xs, v1_iq4_xs, true},
+		{ALICE_TYPE_Q5_K, v_q5_k, v1_q5_k, true},	  {ALICE_TYPE_IQ4_XS, v_iq4_xs, v1_iq4_xs, true},
 		{ALICE_TYPE_Q4_0, v_q4_0, v1_q4_0, false},
 	};
 	if (avx2) {
