@@ -280,19 +280,23 @@ LLO_AVX2 static void v_q4_0(int64_t k, const void *w, const void *act, int32_t c
 	}
 	float acc = 0.0f;
 	int64_t i = 0;
-	for (; i + 4 <= nb; i += 4, b += 72, a += 4) { /* 4 blocks' sums at once, then the chain */
-		__m256i l0 = dot4s(_mm256_sub_epi8(nib32(b + 2), eight), _mm256_loadu_si256((const __m256i *)a[0].q));
-		__m256i l1 = dot4s(_mm256_sub_epi8(nib32(b + 20), eight), _mm256_loadu_si256((const __m256i *)a[1].q));
-		__m256i l2 = dot4s(_mm256_sub_epi8(nib32(b + 38), eight), _mm256_loadu_si256((const __m256i *)a[2].q));
-		__m256i l3 = dot4s(_mm256_sub_epi8(nib32(b + 56), eight), _mm256_loadu_si256((const __m256i *)a[3].q));
-		__m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(l0, l1), _mm256_hadd_epi32(l2, l3));
-		__m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-		int32_t s[4];
-		_mm_storeu_si128((__m128i *)s, t);
-		acc = fmaf((float)s[0], h2f_v(b) * a[0].d, acc);
-		acc = fmaf((float)s[1], h2f_v(b + 18) * a[1].d, acc);
-		acc = fmaf((float)s[2], h2f_v(b + 36) * a[2].d, acc);
-		acc = fmaf((float)s[3], h2f_v(b + 54) * a[3].d, acc);
+	for (; i + 8 <= nb; i += 8, b += 144, a += 8) { /* 8 blocks' sums and scales at once, then the chain */
+		__m256i l[8];
+		for (int j = 0; j < 8; j++)
+			l[j] = dot4s(_mm256_sub_epi8(nib32(b + 18 * j + 2), eight), _mm256_loadu_si256((const __m256i *)a[j].q));
+		__m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(l[0], l[1]), _mm256_hadd_epi32(l[2], l[3]));
+		__m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(l[4], l[5]), _mm256_hadd_epi32(l[6], l[7]));
+		__m256i r = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+		uint16_t dh[8];
+		for (int j = 0; j < 8; j++)
+			memcpy(&dh[j], b + 18 * j, 2);
+		__m256 dv = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh)),
+					  _mm256_setr_ps(a[0].d, a[1].d, a[2].d, a[3].d, a[4].d, a[5].d, a[6].d, a[7].d));
+		float fs[8], fd[8];
+		_mm256_storeu_ps(fs, _mm256_cvtepi32_ps(r));
+		_mm256_storeu_ps(fd, dv);
+		for (int j = 0; j < 8; j++)
+			acc = fmaf(fs[j], fd[j], acc);
 	}
 	for (; i < nb; i++, b += 18, a++) {
 		__m256i ln = dot4s(_mm256_sub_epi8(nib32(b + 2), eight), _mm256_loadu_si256((const __m256i *)a->q));
