@@ -23,9 +23,9 @@
 
 /* The F32 / F16 rows of test_parity.c's table (same reasons). */
 static const struct alice_parity_bound f32_bound = {0.2f, 0.02f, 0.02f,
-						    "f32 weights and activations: summation order and the F16 KV cache"};
+						    "f32 weights and activations: summation order and the F16 KV cache", true};
 static const struct alice_parity_bound f16_bound = {0.4f, 0.05f, 0.05f,
-						    "f16 weights and activations (2^-11 steps), F16 KV cache"};
+						    "f16 weights and activations (2^-11 steps), F16 KV cache", true};
 
 Test(parity_hybrid, gemma2_F32, .timeout = 600)
 {

@@ -3,11 +3,18 @@
 #ifndef ALICE_TEST_PARITY_RUN_H
 #define ALICE_TEST_PARITY_RUN_H
 
+#include <stdbool.h>
+
 struct alice_parity_bound {
 	float bound;  /* max top-10 logit error at any position */
 	float median; /* median over all prompt positions */
 	float pos0;   /* position 0 of every prompt */
 	const char *why;
+	/* The cpu backend reproduces llama.cpp's arithmetic for this type
+	 * (issues #4, #9): there (x86-64, default kernels) top-1 must equal the
+	 * reference's at every position and the 24-token greedy continuation
+	 * of every prompt must be identical, near-ties included. */
+	bool cpu_exact;
 };
 
 /* name: fixture model, e.g. "gemma2-F32". Backend: ALICE_TEST_BACKEND
