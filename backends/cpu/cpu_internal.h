@@ -148,6 +148,15 @@ struct apack_q8_0 {
 	float d2[8][16];
 };
 
+/* Q8_K rows for the Q6_K VNNI GEMM (vec_avx512.c, cpu_kernels.q6_k_pairs):
+ * pair p = rows 2p, 2p+1: q[p][g] = both rows' 32 values of group g,
+ * bs[p] = both rows' 16 bsums, d2[p] = row 2p's d x 8, row 2p+1's d x 8. */
+struct apack_q6p {
+	int8_t q[8][8][64];
+	int16_t bs[8][32];
+	float d2[8][16];
+};
+
 struct apack_q8_k {
 	int8_t q[64 * 64];
 	float d[16];
@@ -173,12 +182,21 @@ typedef void (*vec_dot4_fn)(int64_t k, const void *w, const void *act, size_t st
 typedef void (*vec_dotr4_fn)(int64_t k, const void *w, size_t wstride, const void *act, float *out);
 /* 16 weight rows `wstride` apart x M packed activation rows (struct apack_*,
  * ceil(M/16) groups): out + n * os_n + m * os_m (bytes) for m < M. Same
- * arithmetic as the type's dot/dotr4 (bit for bit). scratch: cpu_gemm_scratch(k). */
+ * arithmetic as the type's dot/dotx (bit for bit); grp[m] != 0 (grp may be
+ * NULL) marks rows in llama.cpp's grouped regime (cpu_row_grouped). scratch:
+ * cpu_gemm_scratch(k). */
 typedef void (*vec_gemm_fn)(int64_t k, const void *w, size_t wstride, const void *apack, int64_t M, uint8_t *out,
-			    size_t os_n, size_t os_m, void *scratch);
+			    size_t os_n, size_t os_m, void *scratch, const uint8_t *grp);
+/* llama.cpp's repacked Q4_K/Q2_K kernels take a sequence's rows in groups of
+ * 4 (its gemm order) and the last count % 4 rows with its gemv order. */
+static inline bool cpu_row_grouped(int32_t count, int32_t index)
+{
+	return count >= 4 && index < count - count % 4;
+}
+
 static inline size_t cpu_gemm_scratch(int64_t k)
 {
-	return (size_t)k * 32 + (size_t)(k / QKK) * (16 + 4 + 2) * 64 + (size_t)(k / QK8) * 64 + 4096;
+	return (size_t)k * 32 + (size_t)(k / QKK) * (16 + 4 + 2) * 64 + (size_t)(k / QK8) * 64 + 16384;
 }
 
 /* One weight row x one activation row, told the row's place: the rows its
@@ -206,6 +224,7 @@ struct cpu_kernels {
 	vec_dot4_fn dot4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 	vec_dotr4_fn dotr4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 	vec_gemm_fn gemm[ALICE_TYPE_COUNT];   /* optional (prefill), packed activations */
+	bool q6_k_pairs;                      /* gemm[Q6_K] reads struct apack_q6p */
 	vec_dotx_fn dotx[ALICE_TYPE_COUNT];   /* optional: preferred over dot (vec_llorder.c) */
 };
 

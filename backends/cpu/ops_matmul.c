@@ -104,6 +104,7 @@ struct mm_job {
 	size_t act_row, tmp_bytes;
 	/* GEMM (k->gemm[type]): the rows also packed, ceil(M/16) groups per batch */
 	bool gemm;
+	uint8_t *grp; /* per row: llama.cpp's grouped regime (cpu_row_grouped); NULL: none */
 	uint8_t *apack;
 	size_t grp_bytes;
 	int64_t mg;
@@ -188,6 +189,18 @@ static void pack_q8_k(const struct act_q8_k *a, int64_t nb, struct apack_q8_k *g
 	}
 }
 
+static void pack_q6p(const struct act_q8_k *a, int64_t nb, struct apack_q6p *g, int lane)
+{
+	int p = lane / 2, h = lane % 2;
+	for (int64_t b = 0; b < nb; b++) {
+		for (int gr = 0; gr < QKK / 32; gr++)
+			memcpy(&g[b].q[p][gr][32 * h], a[b].q + 32 * gr, 32);
+		memcpy(&g[b].bs[p][16 * h], a[b].bsums, sizeof(a[b].bsums));
+		for (int i = 0; i < 8; i++)
+			g[b].d2[p][8 * h + i] = a[b].d;
+	}
+}
+
 static void mm_convert(void *arg, int ith, int nth)
 {
 	(void)nth;
@@ -201,7 +214,9 @@ static void mm_convert(void *arg, int ith, int nth)
 				continue;
 			int64_t m = r % j->M, bi = r / j->M;
 			uint8_t *g = j->apack + (size_t)(bi * j->mg + m / 16) * j->grp_bytes;
-			if (j->act == ACT_Q8_0)
+			if (j->type == ALICE_TYPE_Q6_K && j->k->q6_k_pairs)
+				pack_q6p((const struct act_q8_k *)row, j->K / QKK, (struct apack_q6p *)g, (int)(m % 16));
+			else if (j->act == ACT_Q8_0)
 				pack_q8_0((const struct act_q8_0 *)row, j->K / QK8, (struct apack_q8_0 *)g, (int)(m % 16));
 			else
 				pack_q8_k((const struct act_q8_k *)row, j->K / QKK, (struct apack_q8_k *)g, (int)(m % 16));
@@ -225,14 +240,22 @@ static void mm_gemm(void *arg, int ith, int nth)
 		if (n0 + 16 <= j->N) {
 			k->gemm[j->type](j->K, wb + n0 * j->wnb1, (size_t)j->wnb1,
 					 j->apack + (size_t)b * (size_t)j->mg * j->grp_bytes, j->M, db + n0 * j->dnb0,
-					 (size_t)j->dnb0, (size_t)j->dnb1, t_gemm(j, ith));
+					 (size_t)j->dnb0, (size_t)j->dnb1, t_gemm(j, ith),
+					 j->grp ? j->grp + (size_t)b * (size_t)j->M : NULL);
 			continue;
 		}
 		const uint8_t *ab = j->abuf + (size_t)b * (size_t)j->M * j->act_row;
 		for (int64_t n = n0; n < j->N; n++)
 			for (int64_t m = 0; m < j->M; m++) {
 				float r;
-				k->dot[j->type](j->K, wb + n * j->wnb1, ab + (size_t)m * j->act_row, &r);
+				if (k->dotx[j->type]) {
+					int32_t place[2] = {(int32_t)j->M, (int32_t)m};
+					if (j->regime)
+						memcpy(place, tensor_data(j->regime) + m * j->regime->nb[1], 8);
+					k->dotx[j->type](j->K, wb + n * j->wnb1, ab + (size_t)m * j->act_row, place[0],
+							 place[1], j->N, &r);
+				} else
+					k->dot[j->type](j->K, wb + n * j->wnb1, ab + (size_t)m * j->act_row, &r);
 				memcpy(db + n * j->dnb0 + m * j->dnb1, &r, 4);
 			}
 	}
@@ -267,7 +290,8 @@ static void mm_dot(void *arg, int ith, int nth)
 		for (int64_t m0 = 0; m0 < j->M; m0 += COL_TILE) {
 			int64_t m1 = m0 + COL_TILE < j->M ? m0 + COL_TILE : j->M;
 			int64_t n = n0;
-			if (dotr4 && m1 - m0 == 1) /* one activation row: 4 weight rows per pass */
+			/* one activation row: 4 weight rows per pass (its single-row order) */
+			if (dotr4 && m1 - m0 == 1 && !(j->grp && j->grp[(size_t)b * (size_t)j->M + (size_t)m0]))
 				for (; n + 4 <= n1; n += 4) {
 					float r4[4];
 					dotr4(j->K, wb + n * j->wnb1, (size_t)j->wnb1, ab + (size_t)m0 * j->act_row, r4);
@@ -377,21 +401,33 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	j.tmp_bytes = ((size_t)(K / QK8 + 1) * sizeof(struct act_q8_0) + (size_t)K * 2 + 63) & ~(size_t)63;
 	j.gemm = j.spec && n_rows > 1 && cpu_k->gemm[w->type] != NULL;
 	size_t rows_bytes = (n_rows * j.act_row + 63) & ~(size_t)63, pack_bytes = 0;
+	/* rows whose llama.cpp order depends on their place (Q4_K, Q2_K) */
+	bool placed = j.spec && n_rows > 1 && cpu_k->dotx[w->type] != NULL;
 	if (j.gemm) {
 		j.mg = (M + 15) / 16;
 		j.grp_bytes = j.act == ACT_Q8_0 ? (size_t)(K / QK8) * sizeof(struct apack_q8_0)
-						: (size_t)(K / QKK) * sizeof(struct apack_q8_k);
+			      : w->type == ALICE_TYPE_Q6_K && cpu_k->q6_k_pairs ? (size_t)(K / QKK) * sizeof(struct apack_q6p)
+									 : (size_t)(K / QKK) * sizeof(struct apack_q8_k);
 		pack_bytes = (size_t)(j.mg * j.ne12 * j.ne13) * j.grp_bytes;
 	}
 	size_t tbytes = (size_t)((K + 15) & ~15) * 8 + j.tmp_bytes +
 			(j.gemm ? cpu_gemm_scratch(K) : n_rows == 1 ? j.act_row : 0) + 64;
-	enum alice_status st = cpu_scratch(ctx, n_rows == 1 ? 0 : rows_bytes + pack_bytes, tbytes);
+	enum alice_status st = cpu_scratch(ctx, n_rows == 1 ? 0 : rows_bytes + pack_bytes + (placed ? n_rows : 0), tbytes);
 	if (st != ALICE_OK)
 		return st;
 	j.abuf = n_rows == 1 ? NULL : ctx->wdata;
 	if (j.gemm) {
 		j.apack = ctx->wdata + rows_bytes;
 		memset(j.apack, 0, pack_bytes); /* rows past M: zero activations */
+	}
+	if (placed) {
+		j.grp = ctx->wdata + rows_bytes + pack_bytes;
+		for (size_t r = 0; r < n_rows; r++) {
+			int32_t place[2] = {(int32_t)M, (int32_t)(r % (size_t)M)};
+			if (j.regime)
+				memcpy(place, tensor_data(j.regime) + (int64_t)(r % (size_t)M) * j.regime->nb[1], 8);
+			j.grp[r] = cpu_row_grouped(place[0], place[1]);
+		}
 	}
 	j.chunk = N / (4 * ctx->n_threads);
 	if (j.chunk > 64)

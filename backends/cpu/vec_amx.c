@@ -111,7 +111,7 @@ static struct kq_scratch kq_layout(void *scratch, int64_t k, int nq, int nsub)
  * 16 rows, each one AMX product over the whole superblock (K = 64 steps),
  * S = lo + 8 hi, the same integer as the sum over sub-blocks of scale * dot. */
 static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, int64_t M, uint8_t *out,
-			size_t os_n, size_t os_m, void *scratch)
+			size_t os_n, size_t os_m, void *scratch, const uint8_t *grp)
 {
 	int64_t nsb = k / QKK;
 	struct kq_scratch s = kq_layout(scratch, k, 2, 0);
@@ -165,34 +165,49 @@ static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, 
 		__m512 acc[16], accm[16];
 		for (int n = 0; n < 16; n++)
 			acc[n] = accm[n] = _mm512_setzero_ps();
+		/* rows in llama.cpp's grouped regime take one fma per pair of
+		 * sub-blocks (its gemm), the others one per superblock (its gemv) */
+		__mmask16 gm = 0;
+		for (int64_t m = 0; grp && m < 16 && g * 16 + m < M; m++)
+			if (grp[g * 16 + m])
+				gm |= (__mmask16)(1u << m);
 		for (int64_t b = 0; b < nsb; b++) {
-			_tile_zero(0);
-			_tile_zero(3);
 			for (int h = 0; h < 4; h++) {
 				TILE_LOADD(2, pg[b].q + 1024 * h, 64);
+				_tile_zero(0);
 				TILE_LOADD(1, qlo + b * 256 + 64 * h, (long)k);
 				_tile_dpbssd(0, 1, 2);
+				_tile_zero(3);
 				TILE_LOADD(4, qhi + b * 256 + 64 * h, (long)k);
 				_tile_dpbssd(3, 4, 2);
+				_tile_stored(0, s.cb + 512 * h, 64);
+				_tile_stored(3, s.cb + 512 * h + 256, 64);
 			}
-			_tile_stored(0, s.cb, 64);
-			_tile_stored(3, s.cb + 256, 64);
 			__m512 da = _mm512_loadu_ps(pg[b].d);
 			__m512i bsp[4];
 			for (int p = 0; p < 4; p++)
 				bsp[p] = _mm512_loadu_si512((const void *)pg[b].bsp[p]);
 			for (int n = 0; n < 16; n++) {
-				__m512i S = _mm512_add_epi32(_mm512_load_si512((const void *)(s.cb + 16 * n)),
-							     _mm512_slli_epi32(_mm512_load_si512((const void *)(s.cb + 256 + 16 * n)), 3));
-				acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(s.d[b * 16 + n]), da),
-							 _mm512_cvtepi32_ps(S), acc[n]);
+				__m512 d = _mm512_mul_ps(_mm512_set1_ps(s.d[b * 16 + n]), da);
+				__m512 dm = _mm512_mul_ps(_mm512_set1_ps(s.dmin[b * 16 + n]), da);
 				const int32_t *mp = s.mp + b * 4 * 16 + n;
-				__m512i mt = _mm512_madd_epi16(bsp[0], _mm512_set1_epi32(mp[0]));
-				mt = _mm512_add_epi32(mt, _mm512_madd_epi16(bsp[1], _mm512_set1_epi32(mp[16])));
-				mt = _mm512_add_epi32(mt, _mm512_madd_epi16(bsp[2], _mm512_set1_epi32(mp[32])));
-				mt = _mm512_add_epi32(mt, _mm512_madd_epi16(bsp[3], _mm512_set1_epi32(mp[48])));
-				accm[n] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(s.dmin[b * 16 + n]), da),
-							  _mm512_cvtepi32_ps(mt), accm[n]);
+				__m512i S[4], Mt[4];
+				for (int h = 0; h < 4; h++) {
+					S[h] = _mm512_add_epi32(_mm512_load_si512((const void *)(s.cb + 512 * h + 16 * n)),
+								_mm512_slli_epi32(_mm512_load_si512((const void *)(s.cb + 512 * h + 256 + 16 * n)), 3));
+					Mt[h] = _mm512_madd_epi16(bsp[h], _mm512_set1_epi32(mp[16 * h]));
+				}
+				if (gm != 0xffff) {
+					__m512i st = _mm512_add_epi32(_mm512_add_epi32(S[0], S[1]), _mm512_add_epi32(S[2], S[3]));
+					__m512i mt = _mm512_add_epi32(_mm512_add_epi32(Mt[0], Mt[1]), _mm512_add_epi32(Mt[2], Mt[3]));
+					acc[n] = _mm512_mask3_fmadd_ps(d, _mm512_cvtepi32_ps(st), acc[n], (__mmask16)~gm);
+					accm[n] = _mm512_mask3_fmadd_ps(dm, _mm512_cvtepi32_ps(mt), accm[n], (__mmask16)~gm);
+				}
+				if (gm)
+					for (int h = 0; h < 4; h++) {
+						acc[n] = _mm512_mask3_fmadd_ps(d, _mm512_cvtepi32_ps(S[h]), acc[n], gm);
+						accm[n] = _mm512_mask3_fmadd_ps(dm, _mm512_cvtepi32_ps(Mt[h]), accm[n], gm);
+					}
 			}
 		}
 		for (int n = 0; n < 16; n++)
@@ -203,80 +218,10 @@ static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, 
 	_tile_release();
 }
 
-static void x_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *apack, int64_t M, uint8_t *out,
-			size_t os_n, size_t os_m, void *scratch)
-{
-	int64_t nsb = k / QKK;
-	struct kq_scratch s = kq_layout(scratch, k, 1, 16);
-	const __m512i m4 = _mm512_set1_epi8(0xf), m2 = _mm512_set1_epi8(3), o32 = _mm512_set1_epi8(32);
-	for (int n = 0; n < 16; n++) {
-		const uint8_t *row = (const uint8_t *)w + (size_t)n * ws;
-		for (int64_t b = 0; b < nsb; b++) {
-			const uint8_t *wb = row + b * 210;
-			s.d[b * 16 + n] = ld_fp16(wb + 208);
-			for (int j = 0; j < 16; j++)
-				s.sc[(b * 16 + j) * 16 + n] = (int8_t)wb[192 + j];
-			int8_t *dst = s.q + (size_t)n * k + b * 256;
-			for (int h = 0; h < 2; h++) {
-				const uint8_t *ql = wb + 64 * h, *qh = wb + 128 + 32 * h;
-				__m256i hh = _mm256_loadu_si256((const __m256i *)qh);
-				__m512i l = _mm512_loadu_si512((const void *)ql);
-				__m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(hh), _mm256_srli_epi16(hh, 2), 1);
-				__m512i h23 = _mm512_srli_epi16(h01, 4);
-				__m512i q0 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4));
-				__m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-							     _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4));
-				_mm512_storeu_si512((void *)(dst + 128 * h), _mm512_sub_epi8(q0, o32));
-				_mm512_storeu_si512((void *)(dst + 128 * h + 64), _mm512_sub_epi8(q1, o32));
-			}
-		}
-	}
-	tiles_config(16);
-	for (int64_t g = 0; g * 16 < M; g++) {
-		const struct apack_q8_k *pg = (const struct apack_q8_k *)apack + g * nsb;
-		__m512 acc[16];
-		for (int n = 0; n < 16; n++)
-			acc[n] = _mm512_setzero_ps();
-		for (int64_t b = 0; b < nsb; b++) {
-			__m512i S[16];
-			for (int n = 0; n < 16; n++)
-				S[n] = _mm512_setzero_si512();
-			const int8_t *A = s.q + b * 256;
-			for (int j = 0; j < 16; j += 2) {
-				_tile_zero(0);
-				TILE_LOADD(1, A + 16 * j, (long)k);
-				TILE_LOADD(2, pg[b].q + 256 * j, 64);
-				_tile_dpbssd(0, 1, 2);
-				_tile_zero(3);
-				TILE_LOADD(4, A + 16 * (j + 1), (long)k);
-				TILE_LOADD(5, pg[b].q + 256 * (j + 1), 64);
-				_tile_dpbssd(3, 4, 5);
-				_tile_stored(0, s.cb, 64);
-				_tile_stored(3, s.cb + 256, 64);
-				for (int h = 0; h < 2; h++) {
-					const int32_t *sc = s.sc + (b * 16 + j + h) * 16;
-					for (int n = 0; n < 16; n++) {
-						__m512i c = _mm512_load_si512((const void *)(s.cb + 256 * h + 16 * n));
-						S[n] = _mm512_add_epi32(S[n], _mm512_mullo_epi32(c, _mm512_set1_epi32(sc[n])));
-					}
-				}
-			}
-			__m512 da = _mm512_loadu_ps(pg[b].d);
-			for (int n = 0; n < 16; n++)
-				acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(s.d[b * 16 + n]), da),
-							 _mm512_cvtepi32_ps(S[n]), acc[n]);
-		}
-		int64_t mv = M - g * 16 < 16 ? M - g * 16 : 16;
-		tile_out(acc, mv, out + (size_t)(g * 16) * os_m, os_n, os_m);
-	}
-	_tile_release();
-}
-
 void cpu_kernels_amx(struct cpu_kernels *k)
 {
 	cpu_kernels_avx512(k); /* Q4_K/Q6_K mat-vecs (vec_kseq.h), Q8_0 (VNNI, llama.cpp's order) */
 	k->gemm[ALICE_TYPE_Q4_K] = x_gemm_q4_k;
-	k->gemm[ALICE_TYPE_Q6_K] = x_gemm_q6_k;
 	k->isa = "avx512+amx";
 }
 #endif

@@ -131,9 +131,10 @@ static inline __attribute__((always_inline)) void q80_tile(int64_t nb, const uin
 }
 
 static void a5_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *apack, int64_t M, uint8_t *out,
-			 size_t os_n, size_t os_m, void *scratch)
+			 size_t os_n, size_t os_m, void *scratch, const uint8_t *grp)
 {
 	(void)scratch;
+	(void)grp;
 	int64_t nb = k / QK8;
 	for (int64_t g = 0; g * 16 < M; g++) {
 		const struct apack_q8_0 *pg = (const struct apack_q8_0 *)apack + g * nb;
@@ -160,6 +161,95 @@ static void a5_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *apack,
 							memcpy(out + (size_t)(n0 + r) * os_n + (size_t)m * os_m, &v, 4);
 						}
 			}
+		}
+	}
+}
+
+
+/* ---- Q6_K prefill in ggml's 8-lane order (see vec_kseq.h): one weight row
+ * x P pairs of activation rows, two outputs per zmm; the row's q (0..63)
+ * and scales are widened once per superblock and pass. ---- */
+static inline __attribute__((always_inline)) void q6_row(int64_t nsb, const uint8_t *wr, const struct apack_q6p *pg,
+							 const int P, float (*l)[16])
+{
+	const __m256i m4 = _mm256_set1_epi8(0xf), m2 = _mm256_set1_epi8(3);
+	__m512 acc[8];
+#pragma GCC unroll 8
+	for (int p = 0; p < 8; p++)
+		acc[p] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nsb; b++) {
+		const uint8_t *wb = wr + b * 210;
+		__m512i W[8], SV[8];
+		__m512i sc = _mm512_broadcast_i64x4(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wb + 192))));
+#pragma GCC unroll 2
+		for (int n = 0; n < 2; n++) {
+			__m256i h = _mm256_loadu_si256((const __m256i *)(wb + 128 + 32 * n));
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)(wb + 64 * n));
+			__m256i l1 = _mm256_loadu_si256((const __m256i *)(wb + 64 * n + 32));
+			W[4 * n + 0] = _mm512_broadcast_i64x4(_mm256_or_si256(_mm256_and_si256(l0, m4),
+									    _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)));
+			W[4 * n + 1] = _mm512_broadcast_i64x4(_mm256_or_si256(
+				_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)));
+			W[4 * n + 2] = _mm512_broadcast_i64x4(
+				_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+						_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)));
+			W[4 * n + 3] = _mm512_broadcast_i64x4(
+				_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+						_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4)));
+		}
+#pragma GCC unroll 8
+		for (int g = 0; g < 8; g++) /* int16 lanes: 8 x scale 2g, 8 x scale 2g+1, twice */
+			SV[g] = _mm512_permutexvar_epi16(
+				_mm512_broadcast_i64x4(_mm256_set_m128i(_mm_set1_epi16((short)(2 * g + 1)), _mm_set1_epi16((short)(2 * g)))),
+				sc);
+		__m512 dw = _mm512_set1_ps(ld_fp16(wb + 208));
+#pragma GCC unroll 8
+		for (int p = 0; p < P; p++) {
+			__m512i off = _mm512_madd_epi16(sc, _mm512_loadu_si512((const void *)pg[b].bs[p]));
+			__m512i sumi = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
+#pragma GCC unroll 8
+			for (int g = 0; g < 8; g++)
+				sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(W[g],
+						_mm512_loadu_si512((const void *)pg[b].q[p][g])), SV[g]));
+			acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_loadu_ps(pg[b].d2[p])), _mm512_cvtepi32_ps(sumi), acc[p]);
+		}
+	}
+#pragma GCC unroll 8
+	for (int p = 0; p < P; p++)
+		_mm512_storeu_ps(l[p], acc[p]);
+}
+
+static void a5_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *apack, int64_t M, uint8_t *out,
+			 size_t os_n, size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)scratch;
+	(void)grp;
+	int64_t nsb = k / QKK;
+	for (int64_t g = 0; g * 16 < M; g++) {
+		const struct apack_q6p *pg = (const struct apack_q6p *)apack + g * nsb;
+		int64_t mv = M - g * 16 < 16 ? M - g * 16 : 16;
+		int P = (int)((mv + 1) / 2);
+		for (int n = 0; n < 16; n++) {
+			const uint8_t *wr = (const uint8_t *)w + (size_t)n * ws;
+			float l[8][16];
+			switch (P) {
+			case 8: q6_row(nsb, wr, pg, 8, l); break;
+			case 7: q6_row(nsb, wr, pg, 7, l); break;
+			case 6: q6_row(nsb, wr, pg, 6, l); break;
+			case 5: q6_row(nsb, wr, pg, 5, l); break;
+			case 4: q6_row(nsb, wr, pg, 4, l); break;
+			case 3: q6_row(nsb, wr, pg, 3, l); break;
+			case 2: q6_row(nsb, wr, pg, 2, l); break;
+			default: q6_row(nsb, wr, pg, 1, l); break;
+			}
+			for (int p = 0; p < P; p++)
+				for (int h = 0; h < 2; h++) {
+					int64_t m = g * 16 + 2 * p + h;
+					if (m >= M)
+						continue;
+					float v = hsum8_chain(l[p] + 8 * h);
+					memcpy(out + (size_t)n * os_n + (size_t)m * os_m, &v, 4);
+				}
 		}
 	}
 }
@@ -233,13 +323,15 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 	k->dot_f32 = a5_dot_f32;
 	k->dotr4[ALICE_TYPE_Q8_0] = a5_dotr4_q8_0;
 	k->gemm[ALICE_TYPE_Q8_0] = a5_gemm_q8_0;
-	/* Q4_K/Q6_K: one order for every row count (vec_kseq.h); the 4-column
-	 * dot4 kernels had their own lane order, so prefill without a GEMM
-	 * (no AMX) takes the single-row dot */
+	/* Q4_K/Q6_K: llama.cpp's orders (vec_kseq.h); the old 4-column dot4
+	 * kernels had their own lane order, so prefill without a GEMM takes
+	 * the single-row dot */
 	k->dot[ALICE_TYPE_Q4_K] = x_dot_q4_k;
+	k->dotx[ALICE_TYPE_Q4_K] = x_dotx_q4_k;
 	k->dotr4[ALICE_TYPE_Q4_K] = x_dotr4_q4_k;
-	k->dot[ALICE_TYPE_Q6_K] = x_dot_q6_k;
-	k->dotr4[ALICE_TYPE_Q6_K] = x_dotr4_q6_k;
+	k->dotr4[ALICE_TYPE_Q6_K] = x_dotr4_q6_k; /* dot[Q6_K]: the AVX2 one (ggml's lanes) */
+	k->gemm[ALICE_TYPE_Q6_K] = a5_gemm_q6_k;
+	k->q6_k_pairs = true;
 	/* Q4_K/Q6_K single rows keep the AVX2 dots (measured faster streaming
 	 * from DRAM here); decode uses dotr4. A Q8_0 dotr4 measured slower
 	 * (1.3 vs 0.9 ms CPU, K=2048 N=8192), so Q8_0 has none. */
