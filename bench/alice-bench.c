@@ -120,10 +120,17 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 		tok[i] = (int32_t)((s >> 8) % (unsigned)n_vocab);
 		pos[i] = i;
 	}
-	/* warm-up: one small prefill and one decode step */
+	/* warm-up, as llama-bench does: one prefill of the measured size (GPU
+	 * backends load kernels and pick GEMM algorithms per shape on first use)
+	 * and one decode step */
 	{
-		struct alice_batch b = {o->p > 0 ? (o->p < 16 ? o->p : 16) : 1, tok, pos, seq, NULL};
+		struct alice_batch b = {o->p > 0 ? o->p : 1, tok, pos, seq, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
+			snprintf(res->error, sizeof res->error, "%s", err.msg);
+			goto out;
+		}
+		struct alice_batch d = {1, tok + b.n_tokens, pos + b.n_tokens, seq, NULL};
+		if (alice_context_decode(c, &d, &err) != ALICE_OK) {
 			snprintf(res->error, sizeof res->error, "%s", err.msg);
 			goto out;
 		}
