@@ -594,7 +594,15 @@ static enum alice_status ensure_counters(struct alice_backend_ctx *ctx, size_t n
 	ctx->cnt_n = 0;
 	ctx->scratch_gen++; /* a captured graph holds the old address */
 	cu_graph_reset(&ctx->gc);
-	CUDA_CHECK(ctx, cudaMalloc((void **)&ctx->cnt, n * sizeof(unsigned)));
+	cudaError_t e = cudaMalloc((void **)&ctx->cnt, n * sizeof(unsigned));
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		ctx->cnt = NULL;
+		size_t fr = 0, tot = 0;
+		cudaMemGetInfo(&fr, &tot);
+		return cu_fail(ctx, ALICE_ERR_NOMEM, "out of device memory: %.1f MiB of counters needed, %.1f MiB free (%s)",
+			       n * sizeof(unsigned) / 1048576.0, fr / 1048576.0, cudaGetErrorString(e));
+	}
 	CUDA_CHECK(ctx, cudaMemsetAsync(ctx->cnt, 0, n * sizeof(unsigned), ctx->stream));
 	ctx->cnt_n = n;
 	return ALICE_OK;

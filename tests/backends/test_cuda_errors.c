@@ -7,15 +7,20 @@
  *    backend.cu) fails that decode with ALICE_ERR_BACKEND and the CUDA
  *    message; the process and the context live on: the next decodes
  *    succeed, and a request re-run from a cleared sequence gives exactly
- *    the logits it gave before the fault.
+ *    the logits it gave before the fault;
+ *  - the same through the engine (what the server serves): the faulted
+ *    request ends with FINISH_ERROR / ALICE_ERR_BACKEND (the server's 500),
+ *    the next requests finish normally with identical greedy tokens.
  * Needs a CUDA device: skipped where the cuda backend cannot run. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alice/backend_loader.h"
+#include "alice/engine.h"
 #include "alice/model.h"
 #include "support/paths.h"
 
@@ -146,4 +151,88 @@ Test(cuda_errors, fault_in_step_fails_request_only_gemma2, .timeout = 120)
 Test(cuda_errors, fault_in_step_fails_request_only_qwen35, .timeout = 120)
 {
 	fault_case("qwen35-F16");
+}
+
+/* ---- through the engine ---- */
+
+struct ereq {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int32_t tokens[64];
+	int n_tokens;
+	enum alice_engine_finish finish;
+	enum alice_status error_status;
+	char error[512];
+};
+
+static void on_event(const struct alice_engine_event *ev, void *user)
+{
+	struct ereq *r = user;
+	pthread_mutex_lock(&r->mu);
+	if (ev->type == ALICE_ENGINE_EVENT_TOKEN) {
+		if (r->n_tokens < 64)
+			r->tokens[r->n_tokens++] = ev->token.token;
+	} else {
+		r->finish = ev->finish;
+		r->error_status = ev->error_status;
+		snprintf(r->error, sizeof(r->error), "%s", ev->error ? ev->error : "");
+		r->done = true;
+		pthread_cond_broadcast(&r->cv);
+	}
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void engine_request(struct alice_engine *e, struct ereq *r)
+{
+	static const int32_t prompt[10] = {1, 17, 230, 45, 9, 88, 301, 12, 7, 64};
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	struct alice_engine_request q = {0};
+	q.prompt = prompt;
+	q.n_prompt = 10;
+	q.max_tokens = 8;
+	alice_sampling_params_default(&q.sampling);
+	q.sampling.temperature = 0;
+	q.on_event = on_event;
+	q.user = r;
+	struct alice_error err = {0};
+	cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_OK, "%s", err.msg);
+	pthread_mutex_lock(&r->mu);
+	while (!r->done)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+}
+
+Test(cuda_errors, engine_fault_fails_one_request, .timeout = 120)
+{
+	need_cuda();
+	/* the 2nd graph_compute of the backend context: the first request's
+	 * first step after its prefill (the engine computes nothing before) */
+	cr_assert_eq(setenv("ALICE_CUDA_INJECT_FAULT", "2", 1), 0);
+	struct alice_model *m = load("qwen35-F16");
+	struct alice_engine_params p;
+	alice_engine_params_default(&p);
+	p.n_slots = 2;
+	p.n_ctx = 256;
+	struct alice_engine *e = NULL;
+	struct alice_error err = {0};
+	cr_assert_eq(alice_engine_create(m, &p, &e, &err), ALICE_OK, "%s", err.msg);
+	struct ereq a, b, c;
+	engine_request(e, &a);
+	fprintf(stderr, "cuda_errors engine: faulted request: finish %s, status %s: %s\n",
+		alice_engine_finish_name(a.finish), alice_status_str(a.error_status), a.error);
+	cr_expect_eq(a.finish, ALICE_ENGINE_FINISH_ERROR);
+	cr_expect_eq(a.error_status, ALICE_ERR_BACKEND, "a backend failure (500), not a request fault (400)");
+	cr_expect(strstr(a.error, "ALICE_CUDA_INJECT_FAULT") != NULL, "error: %s", a.error);
+	engine_request(e, &b);
+	engine_request(e, &c);
+	cr_expect(b.finish == ALICE_ENGINE_FINISH_LENGTH || b.finish == ALICE_ENGINE_FINISH_STOP, "after the fault: %s %s",
+		  alice_engine_finish_name(b.finish), b.error);
+	cr_expect_eq(b.finish, c.finish);
+	cr_expect(b.n_tokens == c.n_tokens && memcmp(b.tokens, c.tokens, (size_t)b.n_tokens * sizeof(int32_t)) == 0,
+		  "greedy tokens after the fault differ between two runs");
+	alice_engine_free(e);
+	alice_model_free(m);
 }
