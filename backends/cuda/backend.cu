@@ -879,7 +879,14 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		}
 	}
 	if (same && gc->exec && gc->scratch_gen == ctx->scratch_gen) {
-		CUDA_CHECK(ctx, cudaGraphLaunch(gc->exec, ctx->stream));
+		cudaError_t le = cudaGraphLaunch(gc->exec, ctx->stream);
+		if (le != cudaSuccess) {
+			/* drop the replay: the next call launches plainly */
+			cudaGetLastError();
+			cu_graph_reset(gc);
+			return cu_fail(ctx, ALICE_ERR_BACKEND, "graph_compute: cudaGraphLaunch: %s%s", cudaGetErrorString(le),
+				       cu_sticky(le) ? " (a sticky error: this process's CUDA context is lost)" : "");
+		}
 	} else {
 		st = launch_all(ctx, g);
 		if (st != ALICE_OK) {
