@@ -8,11 +8,17 @@
  * lane + 32j; warps then merge in shared memory. With several splits each
  * block writes (max, sum, unnormalized acc) to scratch and the last block of
  * a (head, token) to finish (an atomic counter) merges them. An empty range
- * gives zeros. With an F16 cache q is rounded to F16 (llama.cpp does). */
+ * gives zeros. With an F16 cache q is rounded to F16 (llama.cpp does).
+ * Batch invariance: a token's split count depends only on its own range
+ * length (ATT_SPLIT_CELLS per split, at most the launch's n_split, which
+ * depends only on the head count and the GPU), and tokens that the flash
+ * kernel takes (fattn.cu: runs of >= 16 tokens) are skipped here, so a
+ * token's result does not depend on the other tokens of the op. */
 #include "common.cuh"
 
 #define ATT_WARPS 4
 #define ATT_MAXJ 16 /* head dims up to 512 */
+#define ATT_SPLIT_CELLS 32
 
 struct att_params {
 	struct cu_view q, k, v, d;
@@ -28,11 +34,13 @@ template <int J>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
        uint8_t *__restrict__ dst, float *__restrict__ part, unsigned *__restrict__ cnt, int *__restrict__ flag,
-       struct att_params p)
+       const uint8_t *__restrict__ tiled, struct att_params p)
 {
 	pdl_wait();
 	pdl_trigger();
 	const int h = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
+	if (tiled && tiled[t])
+		return; /* the flash kernel's token */
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int64_t hk = h / (p.n_head / p.n_head_kv);
 	int32_t r0 = *(const int32_t *)(p.rng + t * p.rnb1);
@@ -44,7 +52,11 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 		r1 = r1 > p.n_cells ? (int32_t)p.n_cells : r1;
 	}
 	int32_t len = r1 > r0 ? r1 - r0 : 0;
-	int32_t chunk = (len + p.n_split - 1) / p.n_split;
+	/* this token's splits: by its range length only */
+	const int ns = min(p.n_split, max(1, (len + ATT_SPLIT_CELLS - 1) / ATT_SPLIT_CELLS));
+	if (sp >= ns)
+		return;
+	int32_t chunk = (len + ns - 1) / ns;
 	int32_t c0 = r0 + sp * chunk, c1 = c0 + chunk < r1 ? c0 + chunk : r1;
 
 	float qr[J], acc[J];
@@ -108,7 +120,7 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 		float a = 0.f;
 		for (int w = 0; w < ATT_WARPS; w++)
 			a += sacc[w][e] * f[w];
-		if (p.n_split == 1) {
+		if (ns == 1) {
 			*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = L > 0.f ? a / L : 0.f;
 		} else {
 			float *pp = part + (((int64_t)t * p.n_head + h) * p.n_split + sp) * (p.dv + 2);
@@ -119,7 +131,7 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 			}
 		}
 	}
-	if (p.n_split == 1)
+	if (ns == 1)
 		return;
 	/* the last split of this (head, token) to finish merges them all:
 	 * no second launch; it leaves the counter at 0 for the next step */
@@ -128,7 +140,7 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 	__syncthreads();
 	if (threadIdx.x == 0) {
 		unsigned prev = atomicAdd(&cnt[(int64_t)t * p.n_head + h], 1u);
-		last = prev == (unsigned)p.n_split - 1;
+		last = prev == (unsigned)ns - 1;
 	}
 	__syncthreads();
 	if (!last)
@@ -136,17 +148,17 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 	__threadfence();
 	const float *pp = part + ((int64_t)t * p.n_head + h) * p.n_split * (p.dv + 2);
 	float GM = -INFINITY;
-	for (int s2 = 0; s2 < p.n_split; s2++)
+	for (int s2 = 0; s2 < ns; s2++)
 		GM = fmaxf(GM, __ldcg(pp + s2 * (p.dv + 2)));
 	float GL = 0.f;
-	for (int s2 = 0; s2 < p.n_split; s2++) {
+	for (int s2 = 0; s2 < ns; s2++) {
 		float ms = __ldcg(pp + s2 * (p.dv + 2));
 		if (ms != -INFINITY)
 			GL += __ldcg(pp + s2 * (p.dv + 2) + 1) * expf(ms - GM);
 	}
 	for (int e = threadIdx.x; e < p.dv; e += ATT_WARPS * 32) {
 		float a = 0.f;
-		for (int s2 = 0; s2 < p.n_split; s2++) {
+		for (int s2 = 0; s2 < ns; s2++) {
 			float ms = __ldcg(pp + s2 * (p.dv + 2));
 			if (ms != -INFINITY)
 				a += __ldcg(pp + s2 * (p.dv + 2) + 2 + e) * expf(ms - GM);
@@ -157,17 +169,26 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 		cnt[(int64_t)t * p.n_head + h] = 0;
 }
 
+/* The most splits a token may take: enough blocks for a single decode
+ * token to fill the GPU. Must not depend on the op's token or cell count
+ * (batch invariance); a token takes fewer when its range is short. */
 static int att_splits(const struct cu_args *a)
 {
-	const struct alice_tensor *q = a->src[0], *k = a->src[1];
-	int64_t blocks = q->ne[1] * q->ne[2];
-	int64_t want = (2 * (int64_t)a->ctx->n_sm + blocks - 1) / blocks;
-	int64_t cap = k->ne[2] / 128;
-	if (want > cap)
-		want = cap;
+	const struct alice_tensor *q = a->src[0];
+	int64_t want = (2 * (int64_t)a->ctx->n_sm + q->ne[1] - 1) / q->ne[1];
 	if (want > 32)
 		want = 32;
 	return want < 1 ? 1 : (int)want;
+}
+
+static size_t att_part_bytes(const struct cu_args *a)
+{
+	int ns = att_splits(a);
+	if (ns == 1)
+		return 0;
+	const struct alice_tensor *q = a->src[0], *v = a->src[2];
+	size_t b = (size_t)(q->ne[1] * q->ne[2]) * (size_t)ns * (size_t)(v->ne[0] + 2) * sizeof(float);
+	return (b + 255) & ~(size_t)255;
 }
 
 size_t cu_attention_counters(const struct cu_args *a)
@@ -175,13 +196,10 @@ size_t cu_attention_counters(const struct cu_args *a)
 	return att_splits(a) > 1 ? (size_t)(a->src[0]->ne[1] * a->src[0]->ne[2]) : 0;
 }
 
+/* split partials, then (flash attention) one regime byte per token */
 size_t cu_attention_scratch(const struct cu_args *a)
 {
-	int ns = att_splits(a);
-	if (ns == 1)
-		return 0;
-	const struct alice_tensor *q = a->src[0], *v = a->src[2];
-	return (size_t)(q->ne[1] * q->ne[2]) * (size_t)ns * (size_t)(v->ne[0] + 2) * sizeof(float);
+	return att_part_bytes(a) + (cu_fattn_ok(a) ? (size_t)a->src[0]->ne[2] : 0);
 }
 
 enum alice_status cu_op_attention(const struct cu_args *a)
@@ -205,8 +223,13 @@ enum alice_status cu_op_attention(const struct cu_args *a)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: head dims above %d", 32 * ATT_MAXJ);
 	if (p.n_head > 65535 || p.n_tokens > 65535)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: more than 65535 heads or tokens");
-	if (cu_fattn_ok(a))
-		return cu_fattn(a);
+	uint8_t *tiled = NULL;
+	if (cu_fattn_ok(a)) {
+		tiled = ctx->scratch + att_part_bytes(a);
+		enum alice_status st = cu_fattn(a, tiled);
+		if (st != ALICE_OK)
+			return st;
+	}
 	p.q = cu_view_of(q);
 	p.k = cu_view_of(k);
 	p.v = cu_view_of(v);
@@ -224,13 +247,13 @@ enum alice_status cu_op_attention(const struct cu_args *a)
 	int J = ((p.dk > p.dv ? p.dk : p.dv) + 31) / 32;
 	cudaStream_t s = ctx->stream;
 	if (J <= 2)
-		cu_launch(k_attn<2>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
+		cu_launch(k_attn<2>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
 	else if (J <= 4)
-		cu_launch(k_attn<4>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
+		cu_launch(k_attn<4>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
 	else if (J <= 8)
-		cu_launch(k_attn<8>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
+		cu_launch(k_attn<8>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
 	else
-		cu_launch(k_attn<16>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, p);
+		cu_launch(k_attn<16>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
 	CUDA_LAUNCH_CHECK(ctx, "attention");
 	return ALICE_OK;
 }

@@ -229,7 +229,9 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 /* fattn.cu: tensor-core ATTENTION for prefill batches (F16 cache, head
  * dims 64/128, no softcap); ALICE_CUDA_FATTN=0 turns it off. */
 bool cu_fattn_ok(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_fattn(const struct cu_args *a) CU_HIDDEN;
+/* flash attention for the tokens of runs of >= 16 (their flags, one byte
+ * per token, are written to tiled); the others are left to the caller */
+enum alice_status cu_fattn(const struct cu_args *a, uint8_t *tiled) CU_HIDDEN;
 
 /* prof.cu: ALICE_CUDA_PROFILE=1 times every launch group with events
  * (graphs off) and prints a per-op table when the context is freed. */

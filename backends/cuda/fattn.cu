@@ -11,7 +11,13 @@
  * registers. q is rounded to F16 as the other paths do for an F16 cache.
  * Numerics: same function as the scalar kernel; P in F16 (relative 2^-11)
  * and fp32 sums in another order. Softcap, other head dims, F32 caches and
- * decode batches stay on attention.cu's kernel. */
+ * decode batches stay on attention.cu's kernel.
+ * Batch invariance: the regime is chosen per token, by the length of its
+ * sequence's run of tokens in the op (k_fa_regime; the run as the cpu
+ * backend takes it), not by the op's token count: tokens of short runs
+ * (decode) are left to attention.cu's kernel. Cell tiles are aligned to
+ * multiples of 64, so a token's tiles, and its sums, do not depend on the
+ * other tokens of its block (tiles outside its range are exact no-ops). */
 #include "common.cuh"
 
 #define FA_WARPS 4
@@ -45,7 +51,7 @@ __device__ static inline uint32_t pack_h2(float lo, float hi)
 template <int D>
 __global__ void __launch_bounds__(FA_WARPS * 32)
 k_fattn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
-	uint8_t *__restrict__ dst, int *__restrict__ flag, struct fa_params p)
+	uint8_t *__restrict__ dst, int *__restrict__ flag, const uint8_t *__restrict__ tiled, struct fa_params p)
 {
 	pdl_wait();
 	pdl_trigger();
@@ -62,7 +68,7 @@ k_fattn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uin
 	if (threadIdx.x < FA_TOK) {
 		int64_t t = tb + threadIdx.x;
 		int r0 = 0, r1 = 0;
-		if (t < p.n_tokens) {
+		if (t < p.n_tokens && tiled[t]) {
 			r0 = *(const int32_t *)(p.rng + t * p.rnb1);
 			r1 = *(const int32_t *)(p.rng + p.rnb0 + t * p.rnb1);
 			if (r0 < 0 || r1 > p.n_cells || r0 > r1) {
@@ -85,7 +91,7 @@ k_fattn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uin
 				lo = min(lo, sr0[i]);
 				hi = max(hi, sr1[i]);
 			}
-		span[0] = lo;
+		span[0] = lo == 0x7fffffff ? 0 : lo / FA_CELLS * FA_CELLS;
 		span[1] = hi;
 	}
 
@@ -225,12 +231,12 @@ k_fattn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uin
 #pragma unroll
 	for (int nd = 0; nd < D / 8; nd++) {
 		int e = nd * 8 + 2 * t4;
-		if (t0 < p.n_tokens) {
+		if (t0 < p.n_tokens && tiled[t0]) {
 			uint8_t *dp = dst + h * p.d.nb[1] + t0 * p.d.nb[2];
 			*(float *)(dp + e * p.d.nb[0]) = o[nd][0] * il0;
 			*(float *)(dp + (e + 1) * p.d.nb[0]) = o[nd][1] * il0;
 		}
-		if (t1 < p.n_tokens) {
+		if (t1 < p.n_tokens && tiled[t1]) {
 			uint8_t *dp = dst + h * p.d.nb[1] + t1 * p.d.nb[2];
 			*(float *)(dp + e * p.d.nb[0]) = o[nd][2] * il1;
 			*(float *)(dp + (e + 1) * p.d.nb[0]) = o[nd][3] * il1;
@@ -262,8 +268,31 @@ bool cu_fattn_ok(const struct cu_args *a)
 	       (q->ne[2] + FA_TOK - 1) / FA_TOK <= 65535;
 }
 
-/* shapes were checked by cu_op_attention */
-enum alice_status cu_fattn(const struct cu_args *a)
+/* Per token: 1 when its sequence's run of consecutive tokens in the op
+ * (each token's range ends one cell after the previous one's and starts at
+ * the same cell or one later) has at least FA_MIN_TOKENS tokens. */
+__global__ void k_fa_regime(const uint8_t *__restrict__ rng, int64_t rnb0, int64_t rnb1, int64_t n,
+			    uint8_t *__restrict__ out)
+{
+	pdl_wait();
+	pdl_trigger();
+	int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= n)
+		return;
+	auto r0 = [&](int64_t i) { return *(const int32_t *)(rng + i * rnb1); };
+	auto r1 = [&](int64_t i) { return *(const int32_t *)(rng + rnb0 + i * rnb1); };
+	auto cont = [&](int64_t i) { return r1(i) == r1(i - 1) + 1 && (r0(i) == r0(i - 1) || r0(i) == r0(i - 1) + 1); };
+	int len = 1;
+	for (int64_t i = t; i > 0 && len < FA_MIN_TOKENS && cont(i); i--)
+		len++;
+	for (int64_t i = t + 1; i < n && len < FA_MIN_TOKENS && cont(i); i++)
+		len++;
+	out[t] = len >= FA_MIN_TOKENS;
+}
+
+/* shapes were checked by cu_op_attention; tiled: n_tokens bytes of
+ * device scratch, filled here with each token's regime */
+enum alice_status cu_fattn(const struct cu_args *a, uint8_t *tiled)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;
@@ -280,13 +309,15 @@ enum alice_status cu_fattn(const struct cu_args *a)
 	p.n_tokens = q->ne[2];
 	p.n_cells = k->ne[2];
 	p.scale = a->node->fp[0];
+	cu_launch(k_fa_regime, cu_blocks(p.n_tokens, 256), 256, ctx->stream, p.rng, p.rnb0, p.rnb1, p.n_tokens, tiled);
+	CUDA_LAUNCH_CHECK(ctx, "attention regime");
 	dim3 grid((unsigned)p.n_head, (unsigned)((p.n_tokens + FA_TOK - 1) / FA_TOK));
 	if (q->ne[0] == 64)
 		cu_launch(k_fattn<64>, grid, FA_WARPS * 32, ctx->stream, (const uint8_t *)tdata(q), (const uint8_t *)tdata(k),
-			  (const uint8_t *)tdata(v), tdata(d), ctx->dflag, p);
+			  (const uint8_t *)tdata(v), tdata(d), ctx->dflag, (const uint8_t *)tiled, p);
 	else
 		cu_launch(k_fattn<128>, grid, FA_WARPS * 32, ctx->stream, (const uint8_t *)tdata(q), (const uint8_t *)tdata(k),
-			  (const uint8_t *)tdata(v), tdata(d), ctx->dflag, p);
+			  (const uint8_t *)tdata(v), tdata(d), ctx->dflag, (const uint8_t *)tiled, p);
 	CUDA_LAUNCH_CHECK(ctx, "flash attention");
 	return ALICE_OK;
 }

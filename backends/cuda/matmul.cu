@@ -11,10 +11,17 @@
  * one input (Q/K/V, gate/up, with gate/up's GLU as the epilogue) can share
  * one launch (cu_mul_mat_multi).
  *
- * Prefill (M > MMV_MAX_M): weights are dequantized to F16 in row chunks into
- * scratch, activations converted to F16, and cuBLAS multiplies with F32
- * accumulation (F32 / BF16 weights go through an F32 GEMM instead, so no
- * value is narrowed to F16's range). */
+ * Prefill (M > MMV_MAX_M): activations rounded as above; F16 weights are
+ * multiplied in place by cuBLAS (F16 inputs, F32 accumulation: exact
+ * products); quantized weights are dequantized in row chunks into scratch
+ * and both operands split into F16 hi + lo halves (three GEMMs: products
+ * to F32 precision; ALICE_CUDA_GEMM_FAST=1: one F16 GEMM, 11-bit operands);
+ * F32 / BF16 weights go through an F32 GEMM.
+ *
+ * Batch invariance (src2 gives each row's sequence row count): a
+ * sequence's run of > MMV_MAX_M rows is one GEMM of its own M, every other
+ * row takes the mat-vec, whose per-column sums do not depend on the
+ * launch's column count (see cu_op_mul_mat). */
 #include "dequant.cuh"
 
 #define MMV_THREADS 128
@@ -238,7 +245,9 @@ k_mmv(const struct mmv_set set, const float *__restrict__ x, int64_t xcs, int64_
 }
 
 /* Plain (F32/F16/BF16) weights whose K is not a multiple of 32: one warp
- * per (row, column), any strides. Only odd shapes take this path. */
+ * per (row, column), any strides. Only odd shapes take this path. The
+ * activations are rounded to the weight's partner (F16 for F16, BF16 for
+ * BF16) as everywhere else, so products are the CPU's. */
 __global__ void k_mm_plain(const uint8_t *__restrict__ w, uint32_t wt, int64_t wnb0, int64_t wnb1,
 			   const uint8_t *__restrict__ x, int64_t xnb0, int64_t xnb1, float *__restrict__ d,
 			   int64_t drs, int64_t dcs, int64_t N, int64_t K)
@@ -249,8 +258,14 @@ __global__ void k_mm_plain(const uint8_t *__restrict__ w, uint32_t wt, int64_t w
 	if (row >= N)
 		return;
 	float s = 0.f;
-	for (int64_t k = lane; k < K; k += 32)
-		s += ld_float(w + row * wnb1 + k * wnb0, wt) * *(const float *)(x + k * xnb0 + m * xnb1);
+	for (int64_t k = lane; k < K; k += 32) {
+		float xv = *(const float *)(x + k * xnb0 + m * xnb1);
+		if (wt == ALICE_TYPE_F16)
+			xv = __half2float(__float2half_rn(xv));
+		else if (wt == ALICE_TYPE_BF16)
+			xv = __bfloat162float(__float2bfloat16_rn(xv));
+		s += ld_float(w + row * wnb1 + k * wnb0, wt) * xv;
+	}
 	s = warp_sum(s);
 	if (lane == 0)
 		d[row * drs + m * dcs] = s;
@@ -306,6 +321,55 @@ __global__ void k_act_dense(const uint8_t *__restrict__ x, int64_t nb0, int64_t 
 		out[i] = __float2half_rn(v);
 	else
 		out[i] = v;
+}
+
+/* Split F16 operands: v = hi + lo / 2048 with hi = f16(v), lo = f16((v -
+ * hi) * 2048), 22 significant bits in all. Three F16 GEMMs (hi.hi, hi.lo,
+ * lo.hi; F32 accumulation) then multiply quantized weights (d * q is not
+ * an F16 value) and partner-rounded activations to within F32 rounding,
+ * where one F16 GEMM would round both to 11 bits. */
+__device__ static inline void split_h(float v, __half &hi, __half &lo)
+{
+	hi = __float2half_rn(v);
+	lo = __float2half_rn((v - __half2float(hi)) * 2048.0f);
+}
+
+template <int T>
+__global__ void k_dequant_split(const uint8_t *__restrict__ w, int64_t wnb1, __half *__restrict__ hi,
+				__half *__restrict__ lo, int64_t rows, int64_t ngroups)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= rows * ngroups)
+		return;
+	int64_t r = i / ngroups, g = i % ngroups;
+	float v[32];
+	dq32<T>(w + r * wnb1, g, v);
+	int64_t o = r * ngroups * 32 + g * 32;
+#pragma unroll
+	for (int k = 0; k < 32; k++)
+		split_h(v[k], hi[o + k], lo[o + k]);
+}
+
+__global__ void k_act_split(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
+			    __half *__restrict__ hi, __half *__restrict__ lo)
+{
+	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= K * M)
+		return;
+	int64_t k = i % K, m = i / K;
+	split_h(*(const float *)(x + k * nb0 + m * nb1), hi[i], lo[i]);
+}
+
+/* ALICE_CUDA_GEMM_FAST=1: one F16 GEMM for quantized weights (faster
+ * prefill, activations and weights rounded to F16) */
+static bool gemm_fast(void)
+{
+	static int fast = -1;
+	if (fast < 0) {
+		const char *e = getenv("ALICE_CUDA_GEMM_FAST");
+		fast = e && e[0] == '1';
+	}
+	return fast;
 }
 
 /* ---- activation rounding ----
@@ -451,6 +515,13 @@ static bool gemm_f32(uint32_t type)
 	return type == ALICE_TYPE_F32 || type == ALICE_TYPE_BF16;
 }
 
+/* Quantized weights: split F16 operands (k_act_split), unless GEMM_FAST.
+ * F16 weights and F16-rounded activations are exact in one F16 GEMM. */
+static bool gemm_split(const struct alice_tensor *w)
+{
+	return !gemm_f32(w->type) && w->type != ALICE_TYPE_F16 && !gemm_fast();
+}
+
 size_t cu_mul_mat_scratch(const struct cu_args *a)
 {
 	const struct alice_tensor *w = a->src[0], *x = a->src[1];
@@ -458,19 +529,22 @@ size_t cu_mul_mat_scratch(const struct cu_args *a)
 	if (mm_plain_odd(w))
 		return 0;
 	size_t xr = act_rounds(w) ? align256((size_t)(K * M * 4)) : 0;
-	if (mm_use_mmv(a)) {
-		/* the fast path quantizes into scratch (F16: none, or a dense copy) */
-		size_t q = cu_mmvq_scratch(w->type, K, M) + (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
-		size_t old = xr ? xr : (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
-		return q > old ? q : old;
-	}
+	/* the fast path quantizes into scratch (F16: none, or a dense copy);
+	 * with src2 a GEMM op's decode rows take it too */
+	size_t q = cu_mmvq_scratch(w->type, K, M) + (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
+	size_t old = xr ? xr : (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
+	size_t mv = q > old ? q : old;
+	if (mm_use_mmv(a))
+		return mv;
 	size_t es = gemm_f32(w->type) ? 4 : 2;
-	size_t xs = xr + align256((size_t)(K * M) * es);
+	bool split = gemm_split(w);
+	size_t xs = xr + align256((size_t)(K * M) * es) * (split ? 2 : 1);
 	bool direct = (w->type == ALICE_TYPE_F32 && w->nb[1] % 4 == 0) ||
 		      (w->type == ALICE_TYPE_F16 && w->nb[1] % 2 == 0);
-	if (direct)
-		return xs;
-	return xs + align256((size_t)gemm_chunk_rows(N, K, es) * (size_t)K * es);
+	size_t g = direct ? xs
+			  : xs + align256((size_t)gemm_chunk_rows(N, K, split ? 2 * es : es) * (size_t)K * es) *
+					 (split ? 2 : 1);
+	return g > mv ? g : mv;
 }
 
 /* set.w/wnb1/d/drs/N filled for n matrices; bstart is computed here. */
@@ -513,6 +587,14 @@ static void launch_mmv_t(cudaStream_t s, struct mmv_set set, int n, const float 
 	}
 }
 
+template <int T>
+static void launch_dequant_split_t(cudaStream_t s, const uint8_t *w, int64_t wnb1, __half *hi, __half *lo, int64_t rows,
+				   int64_t K)
+{
+	int64_t n = rows * (K / 32);
+	k_dequant_split<T><<<cu_blocks(n, 256), 256, 0, s>>>(w, wnb1, hi, lo, rows, K / 32);
+}
+
 template <int T, typename O>
 static void launch_dequant_t(cudaStream_t s, const uint8_t *w, int64_t wnb1, O *out, int64_t rows, int64_t K)
 {
@@ -520,10 +602,197 @@ static void launch_dequant_t(cudaStream_t s, const uint8_t *w, int64_t wnb1, O *
 	k_dequant_rows<T, O><<<cu_blocks(n, 256), 256, 0, s>>>(w, wnb1, out, rows, K / 32);
 }
 
+/* One [K, M] block of activations (a batch slice, or one part of it) times
+ * the weights at wb: the mat-vec when mmv, else the GEMM. */
+static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const uint8_t *wb,
+				  const uint8_t *xb, int64_t xnb0, int64_t xnb1, float *db, int64_t drs, int64_t dcs,
+				  int64_t M, bool mmv)
+{
+	const struct alice_type_info *ti = alice_type_info(w->type);
+	int64_t K = w->ne[0], N = w->ne[1];
+	cudaStream_t s = ctx->stream;
+	bool xdense = xnb0 == 4 && xnb1 % 16 == 0 && ((uintptr_t)xb & 15) == 0;
+	size_t xr = 0; /* scratch bytes taken by the rounded activations */
+	if (mm_plain_odd(w)) {
+		dim3 grid((unsigned)((N + 3) / 4), (unsigned)M);
+		k_mm_plain<<<grid, 128, 0, s>>>(wb, w->type, w->nb[0], w->nb[1], xb, xnb0, xnb1, db, drs, dcs, N, K);
+		CUDA_LAUNCH_CHECK(ctx, "mm_plain");
+		return ALICE_OK;
+	}
+	if (mmv) {
+		struct mmv_set set;
+		memset(&set, 0, sizeof(set));
+		set.w[0] = wb;
+		set.wnb1[0] = w->nb[1];
+		set.d[0] = db;
+		set.drs[0] = drs;
+		set.N[0] = N;
+		if (cu_mmvq_ok(w->type, K, &set, 1)) {
+			const uint8_t *xq = xb;
+			int64_t qnb0 = xnb0, qnb1 = xnb1;
+			if (w->type == ALICE_TYPE_F16 && !xdense) {
+				/* the F16 kernel reads dense rows: copy after the region it leaves free */
+				float *tmp = (float *)ctx->scratch;
+				k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, tmp);
+				CUDA_LAUNCH_CHECK(ctx, "act_dense");
+				xq = ctx->scratch;
+				qnb0 = 4;
+				qnb1 = K * 4;
+			}
+			return cu_mmvq(ctx, set, 1, w->type, xq, qnb0, qnb1, dcs, K, M, false, false);
+		}
+	}
+	if (act_rounds(w)) {
+		launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (float *)ctx->scratch);
+		CUDA_LAUNCH_CHECK(ctx, "act_round");
+		xb = ctx->scratch;
+		xnb0 = 4;
+		xnb1 = K * 4;
+		xr = align256((size_t)(K * M * 4));
+		xdense = true;
+	}
+	if (mmv) {
+		const float *xd = (const float *)xb;
+		int64_t xcs = xnb1 / 4;
+		if (!xr && !xdense) {
+			float *tmp = (float *)ctx->scratch;
+			k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, tmp);
+			xd = tmp;
+			xcs = K;
+		}
+		struct mmv_set set;
+		memset(&set, 0, sizeof(set));
+		set.w[0] = wb;
+		set.wnb1[0] = w->nb[1];
+		set.d[0] = db;
+		set.drs[0] = drs;
+		set.N[0] = N;
+		auto l = [&]<int T>() { launch_mmv_t<T>(s, set, 1, xd, xcs, dcs, K, M); };
+		if (!dispatch_type(w->type, l))
+			return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", ti->name);
+		CUDA_LAUNCH_CHECK(ctx, "mmv");
+		return ALICE_OK;
+	}
+	/* GEMM: D[N, M] (column-major, ld = dcs) = W^T X */
+	if (drs != 1)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: dst rows must be contiguous for M > %d", MMV_MAX_M);
+	bool f32 = gemm_f32(w->type);
+	size_t es = f32 ? 4 : 2;
+	bool direct = (w->type == ALICE_TYPE_F32 && w->nb[1] % 4 == 0) || (w->type == ALICE_TYPE_F16 && w->nb[1] % 2 == 0);
+	bool split = gemm_split(w);
+	uint8_t *xs = ctx->scratch + xr;
+	uint8_t *xs2 = xs + align256((size_t)(K * M) * es); /* split: the activations' lo halves */
+	uint8_t *ws = split ? xs2 + align256((size_t)(K * M) * es) : xs2;
+	if (f32)
+		k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (float *)xs);
+	else if (split)
+		k_act_split<<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs, (__half *)xs2);
+	else
+		k_act_dense<__half><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs);
+	CUDA_LAUNCH_CHECK(ctx, "act");
+	cudaDataType_t ct = f32 ? CUDA_R_32F : CUDA_R_16F;
+	const float one = 1.f, zero = 0.f, lof = 1.0f / 2048.0f;
+	int64_t chunk = direct ? N : gemm_chunk_rows(N, K, split ? 2 * es : es);
+	uint8_t *ws2 = ws + align256((size_t)chunk * (size_t)K * es); /* split: the weights' lo halves */
+	for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+		int64_t rows = N - n0 < chunk ? N - n0 : chunk;
+		const void *A;
+		int64_t lda;
+		if (direct) {
+			A = wb + n0 * w->nb[1];
+			lda = w->nb[1] / (int64_t)es;
+		} else {
+			const uint8_t *wr = wb + n0 * w->nb[1];
+			int64_t nb1 = w->nb[1];
+			bool ok;
+			if (f32) {
+				auto l = [&]<int T>() { launch_dequant_t<T, float>(s, wr, nb1, (float *)ws, rows, K); };
+				ok = dispatch_type(w->type, l);
+			} else if (split) {
+				auto l = [&]<int T>() {
+					launch_dequant_split_t<T>(s, wr, nb1, (__half *)ws, (__half *)ws2, rows, K);
+				};
+				ok = dispatch_type(w->type, l);
+			} else {
+				auto l = [&]<int T>() { launch_dequant_t<T, __half>(s, wr, nb1, (__half *)ws, rows, K); };
+				ok = dispatch_type(w->type, l);
+			}
+			if (!ok)
+				return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", ti->name);
+			CUDA_LAUNCH_CHECK(ctx, "dequant");
+			A = ws;
+			lda = K;
+		}
+		cublasStatus_t cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)M, (int)K, &one, A,
+						 ct, (int)lda, xs, ct, (int)K, &zero, db + n0, CUDA_R_32F, (int)dcs,
+						 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+		if (split && cs == CUBLAS_STATUS_SUCCESS) /* + hi.lo + lo.hi, each scaled by 1/2048 */
+			cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)M, (int)K, &lof, A, ct,
+					  (int)lda, xs2, ct, (int)K, &one, db + n0, CUDA_R_32F, (int)dcs, CUBLAS_COMPUTE_32F,
+					  CUBLAS_GEMM_DEFAULT);
+		if (split && cs == CUBLAS_STATUS_SUCCESS)
+			cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)M, (int)K, &lof, ws2, ct,
+					  (int)K, xs, ct, (int)K, &one, db + n0, CUDA_R_32F, (int)dcs, CUBLAS_COMPUTE_32F,
+					  CUBLAS_GEMM_DEFAULT);
+		if (cs != CUBLAS_STATUS_SUCCESS)
+			return cu_fail(ctx, ALICE_ERR_BACKEND, "cublasGemmEx failed: %s (N %lld, M %lld, K %lld)",
+				       cublasGetStatusString(cs), (long long)rows, (long long)M, (long long)K);
+	}
+	return ALICE_OK;
+}
+
+/* src2's rows (count, index) on the host. Read once per graph_compute (one
+ * sync; only GEMM graphs, which are never captured, come here). */
+struct mm_regime_cache {
+	const struct alice_backend_ctx *ctx;
+	uint64_t n_compute;
+	const uint8_t *dev;
+	int64_t M, nb1;
+	int32_t *v; /* [M][2] */
+	int64_t cap;
+};
+static __thread struct mm_regime_cache g_rc;
+
+static const int32_t *mm_regime(struct alice_backend_ctx *ctx, const struct alice_tensor *r, int64_t M)
+{
+	const uint8_t *dev = tdata(r);
+	if (g_rc.ctx == ctx && g_rc.n_compute == ctx->n_compute && g_rc.dev == dev && g_rc.M == M &&
+	    g_rc.nb1 == r->nb[1])
+		return g_rc.v;
+	if (g_rc.cap < M) {
+		int32_t *nv = (int32_t *)realloc(g_rc.v, (size_t)M * 2 * sizeof(int32_t));
+		if (!nv)
+			return NULL;
+		g_rc.v = nv;
+		g_rc.cap = M;
+	}
+	g_rc.ctx = NULL;
+	cudaError_t e = cudaMemcpy2DAsync(g_rc.v, 8, dev, (size_t)r->nb[1], 8, (size_t)M, cudaMemcpyDeviceToHost,
+					  ctx->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(ctx->stream);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return NULL;
+	}
+	g_rc.ctx = ctx;
+	g_rc.n_compute = ctx->n_compute;
+	g_rc.dev = dev;
+	g_rc.M = M;
+	g_rc.nb1 = r->nb[1];
+	return g_rc.v;
+}
+
+/* Batch invariance: a sequence's rows get the kernel, and so the summation
+ * order, they would get alone. With src2 (each row's sequence row count and
+ * index) a run of one sequence's rows with count > MMV_MAX_M is one GEMM
+ * of exactly its own M; every other row (decode, short prompts) goes to the
+ * mat-vec, whose per-column result does not depend on the launch's column
+ * count. Without src2 the op's M decides, as for a single sequence. */
 enum alice_status cu_op_mul_mat(const struct cu_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
-	const struct alice_tensor *w = a->src[0], *x = a->src[1], *dt = a->dst;
+	const struct alice_tensor *w = a->src[0], *x = a->src[1], *dt = a->dst, *rg = a->src[2];
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
 	if (x->ne[0] != K || dt->ne[0] != N || dt->ne[1] != M || dt->ne[2] != x->ne[2] ||
 	    dt->ne[3] != x->ne[3] || x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0)
@@ -539,131 +808,51 @@ enum alice_status cu_op_mul_mat(const struct cu_args *a)
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	if (ti->block_size == 1 && w->nb[0] != (int64_t)ti->type_size)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: weight rows must be contiguous");
-	cudaStream_t s = ctx->stream;
 	int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+	int64_t drs = dt->nb[0] / 4, dcs = dt->nb[1] / 4;
 	bool mmv = mm_use_mmv(a);
+	const int32_t *reg = NULL;
+	if (!mmv && rg && !mm_plain_odd(w)) {
+		if (rg->type != ALICE_TYPE_I32 || rg->ne[0] < 2 || rg->ne[1] != M || rg->nb[0] != 4 ||
+		    x->ne[2] * x->ne[3] != 1)
+			return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: row regime (src2) must be I32 [2, %lld] with unbatched activations",
+				       (long long)M);
+		reg = mm_regime(ctx, rg, M);
+		if (!reg)
+			return cu_fail(ctx, ALICE_ERR_BACKEND, "MUL_MAT: reading the row regime (src2) failed");
+	}
 	for (int64_t i3 = 0; i3 < x->ne[3]; i3++) {
 		for (int64_t i2 = 0; i2 < x->ne[2]; i2++) {
 			const uint8_t *wb = tdata(w) + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
 			const uint8_t *xb = tdata(x) + i2 * x->nb[2] + i3 * x->nb[3];
 			float *db = (float *)(tdata(dt) + i2 * dt->nb[2] + i3 * dt->nb[3]);
-			int64_t xnb0 = x->nb[0], xnb1 = x->nb[1];
-			size_t xr = 0; /* scratch bytes taken by the rounded activations */
-			if (mmv && !mm_plain_odd(w)) {
-				struct mmv_set set;
-				memset(&set, 0, sizeof(set));
-				set.w[0] = wb;
-				set.wnb1[0] = w->nb[1];
-				set.d[0] = db;
-				set.drs[0] = dt->nb[0] / 4;
-				set.N[0] = N;
-				if (cu_mmvq_ok(w->type, K, &set, 1)) {
-					const uint8_t *xq = xb;
-					int64_t qnb0 = xnb0, qnb1 = xnb1;
-					if (w->type == ALICE_TYPE_F16 && !mm_x_dense(x)) {
-						/* the F16 kernel reads dense rows: copy after the region it leaves free */
-						float *tmp = (float *)ctx->scratch;
-						k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, tmp);
-						CUDA_LAUNCH_CHECK(ctx, "act_dense");
-						xq = ctx->scratch;
-						qnb0 = 4;
-						qnb1 = K * 4;
-					}
-					enum alice_status st = cu_mmvq(ctx, set, 1, w->type, xq, qnb0, qnb1, dt->nb[1] / 4, K, M, false, false);
-					if (st != ALICE_OK)
-						return st;
-					continue;
-				}
-			}
-			if (!mm_plain_odd(w) && act_rounds(w)) {
-				launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (float *)ctx->scratch);
-				CUDA_LAUNCH_CHECK(ctx, "act_round");
-				xb = ctx->scratch;
-				xnb0 = 4;
-				xnb1 = K * 4;
-				xr = align256((size_t)(K * M * 4));
-			}
-			if (mm_plain_odd(w)) {
-				dim3 grid((unsigned)((N + 3) / 4), (unsigned)M);
-				k_mm_plain<<<grid, 128, 0, s>>>(wb, w->type, w->nb[0], w->nb[1], xb, x->nb[0], x->nb[1], db,
-								dt->nb[0] / 4, dt->nb[1] / 4, N, K);
-				CUDA_LAUNCH_CHECK(ctx, "mm_plain");
+			if (!reg) {
+				enum alice_status st = mm_block(ctx, w, wb, xb, x->nb[0], x->nb[1], db, drs, dcs, M, mmv);
+				if (st != ALICE_OK)
+					return st;
 				continue;
 			}
-			if (mmv) {
-				const float *xd = (const float *)xb;
-				int64_t xcs = xnb1 / 4;
-				if (!xr && !mm_x_dense(x)) {
-					float *tmp = (float *)ctx->scratch;
-					k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, tmp);
-					xd = tmp;
-					xcs = K;
-				}
-				struct mmv_set set;
-				memset(&set, 0, sizeof(set));
-				set.w[0] = wb;
-				set.wnb1[0] = w->nb[1];
-				set.d[0] = db;
-				set.drs[0] = dt->nb[0] / 4;
-				set.N[0] = N;
-				int64_t dcs = dt->nb[1] / 4;
-				auto l = [&]<int T>() { launch_mmv_t<T>(s, set, 1, xd, xcs, dcs, K, M); };
-				if (!dispatch_type(w->type, l))
-					return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", ti->name);
-				CUDA_LAUNCH_CHECK(ctx, "mmv");
-				continue;
-			}
-			/* GEMM: D[N, M] (column-major, ld = dnb1/4) = W^T X */
-			if (dt->nb[0] != 4)
-				return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: dst rows must be contiguous for M > %d",
-					       MMV_MAX_M);
-			bool f32 = gemm_f32(w->type);
-			size_t es = f32 ? 4 : 2;
-			uint8_t *xs = ctx->scratch + xr;
-			uint8_t *ws = xs + align256((size_t)(K * M) * es);
-			if (f32)
-				k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (float *)xs);
-			else
-				k_act_dense<__half><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs);
-			CUDA_LAUNCH_CHECK(ctx, "act");
-			cudaDataType_t ct = f32 ? CUDA_R_32F : CUDA_R_16F;
-			const float one = 1.f, zero = 0.f;
-			int64_t ldd = dt->nb[1] / 4;
-			bool direct = (w->type == ALICE_TYPE_F32 && w->nb[1] % 4 == 0) ||
-				      (w->type == ALICE_TYPE_F16 && w->nb[1] % 2 == 0);
-			int64_t chunk = direct ? N : gemm_chunk_rows(N, K, es);
-			for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-				int64_t rows = N - n0 < chunk ? N - n0 : chunk;
-				const void *A;
-				int64_t lda;
-				if (direct) {
-					A = wb + n0 * w->nb[1];
-					lda = w->nb[1] / (int64_t)es;
-				} else {
-					const uint8_t *wr = wb + n0 * w->nb[1];
-					bool ok;
-					if (f32) {
-						int64_t nb1 = w->nb[1];
-						auto l = [&]<int T>() { launch_dequant_t<T, float>(s, wr, nb1, (float *)ws, rows, K); };
-						ok = dispatch_type(w->type, l);
-					} else {
-						int64_t nb1 = w->nb[1];
-						auto l = [&]<int T>() { launch_dequant_t<T, __half>(s, wr, nb1, (__half *)ws, rows, K); };
-						ok = dispatch_type(w->type, l);
+			/* parts: GEMM runs of one sequence, mat-vec rows between them */
+			int64_t m = 0;
+			while (m < M) {
+				int64_t c = reg[2 * m], e = m + c;
+				bool run = c > MMV_MAX_M && reg[2 * m + 1] == 0 && e <= M && reg[2 * (e - 1) + 1] == c - 1 &&
+					   reg[2 * (e - 1)] == c;
+				if (!run) {
+					e = m + 1;
+					while (e < M) {
+						int64_t c2 = reg[2 * e];
+						if (c2 > MMV_MAX_M && reg[2 * e + 1] == 0 && e + c2 <= M &&
+						    reg[2 * (e + c2 - 1) + 1] == c2 - 1)
+							break;
+						e++;
 					}
-					if (!ok)
-						return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", ti->name);
-					CUDA_LAUNCH_CHECK(ctx, "dequant");
-					A = ws;
-					lda = K;
 				}
-				cublasStatus_t cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)M, (int)K,
-								 &one, A, ct, (int)lda, xs, ct, (int)K, &zero,
-								 db + n0, CUDA_R_32F, (int)ldd, CUBLAS_COMPUTE_32F,
-								 CUBLAS_GEMM_DEFAULT);
-				if (cs != CUBLAS_STATUS_SUCCESS)
-					return cu_fail(ctx, ALICE_ERR_BACKEND, "cublasGemmEx failed: %s (N %lld, M %lld, K %lld)",
-						       cublasGetStatusString(cs), (long long)rows, (long long)M, (long long)K);
+				enum alice_status st = mm_block(ctx, w, wb, xb + m * x->nb[1], x->nb[0], x->nb[1],
+								db + m * dcs, drs, dcs, e - m, !run);
+				if (st != ALICE_OK)
+					return st;
+				m = e;
 			}
 		}
 	}

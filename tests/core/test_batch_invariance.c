@@ -2,7 +2,9 @@
  * server batches every active request into one decode call, and greedy
  * requests must give the same tokens concurrently as alone. On the CPU
  * backend this holds bit for bit, also when the neighbour is a long prefill
- * (64+ tokens switches llama.cpp's attention regime for that sequence only). */
+ * (64+ tokens switches llama.cpp's attention regime for that sequence only).
+ * Runs on $ALICE_TEST_BACKEND (default cpu); the GPU backends are held to
+ * the same bit-exactness. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
@@ -41,7 +43,7 @@ static void check_model(const char *file, int neighbour)
 {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/models/%s", alice_test_fixtures_dir(), file);
-	struct alice_model *m = alice_test_load_model(path, "cpu");
+	struct alice_model *m = alice_test_load_model(path, NULL); /* $ALICE_TEST_BACKEND */
 	int32_t nv = alice_model_n_vocab(m);
 	int32_t tok[PROMPT], pos[PROMPT], seq[PROMPT] = {0};
 	for (int i = 0; i < PROMPT; i++) {
