@@ -5,12 +5,13 @@
 # .devfix/. Then `run` with carry [".devpack", ".devfix"] and a command
 # starting with:
 #   tar xzf .devpack/bundle.tar.gz && . scripts/device/setup.sh .devbuild && backends/cuda/perf_run.sh ...
-#   backends/cuda/perf_pack.sh [BUILD_DIR]   (default build-cudaperf)
+#   [FIXTURES="name ..."] backends/cuda/perf_pack.sh [BUILD_DIR]   (default build-cudaperf)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cudaperf}
-fx="models/llama2-spm-F16.gguf models/llama-spm-Q8_0.gguf models/llama-spm-Q4_K_M.gguf models/qwen3-BF16.gguf"
-for m in llama2-spm-F16 llama-spm-Q8_0 llama-spm-Q4_K_M qwen3-BF16; do fx="$fx refs/$m.json refs/$m.bin"; done
+fxm=${FIXTURES:-llama2-spm-F16 llama-spm-Q8_0 llama-spm-Q4_K_M qwen3-BF16 gemma2-F32 llama-spm-Q4_0}
+fx=""
+for m in $fxm; do fx="$fx models/$m.gguf refs/$m.json refs/$m.bin"; done
 scripts/device/pack.sh "$build" $fx vocab/ggml-vocab-llama-bpe.gguf > /dev/null
 strip --strip-debug .devbuild/bin/* .devbuild/lib/*.so
 grep -qx '/.devpack/' .git/info/exclude 2>/dev/null || echo '/.devpack/' >> .git/info/exclude
