@@ -9,16 +9,15 @@
  * block writes (max, sum, unnormalized acc) to scratch and the last block of
  * a (head, token) to finish (an atomic counter) merges them. An empty range
  * gives zeros. With an F16 cache q is rounded to F16 (llama.cpp does).
- * Batch invariance: a token's split count depends only on its own range
- * length (ATT_SPLIT_CELLS per split, at most the launch's n_split, which
- * depends only on the head count and the GPU), and tokens that the flash
- * kernel takes (fattn.cu: runs of >= 16 tokens) are skipped here, so a
- * token's result does not depend on the other tokens of the op. */
+ * Batch invariance: the split count depends only on the head count, the
+ * cache size (the whole cache is every step's K/V) and the GPU, never on the
+ * op's token count, and tokens that the flash kernel takes (fattn.cu: runs
+ * of >= 16 tokens) are skipped here, so a token's result does not depend on
+ * the other tokens of the op. */
 #include "common.cuh"
 
 #define ATT_WARPS 4
 #define ATT_MAXJ 16 /* head dims up to 512 */
-#define ATT_SPLIT_CELLS 32
 
 struct att_params {
 	struct cu_view q, k, v, d;
@@ -52,10 +51,7 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 		r1 = r1 > p.n_cells ? (int32_t)p.n_cells : r1;
 	}
 	int32_t len = r1 > r0 ? r1 - r0 : 0;
-	/* this token's splits: by its range length only */
-	const int ns = min(p.n_split, max(1, (len + ATT_SPLIT_CELLS - 1) / ATT_SPLIT_CELLS));
-	if (sp >= ns)
-		return;
+	const int ns = p.n_split;
 	int32_t chunk = (len + ns - 1) / ns;
 	int32_t c0 = r0 + sp * chunk, c1 = c0 + chunk < r1 ? c0 + chunk : r1;
 
@@ -169,13 +165,16 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 		cnt[(int64_t)t * p.n_head + h] = 0;
 }
 
-/* The most splits a token may take: enough blocks for a single decode
- * token to fill the GPU. Must not depend on the op's token or cell count
- * (batch invariance); a token takes fewer when its range is short. */
+/* Splits per token: enough blocks for a single decode token to fill the
+ * GPU, at most one per 128 cells of the cache. Must not depend on the op's
+ * token count (batch invariance). */
 static int att_splits(const struct cu_args *a)
 {
-	const struct alice_tensor *q = a->src[0];
+	const struct alice_tensor *q = a->src[0], *k = a->src[1];
 	int64_t want = (2 * (int64_t)a->ctx->n_sm + q->ne[1] - 1) / q->ne[1];
+	int64_t cap = k->ne[2] / 128;
+	if (want > cap)
+		want = cap;
 	if (want > 32)
 		want = 32;
 	return want < 1 ? 1 : (int)want;

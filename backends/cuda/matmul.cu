@@ -345,9 +345,16 @@ __global__ void k_dequant_split(const uint8_t *__restrict__ w, int64_t wnb1, __h
 	float v[32];
 	dq32<T>(w + r * wnb1, g, v);
 	int64_t o = r * ngroups * 32 + g * 32;
+	uint4 ph[4], pl[4]; /* 16-byte stores, as k_dequant_rows */
+	__half *h = (__half *)ph, *l = (__half *)pl;
 #pragma unroll
 	for (int k = 0; k < 32; k++)
-		split_h(v[k], hi[o + k], lo[o + k]);
+		split_h(v[k], h[k], l[k]);
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		((uint4 *)(hi + o))[k] = ph[k];
+		((uint4 *)(lo + o))[k] = pl[k];
+	}
 }
 
 __global__ void k_act_split(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
