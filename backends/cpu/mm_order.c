@@ -2,6 +2,9 @@
  * a portable version (fmaf) and an AVX-512 one with the same arithmetic. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+
+#include <string.h>
 
 #include "cpu_internal.h"
 #include "mm_order.h"
@@ -42,7 +45,7 @@ static inline __attribute__((always_inline)) float unfused_mul(float a, float b)
 
 /* ---- portable ---- */
 
-static float gemm16_s(int64_t K, const float *w, const float *x)
+static inline __attribute__((always_inline)) float gemm16_s(int64_t K, const float *w, const float *x)
 {
 	float acc[16] = {0};
 	for (int64_t l = 0; l + 16 <= K; l += 16)
@@ -51,7 +54,7 @@ static float gemm16_s(int64_t K, const float *w, const float *x)
 	return red16(acc);
 }
 
-static float vec_s(int64_t K, const float *w, const float *x, bool dtail)
+static inline __attribute__((always_inline)) float vec_s(int64_t K, const float *w, const float *x, bool dtail)
 {
 	float acc[4][16] = {{0}};
 	int64_t np = K & ~(int64_t)63, i = 0;
@@ -87,7 +90,7 @@ static inline __attribute__((always_inline)) void dpbf16_s(float *acc, const flo
 	}
 }
 
-static float gemm_bf16_s(int64_t K, const float *w, const float *x)
+static inline __attribute__((always_inline)) float gemm_bf16_s(int64_t K, const float *w, const float *x)
 {
 	float acc[16] = {0};
 	for (int64_t l = 0; l + 32 <= K; l += 32)
@@ -95,7 +98,7 @@ static float gemm_bf16_s(int64_t K, const float *w, const float *x)
 	return red16(acc);
 }
 
-static float vec_bf16_s(int64_t K, const float *w, const float *x)
+static inline __attribute__((always_inline)) float vec_bf16_s(int64_t K, const float *w, const float *x)
 {
 	float c1[16] = {0}, c2[16] = {0};
 	int64_t i = 0;
@@ -109,6 +112,51 @@ static float vec_bf16_s(int64_t K, const float *w, const float *x)
 		s += (double)(w[i] * x[i]);
 	return (float)s;
 }
+
+
+static inline __attribute__((always_inline)) float port_dot(enum mm_order o, int64_t K, const float *w, const float *x)
+{
+	switch (o) {
+	case MM_ORD_GEMM16: return gemm16_s(K, w, x);
+	case MM_ORD_VEC_F32: return vec_s(K, w, x, false);
+	case MM_ORD_VEC_F16: return vec_s(K, w, x, true);
+	case MM_ORD_GEMM_BF16: return gemm_bf16_s(K, w, x);
+	case MM_ORD_VEC_BF16: return vec_bf16_s(K, w, x);
+	}
+	return 0.0f;
+}
+
+/* the portable code built twice: fmaf is an instruction in the FMA clone */
+static float port_generic(enum mm_order o, int64_t K, const float *w, const float *x)
+{
+	return port_dot(o, K, w, x);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static float port_fma(enum mm_order o, int64_t K, const float *w, const float *x)
+{
+	return port_dot(o, K, w, x);
+}
+
+static bool have_fma(void)
+{
+	static atomic_int have = -1;
+	int h = atomic_load_explicit(&have, memory_order_relaxed);
+	if (h < 0) {
+		__builtin_cpu_init();
+		const char *cap = getenv("ALICE_CPU_ISA");
+		h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !(cap && !strcmp(cap, "scalar"));
+		atomic_store_explicit(&have, h, memory_order_relaxed);
+	}
+	return h != 0;
+}
+#else
+#define port_fma port_generic
+static bool have_fma(void)
+{
+	return false;
+}
+#endif
 
 /* ---- AVX-512 (the same arithmetic, lanes in registers) ---- */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -196,8 +244,9 @@ static bool use_avx512(void)
 	int h = atomic_load_explicit(&have, memory_order_relaxed);
 	if (h < 0) {
 		__builtin_cpu_init();
+		const char *cap = getenv("ALICE_CPU_ISA"); /* the test levels below AVX-512 */
 		h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-		    __builtin_cpu_supports("fma");
+		    __builtin_cpu_supports("fma") && !(cap && (!strcmp(cap, "avx2") || !strcmp(cap, "scalar")));
 		atomic_store_explicit(&have, h, memory_order_relaxed);
 	}
 	return h != 0;
@@ -219,12 +268,239 @@ float cpu_mm_order_dot(enum mm_order o, int64_t K, const float *w, const float *
 		}
 	}
 #endif
-	switch (o) {
-	case MM_ORD_GEMM16: return gemm16_s(K, w, x);
-	case MM_ORD_VEC_F32: return vec_s(K, w, x, false);
-	case MM_ORD_VEC_F16: return vec_s(K, w, x, true);
-	case MM_ORD_GEMM_BF16: return gemm_bf16_s(K, w, x);
-	case MM_ORD_VEC_BF16: return vec_bf16_s(K, w, x);
+	return have_fma() ? port_fma(o, K, w, x) : port_generic(o, K, w, x);
+}
+
+/* ---- raw weight rows (widened on the fly) ---- */
+
+static inline __attribute__((always_inline)) float w_at(uint32_t t, const void *w, int64_t i)
+{
+	uint16_t h;
+	switch (t) {
+	case ALICE_TYPE_F16:
+		memcpy(&h, (const uint8_t *)w + 2 * i, 2);
+		return alice_fp16_to_fp32(h);
+	case ALICE_TYPE_BF16:
+		memcpy(&h, (const uint8_t *)w + 2 * i, 2);
+		return alice_bf16_to_fp32(h);
+	default: return ((const float *)w)[i];
 	}
-	return 0.0f;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+MMO_AVX512 static inline __m512 w16(uint32_t t, const void *w, int64_t i)
+{
+	if (t == ALICE_TYPE_F16)
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i)));
+	if (t == ALICE_TYPE_BF16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(
+			_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i))), 16));
+	return _mm512_loadu_ps((const float *)w + i);
+}
+
+MMO_AVX512 static float vec_raw_v(uint32_t t, int64_t K, const void *w, const float *x, bool dtail)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	int64_t np = K & ~(int64_t)63, i = 0;
+	for (; i < np; i += 64) {
+		a0 = _mm512_fmadd_ps(w16(t, w, i), _mm512_loadu_ps(x + i), a0);
+		a1 = _mm512_fmadd_ps(w16(t, w, i + 16), _mm512_loadu_ps(x + i + 16), a1);
+		a2 = _mm512_fmadd_ps(w16(t, w, i + 32), _mm512_loadu_ps(x + i + 32), a2);
+		a3 = _mm512_fmadd_ps(w16(t, w, i + 48), _mm512_loadu_ps(x + i + 48), a3);
+	}
+	a0 = _mm512_add_ps(a0, a2);
+	a1 = _mm512_add_ps(a1, a3);
+	float s = red16_v(_mm512_add_ps(a0, a1));
+	if (dtail) {
+		double d = s;
+		for (; i < K; i++)
+			d += (double)(w_at(t, w, i) * x[i]);
+		return (float)d;
+	}
+	for (; i < K; i++)
+		s = s + unfused_mul(w_at(t, w, i), x[i]);
+	return s;
+}
+
+MMO_AVX512 static __m512 dpbf16_raw(__m512 acc, __m512 w0, __m512 w1, const float *x)
+{
+	const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+	const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	__m512 p0 = _mm512_mul_ps(w0, _mm512_loadu_ps(x));
+	__m512 p1 = _mm512_mul_ps(w1, _mm512_loadu_ps(x + 16));
+	acc = _mm512_add_ps(acc, _mm512_permutex2var_ps(p0, odd, p1));
+	return _mm512_add_ps(acc, _mm512_permutex2var_ps(p0, even, p1));
+}
+
+MMO_AVX512 static float vec_bf16_raw_v(int64_t K, const void *w, const float *x)
+{
+	__m512 c1 = _mm512_setzero_ps(), c2 = c1;
+	int64_t i = 0;
+	for (; i + 64 <= K; i += 64) {
+		c1 = dpbf16_raw(c1, w16(ALICE_TYPE_BF16, w, i), w16(ALICE_TYPE_BF16, w, i + 16), x + i);
+		c2 = dpbf16_raw(c2, w16(ALICE_TYPE_BF16, w, i + 32), w16(ALICE_TYPE_BF16, w, i + 48), x + i + 32);
+	}
+	double s = (double)red16_v(c1);
+	s += (double)red16_v(c2);
+	for (; i < K; i++)
+		s += (double)(w_at(ALICE_TYPE_BF16, w, i) * x[i]);
+	return (float)s;
+}
+
+/* 4 activation rows, one chain each */
+MMO_AVX512 static void gemm4_raw_v(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x, int64_t xs,
+				   float *out)
+{
+	__m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+	if (o == MM_ORD_GEMM_BF16) {
+		for (int64_t l = 0; l + 32 <= K; l += 32) {
+			__m512 w0 = w16(t, w, l), w1 = w16(t, w, l + 16);
+			c0 = dpbf16_raw(c0, w0, w1, x + l);
+			c1 = dpbf16_raw(c1, w0, w1, x + xs + l);
+			c2 = dpbf16_raw(c2, w0, w1, x + 2 * xs + l);
+			c3 = dpbf16_raw(c3, w0, w1, x + 3 * xs + l);
+		}
+	} else {
+		for (int64_t l = 0; l + 16 <= K; l += 16) {
+			__m512 wv = w16(t, w, l);
+			c0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + l), c0);
+			c1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + xs + l), c1);
+			c2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 2 * xs + l), c2);
+			c3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 3 * xs + l), c3);
+		}
+	}
+	out[0] = red16_v(c0);
+	out[1] = red16_v(c1);
+	out[2] = red16_v(c2);
+	out[3] = red16_v(c3);
+}
+
+MMO_AVX512 static float gemm_raw_v(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
+{
+	__m512 c = _mm512_setzero_ps();
+	if (o == MM_ORD_GEMM_BF16) {
+		for (int64_t l = 0; l + 32 <= K; l += 32)
+			c = dpbf16_raw(c, w16(t, w, l), w16(t, w, l + 16), x + l);
+	} else {
+		for (int64_t l = 0; l + 16 <= K; l += 16)
+			c = _mm512_fmadd_ps(w16(t, w, l), _mm512_loadu_ps(x + l), c);
+	}
+	return red16_v(c);
+}
+#endif
+
+/* portable: widen into a stack chunk-free loop through the float versions */
+static inline __attribute__((always_inline)) float raw_s(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
+{
+	float buf[1024];
+	if (t == ALICE_TYPE_F32)
+		return port_dot(o, K, (const float *)w, x);
+	if (K <= 1024) {
+		for (int64_t i = 0; i < K; i++)
+			buf[i] = w_at(t, w, i);
+		return port_dot(o, K, buf, x);
+	}
+	/* long rows: exact per-element versions of the same orders */
+	switch (o) {
+	case MM_ORD_GEMM16: {
+		float acc[16] = {0};
+		for (int64_t l = 0; l + 16 <= K; l += 16)
+			for (int i = 0; i < 16; i++)
+				acc[i] = fmaf(w_at(t, w, l + i), x[l + i], acc[i]);
+		return red16(acc);
+	}
+	case MM_ORD_GEMM_BF16: {
+		float acc[16] = {0};
+		for (int64_t l = 0; l + 32 <= K; l += 32)
+			for (int j = 0; j < 16; j++) {
+				float a = acc[j] + w_at(t, w, l + 2 * j + 1) * x[l + 2 * j + 1];
+				acc[j] = a + w_at(t, w, l + 2 * j) * x[l + 2 * j];
+			}
+		return red16(acc);
+	}
+	case MM_ORD_VEC_BF16: {
+		float c1[16] = {0}, c2[16] = {0};
+		int64_t i = 0;
+		for (; i + 64 <= K; i += 64)
+			for (int j = 0; j < 16; j++) {
+				float a = c1[j] + w_at(t, w, i + 2 * j + 1) * x[i + 2 * j + 1];
+				c1[j] = a + w_at(t, w, i + 2 * j) * x[i + 2 * j];
+				a = c2[j] + w_at(t, w, i + 32 + 2 * j + 1) * x[i + 32 + 2 * j + 1];
+				c2[j] = a + w_at(t, w, i + 32 + 2 * j) * x[i + 32 + 2 * j];
+			}
+		double s = (double)red16(c1);
+		s += (double)red16(c2);
+		for (; i < K; i++)
+			s += (double)(w_at(t, w, i) * x[i]);
+		return (float)s;
+	}
+	default: {
+		float acc[4][16] = {{0}};
+		int64_t np = K & ~(int64_t)63, i = 0;
+		for (; i < np; i += 64)
+			for (int j = 0; j < 4; j++)
+				for (int l = 0; l < 16; l++)
+					acc[j][l] = fmaf(w_at(t, w, i + 16 * j + l), x[i + 16 * j + l], acc[j][l]);
+		for (int l = 0; l < 16; l++) {
+			acc[0][l] += acc[2][l];
+			acc[1][l] += acc[3][l];
+		}
+		for (int l = 0; l < 16; l++)
+			acc[0][l] += acc[1][l];
+		float s = red16(acc[0]);
+		if (o == MM_ORD_VEC_F16) {
+			double d = s;
+			for (; i < K; i++)
+				d += (double)(w_at(t, w, i) * x[i]);
+			return (float)d;
+		}
+		for (; i < K; i++)
+			s = s + unfused_mul(w_at(t, w, i), x[i]);
+		return s;
+	}
+	}
+}
+
+static float raw_generic(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
+{
+	return raw_s(o, t, K, w, x);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static float raw_fma(enum mm_order o, uint32_t t, int64_t K, const void *w,
+							 const float *x)
+{
+	return raw_s(o, t, K, w, x);
+}
+#else
+#define raw_fma raw_generic
+#endif
+
+float cpu_mm_order_dot_raw(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (use_avx512()) {
+		switch (o) {
+		case MM_ORD_GEMM16:
+		case MM_ORD_GEMM_BF16: return gemm_raw_v(o, t, K, w, x);
+		case MM_ORD_VEC_F32: return vec_raw_v(t, K, w, x, false);
+		case MM_ORD_VEC_F16: return vec_raw_v(t, K, w, x, true);
+		case MM_ORD_VEC_BF16: return vec_bf16_raw_v(K, w, x);
+		}
+	}
+#endif
+	return have_fma() ? raw_fma(o, t, K, w, x) : raw_generic(o, t, K, w, x);
+}
+
+void cpu_mm_order_dot_raw4(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x, int64_t xstride,
+			   float *out)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (use_avx512() && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16)) {
+		gemm4_raw_v(o, t, K, w, x, xstride, out);
+		return;
+	}
+#endif
+	for (int c = 0; c < 4; c++)
+		out[c] = cpu_mm_order_dot_raw(o, t, K, w, x + c * xstride);
 }

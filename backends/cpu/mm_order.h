@@ -41,4 +41,12 @@ enum mm_order cpu_mm_order(uint32_t type, bool multi, int64_t K, int64_t N) __at
 float cpu_mm_order_dot(enum mm_order o, int64_t K, const float *w, const float *x)
 	__attribute__((visibility("hidden")));
 
+/* The same on the raw weight row of type t (F32, F16 or BF16 values,
+ * widened on the fly), and for 4 activation rows `xstride` floats apart at
+ * once (4 independent chains, each output's order unchanged). */
+float cpu_mm_order_dot_raw(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
+	__attribute__((visibility("hidden")));
+void cpu_mm_order_dot_raw4(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x, int64_t xstride,
+			   float *out) __attribute__((visibility("hidden")));
+
 #endif

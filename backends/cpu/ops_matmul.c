@@ -301,14 +301,30 @@ static void mm_dot(void *arg, int ith, int nth)
 			for (; n < n1; n++) {
 				const uint8_t *w = wb + n * j->wnb1;
 				const float *wf = (const float *)w;
-				if (!j->spec && j->type != ALICE_TYPE_F32) {
-					if (j->type == ALICE_TYPE_F16)
-						k->f16_to_f32(j->K, (const uint16_t *)w, wrow);
-					else
-						alice_dequantize(j->type, w, wrow, j->K);
+				bool flt = j->type == ALICE_TYPE_F32 || j->type == ALICE_TYPE_F16 || j->type == ALICE_TYPE_BF16;
+				if (!j->spec && !flt) {
+					alice_dequantize(j->type, w, wrow, j->K);
 					wf = wrow;
 				}
 				int64_t m = m0;
+				/* float weights: llama.cpp's orders on the raw row (mm_order.h),
+				 * 4 activation rows at once where all 4 take its gemm order */
+				for (; flt && !j->spec && m < m1;) {
+					enum mm_order o = cpu_mm_order(j->type, row_multi(j, m), j->K, j->N);
+					const float *xa = (const float *)(ab + (size_t)m * j->act_row);
+					if (m + 4 <= m1 && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && row_multi(j, m + 1) &&
+					    row_multi(j, m + 2) && row_multi(j, m + 3)) {
+						float r4[4];
+						cpu_mm_order_dot_raw4(o, j->type, j->K, w, xa, (int64_t)(j->act_row / 4), r4);
+						for (int c = 0; c < 4; c++)
+							memcpy(db + n * j->dnb0 + (m + c) * j->dnb1, &r4[c], 4);
+						m += 4;
+						continue;
+					}
+					float r = cpu_mm_order_dot_raw(o, j->type, j->K, w, xa);
+					memcpy(db + n * j->dnb0 + m * j->dnb1, &r, 4);
+					m++;
+				}
 				for (; dot4 && m + 4 <= m1; m += 4) {
 					float r4[4];
 					dot4(j->K, w, ab + (size_t)m * j->act_row, j->act_row, r4);
@@ -325,10 +341,6 @@ static void mm_dot(void *arg, int ith, int nth)
 						dotx(j->K, w, a, place[0], place[1], j->N, &r);
 					} else if (dot)
 						dot(j->K, w, a, &r);
-					else if (j->type == ALICE_TYPE_F32 || j->type == ALICE_TYPE_F16 ||
-						 j->type == ALICE_TYPE_BF16)
-						r = cpu_mm_order_dot(cpu_mm_order(j->type, row_multi(j, m), j->K, j->N), j->K,
-								     wf, (const float *)a);
 					else
 						r = k->dot_f32(j->K, wf, (const float *)a);
 					memcpy(db + n * j->dnb0 + m * j->dnb1, &r, 4);
