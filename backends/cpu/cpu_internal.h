@@ -196,7 +196,7 @@ static inline bool cpu_row_grouped(int32_t count, int32_t index)
 
 static inline size_t cpu_gemm_scratch(int64_t k)
 {
-	return (size_t)k * 32 + (size_t)(k / QKK) * (16 + 4 + 2) * 64 + (size_t)(k / QK8) * 64 + 16384;
+	return (size_t)k * 32 + (size_t)(k / QKK) * (16 + 4 + 2) * 64 + (size_t)(k / QK8) * 64 + 20480;
 }
 
 /* One weight row x one activation row, told the row's place: the rows its

@@ -18,6 +18,7 @@
  *
  * Built with -mamx-tile -mamx-int8 (+ AVX-512); only called when cpuid says
  * so and the OS granted the tile state (vec_scalar.c). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -43,20 +44,12 @@ struct tilecfg {
 	uint8_t rows[16];
 };
 
-/* tiles 0, 3: C (16 x 16 int32); 1, 4: A (16 rows x ka bytes of weights);
- * 2, 5: B (ka/4 rows x 16 activation rows x 4 bytes) */
-static void tiles_config(int ka)
-{
-	struct tilecfg c;
-	memset(&c, 0, sizeof(c));
-	c.palette = 1;
-	for (int t = 0; t < 6; t++) {
-		bool is_c = t == 0 || t == 3, is_a = t == 1 || t == 4;
-		c.rows[t] = (uint8_t)(is_c || is_a ? 16 : ka / 4);
-		c.colsb[t] = (uint16_t)(is_a ? ka : 64);
-	}
-	__asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
-}
+/* ALICE_CPU_EXACT=1: Q4_K prefill rows of a sequence in groups of 4 take
+ * llama.cpp's repacked-gemm order (one fma per pair of sub-blocks: 4 tile
+ * stores per superblock instead of 1; Q4_K prefill ~1.3x slower). Default:
+ * every row its gemv order (exact for decode and for llama.cpp's last
+ * count % 4 rows; other prefill rows differ from it in the last bits). */
+static bool x_q4k_exact;
 
 /* Write a 16 x 16 float tile acc[n] (lanes = activation rows) to out. */
 static void tile_out(const __m512 *acc, int64_t mvalid, uint8_t *out, size_t os_n, size_t os_m)
@@ -159,7 +152,16 @@ static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, 
 			}
 		}
 	}
-	tiles_config(64);
+	{
+		struct tilecfg c;
+		memset(&c, 0, sizeof(c));
+		c.palette = 1;
+		for (int t = 0; t < 8; t++) { /* C 0,3,5,6; A 1,4; B 2,7: all 16 x 64 bytes */
+			c.rows[t] = 16;
+			c.colsb[t] = 64;
+		}
+		__asm__ volatile("ldtilecfg %0" ::"m"(c) : "memory");
+	}
 	for (int64_t g = 0; g * 16 < M; g++) {
 		const struct apack_q8_k *pg = (const struct apack_q8_k *)apack + g * nsb;
 		__m512 acc[16], accm[16];
@@ -168,21 +170,68 @@ static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, 
 		/* rows in llama.cpp's grouped regime take one fma per pair of
 		 * sub-blocks (its gemm), the others one per superblock (its gemv) */
 		__mmask16 gm = 0;
-		for (int64_t m = 0; grp && m < 16 && g * 16 + m < M; m++)
+		for (int64_t m = 0; grp && x_q4k_exact && m < 16 && g * 16 + m < M; m++)
 			if (grp[g * 16 + m])
 				gm |= (__mmask16)(1u << m);
-		for (int64_t b = 0; b < nsb; b++) {
-			for (int h = 0; h < 4; h++) {
-				TILE_LOADD(2, pg[b].q + 1024 * h, 64);
+		/* software pipeline: the tiles of superblock b + 1 are multiplied
+		 * and stored (into the other half of cb) while b is scaled */
+#define Q4H(bb, buf, h, t0, t1, tb)                                              \
+	do {                                                                     \
+		TILE_LOADD(tb, pg[bb].q + 1024 * (h), 64);                       \
+		_tile_zero(t0);                                                  \
+		TILE_LOADD(1, qlo + (bb) * 256 + 64 * (h), (long)k);             \
+		_tile_dpbssd(t0, 1, tb);                                         \
+		_tile_zero(t1);                                                  \
+		TILE_LOADD(4, qhi + (bb) * 256 + 64 * (h), (long)k);             \
+		_tile_dpbssd(t1, 4, tb);                                         \
+		_tile_stored(t0, (buf) + 512 * (h), 64);                         \
+		_tile_stored(t1, (buf) + 512 * (h) + 256, 64);                   \
+	} while (0)
+#define Q4ISSUE(bb, buf)                   \
+	do {                               \
+		Q4H(bb, buf, 0, 0, 3, 2);  \
+		Q4H(bb, buf, 1, 5, 6, 7);  \
+		Q4H(bb, buf, 2, 0, 3, 2);  \
+		Q4H(bb, buf, 3, 5, 6, 7);  \
+	} while (0)
+		if (!gm) { /* every row in gemv order: lo and hi summed in the tiles */
+			for (int64_t b = 0; b < nsb; b++) {
 				_tile_zero(0);
-				TILE_LOADD(1, qlo + b * 256 + 64 * h, (long)k);
-				_tile_dpbssd(0, 1, 2);
 				_tile_zero(3);
-				TILE_LOADD(4, qhi + b * 256 + 64 * h, (long)k);
-				_tile_dpbssd(3, 4, 2);
-				_tile_stored(0, s.cb + 512 * h, 64);
-				_tile_stored(3, s.cb + 512 * h + 256, 64);
+				for (int h = 0; h < 4; h++) {
+					TILE_LOADD(2, pg[b].q + 1024 * h, 64);
+					TILE_LOADD(1, qlo + b * 256 + 64 * h, (long)k);
+					_tile_dpbssd(0, 1, 2);
+					TILE_LOADD(4, qhi + b * 256 + 64 * h, (long)k);
+					_tile_dpbssd(3, 4, 2);
+				}
+				_tile_stored(0, s.cb, 64);
+				_tile_stored(3, s.cb + 256, 64);
+				__m512 da = _mm512_loadu_ps(pg[b].d);
+				__m512i bsp[4];
+				for (int p = 0; p < 4; p++)
+					bsp[p] = _mm512_loadu_si512((const void *)pg[b].bsp[p]);
+				for (int n = 0; n < 16; n++) {
+					__m512i S = _mm512_add_epi32(_mm512_load_si512((const void *)(s.cb + 16 * n)),
+								     _mm512_slli_epi32(_mm512_load_si512((const void *)(s.cb + 256 + 16 * n)), 3));
+					acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(s.d[b * 16 + n]), da),
+								 _mm512_cvtepi32_ps(S), acc[n]);
+					const int32_t *mp = s.mp + b * 4 * 16 + n;
+					__m512i mt = _mm512_madd_epi16(bsp[0], _mm512_set1_epi32(mp[0]));
+					mt = _mm512_add_epi32(mt, _mm512_madd_epi16(bsp[1], _mm512_set1_epi32(mp[16])));
+					mt = _mm512_add_epi32(mt, _mm512_madd_epi16(bsp[2], _mm512_set1_epi32(mp[32])));
+					mt = _mm512_add_epi32(mt, _mm512_madd_epi16(bsp[3], _mm512_set1_epi32(mp[48])));
+					accm[n] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(s.dmin[b * 16 + n]), da),
+								  _mm512_cvtepi32_ps(mt), accm[n]);
+				}
 			}
+			goto done;
+		}
+		Q4ISSUE(0, s.cb);
+		for (int64_t b = 0; b < nsb; b++) {
+			int32_t *cbb = s.cb + 2048 * (b & 1);
+			if (b + 1 < nsb)
+				Q4ISSUE(b + 1, s.cb + 2048 * ((b + 1) & 1));
 			__m512 da = _mm512_loadu_ps(pg[b].d);
 			__m512i bsp[4];
 			for (int p = 0; p < 4; p++)
@@ -193,8 +242,8 @@ static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, 
 				const int32_t *mp = s.mp + b * 4 * 16 + n;
 				__m512i S[4], Mt[4];
 				for (int h = 0; h < 4; h++) {
-					S[h] = _mm512_add_epi32(_mm512_load_si512((const void *)(s.cb + 512 * h + 16 * n)),
-								_mm512_slli_epi32(_mm512_load_si512((const void *)(s.cb + 512 * h + 256 + 16 * n)), 3));
+					S[h] = _mm512_add_epi32(_mm512_load_si512((const void *)(cbb + 512 * h + 16 * n)),
+								_mm512_slli_epi32(_mm512_load_si512((const void *)(cbb + 512 * h + 256 + 16 * n)), 3));
 					Mt[h] = _mm512_madd_epi16(bsp[h], _mm512_set1_epi32(mp[16 * h]));
 				}
 				if (gm != 0xffff) {
@@ -210,7 +259,9 @@ static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, 
 					}
 			}
 		}
-		for (int n = 0; n < 16; n++)
+#undef Q4ISSUE
+#undef Q4H
+	done:		for (int n = 0; n < 16; n++)
 			acc[n] = _mm512_sub_ps(acc[n], accm[n]);
 		int64_t mv = M - g * 16 < 16 ? M - g * 16 : 16;
 		tile_out(acc, mv, out + (size_t)(g * 16) * os_m, os_n, os_m);
@@ -221,6 +272,8 @@ static void x_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *apack, 
 void cpu_kernels_amx(struct cpu_kernels *k)
 {
 	cpu_kernels_avx512(k); /* Q4_K/Q6_K mat-vecs (vec_kseq.h), Q8_0 (VNNI, llama.cpp's order) */
+	const char *ex = getenv("ALICE_CPU_EXACT");
+	x_q4k_exact = ex && *ex && strcmp(ex, "0") != 0;
 	k->gemm[ALICE_TYPE_Q4_K] = x_gemm_q4_k;
 	k->isa = "avx512+amx";
 }

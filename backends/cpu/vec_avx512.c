@@ -1,6 +1,7 @@
 /* vec_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) kernels: the AVX2 set with the
  * hot quantized dots replaced by VNNI (vpdpbusd) versions. Built with those
  * flags; only called when cpuid reports them. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -328,6 +329,8 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 	 * the single-row dot */
 	k->dot[ALICE_TYPE_Q4_K] = x_dot_q4_k;
 	k->dotx[ALICE_TYPE_Q4_K] = x_dotx_q4_k;
+	const char *ex = getenv("ALICE_CPU_EXACT");
+	kseq_q4k_exact = ex && *ex && strcmp(ex, "0") != 0;
 	k->dotr4[ALICE_TYPE_Q4_K] = x_dotr4_q4_k;
 	k->dotr4[ALICE_TYPE_Q6_K] = x_dotr4_q6_k; /* dot[Q6_K]: the AVX2 one (ggml's lanes) */
 	k->gemm[ALICE_TYPE_Q6_K] = a5_gemm_q6_k;

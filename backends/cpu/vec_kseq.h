@@ -278,13 +278,17 @@ static void x_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
 	*out = r[0];
 }
 
+/* ALICE_CPU_EXACT (set by cpu_kernels_avx512): grouped rows in llama.cpp's
+ * gemm order; otherwise every row in its gemv order (as vec_amx.c). */
+static bool kseq_q4k_exact;
+
 /* A row told its place: llama.cpp's gemm order for a grouped row. */
 static void x_dotx_q4_k(int64_t k, const void *w, const void *act, int32_t count, int32_t index, int64_t nw,
 			float *out)
 {
 	(void)nw;
 	float r[4];
-	q4k_rows4(k, w, 0, act, r, cpu_row_grouped(count, index));
+	q4k_rows4(k, w, 0, act, r, kseq_q4k_exact && cpu_row_grouped(count, index));
 	*out = r[0];
 }
 
