@@ -16,6 +16,11 @@ add() { summary="$summary$1 (+$(( $(date +%s) - t0 )) s)"$'\n'; echo "== $1"; }
 timeout 60 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops.log" 2>&1
 add "ops: rc $?; cuda ok $(grep -c '^\[cuda\].* ok:' "$out/ops.log"), cuda not ok $(grep '^\[cuda\]' "$out/ops.log" | grep -vc ' ok:'); $(grep -E 'Synthesis' "$out/ops.log" | tail -1)"
 grep '^\[cuda\]' "$out/ops.log" | grep -v ' ok:' | head -10
+if [ -x "$b/bin/alice-cuda-bench" ]; then
+  timeout 60 "$b/bin/alice-cuda-bench" "$b/lib/libalice-backend-cuda.so" --quick > "$out/cuda_bench.log" 2>&1
+  add "alice-cuda-bench --quick: rc $? $(grep -E '^(PASS|FAIL)' "$out/cuda_bench.log" | tail -1)"
+  grep -E "X$" "$out/cuda_bench.log" | head -8
+fi
 models=""
 for m in .devfix/models/*.gguf; do
   n=$(basename "$m" .gguf); id=$(echo "$n" | tr '-' '_'); models="$models${models:+,}$n"
