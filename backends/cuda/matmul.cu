@@ -14,8 +14,9 @@
  * Prefill (M > MMV_MAX_M): activations rounded as above; F16 weights are
  * multiplied in place by cuBLAS (F16 inputs, F32 accumulation: exact
  * products); quantized weights are dequantized in row chunks into scratch
- * and both operands split into F16 hi + lo halves (three GEMMs: products
- * to F32 precision; ALICE_CUDA_GEMM_FAST=1: one F16 GEMM, 11-bit operands);
+ * and multiplied in one F16 GEMM (11-bit operands, like llama.cpp's cuBLAS
+ * path); ALICE_CUDA_GEMM_PRECISE=1 splits both operands into F16 hi + lo
+ * halves (three GEMMs: products to F32 precision, ~4x slower prefill);
  * F32 / BF16 weights go through an F32 GEMM.
  *
  * Batch invariance (src2 gives each row's sequence row count): a
@@ -367,16 +368,17 @@ __global__ void k_act_split(const uint8_t *__restrict__ x, int64_t nb0, int64_t 
 	split_h(*(const float *)(x + k * nb0 + m * nb1), hi[i], lo[i]);
 }
 
-/* ALICE_CUDA_GEMM_FAST=1: one F16 GEMM for quantized weights (faster
- * prefill, activations and weights rounded to F16) */
-static bool gemm_fast(void)
+/* ALICE_CUDA_GEMM_PRECISE=1: quantized weights' prefill products to F32
+ * precision (three split GEMMs; pp512 ~4x slower on the H200). Off by
+ * default: one F16 GEMM, as llama.cpp's cuBLAS path. */
+static bool gemm_precise(void)
 {
-	static int fast = -1;
-	if (fast < 0) {
-		const char *e = getenv("ALICE_CUDA_GEMM_FAST");
-		fast = e && e[0] == '1';
+	static int precise = -1;
+	if (precise < 0) {
+		const char *e = getenv("ALICE_CUDA_GEMM_PRECISE");
+		precise = e && e[0] == '1';
 	}
-	return fast;
+	return precise;
 }
 
 /* ---- activation rounding ----
@@ -522,11 +524,11 @@ static bool gemm_f32(uint32_t type)
 	return type == ALICE_TYPE_F32 || type == ALICE_TYPE_BF16;
 }
 
-/* Quantized weights: split F16 operands (k_act_split), unless GEMM_FAST.
+/* Quantized weights with GEMM_PRECISE: split F16 operands (k_act_split).
  * F16 weights and F16-rounded activations are exact in one F16 GEMM. */
 static bool gemm_split(const struct alice_tensor *w)
 {
-	return !gemm_f32(w->type) && w->type != ALICE_TYPE_F16 && !gemm_fast();
+	return !gemm_f32(w->type) && w->type != ALICE_TYPE_F16 && gemm_precise();
 }
 
 size_t cu_mul_mat_scratch(const struct cu_args *a)
