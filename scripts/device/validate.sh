@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whole-product check on the GPU device machine, CUDA and Vulkan, in one run:
 #   FIXTURES="..." backends/cuda/perf_pack.sh BUILD      (here)
-#   tar xzf .devpack/bundle.tar.gz && . scripts/device/setup.sh .devbuild && scripts/device/validate.sh [bench]
+#   tar xzf .devpack/bundle.tar.gz && . scripts/device/setup.sh .devbuild && scripts/device/validate.sh [bench [shape:type ...]]
 # (carry .devpack .devfix .gl). Op tests, parity (plain and hybrid) on cuda
 # and vulkan for every carried fixture, the SSM op test, CUDA error
 # handling, batch invariance on cuda, the server test on both backends;
@@ -48,7 +48,9 @@ done
 
 if [ "${1:-}" = bench ]; then
   voc=$(ls .devfix/models/llama3-bpe-*.gguf .devfix/vocab/ggml-vocab-llama-bpe.gguf 2>/dev/null | head -1)
-  for st in llama-1b:Q4_K_M llama-1b:Q8_0 llama-1b:F16 llama-8b:F16 llama-8b:Q4_K_M; do
+  shift
+  list=${*:-llama-1b:Q4_K_M llama-1b:Q8_0 llama-1b:F16 llama-8b:F16 llama-8b:Q4_K_M}
+  for st in $list; do
     IFS=: read -r shape type <<<"$st"
     f=/tmp/$shape-$type.gguf
     timeout 150 "$b/bin/alice-mkmodel" --shape "$shape" --type "$type" --vocab "$voc" -o "$f" --threads 16 >> "$out/mk.log" 2>&1
