@@ -673,9 +673,9 @@ static bool group_safe(const struct cu_args *a, int n, bool staged_x)
 }
 
 /* ALICE_CUDA_INJECT_FAULT=N (for tests of the error path): the context's
- * Nth graph_compute launches this with too many threads before its first
- * node, a real (non-sticky) CUDA error that the node's launch check meets:
- * the call must fail with the message, the process and context live on. */
+ * Nth graph_compute launches this with too many threads instead of its
+ * nodes (plain, captured or replayed alike): a real, non-sticky CUDA error.
+ * The call must fail with the message; the process and context live on. */
 __global__ void k_inject_fault(void)
 {
 }
@@ -688,12 +688,6 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 		if (ctx->prof)
 			cu_prof_mark(ctx, g, i);
 		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a[0], &scr);
-		if (st == ALICE_OK && i == 0 && ctx->fault_at && ctx->n_compute == ctx->fault_at) {
-			k_inject_fault<<<1, 4096, 0, ctx->stream>>>();
-			cudaError_t e = cudaGetLastError();
-			st = cu_fail(ctx, ALICE_ERR_BACKEND, "%s (injected by ALICE_CUDA_INJECT_FAULT)",
-				     cudaGetErrorString(e != cudaSuccess ? e : cudaErrorInvalidConfiguration));
-		}
 		if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_MUL_MAT && ctx->fuse) {
 			/* Q/K/V or gate/up: consecutive mat-vecs of one input */
 			int n = 1;
@@ -832,6 +826,13 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		st = ensure_counters(ctx, need_cnt);
 	if (st != ALICE_OK)
 		return st;
+	if (ctx->fault_at && ctx->n_compute == ctx->fault_at) {
+		/* before choosing replay or launches, so a captured step faults too */
+		k_inject_fault<<<1, 4096, 0, ctx->stream>>>();
+		cudaError_t e = cudaGetLastError();
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "%s (injected by ALICE_CUDA_INJECT_FAULT)",
+			       cudaGetErrorString(e != cudaSuccess ? e : cudaErrorInvalidConfiguration));
+	}
 
 	/* pass 2: replay, capture or launch */
 	struct cu_graph_cache *gc = &ctx->gc;
