@@ -162,6 +162,7 @@ static void cu_free(struct alice_backend_ctx *ctx)
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
 	cu_prof_free(ctx->prof);
+	cu_steps_free(ctx->steps);
 	cudaGetLastError();
 	free(ctx);
 }
@@ -206,6 +207,8 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	const char *pf = getenv("ALICE_CUDA_PROFILE");
 	if (pf && pf[0] == '1' && (ctx->prof = cu_prof_new()) != NULL)
 		ctx->use_graphs = false; /* per-launch events */
+	if (pf && pf[0] == '2')
+		ctx->steps = cu_steps_new();
 	cudaError_t e;
 	cudaDeviceProp prop;
 	cublasStatus_t cs;
@@ -682,11 +685,16 @@ __global__ void k_inject_fault(void)
 
 static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
+	ctx->xq.x = NULL;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		struct cu_args a[4];
 		size_t scr;
 		if (ctx->prof)
 			cu_prof_mark(ctx, g, i);
+		/* staged activation quants serve only mat-vecs of their own tensor */
+		ctx->xq_cur = g->nodes[i].op == ALICE_OP_MUL_MAT ? g->nodes[i].src[1] : -1;
+		if (ctx->xq_cur < 0 || ctx->xq_cur != ctx->xq.tid)
+			ctx->xq.x = NULL;
 		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a[0], &scr);
 		if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_MUL_MAT && ctx->fuse) {
 			/* Q/K/V or gate/up: consecutive mat-vecs of one input */
@@ -716,8 +724,14 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK &&
 			   cu_add_rms_fusable(&a[0], &a[1]) &&
 			   (group_safe(a, 2, false) || cu_add_rms_alias_ok(&a[0], &a[1]))) {
-			/* residual add, then the next sublayer's norm */
-			st = cu_add_rms_norm(&a[0], &a[1]);
+			/* residual add, then the next sublayer's norm; quantized for
+			 * the mat-vec that reads it next */
+			int qk = 0;
+			if (i + 2 < g->n_nodes && g->nodes[i + 2].op == ALICE_OP_MUL_MAT &&
+			    g->nodes[i + 2].src[1] == g->nodes[i + 1].dst &&
+			    prepare_node(ctx, g, &g->nodes[i + 2], &a[2], &scr) == ALICE_OK)
+				qk = cu_mul_mat_xq(&a[2]);
+			st = cu_add_rms_norm(&a[0], &a[1], qk);
 			if (st == ALICE_OK) {
 				i++;
 				continue;
@@ -799,9 +813,11 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_compute: malformed graph");
 	ctx->err[0] = '\0';
 	ctx->n_compute++;
+	if (ctx->steps)
+		cu_steps_entry(ctx->steps);
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
 	/* pass 1: validate every node and size the scratch */
-	size_t need = 0, need_cnt = 0;
+	size_t need = 0, need_cnt = 0, need_xq = 0;
 	bool prefill = false; /* a GEMM graph: not worth a capture (shapes rarely repeat, instantiation is slow) */
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		struct cu_args a;
@@ -815,13 +831,19 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		}
 		if (scr > need)
 			need = scr;
+		if (g->nodes[i].op == ALICE_OP_MUL_MAT) {
+			size_t xq = cu_mmvq_scratch(a.src[0]->type, a.src[0]->ne[0], a.src[1]->ne[1]);
+			need_xq = xq > need_xq ? xq : need_xq;
+		}
 		prefill = prefill || (g->nodes[i].op == ALICE_OP_MUL_MAT && a.dst->ne[1] > 8);
 		if (g->nodes[i].op == ALICE_OP_ATTENTION) {
 			size_t c = cu_attention_counters(&a);
 			need_cnt = c > need_cnt ? c : need_cnt;
 		}
 	}
-	enum alice_status st = ensure_scratch(ctx, need);
+	/* the mat-vecs' quantized activations go past every op's own scratch */
+	ctx->xq_off = (need + 255) & ~(size_t)255;
+	enum alice_status st = ensure_scratch(ctx, ctx->xq_off + need_xq);
 	if (st == ALICE_OK)
 		st = ensure_counters(ctx, need_cnt);
 	if (st != ALICE_OK)
@@ -880,7 +902,11 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		}
 	}
 	if (same && gc->exec && gc->scratch_gen == ctx->scratch_gen) {
+		if (ctx->steps)
+			cu_steps_launch(ctx->steps, ctx->stream, true);
 		cudaError_t le = cudaGraphLaunch(gc->exec, ctx->stream);
+		if (ctx->steps)
+			cu_steps_launch(ctx->steps, ctx->stream, false);
 		if (le != cudaSuccess) {
 			/* drop the replay: the next call launches plainly */
 			cudaGetLastError();
@@ -910,6 +936,8 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	ctx->stage_used = 0;
 	if (ctx->prof)
 		cu_prof_collect(ctx);
+	if (ctx->steps)
+		cu_steps_done(ctx->steps);
 	int fl = *ctx->hflag;
 	if (fl) {
 		CUDA_CHECK(ctx, cudaMemsetAsync(ctx->dflag, 0, sizeof(int), ctx->stream));

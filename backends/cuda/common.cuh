@@ -39,6 +39,14 @@ struct cu_graph_cache {
 	uint64_t scratch_gen;  /* scratch generation the exec was captured with */
 };
 
+/* quantized decode activations staged in scratch (alice_backend_ctx.xq) */
+struct cu_xq {
+	const uint8_t *x; /* NULL: none valid */
+	int64_t nb0, nb1, K, M;
+	int qk;
+	int32_t tid; /* the graph tensor they were made from */
+};
+
 struct alice_backend_ctx {
 	int device;
 	int n_sm;
@@ -64,6 +72,15 @@ struct alice_backend_ctx {
 	uint8_t *stage;
 	size_t stage_size, stage_used;
 	struct cu_prof *prof; /* ALICE_CUDA_PROFILE=1, else NULL */
+	struct cu_steps *steps; /* ALICE_CUDA_PROFILE=2, else NULL */
+	/* Decode activations quantized for the mat-vecs (mmvq.cu) live in
+	 * scratch at xq_off, past every op's own scratch. xq says whose they
+	 * are, so the next mat-vecs of the same tensor (V after Q/K, the
+	 * launch after a norm that emitted them) skip quantizing again;
+	 * launch_all clears it before any other op (x.x = NULL). */
+	size_t xq_off;
+	struct cu_xq xq;
+	int32_t xq_cur; /* tensor id of the activations of the group being launched */
 	/* ALICE_CUDA_INJECT_FAULT=N (tests, backend.cu): the Nth graph_compute
 	 * meets a real CUDA launch error at its first node */
 	uint64_t n_compute, fault_at;
@@ -176,9 +193,38 @@ enum alice_status cu_op_gated_delta_net(const struct cu_args *a) CU_HIDDEN;
 int cu_mul_mat_fusable(const struct cu_args *a, int n) CU_HIDDEN;
 enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n, const struct cu_args *glu) CU_HIDDEN;
 bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g) CU_HIDDEN;
+/* 256 / 32: this MUL_MAT runs as a quantized mat-vec with Q8_K / Q8_0
+ * rounded activations; 0: anything else */
+int cu_mul_mat_xq(const struct cu_args *a) CU_HIDDEN;
 /* The launch of a[0..n) (n >= 2) first copies its activations to scratch
  * (int8 quants, F16, or rounded F32), so its outputs may overlap them. */
 bool cu_mul_mat_stages_x(const struct cu_args *a, int n) CU_HIDDEN;
+
+/* staged quantized activations (see alice_backend_ctx.xq): int8 quants
+ * [M][K], then F32 scales [M][K/32] 256 bytes on */
+static inline int8_t *cu_xq_q(struct alice_backend_ctx *ctx)
+{
+	return (int8_t *)(ctx->scratch + ctx->xq_off);
+}
+
+static inline float *cu_xq_d(struct alice_backend_ctx *ctx, int64_t K, int64_t M)
+{
+	return (float *)(ctx->scratch + ctx->xq_off + (((size_t)(K * M) + 255) & ~(size_t)255));
+}
+
+static inline bool cu_xq_has(const struct alice_backend_ctx *ctx, const uint8_t *x, int64_t nb0, int64_t nb1,
+			     int64_t K, int64_t M, int qk)
+{
+	const struct cu_xq *c = &ctx->xq;
+	return c->x && c->x == x && c->nb0 == nb0 && c->nb1 == nb1 && c->K == K && c->M == M && c->qk == qk;
+}
+
+static inline void cu_xq_set(struct alice_backend_ctx *ctx, const uint8_t *x, int64_t nb0, int64_t nb1, int64_t K,
+			     int64_t M, int qk, int32_t tid)
+{
+	struct cu_xq c = { x, nb0, nb1, K, M, qk, tid };
+	ctx->xq = c;
+}
 
 /* ADD whose result feeds the next node, an RMS_NORM: one pass. */
 bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
@@ -186,7 +232,9 @@ bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm) C
  * (the graph placer reuses dead inputs' memory): each row is read by one
  * block, completely, before that block writes it. */
 bool cu_add_rms_alias_ok(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
-enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
+/* qk 256 / 32: also writes the normalized rows quantized (Q8_K / Q8_0
+ * rounding) where the next mat-vec looks for them (ctx->xq); 0: not */
+enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm, int qk) CU_HIDDEN;
 
 /* Two consecutive ROPEs (q, k) or KV_WRITEs (K, V) as one launch. */
 bool cu_rope_pairable(const struct cu_args *a, const struct cu_args *b) CU_HIDDEN;
@@ -201,6 +249,8 @@ enum alice_status cu_kv_write_multi(const struct cu_args *a, int n) CU_HIDDEN;
  * one mat-vec launch (Q/K/V, gate/up): blocks [bstart[m], bstart[m+1])
  * belong to matrix m. */
 #define MMV_MAX_SET 3
+/* decode: MUL_MATs with at most this many activation columns are mat-vecs */
+#define MMV_MAX_M 8
 struct mmv_set {
 	const uint8_t *w[MMV_MAX_SET];
 	int64_t wnb1[MMV_MAX_SET];
@@ -242,6 +292,13 @@ void cu_prof_graph(struct alice_backend_ctx *ctx, const struct alice_graph *g) C
 void cu_prof_mark(struct alice_backend_ctx *ctx, const struct alice_graph *g, int64_t node) CU_HIDDEN;
 void cu_prof_collect(struct alice_backend_ctx *ctx) CU_HIDDEN;
 void cu_prof_free(struct cu_prof *p) CU_HIDDEN;
+/* ALICE_CUDA_PROFILE=2: wall time of replayed decode steps, split */
+struct cu_steps;
+struct cu_steps *cu_steps_new(void) CU_HIDDEN;
+void cu_steps_entry(struct cu_steps *s) CU_HIDDEN;
+void cu_steps_launch(struct cu_steps *s, cudaStream_t st, bool begin) CU_HIDDEN;
+void cu_steps_done(struct cu_steps *s) CU_HIDDEN;
+void cu_steps_free(struct cu_steps *s) CU_HIDDEN;
 
 /* Weight types MUL_MAT / GET_ROWS handle. */
 bool cu_weight_type_ok(uint32_t type) CU_HIDDEN;

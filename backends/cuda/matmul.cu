@@ -27,7 +27,6 @@
 
 #define MMV_THREADS 128
 #define MMV_R 2
-#define MMV_MAX_M 8
 #define GEMM_CHUNK_BYTES ((size_t)64 << 20)
 
 bool cu_weight_type_ok(uint32_t type)
@@ -972,6 +971,22 @@ bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g)
 	       cu_act_ok(g->node->ip[0]) && a[0].src[0]->ne[1] == a[1].src[0]->ne[1] && h->ne[0] == a[0].dst->ne[0] &&
 	       h->ne[1] == a[0].dst->ne[1] && h->ne[2] * h->ne[3] == 1 && h->nb[0] % 4 == 0 && h->nb[1] % 4 == 0 &&
 	       a[0].dst->nb[1] == a[1].dst->nb[1];
+}
+
+int cu_mul_mat_xq(const struct cu_args *a)
+{
+	const struct alice_tensor *w = a->src[0], *x = a->src[1];
+	if (!mm_use_mmv(a) || mm_plain_odd(w) || x->ne[2] * x->ne[3] != 1 || w->ne[2] * w->ne[3] != 1)
+		return 0;
+	if (w->type != ALICE_TYPE_Q4_K && w->type != ALICE_TYPE_Q6_K && w->type != ALICE_TYPE_Q8_0)
+		return 0;
+	struct mmv_set set;
+	memset(&set, 0, sizeof(set));
+	set.w[0] = tdata(w);
+	set.wnb1[0] = w->nb[1];
+	if (!cu_mmvq_ok(w->type, w->ne[0], &set, 1))
+		return 0;
+	return w->type == ALICE_TYPE_Q8_0 ? 32 : 256;
 }
 
 /* ---- GET_ROWS ---- */

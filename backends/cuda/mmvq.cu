@@ -17,6 +17,7 @@
  * block; Q4_K / Q6_K: 8 lanes per 256-weight super-block, 16-byte weight
  * loads for Q4_K and F16 (Q6_K / Q8_0 blocks are only 2-byte aligned). */
 #include "common.cuh"
+#include "quantx.cuh"
 
 #define MMVQ_WARPS 4
 /* F16 weights with activations staged as F16 in scratch (fused launches) */
@@ -33,62 +34,13 @@ __global__ void k_quant_x(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb
 {
 	pdl_wait();
 	pdl_trigger();
-	constexpr int PER = QK / 32;
 	const int lane = threadIdx.x & 31;
 	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
 	const int64_t nb = K / QK;
 	if (blk >= nb * M)
 		return;
 	const int64_t m = blk / nb, k0 = (blk % nb) * QK;
-	if constexpr (QK == 32) {
-		float v = *(const float *)(x + (k0 + lane) * nb0 + m * nb1);
-		float amax = warp_max(fabsf(v));
-		float dd = __half2float(__float2half_rn(amax / 127.0f));
-		float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-		q[m * K + k0 + lane] = (int8_t)(int)rintf(v * id);
-		if (lane == 0)
-			d[m * (K / 32) + k0 / 32] = dd;
-	} else {
-		/* lane holds 8 consecutive values: 32-groups stay whole per 4 lanes */
-		float v[PER];
-		const uint8_t *xr = x + (k0 + lane * PER) * nb0 + m * nb1;
-#pragma unroll
-		for (int i = 0; i < PER; i++)
-			v[i] = *(const float *)(xr + i * nb0);
-		/* the first (lowest index) element of largest magnitude, signed */
-		float amax = 0.f, mx = 0.f;
-		int idx = 0x7fffffff;
-#pragma unroll
-		for (int i = 0; i < PER; i++) {
-			float a = fabsf(v[i]);
-			if (a > amax) {
-				amax = a;
-				mx = v[i];
-				idx = lane * PER + i;
-			}
-		}
-		for (int off = 16; off > 0; off >>= 1) {
-			float a2 = __shfl_xor_sync(0xffffffffu, amax, off);
-			float m2 = __shfl_xor_sync(0xffffffffu, mx, off);
-			int i2 = __shfl_xor_sync(0xffffffffu, idx, off);
-			if (a2 > amax || (a2 == amax && i2 < idx)) {
-				amax = a2;
-				mx = m2;
-				idx = i2;
-			}
-		}
-		float iscale = amax == 0.f ? 0.f : -127.0f / mx;
-		float dd = amax == 0.f ? 0.f : 1.0f / iscale;
-		uint32_t w[2] = { 0, 0 };
-#pragma unroll
-		for (int i = 0; i < PER; i++) {
-			int qi = amax == 0.f ? 0 : (int)fminf(rintf(iscale * v[i]), 127.0f);
-			w[i / 4] |= ((uint32_t)qi & 0xffu) << (8 * (i % 4));
-		}
-		*(uint2 *)(q + m * K + k0 + lane * PER) = make_uint2(w[0], w[1]);
-		if (lane < PER)
-			d[m * (K / 32) + k0 / 32 + lane] = dd;
-	}
+	quant_warp<QK>(x + m * nb1, nb0, k0, q + m * K, d + m * (K / 32), lane);
 }
 
 /* x: F32 [K, M] view -> dense F16 [M][K] (round to nearest even) */
@@ -451,15 +403,21 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 	const float *xd = NULL;
 	int64_t xcs = xnb1 / 4;
 	if (mmvq_quantized(type)) {
-		int8_t *q = (int8_t *)ctx->scratch;
-		float *d = (float *)(ctx->scratch + (((size_t)(K * M) + 255) & ~(size_t)255));
+		int8_t *q = cu_xq_q(ctx);
+		float *d = cu_xq_d(ctx, K, M);
 		int qk = type == ALICE_TYPE_Q8_0 ? 32 : 256;
-		int64_t warps = K / qk * M;
-		if (qk == 32)
-			cu_launch(k_quant_x<32>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, q, d);
-		else
-			cu_launch(k_quant_x<256>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, q, d);
-		CUDA_LAUNCH_CHECK(ctx, "quant_x");
+		if (!cu_xq_has(ctx, x, xnb0, xnb1, K, M, qk)) {
+			if (ctx->scratch_size < ctx->xq_off + cu_mmvq_scratch(type, K, M))
+				return cu_fail(ctx, ALICE_ERR_BACKEND, "mmvq: scratch not sized for K %lld M %lld",
+					       (long long)K, (long long)M);
+			int64_t warps = K / qk * M;
+			if (qk == 32)
+				cu_launch(k_quant_x<32>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, q, d);
+			else
+				cu_launch(k_quant_x<256>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, q, d);
+			CUDA_LAUNCH_CHECK(ctx, "quant_x");
+			cu_xq_set(ctx, x, xnb0, xnb1, K, M, qk, ctx->xq_cur);
+		}
 		xv = q;
 		xd = d;
 		xcs = K;
@@ -482,5 +440,7 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 	default: return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "mmvq: type %s", alice_type_name(type));
 	}
 	CUDA_LAUNCH_CHECK(ctx, "mmvq");
+	if (stage) /* the outputs overwrite x: its quants are nobody's now */
+		ctx->xq.x = NULL;
 	return ALICE_OK;
 }

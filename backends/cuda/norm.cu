@@ -1,6 +1,7 @@
 /* norm.cu — RMS_NORM (optionally times a weight) and L2_NORM over dim 0.
  * One block per row; sums of squares in F32 with a block reduction. */
 #include "common.cuh"
+#include "quantx.cuh"
 
 #define NORM_THREADS 256
 
@@ -76,10 +77,11 @@ enum alice_status cu_op_l2_norm(const struct cu_args *a)
  * and the next sublayer's norm), in one pass: the sum is written out and
  * normalized from the same registers-then-cache. Same float operations as
  * the two ops apart. */
+template <int QK>
 __global__ void __launch_bounds__(NORM_THREADS)
 k_add_rms(uint8_t *__restrict__ s, struct cu_view sv, const uint8_t *__restrict__ a, struct cu_view av,
 	  const uint8_t *__restrict__ b, struct cu_view bv, uint8_t *__restrict__ d, struct cu_view dv,
-	  const uint8_t *__restrict__ w, int64_t wnb0, float eps)
+	  const uint8_t *__restrict__ w, int64_t wnb0, float eps, int8_t *__restrict__ q, float *__restrict__ qd)
 {
 	pdl_wait();
 	pdl_trigger();
@@ -112,6 +114,14 @@ k_add_rms(uint8_t *__restrict__ s, struct cu_view sv, const uint8_t *__restrict_
 		if (w)
 			v *= *(const float *)(w + i * wnb0);
 		*(float *)(dr + i * dv.nb[0]) = v;
+	}
+	if constexpr (QK > 0) {
+		/* the row quantized for the mat-vec that reads it (mmvq.cu
+		 * layout: column r at q + r*n, scales at qd + r*n/32) */
+		__syncthreads();
+		const int lane = threadIdx.x & 31;
+		for (int64_t blk = threadIdx.x >> 5; blk < n / QK; blk += NORM_THREADS / 32)
+			quant_warp<QK>(dr, dv.nb[0], blk * QK, q + r * n, qd + r * (n / 32), lane);
 	}
 }
 
@@ -164,16 +174,32 @@ bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm)
 	return s->ne[1] * s->ne[2] * s->ne[3] <= 0x7fffffff;
 }
 
-enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm)
+enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm, int qk)
 {
 	struct alice_backend_ctx *ctx = add->ctx;
 	const struct alice_tensor *s = add->dst, *a = add->src[0], *b = add->src[1], *d = norm->dst,
 				  *w = norm->src[1];
-	int64_t rows = s->ne[1] * s->ne[2] * s->ne[3];
+	int64_t rows = s->ne[1] * s->ne[2] * s->ne[3], K = s->ne[0];
 	const uint8_t *wp = w ? tdata(w) : NULL;
-	cu_launch(k_add_rms, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(s), cu_view_of(s), (const uint8_t *)tdata(a),
-		  cu_view_of(a), (const uint8_t *)tdata(b), cu_view_of(b), tdata(d), cu_view_of(d), wp, w ? w->nb[0] : 0,
-		  norm->node->fp[0]);
+	/* quantized output only where the mat-vec's staging holds it */
+	if ((qk != 32 && qk != 256) || K % qk != 0 || s->ne[2] * s->ne[3] != 1 || rows > MMV_MAX_M ||
+	    ctx->scratch_size < ctx->xq_off + cu_mmvq_scratch(ALICE_TYPE_Q8_0, K, rows))
+		qk = 0;
+	int8_t *q = qk ? cu_xq_q(ctx) : NULL;
+	float *qd = qk ? cu_xq_d(ctx, K, rows) : NULL;
+	auto l = [&](auto kern) {
+		cu_launch(kern, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(s), cu_view_of(s), (const uint8_t *)tdata(a),
+			  cu_view_of(a), (const uint8_t *)tdata(b), cu_view_of(b), tdata(d), cu_view_of(d), wp,
+			  w ? w->nb[0] : 0, norm->node->fp[0], q, qd);
+	};
+	if (qk == 256)
+		l(k_add_rms<256>);
+	else if (qk == 32)
+		l(k_add_rms<32>);
+	else
+		l(k_add_rms<0>);
 	CUDA_LAUNCH_CHECK(ctx, "add+rms_norm");
+	if (qk)
+		cu_xq_set(ctx, tdata(d), d->nb[0], d->nb[1], K, rows, qk, norm->node->dst);
 	return ALICE_OK;
 }

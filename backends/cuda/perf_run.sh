@@ -4,7 +4,10 @@
 #   . scripts/device/setup.sh .devbuild && backends/cuda/perf_run.sh STAGE...
 # stages: tools, bench, benchold (ALICE_CUDA_MMVQ=0), ops, parity, parity0
 # (fusion off), prof:<shape>:<type> (alice-bench with ALICE_CUDA_PROFILE=1),
-# model:<shape>:<type> (alice-bench -p 512 -n 128 -r 3). Logs under $OUT;
+# model:<shape>:<type> (alice-bench -p 512 -n 128 -r 3), steps:<shape>:<type>
+# (tg128 with ALICE_CUDA_PROFILE=2: a decode step's wall time split),
+# ncu:<shape>:<type> (Nsight Compute: each decode kernel's duration and DRAM
+# bytes, summed per kernel over 7 decode steps). Logs under $OUT;
 # a summary is printed last.
 set -u
 b=${BUILD:-.devbuild}
@@ -72,6 +75,24 @@ for stage in "$@"; do
     add "prof $shape $type: rc $?"
     grep -A14 "cuda profile" "$out/prof_$shape-$type.log" | head -30
     ;;
+  steps:*)
+    IFS=: read -r _ shape type <<<"$stage"
+    f=$(mk "$shape" "$type")
+    ALICE_CUDA_PROFILE=2 timeout 120 "$b/bin/alice-bench" -m "$f" --backend cuda -p 512 -n 128 -r 3 > "$out/steps_$shape-$type.log" 2>&1
+    add "steps $shape $type: rc $? $(grep -h 'cuda steps' "$out/steps_$shape-$type.log") $(grep '^| ' "$out/steps_$shape-$type.log" | tail -1)"
+    ;;
+  ncu:*)
+    IFS=: read -r _ shape type <<<"$stage"
+    f=$(mk "$shape" "$type")
+    # -p 1: every step is a decode step (warm-up 2 + pp 1 + tg 4)
+    timeout 300 ncu --clock-control none --csv --print-units base \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+      "$b/bin/alice-bench" -m "$f" --backend cuda -p 1 -n 4 -r 1 > "$out/ncu_$shape-$type.csv" 2> "$out/ncu_$shape-$type.err"
+    rc=$?
+    python3 backends/cuda/ncu_sum.py "$out/ncu_$shape-$type.csv" 7 > "$out/ncu_$shape-$type.txt" 2>&1
+    add "ncu $shape $type: rc $rc"
+    head -45 "$out/ncu_$shape-$type.txt"
+    ;;
   model:*|model0:*|modelF:*)
     # model0: PDL off; modelF: flash attention off (ALICE_CUDA_FATTN=0), for comparison
     IFS=: read -r kind shape type <<<"$stage"
@@ -94,9 +115,10 @@ printf '%s' "$summary"
 if [ -n "${OUT:-}" ]; then
   cd "$out" && {
     cat ab_*.log > all_bench.log 2>/dev/null
-    cat prof_*.log > all_prof.log 2>/dev/null
+    cat prof_*.log steps_*.log ncu_*.txt ncu_*.err > all_prof.log 2>/dev/null
+    gzip -c ncu_*.csv > ncu_csv.gz 2>/dev/null
     cat parity*.log > all_parity.log 2>/dev/null
     grep -E "^\[(cuda|cpu)\]|Synthesis|FAIL|CRASH|Assert" ops.log > ops_short.log 2>/dev/null
-    rm -f ab_*.log prof_*.log parity*.log ops.log mk.log
+    rm -f ab_*.log prof_*.log steps_*.log ncu_*.txt ncu_*.err ncu_*.csv parity*.log ops.log mk.log
   }
 fi

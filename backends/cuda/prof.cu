@@ -1,4 +1,7 @@
-/* prof.cu — ALICE_CUDA_PROFILE=1: an event before every launch group of a
+/* prof.cu — ALICE_CUDA_PROFILE=2: where a decode step's wall time goes
+ * with graphs on (host work before the launch, the graph on the GPU, the
+ * host between steps); see cu_steps below.
+ * ALICE_CUDA_PROFILE=1: an event before every launch group of a
  * graph (and one after the last), elapsed times summed per label (op, weight
  * type, decode "dec" / prefill "pre" by the graph's largest MUL_MAT M), a
  * table printed to stderr when the context is freed. Graph replay is off
@@ -145,4 +148,81 @@ void cu_prof_free(struct cu_prof *p)
 	free(p->ev);
 	free(p->lab);
 	free(p);
+}
+
+/* ---- ALICE_CUDA_PROFILE=2: per decode step (graphs on) ---- */
+#include <time.h>
+
+struct cu_steps {
+	cudaEvent_t e0, e1;
+	double t_entry, t_launch, t_done, t_prev_done;
+	double host_pre, gpu, wait, between, n;
+	bool timed;
+};
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+struct cu_steps *cu_steps_new(void)
+{
+	struct cu_steps *s = (struct cu_steps *)calloc(1, sizeof(struct cu_steps));
+	if (s && (cudaEventCreate(&s->e0) != cudaSuccess || cudaEventCreate(&s->e1) != cudaSuccess)) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void cu_steps_entry(struct cu_steps *s)
+{
+	s->t_entry = now_us();
+	s->timed = false;
+}
+
+/* just before a decode graph's replay: record the GPU span around it */
+void cu_steps_launch(struct cu_steps *s, cudaStream_t st, bool begin)
+{
+	if (begin) {
+		s->t_launch = now_us();
+		cudaEventRecord(s->e0, st);
+	} else {
+		cudaEventRecord(s->e1, st);
+		s->timed = true;
+	}
+}
+
+void cu_steps_done(struct cu_steps *s)
+{
+	double t = now_us();
+	if (s->timed) {
+		float ms = 0.f;
+		if (cudaEventElapsedTime(&ms, s->e0, s->e1) == cudaSuccess) {
+			s->host_pre += s->t_launch - s->t_entry;
+			s->gpu += 1000.0 * ms;
+			s->wait += t - s->t_launch;
+			if (s->t_prev_done > 0)
+				s->between += s->t_entry - s->t_prev_done;
+			s->n++;
+		}
+		cudaGetLastError();
+	}
+	s->t_prev_done = s->timed ? t : 0;
+}
+
+void cu_steps_free(struct cu_steps *s)
+{
+	if (!s)
+		return;
+	if (s->n > 0)
+		fprintf(stderr,
+			"cuda steps: %.0f replayed decode steps, per step: host before launch %.1f us, graph on gpu %.1f us, "
+			"launch to sync return %.1f us, host between steps %.1f us\n",
+			s->n, s->host_pre / s->n, s->gpu / s->n, s->wait / s->n, s->between / (s->n > 1 ? s->n - 1 : 1));
+	cudaEventDestroy(s->e0);
+	cudaEventDestroy(s->e1);
+	free(s);
 }

@@ -203,10 +203,20 @@ enum alice_status cu_op_rope(const struct cu_args *a)
 	return cu_rope_multi(a, 1);
 }
 
+/* The same data: graph builders add a weight (the rope frequencies) as a
+ * new tensor each time a layer uses it, so ids differ where views agree. */
+static bool same_view(const struct alice_tensor *a, const struct alice_tensor *b)
+{
+	if (!a || !b)
+		return a == b;
+	return a->buf == b->buf && a->offset == b->offset && a->type == b->type && !memcmp(a->ne, b->ne, sizeof(a->ne)) &&
+	       !memcmp(a->nb, b->nb, sizeof(a->nb));
+}
+
 bool cu_rope_pairable(const struct cu_args *a, const struct cu_args *b)
 {
 	const struct alice_node *x = a->node, *y = b->node;
-	if (y->op != ALICE_OP_ROPE || x->src[1] != y->src[1] || x->src[2] != y->src[2] ||
+	if (y->op != ALICE_OP_ROPE || !same_view(a->src[1], b->src[1]) || !same_view(a->src[2], b->src[2]) ||
 	    memcmp(x->ip, y->ip, sizeof(x->ip)) || memcmp(x->fp, y->fp, sizeof(x->fp)) || y->src[0] == x->dst)
 		return false;
 	const struct alice_tensor *ad = a->dst, *bx = b->src[0];
