@@ -257,6 +257,7 @@ struct mmv_set {
 	float *d[MMV_MAX_SET];
 	int64_t drs[MMV_MAX_SET], N[MMV_MAX_SET];
 	unsigned bstart[MMV_MAX_SET + 1];
+	uint8_t split[MMV_MAX_SET]; /* mmvq.cu: warps per row of matrix m */
 	/* GLU launches: h [N, M] = act(d[0]) * d[1] */
 	float *h;
 	int64_t hrs, hcs;

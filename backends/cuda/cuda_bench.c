@@ -537,6 +537,17 @@ int main(int argc, char **argv)
 		}
 		printf("\n");
 	}
+	/* long rows: the mat-vec splits each row over 2-4 warps (mmvq.cu) */
+	static const uint32_t lt[] = { ALICE_TYPE_Q4_K, ALICE_TYPE_Q6_K, ALICE_TYPE_Q8_0, ALICE_TYPE_F16 };
+	for (size_t i = 0; i < sizeof(lt) / sizeof(lt[0]); i++)
+		for (int mi = 0; mi < 2; mi++) {
+			double ma, rel = check_mm(lt[i], 4096, 67, Ms[mi], &ma);
+			double tol = lt[i] == ALICE_TYPE_F16 ? 1e-3 : 2e-2;
+			printf("MUL_MAT K=4096 N=67 M=%lld %s: rel L2 %.2e max abs %.2e%s\n", (long long)Ms[mi],
+			       alice_type_name(lt[i]), rel, ma, rel <= tol ? "" : "  X");
+			if (!(rel <= tol))
+				fails++;
+		}
 	/* decode (split-KV) cases, then prefill batches (the tensor-core path: P
 	 * rounded to F16, so a looser bound) */
 	static const int ac[9][5] = { { 1, 4096, 0, 3000, 128 }, { 1, 1024, 100, 1024, 128 }, { 5, 2048, 0, 2048, 128 },

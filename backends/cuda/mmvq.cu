@@ -69,14 +69,14 @@ __device__ static inline uint32_t ld_b2(const uint8_t *p)
  * sub-block 2c and 16 high nibbles of sub-block 2c+1 (c = (l%8)/2). */
 template <int NC>
 __device__ static inline void dot_q4k(const uint8_t *__restrict__ row, int64_t nsb, const int8_t *__restrict__ xq,
-				      const float *__restrict__ xd, int64_t K, int lane, float *acc)
+				      const float *__restrict__ xd, int64_t K, int lane, int part, int S, float *acc)
 {
 	const int i = lane & 7, c = i >> 1, half = i & 1;
 	const int j0 = 2 * c;
 	const bool hi = j0 >= 4;
 	const int sh8 = 8 * (j0 & 3);
 #pragma unroll 4
-	for (int64_t sb = lane >> 3; sb < nsb; sb += 4) {
+	for (int64_t sb = (lane >> 3) + 4 * part; sb < nsb; sb += 4 * S) {
 		const uint8_t *b = row + sb * 144;
 		uint4 h = *(const uint4 *)b;
 		uint4 qv = *(const uint4 *)(b + 16 + i * 16);
@@ -116,11 +116,11 @@ __device__ static inline void dot_q4k(const uint8_t *__restrict__ row, int64_t n
  * that half's ql/qh bytes encode. */
 template <int NC>
 __device__ static inline void dot_q6k(const uint8_t *__restrict__ row, int64_t nsb, const int8_t *__restrict__ xq,
-				      const float *__restrict__ xd, int64_t K, int lane, float *acc)
+				      const float *__restrict__ xd, int64_t K, int lane, int part, int S, float *acc)
 {
 	const int i = lane & 7, n = i >> 2, p0 = (i & 3) * 8;
 #pragma unroll 4
-	for (int64_t sb = lane >> 3; sb < nsb; sb += 4) {
+	for (int64_t sb = (lane >> 3) + 4 * part; sb < nsb; sb += 4 * S) {
 		const uint8_t *b = row + sb * 210;
 		uint32_t a[2], c[2], hh[2];
 #pragma unroll
@@ -161,17 +161,17 @@ __device__ static inline void dot_q6k(const uint8_t *__restrict__ row, int64_t n
 /* Q8_0: 4 lanes per 34-byte block, 8 quants each; a warp covers 8 blocks. */
 template <int NC>
 __device__ static inline void dot_q80(const uint8_t *__restrict__ row, int64_t nblk, const int8_t *__restrict__ xq,
-				      const float *__restrict__ xd, int64_t K, int lane, float *acc)
+				      const float *__restrict__ xd, int64_t K, int lane, int part, int S, float *acc)
 {
-	const int part = lane & 3;
+	const int q4 = lane & 3;
 #pragma unroll 4
-	for (int64_t bi = lane >> 2; bi < nblk; bi += 8) {
+	for (int64_t bi = (lane >> 2) + 8 * part; bi < nblk; bi += 8 * S) {
 		const uint8_t *b = row + bi * 34;
 		float d = __half2float(*(const __half *)b);
-		uint32_t w0 = ld_b2(b + 2 + part * 8), w1 = ld_b2(b + 6 + part * 8);
+		uint32_t w0 = ld_b2(b + 2 + q4 * 8), w1 = ld_b2(b + 6 + q4 * 8);
 #pragma unroll
 		for (int cc = 0; cc < NC; cc++) {
-			int2 xv = *(const int2 *)(xq + cc * K + bi * 32 + part * 8);
+			int2 xv = *(const int2 *)(xq + cc * K + bi * 32 + q4 * 8);
 			int s = __dp4a((int)w1, xv.y, __dp4a((int)w0, xv.x, 0));
 			acc[cc] += d * xd[cc * (K / 32) + bi] * (float)s;
 		}
@@ -181,11 +181,11 @@ __device__ static inline void dot_q80(const uint8_t *__restrict__ row, int64_t n
 /* F16: 8 weights (16 bytes) per lane per step; x F32 rounded to F16. */
 template <int NC>
 __device__ static inline void dot_f16(const uint8_t *__restrict__ row, int64_t K, const float *__restrict__ x,
-				      int64_t xcs, int lane, float *acc)
+				      int64_t xcs, int lane, int part, int S, float *acc)
 {
 	const int64_t n8 = K / 8;
-#pragma unroll 2
-	for (int64_t it = lane; it < n8; it += 32) {
+#pragma unroll 4
+	for (int64_t it = lane + 32 * part; it < n8; it += 32 * S) {
 		uint4 u = *(const uint4 *)(row + it * 16);
 		const __half2 *h = (const __half2 *)&u;
 		float2 w[4];
@@ -217,11 +217,11 @@ __device__ static inline void dot_f16(const uint8_t *__restrict__ row, int64_t K
 /* F16 weights, F16 activations (staged): products in F32 */
 template <int NC>
 __device__ static inline void dot_f16h(const uint8_t *__restrict__ row, int64_t K, const __half *__restrict__ x,
-				       int64_t xcs, int lane, float *acc)
+				       int64_t xcs, int lane, int part, int S, float *acc)
 {
 	const int64_t n8 = K / 8;
-#pragma unroll 2
-	for (int64_t it = lane; it < n8; it += 32) {
+#pragma unroll 4
+	for (int64_t it = lane + 32 * part; it < n8; it += 32 * S) {
 		uint4 u = *(const uint4 *)(row + it * 16);
 		const __half2 *h = (const __half2 *)&u;
 		float2 w[4];
@@ -244,24 +244,28 @@ __device__ static inline void dot_f16h(const uint8_t *__restrict__ row, int64_t 
 	}
 }
 
+/* part p of S (S warps share a row): the warp takes every S-th round of
+ * the row's elements, starting at round p */
 template <int T, int NC>
 __device__ static inline void row_dot(const uint8_t *__restrict__ row, const void *__restrict__ xv,
-				      const float *__restrict__ xd, int64_t xcs, int64_t K, int lane, float *acc)
+				      const float *__restrict__ xd, int64_t xcs, int64_t K, int lane, int part, int S,
+				      float *acc)
 {
 	if constexpr (T == ALICE_TYPE_Q4_K)
-		dot_q4k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, acc);
+		dot_q4k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, part, S, acc);
 	else if constexpr (T == ALICE_TYPE_Q6_K)
-		dot_q6k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, acc);
+		dot_q6k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, part, S, acc);
 	else if constexpr (T == ALICE_TYPE_Q8_0)
-		dot_q80<NC>(row, K / 32, (const int8_t *)xv, xd, K, lane, acc);
+		dot_q80<NC>(row, K / 32, (const int8_t *)xv, xd, K, lane, part, S, acc);
 	else if constexpr (T == T_F16H)
-		dot_f16h<NC>(row, K, (const __half *)xv, xcs, lane, acc);
+		dot_f16h<NC>(row, K, (const __half *)xv, xcs, lane, part, S, acc);
 	else
-		dot_f16<NC>(row, K, (const float *)xv, xcs, lane, acc);
+		dot_f16<NC>(row, K, (const float *)xv, xcs, lane, part, S, acc);
 }
 
-/* One warp per row (GLU: the same row of gate and up); x is the int8
- * quants + scales (quantized types) or F32 (F16). */
+/* S warps per row (set.split[m]: 1, 2 or 4; GLU: the same row of gate
+ * and up), their sums added in part order; x is the int8 quants + scales
+ * (quantized types) or F32 (F16). */
 template <int T, int NC, bool GLU>
 __global__ void __launch_bounds__(MMVQ_WARPS * 32)
 k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__restrict__ xd, int64_t xcs, int64_t dcs,
@@ -271,22 +275,47 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 	pdl_trigger();
 	const int m = GLU ? 0 : (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const int64_t row = (int64_t)(blockIdx.x - set.bstart[m]) * MMVQ_WARPS + warp;
-	if (row >= set.N[m])
+	const int S = set.split[m], part = warp % S;
+	const int64_t row = (int64_t)(blockIdx.x - set.bstart[m]) * (MMVQ_WARPS / S) + warp / S;
+	const bool valid = row < set.N[m];
+	if (S == 1 && !valid)
 		return;
 	float acc[NC], acc2[NC];
 #pragma unroll
 	for (int c = 0; c < NC; c++)
 		acc[c] = acc2[c] = 0.f;
 	(void)acc2;
-	row_dot<T, NC>(set.w[m] + row * set.wnb1[m], x, xd, xcs, K, lane, acc);
-	if constexpr (GLU)
-		row_dot<T, NC>(set.w[1] + row * set.wnb1[1], x, xd, xcs, K, lane, acc2);
+	if (valid) {
+		row_dot<T, NC>(set.w[m] + row * set.wnb1[m], x, xd, xcs, K, lane, part, S, acc);
+		if constexpr (GLU)
+			row_dot<T, NC>(set.w[1] + row * set.wnb1[1], x, xd, xcs, K, lane, part, S, acc2);
+	}
 #pragma unroll
 	for (int c = 0; c < NC; c++) {
 		acc[c] = warp_sum(acc[c]);
 		if constexpr (GLU)
 			acc2[c] = warp_sum(acc2[c]);
+	}
+	if (S > 1) {
+		__shared__ float red[MMVQ_WARPS][2 * NC];
+		if (lane == 0) {
+#pragma unroll
+			for (int c = 0; c < NC; c++) {
+				red[warp][c] = acc[c];
+				red[warp][NC + c] = acc2[c];
+			}
+		}
+		__syncthreads();
+		if (part != 0 || !valid)
+			return;
+#pragma unroll
+		for (int c = 0; c < NC; c++) {
+			for (int p = 1; p < S; p++) {
+				acc[c] += red[warp + p][c];
+				if constexpr (GLU)
+					acc2[c] += red[warp + p][NC + c];
+			}
+		}
 	}
 	if (lane < NC) {
 		/* lane c writes column c (indices are compile-time after unrolling) */
@@ -348,6 +377,28 @@ size_t cu_mmvq_scratch(uint32_t type, int64_t K, int64_t M)
 	return q + (size_t)(K / 32 * M) * 4;
 }
 
+/* Warps per row: small matrices get more than one, so that about
+ * MMVQ_TARGET_WARPS warps keep loads in flight, while every warp still has a
+ * whole round of the row (K-quants: 4 super-blocks; Q8_0 / F16: 256
+ * values). A function of the matrix's own N and K only: a row's summation
+ * order never depends on what shares the launch or on the column count. */
+#define MMVQ_TARGET_WARPS 8192
+static int mmvq_split(int T, int64_t N, int64_t K)
+{
+	static int off = -1;
+	if (off < 0) {
+		const char *e = getenv("ALICE_CUDA_MMV_SPLIT");
+		off = e && e[0] == '0';
+	}
+	if (off)
+		return 1;
+	int64_t round = (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K) ? 1024 : 256;
+	int S = 1;
+	while (S < MMVQ_WARPS && N * S < MMVQ_TARGET_WARPS && K >= round * 2 * S)
+		S *= 2;
+	return S;
+}
+
 template <int T, int NC>
 static void launch_mmvq_nc(cudaStream_t s, const struct mmv_set &set, unsigned blocks, const void *x,
 			   const float *xd, int64_t xcs, int64_t dcs, int64_t K, bool glu)
@@ -365,8 +416,10 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 	unsigned b = 0;
 	for (int i = 0; i < MMV_MAX_SET; i++) {
 		set.bstart[i] = b;
+		set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);
+		int rpb = MMVQ_WARPS / set.split[i];
 		if (i < (glu ? 1 : n))
-			b += (unsigned)((set.N[i] + MMVQ_WARPS - 1) / MMVQ_WARPS);
+			b += (unsigned)((set.N[i] + rpb - 1) / rpb);
 	}
 	set.bstart[MMV_MAX_SET] = b;
 	for (int i = n; i < MMV_MAX_SET; i++)

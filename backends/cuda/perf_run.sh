@@ -49,23 +49,28 @@ for stage in "$@"; do
     add "ops: rc $rc; cuda ok $(grep -c '^\[cuda\].* ok:' "$out/ops.log"), not ok $(grep '^\[cuda\]' "$out/ops.log" | grep -vc ' ok:'); cpu ok $(grep -c '^\[cpu\].* ok:' "$out/ops.log"); $(grep -E 'Synthesis' "$out/ops.log" | tail -1)"
     ;;
   parity|parity0)
+    pt() { # model name -> test binary and filter
+      case "$1" in gemma2*|qwen35*) echo "core_test_parity_hybrid parity_hybrid/$(echo "$1" | tr '-' '_')" ;;
+      *) echo "core_test_parity parity/$(echo "$1" | tr '-' '_')" ;; esac
+    }
     for m in .devfix/models/*.gguf; do
-      n=$(basename "$m" .gguf); id=$(echo "$n" | tr '-' '_')
+      n=$(basename "$m" .gguf); read -r t f <<<"$(pt "$n")"
       if [ "$stage" = parity0 ]; then e="ALICE_CUDA_FUSE=0"; else e="ALICE_CUDA_FUSE=1"; fi
-      env $e ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/core_test_parity" --filter="parity/$id" >> "$out/$stage.log" 2>&1
+      env $e ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/$t" --filter="$f" >> "$out/$stage.log" 2>&1
       add "$stage $n: rc $?"
     done
     grep -E "worst|median|Synthesis|FAIL|fail" "$out/$stage.log" | tail -24
-    if grep -q "FAIL" "$out/$stage.log"; then
-      # find the culprit: each new feature off in turn
-      for e in ALICE_CUDA_FATTN=0 ALICE_CUDA_FUSE=0 ALICE_CUDA_PDL=0 ALICE_CUDA_MMVQ=0; do
+    if grep -qE "FAIL|rc [1-9]" <<<"$summary"; then
+      # find the culprit: each new feature off in turn, failing models only
+      for e in ALICE_CUDA_FUSE=0 ALICE_CUDA_MMV_SPLIT=0; do
         for m in .devfix/models/*.gguf; do
-          n=$(basename "$m" .gguf); id=$(echo "$n" | tr '-' '_')
-          env $e ALICE_TEST_BACKEND=cuda timeout 60 "$b/bin/core_test_parity" --filter="parity/$id" >> "$out/${stage}_off.log" 2>&1
+          n=$(basename "$m" .gguf); read -r t f <<<"$(pt "$n")"
+          grep -q "$stage $n: rc 0" <<<"$summary" && continue
+          env $e ALICE_TEST_BACKEND=cuda timeout 60 "$b/bin/$t" --filter="$f" >> "$out/${stage}_off.log" 2>&1
           add "$stage ($e) $n: rc $?"
         done
       done
-      grep -E "worst" "$out/${stage}_off.log" | head -20
+      grep -E "worst|FAIL" "$out/${stage}_off.log" | head -20
     fi
     ;;
   prof:*)
@@ -75,11 +80,27 @@ for stage in "$@"; do
     add "prof $shape $type: rc $?"
     grep -A14 "cuda profile" "$out/prof_$shape-$type.log" | head -30
     ;;
+  inv)
+    ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/core_test_batch_invariance" --jobs=4 > "$out/inv.log" 2>&1
+    add "batch invariance cuda: rc $? $(grep -E 'Synthesis' "$out/inv.log" | tail -1)"
+    grep -E "FAIL|differ" "$out/inv.log" | head -5
+    ;;
+  errors)
+    timeout 90 "$b/bin/backends_test_cuda_errors" > "$out/err.log" 2>&1
+    add "cuda_errors: rc $? $(grep -E 'Synthesis' "$out/err.log" | tail -1)"
+    grep -E "FAIL|fail" "$out/err.log" | head -5
+    ;;
+  steps0:*)
+    IFS=: read -r _ shape type <<<"$stage"
+    f=$(mk "$shape" "$type")
+    ALICE_CUDA_MMV_SPLIT=0 ALICE_CUDA_PROFILE=2 timeout 120 "$b/bin/alice-bench" -m "$f" --backend cuda -p 512 -n 128 -r 3 > "$out/steps0_$shape-$type.log" 2>&1
+    add "steps (split off) $shape $type: rc $? $(grep -h 'cuda steps' "$out/steps0_$shape-$type.log" | sed 's/.*per step: //') $(grep '^| ' "$out/steps0_$shape-$type.log" | tail -1 | awk -F'|' '{print $8}')"
+    ;;
   steps:*)
     IFS=: read -r _ shape type <<<"$stage"
     f=$(mk "$shape" "$type")
     ALICE_CUDA_PROFILE=2 timeout 120 "$b/bin/alice-bench" -m "$f" --backend cuda -p 512 -n 128 -r 3 > "$out/steps_$shape-$type.log" 2>&1
-    add "steps $shape $type: rc $? $(grep -h 'cuda steps' "$out/steps_$shape-$type.log") $(grep '^| ' "$out/steps_$shape-$type.log" | tail -1)"
+    add "steps $shape $type: rc $? $(grep -h 'cuda steps' "$out/steps_$shape-$type.log" | sed 's/.*per step: //') $(grep '^| ' "$out/steps_$shape-$type.log" | tail -2 | awk -F'|' '{printf "%s %s; ", $7, $8}')"
     ;;
   ncu:*)
     IFS=: read -r _ shape type <<<"$stage"
@@ -115,10 +136,10 @@ printf '%s' "$summary"
 if [ -n "${OUT:-}" ]; then
   cd "$out" && {
     cat ab_*.log > all_bench.log 2>/dev/null
-    cat prof_*.log steps_*.log ncu_*.txt ncu_*.err > all_prof.log 2>/dev/null
+    cat prof_*.log steps*.log ncu_*.txt ncu_*.err inv.log err.log > all_prof.log 2>/dev/null
     gzip -c ncu_*.csv > ncu_csv.gz 2>/dev/null
     cat parity*.log > all_parity.log 2>/dev/null
     grep -E "^\[(cuda|cpu)\]|Synthesis|FAIL|CRASH|Assert" ops.log > ops_short.log 2>/dev/null
-    rm -f ab_*.log prof_*.log steps_*.log ncu_*.txt ncu_*.err ncu_*.csv parity*.log ops.log mk.log
+    rm -f ab_*.log prof_*.log steps*.log inv.log err.log ncu_*.txt ncu_*.err ncu_*.csv parity*.log ops.log mk.log
   }
 fi
