@@ -258,6 +258,7 @@ struct mmv_set {
 	int64_t drs[MMV_MAX_SET], N[MMV_MAX_SET];
 	unsigned bstart[MMV_MAX_SET + 1];
 	uint8_t split[MMV_MAX_SET]; /* mmvq.cu: warps per row of matrix m */
+	uint8_t prefetch;           /* mmvq.cu: weights to L2 before waiting on the previous kernel */
 	/* GLU launches: h [N, M] = act(d[0]) * d[1] */
 	float *h;
 	int64_t hrs, hcs;

@@ -271,13 +271,25 @@ __global__ void __launch_bounds__(MMVQ_WARPS * 32)
 k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__restrict__ xd, int64_t xcs, int64_t dcs,
        int64_t K)
 {
-	pdl_wait();
-	pdl_trigger();
 	const int m = GLU ? 0 : (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int S = set.split[m], part = warp % S;
 	const int64_t row = (int64_t)(blockIdx.x - set.bstart[m]) * (MMVQ_WARPS / S) + warp / S;
 	const bool valid = row < set.N[m];
+	if (valid && set.prefetch) {
+		/* weights do not depend on the kernel before: start fetching
+		 * this warp's part of the row into L2 while that one finishes */
+		const int64_t bytes = T == ALICE_TYPE_Q4_K ? K / 256 * 144
+				      : T == ALICE_TYPE_Q6_K ? K / 256 * 210
+				      : T == ALICE_TYPE_Q8_0 ? K / 32 * 34 : K * 2;
+		for (int g = 0; g < (GLU ? 2 : 1); g++) {
+			const uint8_t *rp = set.w[g ? 1 : m] + row * set.wnb1[g ? 1 : m];
+			for (int64_t off = (int64_t)(part * 32 + lane) * 128; off < bytes; off += (int64_t)128 * 32 * S)
+				asm volatile("prefetch.global.L2 [%0];" ::"l"(rp + off));
+		}
+	}
+	pdl_wait();
+	pdl_trigger();
 	if (S == 1 && !valid)
 		return;
 	float acc[NC], acc2[NC];
@@ -399,6 +411,16 @@ static int mmvq_split(int T, int64_t N, int64_t K)
 	return S;
 }
 
+static int mmvq_prefetch(void)
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *e = getenv("ALICE_CUDA_PREFETCH");
+		on = !(e && e[0] == '0');
+	}
+	return on;
+}
+
 template <int T, int NC>
 static void launch_mmvq_nc(cudaStream_t s, const struct mmv_set &set, unsigned blocks, const void *x,
 			   const float *xd, int64_t xcs, int64_t dcs, int64_t K, bool glu)
@@ -414,6 +436,7 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 			  int64_t dcs, int64_t K, int64_t M, bool glu)
 {
 	unsigned b = 0;
+	set.prefetch = (uint8_t)mmvq_prefetch();
 	for (int i = 0; i < MMV_MAX_SET; i++) {
 		set.bstart[i] = b;
 		set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);

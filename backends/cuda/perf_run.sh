@@ -90,11 +90,12 @@ for stage in "$@"; do
     add "cuda_errors: rc $? $(grep -E 'Synthesis' "$out/err.log" | tail -1)"
     grep -E "FAIL|fail" "$out/err.log" | head -5
     ;;
-  steps0:*)
-    IFS=: read -r _ shape type <<<"$stage"
+  stepsx:*)
+    # stepsx:VAR=value:shape:type — tg128 only, with one switch set
+    IFS=: read -r _ ev shape type <<<"$stage"
     f=$(mk "$shape" "$type")
-    ALICE_CUDA_MMV_SPLIT=0 ALICE_CUDA_PROFILE=2 timeout 120 "$b/bin/alice-bench" -m "$f" --backend cuda -p 512 -n 128 -r 3 > "$out/steps0_$shape-$type.log" 2>&1
-    add "steps (split off) $shape $type: rc $? $(grep -h 'cuda steps' "$out/steps0_$shape-$type.log" | sed 's/.*per step: //') $(grep '^| ' "$out/steps0_$shape-$type.log" | tail -1 | awk -F'|' '{print $8}')"
+    env "$ev" ALICE_CUDA_PROFILE=2 timeout 120 "$b/bin/alice-bench" -m "$f" --backend cuda -p 0 -n 128 -r 3 > "$out/stepsx_$shape-$type.log" 2>&1
+    add "steps ($ev) $shape $type: rc $? $(grep -h 'cuda steps' "$out/stepsx_$shape-$type.log" | sed 's/.*per step: //') $(grep '^| ' "$out/stepsx_$shape-$type.log" | tail -1 | awk -F'|' '{print $8}')"
     ;;
   steps:*)
     IFS=: read -r _ shape type <<<"$stage"
