@@ -328,14 +328,21 @@ __device__ static inline void pdl_trigger(void)
 #endif
 }
 
+/* An ALICE_CUDA_* switch: whether the variable is set and starts with c,
+ * read once per call site (its own static cache). */
+static inline bool cu_env_is(const char *name, char c, int *cache)
+{
+	if (*cache < 0) {
+		const char *e = getenv(name);
+		*cache = e && e[0] == c;
+	}
+	return *cache;
+}
+
 static inline bool cu_pdl_on(void)
 {
-	static int on = -1;
-	if (on < 0) {
-		const char *e = getenv("ALICE_CUDA_PDL");
-		on = !(e && e[0] == '0');
-	}
-	return on;
+	static int off = -1;
+	return !cu_env_is("ALICE_CUDA_PDL", '0', &off);
 }
 
 template <typename... KArgs, typename... Args>

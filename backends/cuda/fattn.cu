@@ -247,11 +247,7 @@ k_fattn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uin
 static bool fa_off(void)
 {
 	static int off = -1;
-	if (off < 0) {
-		const char *e = getenv("ALICE_CUDA_FATTN");
-		off = e && e[0] == '0';
-	}
-	return off;
+	return cu_env_is("ALICE_CUDA_FATTN", '0', &off);
 }
 
 static bool al16(const struct alice_tensor *t)

@@ -373,11 +373,7 @@ __global__ void k_act_split(const uint8_t *__restrict__ x, int64_t nb0, int64_t 
 static bool gemm_precise(void)
 {
 	static int precise = -1;
-	if (precise < 0) {
-		const char *e = getenv("ALICE_CUDA_GEMM_PRECISE");
-		precise = e && e[0] == '1';
-	}
-	return precise;
+	return cu_env_is("ALICE_CUDA_GEMM_PRECISE", '1', &precise);
 }
 
 /* ---- activation rounding ----

@@ -353,11 +353,7 @@ static bool mmvq_type(uint32_t type)
 static int mmvq_off(void)
 {
 	static int off = -1;
-	if (off < 0) {
-		const char *e = getenv("ALICE_CUDA_MMVQ");
-		off = e && e[0] == '0';
-	}
-	return off;
+	return cu_env_is("ALICE_CUDA_MMVQ", '0', &off);
 }
 
 bool cu_mmvq_ok(uint32_t type, int64_t K, const struct mmv_set *set, int n)
@@ -398,11 +394,7 @@ size_t cu_mmvq_scratch(uint32_t type, int64_t K, int64_t M)
 static int mmvq_split(int T, int64_t N, int64_t K)
 {
 	static int off = -1;
-	if (off < 0) {
-		const char *e = getenv("ALICE_CUDA_MMV_SPLIT");
-		off = e && e[0] == '0';
-	}
-	if (off)
+	if (cu_env_is("ALICE_CUDA_MMV_SPLIT", '0', &off))
 		return 1;
 	int64_t round = (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K) ? 1024 : 256;
 	int S = 1;
@@ -413,12 +405,8 @@ static int mmvq_split(int T, int64_t N, int64_t K)
 
 static int mmvq_prefetch(void)
 {
-	static int on = -1;
-	if (on < 0) {
-		const char *e = getenv("ALICE_CUDA_PREFETCH");
-		on = !(e && e[0] == '0');
-	}
-	return on;
+	static int off = -1;
+	return !cu_env_is("ALICE_CUDA_PREFETCH", '0', &off);
 }
 
 template <int T, int NC>
