@@ -266,9 +266,9 @@ struct mmv_set {
 };
 
 /* mmvq.cu: the decode mat-vec for Q4_K / Q6_K / Q8_0 (activations quantized
- * once per launch to int8 blocks, __dp4a dot products) and F16 (16-byte
- * weight loads, activations rounded to F16 in registers). One warp per
- * weight row. cu_mmvq_ok: this path takes the n matrices of set (type,
+ * once per tensor to int8 blocks, __dp4a dot products) and F16 (16-byte
+ * weight loads, activations rounded to F16 in registers). One to four warps
+ * per weight row. cu_mmvq_ok: this path takes the n matrices of set (type,
  * K, alignment); cu_mmvq_scratch: scratch bytes for M columns; cu_mmvq:
  * the launches (x: F32 [K, M] view with strides nb0/nb1 bytes). */
 bool cu_mmvq_ok(uint32_t type, int64_t K, const struct mmv_set *set, int n) CU_HIDDEN;

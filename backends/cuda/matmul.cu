@@ -533,8 +533,10 @@ size_t cu_mul_mat_scratch(const struct cu_args *a)
 	if (mm_plain_odd(w))
 		return 0;
 	size_t xr = act_rounds(w) ? align256((size_t)(K * M * 4)) : 0;
-	/* the fast path quantizes into scratch (F16: none, or a dense copy);
-	 * with src2 a GEMM op's decode rows take it too */
+	/* the fast path's F16 staging or dense copy (its int8 quants have
+	 * their own region past every op's scratch, sized by graph_compute;
+	 * counted here too, generously); with src2 a GEMM op's decode rows
+	 * take it too */
 	size_t q = cu_mmvq_scratch(w->type, K, M) + (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
 	size_t old = xr ? xr : (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
 	size_t mv = q > old ? q : old;

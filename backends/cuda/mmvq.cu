@@ -13,8 +13,8 @@
  *
  * F16 weights: activations rounded to F16 in registers, products in F32.
  *
- * One warp per weight row (per row pair for gate/up + GLU), 4 warps per
- * block; Q4_K / Q6_K: 8 lanes per 256-weight super-block, 16-byte weight
+ * One to four warps per weight row (mmvq_split; the same row of gate and up
+ * for gate/up + GLU), 4 warps per block; Q4_K / Q6_K: 8 lanes per 256-weight super-block, 16-byte weight
  * loads for Q4_K and F16 (Q6_K / Q8_0 blocks are only 2-byte aligned). */
 #include "common.cuh"
 #include "quantx.cuh"
