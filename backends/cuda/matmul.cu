@@ -24,6 +24,7 @@
  * row takes the mat-vec, whose per-column sums do not depend on the
  * launch's column count (see cu_op_mul_mat). */
 #include "dequant.cuh"
+#include "quantx.cuh"
 
 #define MMV_THREADS 128
 #define MMV_R 2
@@ -439,16 +440,7 @@ __global__ void k_act_round(const uint8_t *__restrict__ x, int64_t nb0, int64_t 
 				idx = e;
 			}
 		}
-		for (int off = 16; off > 0; off >>= 1) {
-			float a2 = __shfl_xor_sync(0xffffffffu, amax, off);
-			float m2 = __shfl_xor_sync(0xffffffffu, mx, off);
-			int i2 = __shfl_xor_sync(0xffffffffu, idx, off);
-			if (a2 > amax || (a2 == amax && i2 < idx)) {
-				amax = a2;
-				mx = m2;
-				idx = i2;
-			}
-		}
+		warp_amax_first(amax, mx, idx);
 		if (amax == 0.f) {
 #pragma unroll
 			for (int i = 0; i < PER; i++)

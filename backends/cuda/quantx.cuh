@@ -8,6 +8,23 @@
 
 #include "common.cuh"
 
+/* Across the warp: the largest magnitude amax, its signed value mx and its
+ * index idx, the lowest index among equal magnitudes (llama.cpp's Q8_K
+ * scale comes from the first such element). */
+__device__ static inline void warp_amax_first(float &amax, float &mx, int &idx)
+{
+	for (int off = 16; off > 0; off >>= 1) {
+		float a2 = __shfl_xor_sync(0xffffffffu, amax, off);
+		float m2 = __shfl_xor_sync(0xffffffffu, mx, off);
+		int i2 = __shfl_xor_sync(0xffffffffu, idx, off);
+		if (a2 > amax || (a2 == amax && i2 < idx)) {
+			amax = a2;
+			mx = m2;
+			idx = i2;
+		}
+	}
+}
+
 /* x: the column (byte stride nb0 between values); values k0 .. k0+QK go to
  * q[k0 ..], scales to d[k0/32 ..]. */
 template <int QK>
@@ -42,16 +59,7 @@ __device__ static inline void quant_warp(const uint8_t *__restrict__ x, int64_t 
 				idx = lane * PER + i;
 			}
 		}
-		for (int off = 16; off > 0; off >>= 1) {
-			float a2 = __shfl_xor_sync(0xffffffffu, amax, off);
-			float m2 = __shfl_xor_sync(0xffffffffu, mx, off);
-			int i2 = __shfl_xor_sync(0xffffffffu, idx, off);
-			if (a2 > amax || (a2 == amax && i2 < idx)) {
-				amax = a2;
-				mx = m2;
-				idx = i2;
-			}
-		}
+		warp_amax_first(amax, mx, idx);
 		float iscale = amax == 0.f ? 0.f : -127.0f / mx;
 		float dd = amax == 0.f ? 0.f : 1.0f / iscale;
 		uint32_t w[2] = { 0, 0 };
