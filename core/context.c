@@ -191,6 +191,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	/* Worst-case step (a full batch, one logits row): size the compute
 	 * buffer and ask the backend whether it can run every node. */
 	struct alice_step stp;
+	c->gb_reuse = false;
 	int32_t logits = build_step(c, (int32_t)c->n_batch, 1, &stp);
 	uint64_t size = 0;
 	if (logits < 0) {
@@ -339,16 +340,28 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	if (discard)
 		c->in_out[n_out++] = n - 1;
 	struct alice_step stp;
-	int32_t logits = build_step(c, n, n_out, &stp);
-	if (logits < 0)
-		return alice_fail(err, ALICE_ERR_INVALID, "%s", c->gb.err.msg);
-	uint64_t size = 0;
-	enum alice_status st = alice_gb_plan(&c->gb, &size, err);
-	if (st != ALICE_OK)
-		return st;
-	if ((st = ensure_compute(c, size, err)) != ALICE_OK)
-		return st;
-	alice_gb_bind(&c->gb, c->compute_buf);
+	int32_t logits;
+	enum alice_status st;
+	if (c->gb_reuse && c->gb_n == n && c->gb_n_out == n_out) {
+		stp = c->gb_step;
+		logits = c->gb_logits;
+	} else {
+		c->gb_reuse = false;
+		logits = build_step(c, n, n_out, &stp);
+		if (logits < 0)
+			return alice_fail(err, ALICE_ERR_INVALID, "%s", c->gb.err.msg);
+		uint64_t size = 0;
+		if ((st = alice_gb_plan(&c->gb, &size, err)) != ALICE_OK)
+			return st;
+		if ((st = ensure_compute(c, size, err)) != ALICE_OK)
+			return st;
+		alice_gb_bind(&c->gb, c->compute_buf);
+		c->gb_reuse = true;
+		c->gb_n = n;
+		c->gb_n_out = n_out;
+		c->gb_logits = logits;
+		c->gb_step = stp;
+	}
 	if ((st = write_input(c, stp.inp_tokens, c->in_tok, err)) != ALICE_OK ||
 	    (st = write_input(c, stp.inp_pos, c->in_pos, err)) != ALICE_OK ||
 	    (st = write_input(c, stp.inp_ranges, c->in_ranges, err)) != ALICE_OK ||

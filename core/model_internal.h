@@ -41,6 +41,12 @@ struct alice_context {
 	struct alice_buffer *compute_buf;
 	uint64_t compute_size;
 	struct alice_gb gb;
+	/* gb as last built, planned and bound by run_chunk: a step of the same
+	 * token and output counts has the same graph (everything else a step
+	 * changes is input data), so it is reused as is */
+	bool gb_reuse;
+	int32_t gb_n, gb_n_out, gb_logits;
+	struct alice_step gb_step;
 	int32_t *seq_len; /* [n_seq] */
 	/* host staging of one chunk's inputs */
 	int32_t *in_tok, *in_pos, *in_ranges, *in_cells, *in_out;

@@ -215,7 +215,8 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess ||
 	    (e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) != cudaSuccess ||
 	    (e = cudaMalloc(&ctx->cublas_ws, CU_CUBLAS_WS)) != cudaSuccess ||
-	    (e = cudaMallocHost((void **)&ctx->stage, CU_STAGE)) != cudaSuccess ||
+	    (e = cudaHostAlloc((void **)&ctx->stage, CU_STAGE, cudaHostAllocMapped | cudaHostAllocPortable)) !=
+		    cudaSuccess ||
 	    (e = cudaMallocHost((void **)&ctx->hflag, sizeof(int))) != cudaSuccess ||
 	    (e = cudaMalloc((void **)&ctx->dflag, sizeof(int))) != cudaSuccess ||
 	    (e = cudaMemset(ctx->dflag, 0, sizeof(int))) != cudaSuccess) {
@@ -226,6 +227,11 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	}
 	ctx->n_sm = prop.multiProcessorCount;
 	ctx->stage_size = CU_STAGE;
+	void *sd = NULL;
+	if (cudaHostGetDevicePointer(&sd, ctx->stage, 0) == cudaSuccess)
+		ctx->stage_dev = (const uint8_t *)sd;
+	else /* small writes then go one cudaMemcpyAsync each */
+		cudaGetLastError();
 	if ((cs = cublasCreate(&ctx->cublas)) != CUBLAS_STATUS_SUCCESS ||
 	    (cs = cublasSetStream(ctx->cublas, ctx->stream)) != CUBLAS_STATUS_SUCCESS ||
 	    (cs = cublasSetWorkspace(ctx->cublas, ctx->cublas_ws, CU_CUBLAS_WS)) != CUBLAS_STATUS_SUCCESS) {
@@ -276,6 +282,7 @@ static void cu_buffer_free(struct alice_backend_ctx *ctx, struct alice_buffer *b
 		return;
 	if (ctx) {
 		cudaSetDevice(ctx->device);
+		cu_inputs_flush(ctx);
 		cudaStreamSynchronize(ctx->stream);
 		ctx->stage_used = 0;
 		/* a captured graph may point into this buffer */
@@ -300,6 +307,9 @@ static enum alice_status check_range(struct alice_backend_ctx *ctx, struct alice
 /* Wait for the stream; the staging ring is free again afterwards. */
 static enum alice_status cu_sync(struct alice_backend_ctx *ctx)
 {
+	enum alice_status st = cu_inputs_flush(ctx);
+	if (st != ALICE_OK)
+		return st;
 	CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
 	ctx->stage_used = 0;
 	return ALICE_OK;
@@ -312,6 +322,10 @@ static enum alice_status cu_buffer_write(struct alice_backend_ctx *ctx, struct a
 	if (st != ALICE_OK || !size)
 		return st;
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	if (cu_inputs_take(ctx, buf->dev + offset, src, size))
+		return ALICE_OK;
+	if ((st = cu_inputs_flush(ctx)) != ALICE_OK)
+		return st;
 	if (size <= CU_STAGE_WRITE_MAX) {
 		/* small inputs (tokens, positions, ranges): copy into pinned
 		 * staging and enqueue, no round trip per write */
@@ -335,6 +349,8 @@ static enum alice_status cu_buffer_read(struct alice_backend_ctx *ctx, struct al
 	if (st != ALICE_OK || !size)
 		return st;
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	if ((st = cu_inputs_flush(ctx)) != ALICE_OK)
+		return st;
 	if (size <= ctx->stage_size) {
 		if ((st = cu_sync(ctx)) != ALICE_OK)
 			return st;
@@ -356,6 +372,8 @@ static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct a
 	if (st != ALICE_OK || !size)
 		return st;
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	if ((st = cu_inputs_flush(ctx)) != ALICE_OK)
+		return st;
 	CUDA_CHECK(ctx, cudaMemsetAsync(buf->dev + offset, 0, (size_t)size, ctx->stream));
 	return cu_sync(ctx);
 }
@@ -686,6 +704,9 @@ __global__ void k_inject_fault(void)
 static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
 	ctx->xq.x = NULL;
+	enum alice_status gst = cu_inputs_launch(ctx);
+	if (gst != ALICE_OK)
+		return gst;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		struct cu_args a[4];
 		size_t scr;
@@ -768,6 +789,7 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			char msg[sizeof(ctx->err)];
 			snprintf(msg, sizeof(msg), "%s", ctx->err);
 			snprintf(ctx->err, sizeof(ctx->err), "node %u (%s): %.480s", i, op_name(g->nodes[i].op), msg);
+			cu_inputs_flush(ctx); /* the writes still land */
 			return st;
 		}
 	}
@@ -781,14 +803,21 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 static bool build_sig(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint8_t **out, size_t *len)
 {
 	size_t per_t = 4 + 8 * 8 + 8 + 8;
-	size_t n = 16 + (size_t)g->n_nodes * sizeof(struct alice_node) + (size_t)g->n_tensors * per_t;
+	size_t ng = (size_t)ctx->gather_n * sizeof(struct cu_copy);
+	size_t n = 32 + ng + (size_t)g->n_nodes * sizeof(struct alice_node) + (size_t)g->n_tensors * per_t;
 	uint8_t *s = (uint8_t *)malloc(n);
 	if (!s)
 		return false;
 	uint8_t *p = s;
-	uint64_t hdr[2] = { (uint64_t)(uintptr_t)ctx->scratch, ctx->scratch_gen };
-	memcpy(p, hdr, 16);
-	p += 16;
+	/* the input copy at the graph's head: where its records are and what they say */
+	uint64_t hdr[4] = { (uint64_t)(uintptr_t)ctx->scratch, ctx->scratch_gen, (uint64_t)(uintptr_t)ctx->gather,
+			    (uint64_t)ctx->gather_n };
+	memcpy(p, hdr, 32);
+	p += 32;
+	if (ng) {
+		memcpy(p, ctx->gather_host, ng);
+		p += ng;
+	}
 	if (g->n_nodes) {
 		memcpy(p, g->nodes, (size_t)g->n_nodes * sizeof(struct alice_node));
 		p += (size_t)g->n_nodes * sizeof(struct alice_node);
@@ -818,6 +847,12 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	if (ctx->steps)
 		cu_steps_entry(ctx->steps);
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	/* the step's pending input writes become one copy at the graph's head */
+	if (!cu_inputs_prepare(ctx)) {
+		enum alice_status fst = cu_inputs_flush(ctx);
+		if (fst != ALICE_OK)
+			return fst;
+	}
 	/* a GEMM graph: not worth a capture (shapes rarely repeat, instantiation is slow) */
 	bool prefill = false;
 	for (uint32_t i = 0; i < g->n_nodes; i++)
@@ -845,6 +880,7 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 			char msg[sizeof(ctx->err)];
 			snprintf(msg, sizeof(msg), "%s", ctx->err);
 			snprintf(ctx->err, sizeof(ctx->err), "node %u (%s): %.480s", i, op_name(g->nodes[i].op), msg);
+			cu_inputs_flush(ctx); /* the writes still land */
 			return st;
 		}
 		if (scr > need)
@@ -865,11 +901,14 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		st = ensure_scratch(ctx, ctx->xq_off + need_xq);
 		if (st == ALICE_OK)
 			st = ensure_counters(ctx, need_cnt);
-		if (st != ALICE_OK)
+		if (st != ALICE_OK) {
+			cu_inputs_flush(ctx);
 			return st;
+		}
 	}
 	if (ctx->fault_at && ctx->n_compute == ctx->fault_at) {
 		/* before choosing replay or launches, so a captured step faults too */
+		cu_inputs_flush(ctx);
 		k_inject_fault<<<1, 4096, 0, ctx->stream>>>();
 		cudaError_t e = cudaGetLastError();
 		return cu_fail(ctx, ALICE_ERR_BACKEND, "%s (injected by ALICE_CUDA_INJECT_FAULT)",
@@ -924,6 +963,7 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		if (ctx->steps)
 			cu_steps_launch(ctx->steps, ctx->stream, true);
 		cudaError_t le = cudaGraphLaunch(gc->exec, ctx->stream);
+		ctx->gather_n = 0;
 		if (ctx->steps)
 			cu_steps_launch(ctx->steps, ctx->stream, false);
 		if (le != cudaSuccess) {
@@ -935,6 +975,7 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		}
 	} else {
 		st = launch_all(ctx, g);
+		ctx->gather_n = 0;
 		if (st != ALICE_OK) {
 			cudaStreamSynchronize(ctx->stream);
 			cudaGetLastError();

@@ -47,6 +47,15 @@ struct cu_xq {
 	int32_t tid; /* the graph tensor they were made from */
 };
 
+/* inputs.cu: one small input write, src in the mapped staging ring */
+struct cu_copy {
+	uint8_t *dst;
+	const uint8_t *src;
+	uint64_t size;
+};
+#define CU_PEND_MAX 32
+#define CU_GATHER_MAX ((uint64_t)64 << 10)
+
 struct alice_backend_ctx {
 	int device;
 	int n_sm;
@@ -71,6 +80,14 @@ struct alice_backend_ctx {
 	 * next graph); the ring is reset whenever the stream is idle */
 	uint8_t *stage;
 	size_t stage_size, stage_used;
+	const uint8_t *stage_dev; /* the ring's device address (NULL: not mapped, no gather) */
+	/* inputs.cu: small writes not yet on the stream, then the records of
+	 * those the next graph_compute copies (one k_gather at its head) */
+	struct cu_copy pend[CU_PEND_MAX];
+	int n_pend;
+	const struct cu_copy *gather;      /* device address of the records */
+	const struct cu_copy *gather_host; /* the same records, host side (the graph signature) */
+	int gather_n;
 	struct cu_prof *prof; /* ALICE_CUDA_PROFILE=1, else NULL */
 	struct cu_steps *steps; /* ALICE_CUDA_PROFILE=2, else NULL */
 	/* Decode activations quantized for the mat-vecs (mmvq.cu) live in
@@ -88,6 +105,16 @@ struct alice_backend_ctx {
 
 enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4))) CU_HIDDEN;
+
+/* inputs.cu: cu_inputs_take records a small write (false: write it
+ * otherwise); cu_inputs_prepare turns the records into ctx->gather (false:
+ * no room in the ring); cu_inputs_launch enqueues ctx->gather's copy;
+ * cu_inputs_flush enqueues everything pending (before any other use of the
+ * stream or the ring). */
+bool cu_inputs_take(struct alice_backend_ctx *ctx, uint8_t *dst, const void *src, uint64_t size) CU_HIDDEN;
+bool cu_inputs_prepare(struct alice_backend_ctx *ctx) CU_HIDDEN;
+enum alice_status cu_inputs_launch(struct alice_backend_ctx *ctx) CU_HIDDEN;
+enum alice_status cu_inputs_flush(struct alice_backend_ctx *ctx) CU_HIDDEN;
 
 /* A failed CUDA call fails the enclosing function with a message naming it. */
 #define CUDA_CHECK(ctx, call)                                                                      \
@@ -259,6 +286,8 @@ struct mmv_set {
 	unsigned bstart[MMV_MAX_SET + 1];
 	uint8_t split[MMV_MAX_SET]; /* mmvq.cu: warps per row of matrix m */
 	uint8_t prefetch;           /* mmvq.cu: weights to L2 before waiting on the previous kernel */
+	uint8_t ldna;               /* mmvq.cu: 16-byte weight loads bypass L1 */
+	int32_t pf_bytes;           /* mmvq.cu: prefetch at most this many bytes per warp (0: all) */
 	/* GLU launches: h [N, M] = act(d[0]) * d[1] */
 	float *h;
 	int64_t hrs, hcs;

@@ -968,9 +968,10 @@ int cu_mul_mat_xq(const struct cu_args *a)
 	const struct alice_tensor *w = a->src[0], *x = a->src[1];
 	if (!mm_use_mmv(a) || mm_plain_odd(w) || x->ne[2] * x->ne[3] != 1 || w->ne[2] * w->ne[3] != 1)
 		return 0;
-	/* Q8_0's 32-value groups would serialize in the norm's one block
-	 * (measured: 1B Q8_0 decode 7% slower); it keeps its quantize launch */
-	if (w->type != ALICE_TYPE_Q4_K && w->type != ALICE_TYPE_Q6_K)
+	static int q80_off = -1;
+	int qk = w->type == ALICE_TYPE_Q4_K || w->type == ALICE_TYPE_Q6_K ? 256
+		 : w->type == ALICE_TYPE_Q8_0 && !cu_env_is("ALICE_CUDA_NORM_Q80", '0', &q80_off) ? 32 : 0;
+	if (!qk)
 		return 0;
 	struct mmv_set set;
 	memset(&set, 0, sizeof(set));
@@ -978,7 +979,7 @@ int cu_mul_mat_xq(const struct cu_args *a)
 	set.wnb1[0] = w->nb[1];
 	if (!cu_mmvq_ok(w->type, w->ne[0], &set, 1))
 		return 0;
-	return 256;
+	return qk;
 }
 
 /* ---- GET_ROWS ---- */

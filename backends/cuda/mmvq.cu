@@ -25,22 +25,24 @@
 
 /* ---- activation quantization ---- */
 
-/* x: F32 [K, M] view (byte strides nb0, nb1) -> q int8 [M][K], d F32
- * [M][K/32]. QK: 256 (Q8_K rounding, one warp per 256) or 32 (Q8_0
- * rounding, one warp per 32). */
+/* x: F32 [K, M] view (byte strides nb0, nb1; vec: dense and 16-byte
+ * aligned) -> q int8 [M][K], d F32 [M][K/32]. One warp per 256 values of a
+ * column (quantx.cuh layout); QK: 256 (Q8_K) or 32 (Q8_0). */
 template <int QK>
-__global__ void k_quant_x(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
+__global__ void k_quant_x(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M, bool vec,
 			  int8_t *__restrict__ q, float *__restrict__ d)
 {
 	pdl_wait();
 	pdl_trigger();
 	const int lane = threadIdx.x & 31;
 	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-	const int64_t nb = K / QK;
+	const int64_t nb = (K + 255) / 256;
 	if (blk >= nb * M)
 		return;
-	const int64_t m = blk / nb, k0 = (blk % nb) * QK;
-	quant_warp<QK>(x + m * nb1, nb0, k0, q + m * K, d + m * (K / 32), lane);
+	const int64_t m = blk / nb, k = (blk % nb) * 256 + lane * 8;
+	float v[8];
+	load8(x + m * nb1, nb0, k, K, vec, v);
+	quant_regs<QK>(v, lane, k, q + m * K, d + m * (K / 32), k < K);
 }
 
 /* x: F32 [K, M] view -> dense F16 [M][K] (round to nearest even) */
@@ -58,6 +60,20 @@ __global__ void k_half_x(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1
 
 /* ---- per-type dot products of one warp's row ---- */
 
+/* a 16-byte weight load; na: not allocated in L1 (weights are read once,
+ * the activations beside them are re-read by every warp) */
+__device__ static inline uint4 ldw16(const uint8_t *p, bool na)
+{
+	if (na) {
+		uint4 r;
+		asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+		    : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+		    : "l"(p));
+		return r;
+	}
+	return *(const uint4 *)p;
+}
+
 __device__ static inline uint32_t ld_b2(const uint8_t *p)
 {
 	const uint16_t *h = (const uint16_t *)p;
@@ -69,7 +85,8 @@ __device__ static inline uint32_t ld_b2(const uint8_t *p)
  * sub-block 2c and 16 high nibbles of sub-block 2c+1 (c = (l%8)/2). */
 template <int NC>
 __device__ static inline void dot_q4k(const uint8_t *__restrict__ row, int64_t nsb, const int8_t *__restrict__ xq,
-				      const float *__restrict__ xd, int64_t K, int lane, int part, int S, float *acc)
+				      const float *__restrict__ xd, int64_t K, int lane, int part, int S, bool na,
+				      float *acc)
 {
 	const int i = lane & 7, c = i >> 1, half = i & 1;
 	const int j0 = 2 * c;
@@ -78,8 +95,8 @@ __device__ static inline void dot_q4k(const uint8_t *__restrict__ row, int64_t n
 #pragma unroll 4
 	for (int64_t sb = (lane >> 3) + 4 * part; sb < nsb; sb += 4 * S) {
 		const uint8_t *b = row + sb * 144;
-		uint4 h = *(const uint4 *)b;
-		uint4 qv = *(const uint4 *)(b + 16 + i * 16);
+		uint4 h = ldw16(b, na);
+		uint4 qv = ldw16(b + 16 + i * 16, na);
 		float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xffff)));
 		float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
 		/* 6-bit scales / mins of sub-blocks j0, j0+1 without a divergent
@@ -181,12 +198,12 @@ __device__ static inline void dot_q80(const uint8_t *__restrict__ row, int64_t n
 /* F16: 8 weights (16 bytes) per lane per step; x F32 rounded to F16. */
 template <int NC>
 __device__ static inline void dot_f16(const uint8_t *__restrict__ row, int64_t K, const float *__restrict__ x,
-				      int64_t xcs, int lane, int part, int S, float *acc)
+				      int64_t xcs, int lane, int part, int S, bool na, float *acc)
 {
 	const int64_t n8 = K / 8;
 #pragma unroll 4
 	for (int64_t it = lane + 32 * part; it < n8; it += 32 * S) {
-		uint4 u = *(const uint4 *)(row + it * 16);
+		uint4 u = ldw16(row + it * 16, na);
 		const __half2 *h = (const __half2 *)&u;
 		float2 w[4];
 #pragma unroll
@@ -217,12 +234,12 @@ __device__ static inline void dot_f16(const uint8_t *__restrict__ row, int64_t K
 /* F16 weights, F16 activations (staged): products in F32 */
 template <int NC>
 __device__ static inline void dot_f16h(const uint8_t *__restrict__ row, int64_t K, const __half *__restrict__ x,
-				       int64_t xcs, int lane, int part, int S, float *acc)
+				       int64_t xcs, int lane, int part, int S, bool na, float *acc)
 {
 	const int64_t n8 = K / 8;
 #pragma unroll 4
 	for (int64_t it = lane + 32 * part; it < n8; it += 32 * S) {
-		uint4 u = *(const uint4 *)(row + it * 16);
+		uint4 u = ldw16(row + it * 16, na);
 		const __half2 *h = (const __half2 *)&u;
 		float2 w[4];
 #pragma unroll
@@ -249,18 +266,18 @@ __device__ static inline void dot_f16h(const uint8_t *__restrict__ row, int64_t 
 template <int T, int NC>
 __device__ static inline void row_dot(const uint8_t *__restrict__ row, const void *__restrict__ xv,
 				      const float *__restrict__ xd, int64_t xcs, int64_t K, int lane, int part, int S,
-				      float *acc)
+				      bool na, float *acc)
 {
 	if constexpr (T == ALICE_TYPE_Q4_K)
-		dot_q4k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, part, S, acc);
+		dot_q4k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, part, S, na, acc);
 	else if constexpr (T == ALICE_TYPE_Q6_K)
 		dot_q6k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, part, S, acc);
 	else if constexpr (T == ALICE_TYPE_Q8_0)
 		dot_q80<NC>(row, K / 32, (const int8_t *)xv, xd, K, lane, part, S, acc);
 	else if constexpr (T == T_F16H)
-		dot_f16h<NC>(row, K, (const __half *)xv, xcs, lane, part, S, acc);
+		dot_f16h<NC>(row, K, (const __half *)xv, xcs, lane, part, S, na, acc);
 	else
-		dot_f16<NC>(row, K, (const float *)xv, xcs, lane, part, S, acc);
+		dot_f16<NC>(row, K, (const float *)xv, xcs, lane, part, S, na, acc);
 }
 
 /* S warps per row (set.split[m]: 1, 2 or 4; GLU: the same row of gate
@@ -282,9 +299,10 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 		const int64_t bytes = T == ALICE_TYPE_Q4_K ? K / 256 * 144
 				      : T == ALICE_TYPE_Q6_K ? K / 256 * 210
 				      : T == ALICE_TYPE_Q8_0 ? K / 32 * 34 : K * 2;
+		const int64_t lim = set.pf_bytes > 0 && set.pf_bytes * S < bytes ? (int64_t)set.pf_bytes * S : bytes;
 		for (int g = 0; g < (GLU ? 2 : 1); g++) {
 			const uint8_t *rp = set.w[g ? 1 : m] + row * set.wnb1[g ? 1 : m];
-			for (int64_t off = (int64_t)(part * 32 + lane) * 128; off < bytes; off += (int64_t)128 * 32 * S)
+			for (int64_t off = (int64_t)(part * 32 + lane) * 128; off < lim; off += (int64_t)128 * 32 * S)
 				asm volatile("prefetch.global.L2 [%0];" ::"l"(rp + off));
 		}
 	}
@@ -298,9 +316,9 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 		acc[c] = acc2[c] = 0.f;
 	(void)acc2;
 	if (valid) {
-		row_dot<T, NC>(set.w[m] + row * set.wnb1[m], x, xd, xcs, K, lane, part, S, acc);
+		row_dot<T, NC>(set.w[m] + row * set.wnb1[m], x, xd, xcs, K, lane, part, S, set.ldna, acc);
 		if constexpr (GLU)
-			row_dot<T, NC>(set.w[1] + row * set.wnb1[1], x, xd, xcs, K, lane, part, S, acc2);
+			row_dot<T, NC>(set.w[1] + row * set.wnb1[1], x, xd, xcs, K, lane, part, S, set.ldna, acc2);
 	}
 #pragma unroll
 	for (int c = 0; c < NC; c++) {
@@ -409,6 +427,18 @@ static int mmvq_prefetch(void)
 	return !cu_env_is("ALICE_CUDA_PREFETCH", '0', &off);
 }
 
+/* switches for comparisons: ALICE_CUDA_LDNA (0: weights through L1, 1:
+ * every type's 16-byte weight loads bypass L1; unset: F16 only),
+ * ALICE_CUDA_PF16=bytes (F16 rows prefetch that many bytes per warp) */
+static long env_long(const char *name, long *cache, long dflt)
+{
+	if (*cache < 0) {
+		const char *e = getenv(name);
+		*cache = e ? atol(e) : dflt;
+	}
+	return *cache;
+}
+
 template <int T, int NC>
 static void launch_mmvq_nc(cudaStream_t s, const struct mmv_set &set, unsigned blocks, const void *x,
 			   const float *xd, int64_t xcs, int64_t dcs, int64_t K, bool glu)
@@ -426,7 +456,14 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 	unsigned b = 0;
 	/* quantized rows only: on the H200 it gave 1B Q4_K_M decode 1030 -> 974
 	 * us/step, but F16 rows (4-28 KB) lost (8B F16 5.7 -> 6.8 ms/step) */
-	set.prefetch = (uint8_t)(mmvq_prefetch() && T != ALICE_TYPE_F16 && T != T_F16H);
+	static long ldna = -1, pf16 = -1;
+	const bool f16 = T == ALICE_TYPE_F16 || T == T_F16H;
+	set.prefetch = (uint8_t)(mmvq_prefetch() && (!f16 || env_long("ALICE_CUDA_PF16", &pf16, 0) > 0));
+	set.pf_bytes = f16 ? (int32_t)env_long("ALICE_CUDA_PF16", &pf16, 0) : 0;
+	/* F16 rows streamed past L1: 1B F16 decode 1401 -> 1183 us of GPU time
+	 * per step on the H200; Q4_K saw no gain (1207 -> 1215 us) */
+	const long na = env_long("ALICE_CUDA_LDNA", &ldna, 2);
+	set.ldna = (uint8_t)(na == 1 || (na == 2 && f16));
 	for (int i = 0; i < MMV_MAX_SET; i++) {
 		set.bstart[i] = b;
 		set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);
@@ -476,11 +513,12 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 			if (ctx->scratch_size < ctx->xq_off + cu_mmvq_scratch(type, K, M))
 				return cu_fail(ctx, ALICE_ERR_BACKEND, "mmvq: scratch not sized for K %lld M %lld",
 					       (long long)K, (long long)M);
-			int64_t warps = K / qk * M;
+			int64_t warps = (K + 255) / 256 * M;
+			bool vec = xnb0 == 4 && xnb1 % 16 == 0 && ((uintptr_t)x & 15) == 0;
 			if (qk == 32)
-				cu_launch(k_quant_x<32>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, q, d);
+				cu_launch(k_quant_x<32>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, vec, q, d);
 			else
-				cu_launch(k_quant_x<256>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, q, d);
+				cu_launch(k_quant_x<256>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, vec, q, d);
 			CUDA_LAUNCH_CHECK(ctx, "quant_x");
 			cu_xq_set(ctx, x, xnb0, xnb1, K, M, qk, ctx->xq_cur);
 		}

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Sum an `ncu --csv --print-units base` metrics log per kernel name:
    ncu_sum.py LOG STEPS  -> per kernel: launches, us per step, DRAM GB/s."""
-import csv, sys, collections
+import csv, sys, collections, os
+
+by_grid = os.environ.get("NCU_BY_GRID") == "1"  # one line per kernel and grid size
 
 rows = [l for l in open(sys.argv[1], errors="replace") if l.startswith('"')]
 steps = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
@@ -12,6 +14,8 @@ for r in csv.DictReader(rows):
     for c in ("(int)", "(bool)", "(unsigned int)", "(long)", "void "):
         k = k.replace(c, "")
     k = k.split("(")[0][:90]
+    if by_grid:
+        k = f"{k} grid {r.get('Grid Size', '?')}"
     key = (r.get("ID"), k)
     if key not in launches:
         launches[key] = True

@@ -1,9 +1,15 @@
-/* norm.cu — RMS_NORM (optionally times a weight) and L2_NORM over dim 0.
- * One block per row; sums of squares in F32 with a block reduction. */
+/* norm.cu — RMS_NORM (optionally times a weight) and L2_NORM over dim 0,
+ * and ADD + RMS_NORM in one pass. One block per row; thread t owns values
+ * 8t .. 8t+7 of every 2048 (the quantx.cuh layout, so a norm can emit its
+ * output quantized from registers); sums of squares in F32, per thread in
+ * that order, then across the block. Rows of up to NORM_REGS*2048 values
+ * stay in registers between the two passes. */
 #include "common.cuh"
 #include "quantx.cuh"
 
 #define NORM_THREADS 256
+#define NORM_CHUNK (NORM_THREADS * 8)
+#define NORM_REGS 4
 
 /* The norm weight does not depend on the kernel before: bring it to L2
  * while that one finishes (one 128-byte line per thread). */
@@ -15,24 +21,8 @@ __device__ static inline void prefetch_w(const uint8_t *w, int64_t wnb0, int64_t
 		asm volatile("prefetch.global.L2 [%0];" ::"l"(w + off));
 }
 
-template <bool RMS>
-__global__ void __launch_bounds__(NORM_THREADS)
-k_norm(uint8_t *__restrict__ d, struct cu_view dv, const uint8_t *__restrict__ x, struct cu_view xv,
-       const uint8_t *__restrict__ w, int64_t wnb0, float eps)
+__device__ static inline float block_sum(float s)
 {
-	prefetch_w(w, wnb0, xv.ne[0]);
-	pdl_wait();
-	pdl_trigger();
-	int64_t r = blockIdx.x;
-	int64_t i1 = r % xv.ne[1], i2 = (r / xv.ne[1]) % xv.ne[2], i3 = r / (xv.ne[1] * xv.ne[2]);
-	const uint8_t *xr = x + i1 * xv.nb[1] + i2 * xv.nb[2] + i3 * xv.nb[3];
-	uint8_t *dr = d + i1 * dv.nb[1] + i2 * dv.nb[2] + i3 * dv.nb[3];
-	int64_t n = xv.ne[0];
-	float s = 0.f;
-	for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
-		float v = *(const float *)(xr + i * xv.nb[0]);
-		s += v * v;
-	}
 	__shared__ float sh[NORM_THREADS / 32];
 	s = warp_sum(s);
 	if ((threadIdx.x & 31) == 0)
@@ -42,13 +32,90 @@ k_norm(uint8_t *__restrict__ d, struct cu_view dv, const uint8_t *__restrict__ x
 #pragma unroll
 	for (int i = 0; i < NORM_THREADS / 32; i++)
 		tot += sh[i];
-	float scale = RMS ? 1.f / sqrtf(tot / (float)n + eps) : 1.f / fmaxf(sqrtf(tot), eps);
-	for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
-		float v = *(const float *)(xr + i * xv.nb[0]) * scale;
+	return tot;
+}
+
+/* vec bits: 1 rows dense and 16-byte aligned, 2 the weight too */
+#define NORM_VEC_X 1
+#define NORM_VEC_W 2
+
+/* The second pass over a row: values times scale (times the weight) to dr,
+ * and quantized (QK 32 / 256) to q/qd. R > 0: the values are in v; R == 0:
+ * re-read from src (this thread's own values). */
+template <int QK, int R>
+__device__ static inline void norm_out(const float *v, const uint8_t *__restrict__ src, int64_t snb0, float scale,
+				       const uint8_t *__restrict__ w, int64_t wnb0, uint8_t *__restrict__ dr,
+				       int64_t dnb0, int64_t n, int vec, int8_t *__restrict__ q, float *__restrict__ qd)
+{
+	const int64_t k0 = (int64_t)threadIdx.x * 8;
+	const int nch = R > 0 ? R : (int)((n + NORM_CHUNK - 1) / NORM_CHUNK);
+#pragma unroll
+	for (int c = 0; c < nch; c++) {
+		const int64_t k = (int64_t)c * NORM_CHUNK + k0;
+		float t[8], wv[8];
+		if constexpr (R > 0) {
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				t[j] = v[c * 8 + j];
+		} else {
+			load8(src, snb0, k, n, vec & NORM_VEC_X, t);
+		}
 		if (w)
-			v *= *(const float *)(w + i * wnb0);
-		*(float *)(dr + i * dv.nb[0]) = v;
+			load8(w, wnb0, k, n, vec & NORM_VEC_W, wv);
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			t[j] *= scale;
+			if (w)
+				t[j] *= wv[j];
+		}
+		store8(dr, dnb0, k, n, vec & NORM_VEC_X, t);
+		if constexpr (QK > 0)
+			quant_regs<QK>(t, threadIdx.x & 31, k, q, qd, k < n);
 	}
+}
+
+template <bool RMS, int R>
+__global__ void __launch_bounds__(NORM_THREADS)
+k_norm(uint8_t *__restrict__ d, struct cu_view dv, const uint8_t *__restrict__ x, struct cu_view xv,
+       const uint8_t *__restrict__ w, int64_t wnb0, float eps, int vec)
+{
+	prefetch_w(w, wnb0, xv.ne[0]);
+	pdl_wait();
+	pdl_trigger();
+	int64_t r = blockIdx.x;
+	int64_t i1 = r % xv.ne[1], i2 = (r / xv.ne[1]) % xv.ne[2], i3 = r / (xv.ne[1] * xv.ne[2]);
+	const uint8_t *xr = x + i1 * xv.nb[1] + i2 * xv.nb[2] + i3 * xv.nb[3];
+	uint8_t *dr = d + i1 * dv.nb[1] + i2 * dv.nb[2] + i3 * dv.nb[3];
+	const int64_t n = xv.ne[0], k0 = (int64_t)threadIdx.x * 8;
+	const int nch = R > 0 ? R : (int)((n + NORM_CHUNK - 1) / NORM_CHUNK);
+	float v[R > 0 ? 8 * R : 1];
+	float s = 0.f;
+#pragma unroll
+	for (int c = 0; c < nch; c++) {
+		float t[8];
+		load8(xr, xv.nb[0], (int64_t)c * NORM_CHUNK + k0, n, vec & NORM_VEC_X, t);
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			s += t[j] * t[j];
+			if constexpr (R > 0)
+				v[c * 8 + j] = t[j];
+		}
+	}
+	float tot = block_sum(s);
+	float scale = RMS ? 1.f / sqrtf(tot / (float)n + eps) : 1.f / fmaxf(sqrtf(tot), eps);
+	norm_out<0, R>(v, xr, xv.nb[0], scale, w, wnb0, dr, dv.nb[0], n, vec, NULL, NULL);
+}
+
+static bool vec_rows(const struct alice_tensor *t)
+{
+	return t->nb[0] == 4 && ((uintptr_t)tdata(t) & 15) == 0 && t->nb[1] % 16 == 0 && t->nb[2] % 16 == 0 &&
+	       t->nb[3] % 16 == 0 && t->ne[0] % 8 == 0;
+}
+
+static int norm_regs(int64_t n)
+{
+	int64_t c = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+	return c <= 1 ? 1 : c <= 2 ? 2 : c <= NORM_REGS ? NORM_REGS : 0;
 }
 
 static enum alice_status launch_norm(const struct cu_args *a, bool rms)
@@ -64,12 +131,21 @@ static enum alice_status launch_norm(const struct cu_args *a, bool rms)
 	if (rows > 0x7fffffff)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "too many rows");
 	const uint8_t *wp = w ? tdata(w) : NULL;
-	if (rms)
-		cu_launch(k_norm<true>, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(d), cu_view_of(d),
-			  (const uint8_t *)tdata(x), cu_view_of(x), wp, w ? w->nb[0] : 0, a->node->fp[0]);
-	else
-		cu_launch(k_norm<false>, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(d), cu_view_of(d),
-			  (const uint8_t *)tdata(x), cu_view_of(x), wp, (int64_t)0, a->node->fp[0]);
+	int vec = (vec_rows(d) && vec_rows(x) ? NORM_VEC_X : 0) | (w && vec_rows(w) ? NORM_VEC_W : 0);
+	auto l = [&](auto kern) {
+		cu_launch(kern, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(d), cu_view_of(d), (const uint8_t *)tdata(x),
+			  cu_view_of(x), wp, w ? w->nb[0] : 0, a->node->fp[0], vec);
+	};
+	switch (norm_regs(x->ne[0]) * 2 + rms) {
+	case 2: l(k_norm<false, 1>); break;
+	case 3: l(k_norm<true, 1>); break;
+	case 4: l(k_norm<false, 2>); break;
+	case 5: l(k_norm<true, 2>); break;
+	case 2 * NORM_REGS: l(k_norm<false, NORM_REGS>); break;
+	case 2 * NORM_REGS + 1: l(k_norm<true, NORM_REGS>); break;
+	case 1: l(k_norm<true, 0>); break;
+	default: l(k_norm<false, 0>); break;
+	}
 	CUDA_LAUNCH_CHECK(ctx, "norm");
 	return ALICE_OK;
 }
@@ -86,13 +162,14 @@ enum alice_status cu_op_l2_norm(const struct cu_args *a)
 
 /* ADD followed by an RMS_NORM of its result (the residual stream: x + f(x)
  * and the next sublayer's norm), in one pass: the sum is written out and
- * normalized from the same registers-then-cache. Same float operations as
- * the two ops apart. */
-template <int QK>
+ * normalized from registers. Same float operations as the two ops apart.
+ * QK > 0: the output also quantized for the mat-vec that reads it next
+ * (mmvq.cu layout: column r at q + r*n, scales at qd + r*n/32). */
+template <int QK, int R>
 __global__ void __launch_bounds__(NORM_THREADS)
 k_add_rms(uint8_t *__restrict__ s, struct cu_view sv, const uint8_t *__restrict__ a, struct cu_view av,
 	  const uint8_t *__restrict__ b, struct cu_view bv, uint8_t *__restrict__ d, struct cu_view dv,
-	  const uint8_t *__restrict__ w, int64_t wnb0, float eps, int8_t *__restrict__ q, float *__restrict__ qd)
+	  const uint8_t *__restrict__ w, int64_t wnb0, float eps, int vec, int8_t *__restrict__ q, float *__restrict__ qd)
 {
 	prefetch_w(w, wnb0, sv.ne[0]);
 	pdl_wait();
@@ -103,38 +180,29 @@ k_add_rms(uint8_t *__restrict__ s, struct cu_view sv, const uint8_t *__restrict_
 	const uint8_t *br = b + i1 * bv.nb[1] + i2 * bv.nb[2] + i3 * bv.nb[3];
 	uint8_t *sr = s + i1 * sv.nb[1] + i2 * sv.nb[2] + i3 * sv.nb[3];
 	uint8_t *dr = d + i1 * dv.nb[1] + i2 * dv.nb[2] + i3 * dv.nb[3];
-	int64_t n = sv.ne[0];
+	const int64_t n = sv.ne[0], k0 = (int64_t)threadIdx.x * 8;
+	const int nch = R > 0 ? R : (int)((n + NORM_CHUNK - 1) / NORM_CHUNK);
+	float v[R > 0 ? 8 * R : 1];
 	float ss = 0.f;
-	for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
-		float v = *(const float *)(ar + i * av.nb[0]) + *(const float *)(br + i * bv.nb[0]);
-		*(float *)(sr + i * sv.nb[0]) = v;
-		ss += v * v;
-	}
-	__shared__ float sh[NORM_THREADS / 32];
-	ss = warp_sum(ss);
-	if ((threadIdx.x & 31) == 0)
-		sh[threadIdx.x >> 5] = ss;
-	__syncthreads();
-	float tot = 0.f;
 #pragma unroll
-	for (int i = 0; i < NORM_THREADS / 32; i++)
-		tot += sh[i];
+	for (int c = 0; c < nch; c++) {
+		const int64_t k = (int64_t)c * NORM_CHUNK + k0;
+		float t[8], u[8];
+		load8(ar, av.nb[0], k, n, vec & NORM_VEC_X, t);
+		load8(br, bv.nb[0], k, n, vec & NORM_VEC_X, u);
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			t[j] += u[j];
+			ss += t[j] * t[j];
+			if constexpr (R > 0)
+				v[c * 8 + j] = t[j];
+		}
+		store8(sr, sv.nb[0], k, n, vec & NORM_VEC_X, t);
+	}
+	float tot = block_sum(ss);
 	float scale = 1.f / sqrtf(tot / (float)n + eps);
-	for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
-		/* each thread re-reads only what it wrote itself */
-		float v = *(const float *)(sr + i * sv.nb[0]) * scale;
-		if (w)
-			v *= *(const float *)(w + i * wnb0);
-		*(float *)(dr + i * dv.nb[0]) = v;
-	}
-	if constexpr (QK > 0) {
-		/* the row quantized for the mat-vec that reads it (mmvq.cu
-		 * layout: column r at q + r*n, scales at qd + r*n/32) */
-		__syncthreads();
-		const int lane = threadIdx.x & 31;
-		for (int64_t blk = threadIdx.x >> 5; blk < n / QK; blk += NORM_THREADS / 32)
-			quant_warp<QK>(dr, dv.nb[0], blk * QK, q + r * n, qd + r * (n / 32), lane);
-	}
+	norm_out<QK, R>(v, sr, sv.nb[0], scale, w, wnb0, dr, dv.nb[0], n, vec, QK ? q + r * n : NULL,
+			QK ? qd + r * (n / 32) : NULL);
 }
 
 static uint64_t view_span(const struct alice_tensor *t)
@@ -199,17 +267,24 @@ enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_arg
 		qk = 0;
 	int8_t *q = qk ? cu_xq_q(ctx) : NULL;
 	float *qd = qk ? cu_xq_d(ctx, K, rows) : NULL;
+	int vec = (vec_rows(s) && vec_rows(a) && vec_rows(b) && vec_rows(d) ? NORM_VEC_X : 0) |
+		  (w && vec_rows(w) ? NORM_VEC_W : 0);
 	auto l = [&](auto kern) {
 		cu_launch(kern, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(s), cu_view_of(s), (const uint8_t *)tdata(a),
 			  cu_view_of(a), (const uint8_t *)tdata(b), cu_view_of(b), tdata(d), cu_view_of(d), wp,
-			  w ? w->nb[0] : 0, norm->node->fp[0], q, qd);
+			  w ? w->nb[0] : 0, norm->node->fp[0], vec, q, qd);
 	};
+	const int R = norm_regs(K);
+#define ADD_RMS_R(QK)                                                                                      \
+	(R == 1 ? (l(k_add_rms<QK, 1>), 0)                                                                 \
+		: R == 2 ? (l(k_add_rms<QK, 2>), 0) : R == NORM_REGS ? (l(k_add_rms<QK, NORM_REGS>), 0) : (l(k_add_rms<QK, 0>), 0))
 	if (qk == 256)
-		l(k_add_rms<256>);
+		ADD_RMS_R(256);
 	else if (qk == 32)
-		l(k_add_rms<32>);
+		ADD_RMS_R(32);
 	else
-		l(k_add_rms<0>);
+		ADD_RMS_R(0);
+#undef ADD_RMS_R
 	CUDA_LAUNCH_CHECK(ctx, "add+rms_norm");
 	if (qk)
 		cu_xq_set(ctx, tdata(d), d->nb[0], d->nb[1], K, rows, qk, norm->node->dst);

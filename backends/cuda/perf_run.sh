@@ -115,6 +115,18 @@ for stage in "$@"; do
     add "ncu $shape $type: rc $rc"
     head -45 "$out/ncu_$shape-$type.txt"
     ;;
+  ncu1:*)
+    # ncu1:shape:type:COUNT — the first COUNT kernels of one decode step, per kernel and grid
+    IFS=: read -r _ shape type cnt <<<"$stage"
+    f=$(mk "$shape" "$type")
+    timeout 300 ncu --clock-control none --csv --print-units base --launch-count "$cnt" \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+      "$b/bin/alice-bench" -m "$f" --backend cuda -p 1 -n 1 -r 1 > "$out/ncu_$shape-$type.csv" 2> "$out/ncu_$shape-$type.err"
+    rc=$?
+    NCU_BY_GRID=1 python3 backends/cuda/ncu_sum.py "$out/ncu_$shape-$type.csv" 1 > "$out/ncu_$shape-$type.txt" 2>&1
+    add "ncu1 $shape $type: rc $rc"
+    head -45 "$out/ncu_$shape-$type.txt"
+    ;;
   model:*|model0:*|modelF:*)
     # model0: PDL off; modelF: flash attention off (ALICE_CUDA_FATTN=0), for comparison
     IFS=: read -r kind shape type <<<"$stage"
