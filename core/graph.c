@@ -574,6 +574,21 @@ static int32_t root_of(const struct alice_gb *gb, int32_t t)
 	return gb->meta[t].view_of >= 0 ? gb->meta[t].view_of : t;
 }
 
+/* Free the tensors pend lists (marked 3 in state). */
+static enum alice_status free_pending(struct alice_gb *gb, struct placer *p, int32_t *pend, uint8_t *state)
+{
+	for (int s = 0; s <= ALICE_MAX_SRC; s++) {
+		int32_t c = pend[s];
+		if (c < 0 || state[c] != 3)
+			continue;
+		if (!placer_free(p, gb->tensors[c].offset, gb->meta[c].nbytes))
+			return ALICE_ERR_NOMEM;
+		state[c] = 2;
+		pend[s] = -1;
+	}
+	return ALICE_OK;
+}
+
 enum alice_status alice_gb_plan(struct alice_gb *gb, uint64_t *size, struct alice_error *err)
 {
 	if (gb->failed)
@@ -581,8 +596,11 @@ enum alice_status alice_gb_plan(struct alice_gb *gb, uint64_t *size, struct alic
 	enum alice_status st = ALICE_OK;
 	uint32_t nt = gb->n_tensors;
 	int32_t *last = malloc((size_t)nt * sizeof(*last));
-	uint8_t *state = calloc(nt, 1); /* 0 unplaced, 1 placed, 2 freed */
+	uint8_t *state = calloc(nt, 1); /* 0 unplaced, 1 placed, 2 freed, 3 to free */
 	struct placer p = {0};
+	int32_t pend[ALICE_MAX_SRC + 1];
+	for (int s = 0; s <= ALICE_MAX_SRC; s++)
+		pend[s] = -1;
 	if (!last || !state) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "graph: out of memory");
 		goto out_free;
@@ -629,20 +647,21 @@ enum alice_status alice_gb_plan(struct alice_gb *gb, uint64_t *size, struct alic
 			gb->tensors[r].offset = o;
 			state[r] = 1;
 		}
-		/* Free what this node read (and wrote) for the last time. */
-		int32_t cand[ALICE_MAX_SRC + 1];
+		/* Free what the previous node read (and wrote) for the last time:
+		 * one node late, so no node's output sits where its predecessor
+		 * read, and a backend may run two neighbours as one launch (q and
+		 * k rotations; the placer would put k's output over q's input). */
+		if ((st = free_pending(gb, &p, pend, state)) != ALICE_OK)
+			goto out_nomem;
 		for (int s = 0; s < ALICE_MAX_SRC; s++)
-			cand[s] = nd->src[s] >= 0 ? root_of(gb, nd->src[s]) : -1;
-		cand[ALICE_MAX_SRC] = r;
+			pend[s] = nd->src[s] >= 0 ? root_of(gb, nd->src[s]) : -1;
+		pend[ALICE_MAX_SRC] = r;
 		for (int s = 0; s <= ALICE_MAX_SRC; s++) {
-			int32_t c = cand[s];
+			int32_t c = pend[s];
 			if (c < 0 || gb->meta[c].kind != ALICE_GB_COMPUTE || state[c] != 1 || last[c] != (int32_t)n)
-				continue;
-			if (!placer_free(&p, gb->tensors[c].offset, gb->meta[c].nbytes)) {
-				st = alice_fail(err, ALICE_ERR_NOMEM, "graph: out of memory");
-				goto out_free;
-			}
-			state[c] = 2;
+				pend[s] = -1;
+			else
+				state[c] = 3; /* freed after the next node's output is placed */
 		}
 	}
 	/* Views follow their base. */
@@ -652,6 +671,9 @@ enum alice_status alice_gb_plan(struct alice_gb *gb, uint64_t *size, struct alic
 			gb->tensors[i].offset = gb->tensors[b].offset + gb->meta[i].view_offs;
 		}
 	*size = p.top ? p.top : ALICE_GB_ALIGN;
+	goto out_free;
+out_nomem:
+	st = alice_fail(err, ALICE_ERR_NOMEM, "graph: out of memory");
 out_free:
 	free(p.blocks);
 	free(state);

@@ -803,19 +803,18 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 static bool build_sig(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint8_t **out, size_t *len)
 {
 	size_t per_t = 4 + 8 * 8 + 8 + 8;
-	size_t ng = (size_t)ctx->gather_n * sizeof(struct cu_copy);
+	size_t ng = ctx->gather_n ? sizeof(ctx->gather) : 0;
 	size_t n = 32 + ng + (size_t)g->n_nodes * sizeof(struct alice_node) + (size_t)g->n_tensors * per_t;
 	uint8_t *s = (uint8_t *)malloc(n);
 	if (!s)
 		return false;
 	uint8_t *p = s;
-	/* the input copy at the graph's head: where its records are and what they say */
-	uint64_t hdr[4] = { (uint64_t)(uintptr_t)ctx->scratch, ctx->scratch_gen, (uint64_t)(uintptr_t)ctx->gather,
-			    (uint64_t)ctx->gather_n };
+	/* the input copy at the graph's head: its records are a kernel parameter */
+	uint64_t hdr[4] = { (uint64_t)(uintptr_t)ctx->scratch, ctx->scratch_gen, (uint64_t)ng, (uint64_t)ctx->gather_n };
 	memcpy(p, hdr, 32);
 	p += 32;
 	if (ng) {
-		memcpy(p, ctx->gather_host, ng);
+		memcpy(p, &ctx->gather, ng);
 		p += ng;
 	}
 	if (g->n_nodes) {
@@ -848,11 +847,7 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		cu_steps_entry(ctx->steps);
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
 	/* the step's pending input writes become one copy at the graph's head */
-	if (!cu_inputs_prepare(ctx)) {
-		enum alice_status fst = cu_inputs_flush(ctx);
-		if (fst != ALICE_OK)
-			return fst;
-	}
+	cu_inputs_prepare(ctx);
 	/* a GEMM graph: not worth a capture (shapes rarely repeat, instantiation is slow) */
 	bool prefill = false;
 	for (uint32_t i = 0; i < g->n_nodes; i++)

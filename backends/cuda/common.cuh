@@ -55,6 +55,11 @@ struct cu_copy {
 };
 #define CU_PEND_MAX 32
 #define CU_GATHER_MAX ((uint64_t)64 << 10)
+/* the records travel as k_gather's parameter (768 bytes): no read of them
+ * over PCIe before the data's */
+struct cu_gather {
+	struct cu_copy c[CU_PEND_MAX];
+};
 
 struct alice_backend_ctx {
 	int device;
@@ -85,8 +90,7 @@ struct alice_backend_ctx {
 	 * those the next graph_compute copies (one k_gather at its head) */
 	struct cu_copy pend[CU_PEND_MAX];
 	int n_pend;
-	const struct cu_copy *gather;      /* device address of the records */
-	const struct cu_copy *gather_host; /* the same records, host side (the graph signature) */
+	struct cu_gather gather;
 	int gather_n;
 	struct cu_prof *prof; /* ALICE_CUDA_PROFILE=1, else NULL */
 	struct cu_steps *steps; /* ALICE_CUDA_PROFILE=2, else NULL */
@@ -107,12 +111,12 @@ enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, c
 	__attribute__((format(printf, 3, 4))) CU_HIDDEN;
 
 /* inputs.cu: cu_inputs_take records a small write (false: write it
- * otherwise); cu_inputs_prepare turns the records into ctx->gather (false:
- * no room in the ring); cu_inputs_launch enqueues ctx->gather's copy;
+ * otherwise); cu_inputs_prepare makes the records ctx->gather, the copy at
+ * the head of the next launches; cu_inputs_launch enqueues it;
  * cu_inputs_flush enqueues everything pending (before any other use of the
  * stream or the ring). */
 bool cu_inputs_take(struct alice_backend_ctx *ctx, uint8_t *dst, const void *src, uint64_t size) CU_HIDDEN;
-bool cu_inputs_prepare(struct alice_backend_ctx *ctx) CU_HIDDEN;
+void cu_inputs_prepare(struct alice_backend_ctx *ctx) CU_HIDDEN;
 enum alice_status cu_inputs_launch(struct alice_backend_ctx *ctx) CU_HIDDEN;
 enum alice_status cu_inputs_flush(struct alice_backend_ctx *ctx) CU_HIDDEN;
 

@@ -127,7 +127,9 @@ Test(graph, memory_is_reused)
 	struct alice_error err = {0};
 	uint64_t size = 0;
 	cr_assert_eq(alice_gb_plan(&gb, &size, &err), ALICE_OK, "%s", err.msg);
-	cr_expect_leq(size, 3u << 20, "50 MiB of temporaries placed in %llu bytes", (unsigned long long)size);
+	/* the input, the node's output, its source and the source before
+	 * (freed one node late so neighbours can run as one launch) */
+	cr_expect_leq(size, 4u << 20, "50 MiB of temporaries placed in %llu bytes", (unsigned long long)size);
 	check_no_overlap(&gb);
 	alice_gb_free(&gb);
 }
