@@ -412,11 +412,20 @@ size_t cu_mmvq_scratch(uint32_t type, int64_t K, int64_t M)
 static int mmvq_split(int T, int64_t N, int64_t K)
 {
 	static int off = -1;
+	static long target = -1; /* ALICE_CUDA_MMV_TARGET: for comparisons */
 	if (cu_env_is("ALICE_CUDA_MMV_SPLIT", '0', &off))
 		return 1;
+	if (target < 0) {
+		const char *e = getenv("ALICE_CUDA_MMV_TARGET");
+		target = e && atol(e) > 0 ? atol(e) : 0;
+	}
+	/* More warps for F16 rows of 8 KB and more (target 32768) gave 8B F16
+	 * 174 -> 180 t/s at -p 0 on the H200 but 210.3 -> 208.4 in -p 512 -n 128
+	 * (the table's measure): not taken */
+	const int64_t tw = target > 0 ? target : MMVQ_TARGET_WARPS;
 	int64_t round = (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K) ? 1024 : 256;
 	int S = 1;
-	while (S < MMVQ_WARPS && N * S < MMVQ_TARGET_WARPS && K >= round * 2 * S)
+	while (S < MMVQ_WARPS && N * S < tw && K >= round * 2 * S)
 		S *= 2;
 	return S;
 }
