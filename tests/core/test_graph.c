@@ -21,7 +21,9 @@ static struct alice_tensor weight(uint32_t type, int64_t ne0, int64_t ne1)
 }
 
 /* Every INPUT/COMPUTE tensor's [first write, last read] and byte range; any
- * two whose lifetimes overlap must not overlap in memory. */
+ * two whose lifetimes overlap must not overlap in memory. A computed
+ * tensor's bytes stay its own one node past its last read, so that a
+ * backend may run two neighbouring nodes as one launch. */
 static void check_no_overlap(const struct alice_gb *gb)
 {
 	uint32_t nt = gb->n_tensors;
@@ -52,7 +54,8 @@ static void check_no_overlap(const struct alice_gb *gb)
 			uint8_t kb = gb->meta[b].kind;
 			if ((kb != ALICE_GB_COMPUTE && kb != ALICE_GB_INPUT) || last[b] < 0)
 				continue;
-			bool live_together = first[a] <= last[b] && first[b] <= last[a];
+			int32_t end_a = last[a] + (ka == ALICE_GB_COMPUTE), end_b = last[b] + (kb == ALICE_GB_COMPUTE);
+			bool live_together = first[a] <= end_b && first[b] <= end_a;
 			uint64_t a0 = gb->tensors[a].offset, a1 = a0 + gb->meta[a].nbytes;
 			uint64_t b0 = gb->tensors[b].offset, b1 = b0 + gb->meta[b].nbytes;
 			if (live_together)
