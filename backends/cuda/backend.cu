@@ -7,13 +7,15 @@
  * every tensor's type, shape, strides and device address, and the scratch
  * region) equals the previous call's, the kernel sequence is captured once
  * into a CUDA graph and replayed from then on: a decode step only changes
- * input *data* (written by buffer_write before the call), and every kernel
+ * input *data* (written by buffer_write before the call; the small writes
+ * become one gather kernel at the graph's head, inputs.cu), and every kernel
  * reads its variable inputs (positions, cell ranges, ids) from device memory,
  * so the replay computes the new step. Any other graph runs as plain launches.
  * Launch fusion (ALICE_CUDA_FUSE=0 turns it off): consecutive mat-vecs of one
- * input (+ GLU), residual ADD + RMS_NORM, the q/k ROPE pair and the K/V
- * KV_WRITE pair each run as one launch, when no output shares memory with
- * the group's inputs. Bad input data (row ids, cells, cell ranges out of
+ * input (+ GLU), residual ADD + RMS_NORM, the q/k ROPE pair with both
+ * KV_WRITEs (or either pair alone) each run as one launch, when no output
+ * shares memory with the group's inputs (the core's placer keeps a node's
+ * output off its predecessor's inputs, so neighbours usually qualify). Bad input data (row ids, cells, cell ranges out of
  * range, SSM sequence ids outside the state) sets a device flag that fails
  * the call after it ran.
  * A CUDA error fails the call with last_error set; the process never aborts
