@@ -15,9 +15,10 @@
  * input (+ GLU), residual ADD + RMS_NORM, the q/k ROPE pair with both
  * KV_WRITEs (or either pair alone) each run as one launch, when no output
  * shares memory with the group's inputs (the core's placer keeps a node's
- * output off its predecessor's inputs, so neighbours usually qualify). Bad input data (row ids, cells, cell ranges out of
- * range, SSM sequence ids outside the state) sets a device flag that fails
- * the call after it ran.
+ * output off its predecessor's inputs, so neighbours usually qualify).
+ * Bad input data (row ids, cells, cell ranges out of range, SSM sequence
+ * ids outside the state) sets a device flag that fails the call after it
+ * ran.
  * A CUDA error fails the call with last_error set; the process never aborts
  * (after a sticky error, a kernel fault, the message says that the CUDA
  * context is lost). ALICE_CUDA_INJECT_FAULT=N (tests/backends/

@@ -291,7 +291,6 @@ struct mmv_set {
 	uint8_t split[MMV_MAX_SET]; /* mmvq.cu: warps per row of matrix m */
 	uint8_t prefetch;           /* mmvq.cu: weights to L2 before waiting on the previous kernel */
 	uint8_t ldna;               /* mmvq.cu: 16-byte weight loads bypass L1 */
-	int32_t pf_bytes;           /* mmvq.cu: prefetch at most this many bytes per warp (0: all) */
 	/* GLU launches: h [N, M] = act(d[0]) * d[1] */
 	float *h;
 	int64_t hrs, hcs;

@@ -31,13 +31,10 @@ bool cu_inputs_take(struct alice_backend_ctx *ctx, uint8_t *dst, const void *src
 	    ctx->stage_used + al > ctx->stage_size)
 		return false;
 	/* the gather's blocks run in any order: a write over bytes a pending one
-	 * writes goes after those (launched now) */
+	 * writes is refused, and the caller flushes before writing it */
 	for (int i = 0; i < ctx->n_pend; i++)
-		if (dst < ctx->pend[i].dst + ctx->pend[i].size && ctx->pend[i].dst < dst + size) {
-			if (cu_inputs_flush(ctx) != ALICE_OK)
-				return false;
-			break;
-		}
+		if (dst < ctx->pend[i].dst + ctx->pend[i].size && ctx->pend[i].dst < dst + size)
+			return false;
 	uint8_t *p = ctx->stage + ctx->stage_used;
 	ctx->stage_used += al;
 	memcpy(p, src, (size_t)size);

@@ -299,10 +299,9 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 		const int64_t bytes = T == ALICE_TYPE_Q4_K ? K / 256 * 144
 				      : T == ALICE_TYPE_Q6_K ? K / 256 * 210
 				      : T == ALICE_TYPE_Q8_0 ? K / 32 * 34 : K * 2;
-		const int64_t lim = set.pf_bytes > 0 && set.pf_bytes * S < bytes ? (int64_t)set.pf_bytes * S : bytes;
 		for (int g = 0; g < (GLU ? 2 : 1); g++) {
 			const uint8_t *rp = set.w[g ? 1 : m] + row * set.wnb1[g ? 1 : m];
-			for (int64_t off = (int64_t)(part * 32 + lane) * 128; off < lim; off += (int64_t)128 * 32 * S)
+			for (int64_t off = (int64_t)(part * 32 + lane) * 128; off < bytes; off += (int64_t)128 * 32 * S)
 				asm volatile("prefetch.global.L2 [%0];" ::"l"(rp + off));
 		}
 	}
@@ -436,16 +435,16 @@ static int mmvq_prefetch(void)
 	return !cu_env_is("ALICE_CUDA_PREFETCH", '0', &off);
 }
 
-/* switches for comparisons: ALICE_CUDA_LDNA (0: weights through L1, 1:
- * every type's 16-byte weight loads bypass L1; unset: F16 only),
- * ALICE_CUDA_PF16=bytes (F16 rows prefetch that many bytes per warp) */
-static long env_long(const char *name, long *cache, long dflt)
+/* ALICE_CUDA_LDNA, for comparisons: 0 weights through L1, 1 every type's
+ * 16-byte weight loads bypass L1; unset: F16 only */
+static int mmvq_ldna(bool f16)
 {
-	if (*cache < 0) {
-		const char *e = getenv(name);
-		*cache = e ? atol(e) : dflt;
+	static int v = -1;
+	if (v < 0) {
+		const char *e = getenv("ALICE_CUDA_LDNA");
+		v = e ? (e[0] == '1' ? 1 : 0) : 2;
 	}
-	return *cache;
+	return v == 1 || (v == 2 && f16);
 }
 
 template <int T, int NC>
@@ -464,15 +463,13 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 {
 	unsigned b = 0;
 	/* quantized rows only: on the H200 it gave 1B Q4_K_M decode 1030 -> 974
-	 * us/step, but F16 rows (4-28 KB) lost (8B F16 5.7 -> 6.8 ms/step) */
-	static long ldna = -1, pf16 = -1;
+	 * us/step, but F16 rows (4-28 KB) lost (8B F16 5.7 -> 6.8 ms/step; only
+	 * the first 2 KB of each warp's part: 1B F16 1401 -> 1447 us) */
 	const bool f16 = T == ALICE_TYPE_F16 || T == T_F16H;
-	set.prefetch = (uint8_t)(mmvq_prefetch() && (!f16 || env_long("ALICE_CUDA_PF16", &pf16, 0) > 0));
-	set.pf_bytes = f16 ? (int32_t)env_long("ALICE_CUDA_PF16", &pf16, 0) : 0;
+	set.prefetch = (uint8_t)(mmvq_prefetch() && !f16);
 	/* F16 rows streamed past L1: 1B F16 decode 1401 -> 1183 us of GPU time
 	 * per step on the H200; Q4_K saw no gain (1207 -> 1215 us) */
-	const long na = env_long("ALICE_CUDA_LDNA", &ldna, 2);
-	set.ldna = (uint8_t)(na == 1 || (na == 2 && f16));
+	set.ldna = (uint8_t)mmvq_ldna(f16);
 	for (int i = 0; i < MMV_MAX_SET; i++) {
 		set.bstart[i] = b;
 		set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);

@@ -4,6 +4,8 @@
  * output quantized from registers); sums of squares in F32, per thread in
  * that order, then across the block. Rows of up to NORM_REGS*2048 values
  * stay in registers between the two passes. */
+#include <type_traits>
+
 #include "common.cuh"
 #include "quantx.cuh"
 
@@ -112,10 +114,20 @@ static bool vec_rows(const struct alice_tensor *t)
 	       t->nb[3] % 16 == 0 && t->ne[0] % 8 == 0;
 }
 
-static int norm_regs(int64_t n)
+/* f(std::integral_constant<int, R>) with R the chunks of a row of n kept
+ * in registers (1, 2, NORM_REGS; 0: too long, the second pass re-reads) */
+template <typename F>
+static void with_regs(int64_t n, F f)
 {
-	int64_t c = (n + NORM_CHUNK - 1) / NORM_CHUNK;
-	return c <= 1 ? 1 : c <= 2 ? 2 : c <= NORM_REGS ? NORM_REGS : 0;
+	const int64_t c = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+	if (c <= 1)
+		f(std::integral_constant<int, 1>());
+	else if (c <= 2)
+		f(std::integral_constant<int, 2>());
+	else if (c <= NORM_REGS)
+		f(std::integral_constant<int, NORM_REGS>());
+	else
+		f(std::integral_constant<int, 0>());
 }
 
 static enum alice_status launch_norm(const struct cu_args *a, bool rms)
@@ -136,16 +148,13 @@ static enum alice_status launch_norm(const struct cu_args *a, bool rms)
 		cu_launch(kern, (unsigned)rows, NORM_THREADS, ctx->stream, tdata(d), cu_view_of(d), (const uint8_t *)tdata(x),
 			  cu_view_of(x), wp, w ? w->nb[0] : 0, a->node->fp[0], vec);
 	};
-	switch (norm_regs(x->ne[0]) * 2 + rms) {
-	case 2: l(k_norm<false, 1>); break;
-	case 3: l(k_norm<true, 1>); break;
-	case 4: l(k_norm<false, 2>); break;
-	case 5: l(k_norm<true, 2>); break;
-	case 2 * NORM_REGS: l(k_norm<false, NORM_REGS>); break;
-	case 2 * NORM_REGS + 1: l(k_norm<true, NORM_REGS>); break;
-	case 1: l(k_norm<true, 0>); break;
-	default: l(k_norm<false, 0>); break;
-	}
+	with_regs(x->ne[0], [&](auto r) {
+		constexpr int R = decltype(r)::value;
+		if (rms)
+			l(k_norm<true, R>);
+		else
+			l(k_norm<false, R>);
+	});
 	CUDA_LAUNCH_CHECK(ctx, "norm");
 	return ALICE_OK;
 }
@@ -274,17 +283,15 @@ enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_arg
 			  cu_view_of(a), (const uint8_t *)tdata(b), cu_view_of(b), tdata(d), cu_view_of(d), wp,
 			  w ? w->nb[0] : 0, norm->node->fp[0], vec, q, qd);
 	};
-	const int R = norm_regs(K);
-#define ADD_RMS_R(QK)                                                                                      \
-	(R == 1 ? (l(k_add_rms<QK, 1>), 0)                                                                 \
-		: R == 2 ? (l(k_add_rms<QK, 2>), 0) : R == NORM_REGS ? (l(k_add_rms<QK, NORM_REGS>), 0) : (l(k_add_rms<QK, 0>), 0))
-	if (qk == 256)
-		ADD_RMS_R(256);
-	else if (qk == 32)
-		ADD_RMS_R(32);
-	else
-		ADD_RMS_R(0);
-#undef ADD_RMS_R
+	with_regs(K, [&](auto r) {
+		constexpr int R = decltype(r)::value;
+		if (qk == 256)
+			l(k_add_rms<256, R>);
+		else if (qk == 32)
+			l(k_add_rms<32, R>);
+		else
+			l(k_add_rms<0, R>);
+	});
 	CUDA_LAUNCH_CHECK(ctx, "add+rms_norm");
 	if (qk)
 		cu_xq_set(ctx, tdata(d), d->nb[0], d->nb[1], K, rows, qk, norm->node->dst);
