@@ -12,16 +12,18 @@
 #include <unistd.h>
 
 #include "alice/model.h"
+#include "bench_batch.h"
 
 #define MAX_ITEMS 16
 
 struct result {
 	int ok;
-	char error[512];
+	char error[700];
 	char model_name[160], backend[32], device[128];
 	double size_gib, params_b;
 	double pp_mean, pp_sd, tg_mean, tg_sd;
 	double peak_rss_mib, weight_mib;
+	struct batch_result batch[BATCH_MAX];
 };
 
 struct opts {
@@ -32,6 +34,8 @@ struct opts {
 	const char *backend_dir;
 	int p, n, r, threads;
 	int json;
+	int batch[BATCH_MAX]; /* --batch: B values; 0 entries = plain pp/tg */
+	int n_batch;
 };
 
 static double now_s(void)
@@ -93,6 +97,15 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 		fseek(f, 0, SEEK_END);
 		res->size_gib = ftell(f) / 1073741824.0;
 		fclose(f);
+	}
+	if (o->n_batch > 0) {
+		for (int i = 0; i < o->n_batch; i++)
+			if (bench_batch_run(m, o->batch[i], o->p, o->n, &res->batch[i]) != 0) {
+				snprintf(res->error, sizeof res->error, "%s", res->batch[i].error);
+				goto out;
+			}
+		res->ok = 1;
+		goto out;
 	}
 	struct alice_context_params cp;
 	alice_context_params_default(&cp);
@@ -171,13 +184,68 @@ out:
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: alice-bench -m MODEL.gguf [-m ...] [--backend cpu,cuda,vulkan] [-p 512] [-n 128] "
-		   "[-r 5] [-t THREADS] [--backend-dir DIR] [--json]\n");
+		   "[-r 5] [-t THREADS] [--backend-dir DIR] [--batch 1,4,16,64] [--json]\n"
+		   "  --batch B,...: B sequences prefill -p tokens each, then decode -n tokens together;\n"
+		   "                 prints prefill t/s, total decode t/s and per-sequence decode t/s\n");
 }
 
 static const char *base_name(const char *p)
 {
 	const char *s = strrchr(p, '/');
 	return s ? s + 1 : p;
+}
+
+static int parse_batch(const char *v, struct opts *o)
+{
+	const char *p = v;
+	o->n_batch = 0;
+	while (*p) {
+		char *end;
+		long b = strtol(p, &end, 10);
+		if (end == p || b < 1 || b > 4096 || o->n_batch == BATCH_MAX || (*end && *end != ',')) {
+			fprintf(stderr, "alice-bench: --batch wants up to %d sizes in [1, 4096] separated by commas: '%s'\n",
+				BATCH_MAX, v);
+			return -1;
+		}
+		o->batch[o->n_batch++] = (int)b;
+		p = *end ? end + 1 : end;
+	}
+	return o->n_batch ? 0 : -1;
+}
+
+static void print_batch(const struct opts *o, const struct result *res, int nres)
+{
+	if (o->json) {
+		printf("[\n");
+		for (int i = 0; i < nres; i++)
+			for (int k = 0; k < o->n_batch; k++) {
+				const struct result *r = &res[i];
+				const struct batch_result *b = &r->batch[k];
+				printf("  {\"model\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"ok\": %s, "
+				       "\"B\": %d, \"pp\": %d, \"tg\": %d, \"pp_tps\": %.3f, \"tg_tps\": %.3f, "
+				       "\"tg_seq_tps\": %.3f, \"step_ms\": %.4f, \"peak_rss_mib\": %.1f}%s\n",
+				       r->model_name, r->backend, r->device, b->ok ? "true" : "false", o->batch[k],
+				       o->p, o->n, b->pp_tps, b->tg_tps, b->tg_seq_tps, b->step_ms, r->peak_rss_mib,
+				       i + 1 < nres || k + 1 < o->n_batch ? "," : "");
+			}
+		printf("]\n");
+		return;
+	}
+	printf("| model | backend | B | pp | tg | prefill t/s | decode t/s | per-seq t/s | step ms |\n");
+	printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+	for (int i = 0; i < nres; i++) {
+		const struct result *r = &res[i];
+		for (int k = 0; k < o->n_batch; k++) {
+			const struct batch_result *b = &r->batch[k];
+			if (!b->ok) {
+				printf("| %s | %s | %d | %d | %d | failed: %s | | | |\n", r->model_name, r->backend,
+				       o->batch[k], o->p, o->n, r->error);
+				break;
+			}
+			printf("| %s | %s | %d | %d | %d | %.2f | %.2f | %.2f | %.3f |\n", r->model_name, r->backend,
+			       b->B, o->p, o->n, b->pp_tps, b->tg_tps, b->tg_seq_tps, b->step_ms);
+		}
+	}
 }
 
 int main(int argc, char **argv)
@@ -198,6 +266,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "-n")) o.n = atoi(v);
 		else if (!strcmp(a, "-r")) o.r = atoi(v);
 		else if (!strcmp(a, "-t")) o.threads = atoi(v);
+		else if (!strcmp(a, "--batch")) {
+			if (parse_batch(v, &o) != 0) return 2;
+		}
 		else { fprintf(stderr, "alice-bench: unknown option %s\n", a); usage(stderr); return 2; }
 		i++;
 	}
@@ -206,7 +277,7 @@ int main(int argc, char **argv)
 	for (char *tok = strtok(backend_list, ","); tok && o.n_backends < MAX_ITEMS; tok = strtok(NULL, ","))
 		o.backends[o.n_backends++] = tok;
 
-	struct result res[MAX_ITEMS * MAX_ITEMS];
+	static struct result res[MAX_ITEMS * MAX_ITEMS];
 	int nres = 0, failures = 0;
 	for (int mi = 0; mi < o.n_models; mi++) {
 		for (int bi = 0; bi < o.n_backends; bi++) {
@@ -241,7 +312,9 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	if (o.json) {
+	if (o.n_batch) {
+		print_batch(&o, res, nres);
+	} else if (o.json) {
 		printf("[\n");
 		for (int i = 0; i < nres; i++) {
 			struct result *r = &res[i];
