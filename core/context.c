@@ -294,6 +294,13 @@ static enum alice_status write_row_regimes(struct alice_context *c, int32_t n, i
 	}
 	if ((st = write_input(c, c->gb.row_hint[0].tensor, rg, err)) != ALICE_OK)
 		goto out;
+	int32_t max_tok = 0, max_out = 0;
+	for (uint32_t s = 0; s < c->n_seq; s++) {
+		max_tok = tok_n[s] > max_tok ? tok_n[s] : max_tok;
+		max_out = out_n[s] > max_out ? out_n[s] : max_out;
+	}
+	alice_gb_set_row_max(&c->gb, 0, max_tok);
+	alice_gb_set_row_max(&c->gb, 1, max_out);
 	for (int32_t j = 0; j < n_out; j++) {
 		int32_t s = c->in_seq[c->in_out[j]];
 		rg[2 * j] = out_n[s];

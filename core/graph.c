@@ -53,6 +53,16 @@ int32_t alice_gb_row_regime(struct alice_gb *gb, int which, int32_t rows)
 	return t;
 }
 
+void alice_gb_set_row_max(struct alice_gb *gb, int which, int32_t max_rows)
+{
+	if (which < 0 || which > 1 || !gb->row_hint[which].rows)
+		return;
+	int32_t t = gb->row_hint[which].tensor;
+	for (uint32_t i = 0; i < gb->n_nodes; i++)
+		if (gb->nodes[i].op == ALICE_OP_MUL_MAT && gb->nodes[i].src[2] == t)
+			gb->nodes[i].ip[0] = max_rows;
+}
+
 void alice_gb_free(struct alice_gb *gb)
 {
 	if (!gb)

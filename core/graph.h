@@ -72,6 +72,9 @@ int32_t alice_gb_error(struct alice_gb *gb, const char *fmt, ...) __attribute__(
  * its sequence has, and the row's index among them). Returns the tensor,
  * or -1. Cleared by alice_gb_reset. */
 int32_t alice_gb_row_regime(struct alice_gb *gb, int which, int32_t rows);
+/* Set ip[0] of the MUL_MATs reading regime `which` to the step's largest
+ * per-sequence row count (backend.h); called per step, the graph may be reused. */
+void alice_gb_set_row_max(struct alice_gb *gb, int which, int32_t max_rows);
 
 /* The graph as the backend sees it (borrowed from gb). */
 struct alice_graph alice_gb_graph(const struct alice_gb *gb);

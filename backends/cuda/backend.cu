@@ -855,7 +855,8 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	bool prefill = false;
 	for (uint32_t i = 0; i < g->n_nodes; i++)
 		prefill = prefill || (g->nodes[i].op == ALICE_OP_MUL_MAT && g->nodes[i].dst >= 0 &&
-				      (uint32_t)g->nodes[i].dst < g->n_tensors && g->tensors[g->nodes[i].dst].ne[1] > 8);
+				      (uint32_t)g->nodes[i].dst < g->n_tensors &&
+				      !cu_mm_decode(&g->nodes[i], g->tensors[g->nodes[i].dst].ne[1]));
 	/* the graph the captured one was made from (nodes, tensors, buffer
 	 * sizes, scratch): validated then, so replay it without pass 1 */
 	struct cu_graph_cache *gc = &ctx->gc;

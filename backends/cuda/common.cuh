@@ -282,6 +282,14 @@ enum alice_status cu_kv_write_multi(const struct cu_args *a, int n) CU_HIDDEN;
 #define MMV_MAX_SET 3
 /* decode: MUL_MATs with at most this many activation columns are mat-vecs */
 #define MMV_MAX_M 8
+/* A MUL_MAT whose columns all run as mat-vecs: at most MMV_MAX_M of them,
+ * or a batched decode step where no sequence has more than MMV_MAX_M rows
+ * (ip[0] with src2, backend.h), so every column gets the kernel it gets
+ * alone. Decided on the host, without reading src2 back. */
+static inline bool cu_mm_decode(const struct alice_node *n, int64_t M)
+{
+	return M <= MMV_MAX_M || (n->src[2] >= 0 && n->ip[0] >= 1 && n->ip[0] <= MMV_MAX_M);
+}
 struct mmv_set {
 	const uint8_t *w[MMV_MAX_SET];
 	int64_t wnb1[MMV_MAX_SET];

@@ -488,7 +488,7 @@ static size_t align256(size_t x)
 
 static bool mm_use_mmv(const struct cu_args *a)
 {
-	return a->src[1]->ne[1] <= MMV_MAX_M;
+	return cu_mm_decode(a->node, a->src[1]->ne[1]);
 }
 
 static bool mm_x_dense(const struct alice_tensor *x)

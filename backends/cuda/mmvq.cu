@@ -282,11 +282,14 @@ __device__ static inline void row_dot(const uint8_t *__restrict__ row, const voi
 
 /* S warps per row (set.split[m]: 1, 2 or 4; GLU: the same row of gate
  * and up), their sums added in part order; x is the int8 quants + scales
- * (quantized types) or F32 (F16). */
+ * (quantized types) or F32 (F16). ncols (a multiple of NC) columns are
+ * taken NC at a time by every warp, so a row's weights come from DRAM once
+ * per launch for all of a batched step's columns (the later passes find
+ * them in L1/L2); each column's arithmetic is the one it gets alone. */
 template <int T, int NC, bool GLU>
 __global__ void __launch_bounds__(MMVQ_WARPS * 32)
 k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__restrict__ xd, int64_t xcs, int64_t dcs,
-       int64_t K)
+       int64_t K, int ncols)
 {
 	const int m = GLU ? 0 : (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -309,54 +312,67 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 	pdl_trigger();
 	if (S == 1 && !valid)
 		return;
-	float acc[NC], acc2[NC];
-#pragma unroll
-	for (int c = 0; c < NC; c++)
-		acc[c] = acc2[c] = 0.f;
-	(void)acc2;
-	if (valid) {
-		row_dot<T, NC>(set.w[m] + row * set.wnb1[m], x, xd, xcs, K, lane, part, S, set.ldna, acc);
-		if constexpr (GLU)
-			row_dot<T, NC>(set.w[1] + row * set.wnb1[1], x, xd, xcs, K, lane, part, S, set.ldna, acc2);
-	}
-#pragma unroll
-	for (int c = 0; c < NC; c++) {
-		acc[c] = warp_sum(acc[c]);
-		if constexpr (GLU)
-			acc2[c] = warp_sum(acc2[c]);
-	}
-	if (S > 1) {
-		__shared__ float red[MMVQ_WARPS][2 * NC];
-		if (lane == 0) {
-#pragma unroll
-			for (int c = 0; c < NC; c++) {
-				red[warp][c] = acc[c];
-				red[warp][NC + c] = acc2[c];
-			}
-		}
-		__syncthreads();
-		if (part != 0 || !valid)
-			return;
-#pragma unroll
-		for (int c = 0; c < NC; c++) {
-			for (int p = 1; p < S; p++) {
-				acc[c] += red[warp + p][c];
-				if constexpr (GLU)
-					acc2[c] += red[warp + p][NC + c];
-			}
-		}
-	}
-	if (lane < NC) {
-		/* lane c writes column c (indices are compile-time after unrolling) */
+	/* quantized x: column c at q + c*K, scales at xd + c*K/32; staged
+	 * halves at x + c*xcs (xcs = K); F32 at x + c*xcs */
+	constexpr bool qx = T != ALICE_TYPE_F16 && T != T_F16H;
+	for (int c0 = 0; c0 < ncols; c0 += NC) {
+		const void *xc = qx ? (const void *)((const int8_t *)x + c0 * K)
+				    : T == T_F16H ? (const void *)((const __half *)x + c0 * xcs)
+						  : (const void *)((const float *)x + c0 * xcs);
+		const float *xdc = qx ? xd + c0 * (K / 32) : NULL;
+		float acc[NC], acc2[NC];
 #pragma unroll
 		for (int c = 0; c < NC; c++)
-			if (c == lane) {
-				set.d[m][row * set.drs[m] + c * dcs] = acc[c];
-				if constexpr (GLU) {
-					set.d[1][row * set.drs[1] + c * dcs] = acc2[c];
-					set.h[row * set.hrs + c * set.hcs] = act_apply(set.act, acc[c]) * acc2[c];
+			acc[c] = acc2[c] = 0.f;
+		(void)acc2;
+		if (valid) {
+			row_dot<T, NC>(set.w[m] + row * set.wnb1[m], xc, xdc, xcs, K, lane, part, S, set.ldna, acc);
+			if constexpr (GLU)
+				row_dot<T, NC>(set.w[1] + row * set.wnb1[1], xc, xdc, xcs, K, lane, part, S, set.ldna, acc2);
+		}
+#pragma unroll
+		for (int c = 0; c < NC; c++) {
+			acc[c] = warp_sum(acc[c]);
+			if constexpr (GLU)
+				acc2[c] = warp_sum(acc2[c]);
+		}
+		bool writer = valid;
+		if (S > 1) {
+			__shared__ float red[MMVQ_WARPS][2 * NC];
+			if (lane == 0) {
+#pragma unroll
+				for (int c = 0; c < NC; c++) {
+					red[warp][c] = acc[c];
+					red[warp][NC + c] = acc2[c];
 				}
 			}
+			__syncthreads();
+			writer = part == 0 && valid;
+			if (writer) {
+#pragma unroll
+				for (int c = 0; c < NC; c++) {
+					for (int p = 1; p < S; p++) {
+						acc[c] += red[warp + p][c];
+						if constexpr (GLU)
+							acc2[c] += red[warp + p][NC + c];
+					}
+				}
+			}
+			__syncthreads(); /* red is refilled by the next columns */
+		}
+		if (writer && lane < NC) {
+			/* lane c writes column c (indices are compile-time after unrolling) */
+#pragma unroll
+			for (int c = 0; c < NC; c++)
+				if (c == lane) {
+					const int64_t cc = c0 + c;
+					set.d[m][row * set.drs[m] + cc * dcs] = acc[c];
+					if constexpr (GLU) {
+						set.d[1][row * set.drs[1] + cc * dcs] = acc2[c];
+						set.h[row * set.hrs + cc * set.hcs] = act_apply(set.act, acc[c]) * acc2[c];
+					}
+				}
+		}
 	}
 }
 
@@ -449,13 +465,16 @@ static int mmvq_ldna(bool f16)
 
 template <int T, int NC>
 static void launch_mmvq_nc(cudaStream_t s, const struct mmv_set &set, unsigned blocks, const void *x,
-			   const float *xd, int64_t xcs, int64_t dcs, int64_t K, bool glu)
+			   const float *xd, int64_t xcs, int64_t dcs, int64_t K, bool glu, int ncols)
 {
 	if (glu)
-		cu_launch(k_mmvq<T, NC, true>, blocks, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K);
+		cu_launch(k_mmvq<T, NC, true>, blocks, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K, ncols);
 	else
-		cu_launch(k_mmvq<T, NC, false>, blocks, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K);
+		cu_launch(k_mmvq<T, NC, false>, blocks, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K, ncols);
 }
+
+/* columns per pass of the batched launch (M >= MMVQ_WIDE) */
+#define MMVQ_WIDE 8
 
 template <int T>
 static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void *x, const float *xd, int64_t xcs,
@@ -468,8 +487,9 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 	const bool f16 = T == ALICE_TYPE_F16 || T == T_F16H;
 	set.prefetch = (uint8_t)(mmvq_prefetch() && !f16);
 	/* F16 rows streamed past L1: 1B F16 decode 1401 -> 1183 us of GPU time
-	 * per step on the H200; Q4_K saw no gain (1207 -> 1215 us) */
-	set.ldna = (uint8_t)mmvq_ldna(f16);
+	 * per step on the H200; Q4_K saw no gain (1207 -> 1215 us). Not when
+	 * the row is read again for more columns. */
+	set.ldna = (uint8_t)(mmvq_ldna(f16) && M < MMVQ_WIDE);
 	for (int i = 0; i < MMV_MAX_SET; i++) {
 		set.bstart[i] = b;
 		set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);
@@ -480,12 +500,12 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 	set.bstart[MMV_MAX_SET] = b;
 	for (int i = n; i < MMV_MAX_SET; i++)
 		set.bstart[i] = b;
-	/* quantized x: column c at q + c*K, scales at xd + c*K/32; staged
-	 * halves at x + c*K (xcs = K); F32 at x + c*xcs */
 	const bool qx = T != ALICE_TYPE_F16 && T != T_F16H;
 	int64_t c = 0;
 	while (c < M) {
-		int nc = M - c >= 4 ? 4 : (M - c >= 2 ? 2 : 1);
+		int64_t left = M - c;
+		int nc = left >= MMVQ_WIDE ? MMVQ_WIDE : left >= 4 ? 4 : (left >= 2 ? 2 : 1);
+		int ncols = nc == MMVQ_WIDE ? (int)(left / MMVQ_WIDE * MMVQ_WIDE) : nc;
 		struct mmv_set sc = set;
 		for (int i = 0; i < n; i++)
 			sc.d[i] = set.d[i] + c * dcs;
@@ -494,13 +514,15 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 				    : T == T_F16H ? (const void *)((const __half *)x + c * xcs)
 						  : (const void *)((const float *)x + c * xcs);
 		const float *xdc = qx ? xd + c * (K / 32) : NULL;
-		if (nc == 4)
-			launch_mmvq_nc<T, 4>(s, sc, b, xc, xdc, xcs, dcs, K, glu);
+		if (nc == MMVQ_WIDE)
+			launch_mmvq_nc<T, MMVQ_WIDE>(s, sc, b, xc, xdc, xcs, dcs, K, glu, ncols);
+		else if (nc == 4)
+			launch_mmvq_nc<T, 4>(s, sc, b, xc, xdc, xcs, dcs, K, glu, 4);
 		else if (nc == 2)
-			launch_mmvq_nc<T, 2>(s, sc, b, xc, xdc, xcs, dcs, K, glu);
+			launch_mmvq_nc<T, 2>(s, sc, b, xc, xdc, xcs, dcs, K, glu, 2);
 		else
-			launch_mmvq_nc<T, 1>(s, sc, b, xc, xdc, xcs, dcs, K, glu);
-		c += nc;
+			launch_mmvq_nc<T, 1>(s, sc, b, xc, xdc, xcs, dcs, K, glu, 1);
+		c += ncols;
 	}
 }
 

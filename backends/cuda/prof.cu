@@ -56,7 +56,7 @@ void cu_prof_graph(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 	p->pre = false;
 	for (uint32_t i = 0; i < g->n_nodes; i++)
 		if (g->nodes[i].op == ALICE_OP_MUL_MAT && g->nodes[i].dst >= 0 &&
-		    g->tensors[g->nodes[i].dst].ne[1] > 8)
+		    !cu_mm_decode(&g->nodes[i], g->tensors[g->nodes[i].dst].ne[1]))
 			p->pre = true;
 	p->n = 0;
 }

@@ -109,3 +109,78 @@ ParameterizedTest(struct bi_case *c, batch, decode_beside_prefill, .timeout = 30
 {
 	check_model(files[c->file], c->neighbour);
 }
+
+/* Many sequences decoding in one step (the server under load): every row
+ * equals that sequence's step alone, bit for bit. Prompts differ in length
+ * and content; the batched prefill is one step too. */
+#define MANY 64
+static void check_many(const char *file)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/models/%s", alice_test_fixtures_dir(), file);
+	struct alice_model *m = alice_test_load_model(path, NULL);
+	int32_t nv = alice_model_n_vocab(m);
+	struct alice_context_params p;
+	alice_context_params_default(&p);
+	p.n_ctx = 32;
+	p.n_seq = MANY;
+	p.n_batch = 512;
+	struct alice_context *cb = NULL, *c1 = NULL;
+	struct alice_error e = {{0}};
+	cr_assert_eq(alice_context_create(m, &p, &cb, &e), ALICE_OK, "%s", e.msg);
+	p.n_seq = 1;
+	cr_assert_eq(alice_context_create(m, &p, &c1, &e), ALICE_OK, "%s", e.msg);
+	int32_t tok[MANY * 8], pos[MANY * 8], seq[MANY * 8], len[MANY];
+	bool want[MANY * 8];
+	int n = 0;
+	for (int s = 0; s < MANY; s++) {
+		len[s] = 1 + s % 7;
+		for (int i = 0; i < len[s]; i++, n++) {
+			tok[n] = (100 + 37 * s + 11 * i) % nv;
+			pos[n] = i;
+			seq[n] = s;
+			want[n] = false;
+		}
+	}
+	decode(cb, n, tok, pos, seq, want);
+	int32_t dt[MANY], dp[MANY], ds[MANY];
+	bool dw[MANY];
+	for (int s = 0; s < MANY; s++) {
+		dt[s] = (500 + 13 * s) % nv;
+		dp[s] = len[s];
+		ds[s] = s;
+		dw[s] = true;
+	}
+	decode(cb, MANY, dt, dp, ds, dw);
+	cr_assert_eq(alice_context_n_logits(cb), MANY);
+	int bad = 0;
+	double worst = 0;
+	for (int s = 0, at = 0; s < MANY; at += len[s], s++) {
+		alice_context_seq_clear(c1, 0);
+		int32_t z[8] = {0};
+		decode(c1, len[s], tok + at, pos + at, z, NULL);
+		decode(c1, 1, &dt[s], &dp[s], z, NULL);
+		const float *alone = alice_context_logits(c1, 0), *batched = alice_context_logits(cb, s);
+		double w = 0;
+		for (int32_t i = 0; i < nv; i++)
+			w = fmax(w, fabs((double)alone[i] - batched[i]));
+		bad += w != 0.0;
+		worst = fmax(worst, w);
+	}
+	cr_expect_eq(bad, 0, "%s: %d of %d rows of a %d-row decode step differ from their step alone (worst %g)", file,
+		     bad, MANY, MANY, worst);
+	alice_context_free(cb);
+	alice_context_free(c1);
+	alice_model_free(m);
+}
+
+ParameterizedTestParameters(batch, decode_many_rows)
+{
+	static int cases[] = {0, 1, 2, 3, 4, 5, 6};
+	return cr_make_param_array(int, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(int *f, batch, decode_many_rows, .timeout = 300)
+{
+	check_many(files[*f]);
+}

@@ -58,7 +58,10 @@ enum alice_op {
 	 * (e.g. its repacked gemm takes rows in groups of 4, the rest go to a
 	 * mat-vec); the cpu backend picks it per row from src2 (from M and m
 	 * when src2 is absent), so a sequence's results do not depend on what
-	 * shares its step. Other backends may ignore it. */
+	 * shares its step. Other backends may ignore it. ip[0] (with src2):
+	 * the largest count in src2 (the most rows one sequence has in this
+	 * op), so a backend can choose its kernels on the host without reading
+	 * src2 back; 0 = not given. */
 	ALICE_OP_MUL_MAT = 2,
 	/* dst = src0 + src1; src1 broadcasts over any dim where its ne is 1. */
 	ALICE_OP_ADD = 3,

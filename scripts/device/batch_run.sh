@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Concurrency figures on the GPU device machine (issue: throughput under
+# concurrency). Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
+# there: . scripts/device/setup.sh .devbuild && scripts/device/batch_run.sh [STAGES]
+# carry .devbuild .devlibs .devfix. Stages (default "tg batch prof server"):
+#   tg      alice-bench -p 512 -n 128 (single stream)
+#   batch   alice-bench --batch 1,4,16,64,256
+#   prof    ALICE_CUDA_PROFILE=1 per-op time at B=64
+#   server  loadgen.py at 1/16/64/256 clients through the server
+#   b8      the batch stage on the 8B Q4_K_M shape
+set -u
+b=${BUILD:-.devbuild}
+out=${OUT:-/tmp/batch_out}
+mkdir -p "$out"
+stages=${*:-tg batch prof server}
+voc=.devfix/vocab/ggml-vocab-llama-bpe.gguf
+has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
+mk() { [ -f "/tmp/$1-$2.gguf" ] || timeout 200 "$b/bin/alice-mkmodel" --shape "$1" --type "$2" --vocab "$voc" -o "/tmp/$1-$2.gguf" --threads 16 >> "$out/mk.log" 2>&1; echo "/tmp/$1-$2.gguf"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+m1=$(mk llama-1b Q4_K_M)
+if has tg; then
+  timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 512 -n 128 -r 3 2>>"$out/err.log" | tee -a "$out/bench.log"
+fi
+if has batch; then
+  timeout 240 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,4,16,64,256} 2>>"$out/err.log" | tee -a "$out/bench.log"
+fi
+if has prof; then
+  ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 16 -n 32 --batch 64 > "$out/prof.log" 2>&1
+  grep -A40 -i "profile" "$out/prof.log" | head -60
+fi
+if has b8; then
+  m8=$(mk llama-8b Q4_K_M)
+  timeout 240 "$b/bin/alice-bench" -m "$m8" --backend cuda -p 128 -n 128 --batch 1,16,64 2>>"$out/err.log" | tee -a "$out/bench.log"
+fi
+if has server; then
+  "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-64} --port 8111 --ctx-size 512 > "$out/server.log" 2>&1 &
+  sp=$!
+  for i in $(seq 1 60); do curl -sf localhost:8111/health >/dev/null 2>&1 && break; sleep 1; done
+  timeout 300 python3 .devfix/loadgen.py --port 8111 --concurrency ${CLIENTS:-1,16,64} --requests-per-client 2 --max-tokens 128 --prompt-words 100 2>&1 | tail -20
+  kill $sp; wait $sp 2>/dev/null
+fi
