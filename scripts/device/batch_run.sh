@@ -3,6 +3,7 @@
 # concurrency). Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/batch_run.sh [STAGES]
 # carry .devbuild .devlibs .devfix. Stages (default "tg batch prof server"):
+#   inv     core_test_batch_invariance on cuda (carried fixtures)
 #   tg      alice-bench -p 512 -n 128 (single stream)
 #   batch   alice-bench --batch 1,4,16,64,256
 #   prof    ALICE_CUDA_PROFILE=1 per-op time at B=64
@@ -17,6 +18,10 @@ voc=.devfix/vocab/ggml-vocab-llama-bpe.gguf
 has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 mk() { [ -f "/tmp/$1-$2.gguf" ] || timeout 200 "$b/bin/alice-mkmodel" --shape "$1" --type "$2" --vocab "$voc" -o "/tmp/$1-$2.gguf" --threads 16 >> "$out/mk.log" 2>&1; echo "/tmp/$1-$2.gguf"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+if has inv; then
+  ALICE_TEST_BACKEND=cuda timeout 200 "$b/bin/core_test_batch_invariance" --jobs=4 > "$out/inv.log" 2>&1
+  echo "batch invariance cuda: rc $? $(grep Synthesis "$out/inv.log")"; grep -E "differ|FAIL|fail" "$out/inv.log" | head -10
+fi
 m1=$(mk llama-1b Q4_K_M)
 if has tg; then
   timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 512 -n 128 -r 3 2>>"$out/err.log" | tee -a "$out/bench.log"
