@@ -35,7 +35,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 	r->B = B;
 	struct alice_context_params cp;
 	alice_context_params_default(&cp);
-	cp.n_ctx = (uint32_t)(P + N + 8);
+	cp.n_ctx = (uint32_t)(P + N + N / 4 + 8);
 	cp.n_seq = (uint32_t)B;
 	cp.n_batch = (uint32_t)(B > 512 ? B : 512);
 	size_t nt = (size_t)B * (size_t)(P > 1 ? P : 1);
@@ -118,6 +118,23 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 		r->tg_seq_tps = (double)N / r->tg_s;
 		r->step_ms = r->tg_s * 1e3 / N;
 	}
+	/* the same steps with one logits row: what reading B rows back costs */
+	int n1 = N / 4;
+	t0 = now_s();
+	for (int i = 0; i < n1; i++) {
+		for (int q = 0; q < B; q++) {
+			tok[q] = (tok[q] + 1) % n_vocab;
+			pos[q] = P + N + i;
+			lg[q] = q == 0;
+		}
+		struct alice_batch b = {B, tok, pos, seq, lg};
+		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
+			fail(r, "decode (one logits row)", &err);
+			goto out;
+		}
+	}
+	if (n1 > 0)
+		r->step1_ms = (now_s() - t0) * 1e3 / n1;
 	rc = 0;
 	r->ok = 1;
 out:
