@@ -222,6 +222,17 @@ fail:
 	return st;
 }
 
+static void logits_free(struct alice_context *c)
+{
+	if (c->logits_pinned)
+		c->m->be->vt->host_free(c->m->bctx, c->logits);
+	else
+		free(c->logits);
+	c->logits = NULL;
+	c->logits_pinned = false;
+	c->logits_cap = 0;
+}
+
 void alice_context_free(struct alice_context *c)
 {
 	if (!c)
@@ -243,7 +254,7 @@ void alice_context_free(struct alice_context *c)
 	free(c->in_out);
 	free(c->in_seq);
 	free(c->in_swa);
-	free(c->logits);
+	logits_free(c);
 	free(c);
 }
 
@@ -436,7 +447,17 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 		rows += wants_logits(b, i);
 	}
 	if (rows > c->logits_cap) {
-		float *nl = realloc(c->logits, rows * (size_t)n_vocab * sizeof(float));
+		/* the rows are rewritten by every decode: nothing to keep */
+		logits_free(c);
+		const struct alice_backend_vtable *vt = c->m->be->vt;
+		size_t bytes = rows * (size_t)n_vocab * sizeof(float);
+		float *nl = NULL;
+		if (ALICE_VT_HAS(vt, host_alloc) && ALICE_VT_HAS(vt, host_free)) {
+			nl = vt->host_alloc(c->m->bctx, bytes);
+			c->logits_pinned = nl != NULL;
+		}
+		if (!nl)
+			nl = malloc(bytes);
 		if (!nl) {
 			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %zu logits rows", rows);
 			goto out;

@@ -55,6 +55,7 @@ struct alice_context {
 	struct alice_buffer *rs_buf;
 	struct alice_tensor *rs; /* [n_layer * ALICE_LAYER_STATES] */
 	float *logits;    /* [n_logits * n_vocab] */
+	bool logits_pinned; /* from the backend's host_alloc */
 	int32_t n_logits;
 	size_t logits_cap; /* rows */
 };

@@ -354,7 +354,10 @@ static enum alice_status cu_buffer_read(struct alice_backend_ctx *ctx, struct al
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
 	if ((st = cu_inputs_flush(ctx)) != ALICE_OK)
 		return st;
-	if (size <= ctx->stage_size) {
+	cudaPointerAttributes pa;
+	bool pinned = cudaPointerGetAttributes(&pa, dst) == cudaSuccess && pa.type == cudaMemoryTypeHost;
+	cudaGetLastError();
+	if (size <= ctx->stage_size && !pinned) {
 		if ((st = cu_sync(ctx)) != ALICE_OK)
 			return st;
 		CUDA_CHECK(ctx, cudaMemcpyAsync(ctx->stage, buf->dev + offset, (size_t)size, cudaMemcpyDeviceToHost,
@@ -366,6 +369,25 @@ static enum alice_status cu_buffer_read(struct alice_backend_ctx *ctx, struct al
 	}
 	CUDA_CHECK(ctx, cudaMemcpyAsync(dst, buf->dev + offset, (size_t)size, cudaMemcpyDeviceToHost, ctx->stream));
 	return cu_sync(ctx);
+}
+
+/* page-locked: a device-to-host copy into it runs at the link's speed,
+ * with no staging through a driver buffer */
+static void *cu_host_alloc(struct alice_backend_ctx *ctx, uint64_t size)
+{
+	void *p = NULL;
+	if (cudaSetDevice(ctx->device) != cudaSuccess || cudaHostAlloc(&p, (size_t)size, cudaHostAllocDefault) != cudaSuccess) {
+		cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void cu_host_free(struct alice_backend_ctx *ctx, void *p)
+{
+	(void)ctx;
+	if (p)
+		cudaFreeHost(p);
 }
 
 static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
@@ -1028,6 +1050,8 @@ static const struct alice_backend_vtable cu_vtable = {
 	cu_buffer_clear,
 	cu_supports_op,
 	cu_graph_compute,
+	cu_host_alloc,
+	cu_host_free,
 };
 
 extern "C" ALICE_BACKEND_EXPORT const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host)

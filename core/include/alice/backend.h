@@ -23,7 +23,7 @@
 #include "alice/status.h"
 
 #define ALICE_BACKEND_ABI_MAJOR 1
-#define ALICE_BACKEND_ABI_MINOR 1 /* 1.1: SSM_CONV, GATED_DELTA_NET */
+#define ALICE_BACKEND_ABI_MINOR 2 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free */
 #define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
 #define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
 
@@ -277,7 +277,17 @@ struct alice_backend_vtable {
 	 * error is in last_error(ctx); the context stays usable. */
 	enum alice_status (*graph_compute)(struct alice_backend_ctx *ctx, const struct alice_graph *g);
 	/* -- members appended after 1.0 go below this line -- */
+
+	/* 1.2, optional (NULL): host memory that buffer_read fills fastest
+	 * (page-locked for a discrete GPU); the core keeps the logits rows
+	 * there. NULL on failure. host_free(NULL) is a no-op. */
+	void *(*host_alloc)(struct alice_backend_ctx *ctx, uint64_t size);
+	void (*host_free)(struct alice_backend_ctx *ctx, void *p);
 };
+
+/* Does vt (of vt->size bytes) have the appended member m, and is it set? */
+#define ALICE_VT_HAS(vt, m) \
+	((vt)->size >= offsetof(struct alice_backend_vtable, m) + sizeof((vt)->m) && (vt)->m != NULL)
 
 typedef const struct alice_backend_vtable *(*alice_backend_entry_fn)(const struct alice_backend_host *host);
 typedef int (*alice_backend_score_fn)(void);
