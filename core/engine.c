@@ -56,6 +56,37 @@ struct eng_slot {
 	uint64_t last_used; /* admission counter, for least-recently-used eviction */
 };
 
+/* the last ALICE_ENGINE_LAT_WINDOW samples of one latency, for percentiles */
+struct lat_ring {
+	float v[ALICE_ENGINE_LAT_WINDOW];
+	uint64_t n; /* ever recorded */
+};
+
+static void lat_add(struct lat_ring *r, double ms)
+{
+	r->v[r->n % ALICE_ENGINE_LAT_WINDOW] = (float)ms;
+	r->n++;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+/* p50 and p95 (nearest rank) of what the ring holds; tmp: the window's size */
+static void lat_pct(const struct lat_ring *r, float *tmp, double *p50, double *p95)
+{
+	size_t n = r->n < ALICE_ENGINE_LAT_WINDOW ? (size_t)r->n : ALICE_ENGINE_LAT_WINDOW;
+	*p50 = *p95 = 0;
+	if (!n)
+		return;
+	memcpy(tmp, r->v, n * sizeof(float));
+	qsort(tmp, n, sizeof(float), cmp_float);
+	*p50 = tmp[(n - 1) / 2];
+	*p95 = tmp[(size_t)((double)(n - 1) * 0.95 + 0.5)];
+}
+
 struct alice_engine {
 	struct alice_model *model;
 	struct alice_context *ctx;
@@ -74,6 +105,7 @@ struct alice_engine {
 	bool stopping;
 	uint64_t next_id;
 	struct alice_engine_stats stats;
+	struct lat_ring ttft, itl; /* under mu */
 
 	struct eng_slot *slots;
 	int32_t *b_tok, *b_pos, *b_seq;
@@ -396,6 +428,12 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl, const float
 		return;
 	}
 	double t = now_ms();
+	pthread_mutex_lock(&e->mu);
+	if (sl->t_first <= 0)
+		lat_add(&e->ttft, t - r->t_submit);
+	else
+		lat_add(&e->itl, t - sl->t_last);
+	pthread_mutex_unlock(&e->mu);
 	if (sl->t_first <= 0)
 		sl->t_first = t;
 	sl->t_last = t;
@@ -805,9 +843,17 @@ void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out)
 	memset(out, 0, sizeof(*out));
 	if (!e)
 		return;
+	float *tmp = malloc(ALICE_ENGINE_LAT_WINDOW * sizeof(float));
 	pthread_mutex_lock(&e->mu);
 	*out = e->stats;
+	if (tmp) {
+		lat_pct(&e->ttft, tmp, &out->ttft_p50_ms, &out->ttft_p95_ms);
+		lat_pct(&e->itl, tmp, &out->itl_p50_ms, &out->itl_p95_ms);
+	}
+	out->ttft_samples = e->ttft.n;
+	out->itl_samples = e->itl.n;
 	pthread_mutex_unlock(&e->mu);
+	free(tmp);
 }
 
 uint32_t alice_engine_n_ctx(const struct alice_engine *e)

@@ -150,7 +150,14 @@ struct alice_engine_stats {
 	uint64_t prompt_tokens_cached; /* of which reused from the prefix cache */
 	uint64_t kv_cells_used;        /* positions held in the KV cache, cached idle slots included */
 	uint64_t kv_cells_total;       /* n_slots * n_ctx */
+	/* Latency over the last ALICE_ENGINE_LAT_WINDOW samples (ms; 0 before
+	 * any): time to first token from submission (queue + prefill), and
+	 * the gap between consecutive tokens of a request. */
+	double ttft_p50_ms, ttft_p95_ms;
+	double itl_p50_ms, itl_p95_ms;
+	uint64_t ttft_samples, itl_samples; /* ever recorded */
 };
+#define ALICE_ENGINE_LAT_WINDOW 4096
 void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out);
 uint32_t alice_engine_n_ctx(const struct alice_engine *e);
 
