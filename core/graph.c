@@ -6,25 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alice/backend_check.h"
 #include "alice/quant.h"
-
-static const char *const op_names[] = {
-	[ALICE_OP_NONE] = "NONE",         [ALICE_OP_GET_ROWS] = "GET_ROWS",
-	[ALICE_OP_MUL_MAT] = "MUL_MAT",   [ALICE_OP_ADD] = "ADD",
-	[ALICE_OP_MUL] = "MUL",           [ALICE_OP_SCALE] = "SCALE",
-	[ALICE_OP_RMS_NORM] = "RMS_NORM", [ALICE_OP_L2_NORM] = "L2_NORM",
-	[ALICE_OP_ROPE] = "ROPE",         [ALICE_OP_ATTENTION] = "ATTENTION",
-	[ALICE_OP_KV_WRITE] = "KV_WRITE", [ALICE_OP_GLU] = "GLU",
-	[ALICE_OP_UNARY] = "UNARY",       [ALICE_OP_SOFTCAP] = "SOFTCAP",
-	[ALICE_OP_COPY] = "COPY",
-	[ALICE_OP_SSM_CONV] = "SSM_CONV",  [ALICE_OP_GATED_DELTA_NET] = "GATED_DELTA_NET",
-};
 
 const char *alice_op_name(uint32_t op)
 {
-	if (op < sizeof(op_names) / sizeof(op_names[0]) && op_names[op])
-		return op_names[op];
-	return "unknown op";
+	return alice_bc_op_name(op);
 }
 
 void alice_gb_init(struct alice_gb *gb)

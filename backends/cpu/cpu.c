@@ -9,31 +9,14 @@
 #include <sys/sysinfo.h>
 #include <time.h>
 
+#include "alice/backend_log.h"
 #include "cpu_internal.h"
 
 static const struct alice_backend_host *g_host;
 
 static void cpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void cpu_log(int level, const char *fmt, ...)
-{
-	if (!g_host || !g_host->log)
-		return;
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	g_host->log(level, msg);
-}
-
-enum alice_status cpu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
-	va_end(ap);
-	return st;
-}
+ALICE_BACKEND_DEFINE_LOG(static, cpu_log, g_host)
+ALICE_BACKEND_DEFINE_FAIL(, cpu_fail)
 
 static void *alloc64(size_t n)
 {
@@ -154,8 +137,6 @@ static enum alice_status cpu_init(const struct alice_backend_options *opts,
 	return ALICE_OK;
 }
 
-static const char *op_name(uint32_t op);
-
 static void profile_report(struct alice_backend_ctx *ctx)
 {
 	double total = 0.0;
@@ -166,7 +147,7 @@ static void profile_report(struct alice_backend_ctx *ctx)
 		if (!ctx->prof_n[i])
 			continue;
 		cpu_log(1, "cpu profile: %-10s %-6s %8ld calls %9.3f s (%5.1f%%)",
-			i < CPU_OP_COUNT ? op_name((uint32_t)i) : "MUL_MAT",
+			i < CPU_OP_COUNT ? alice_bc_op_name((uint32_t)i) : "MUL_MAT",
 			i < CPU_OP_COUNT ? "" : alice_type_name((uint32_t)(i - CPU_OP_COUNT)),
 			ctx->prof_n[i], ctx->prof_s[i], total > 0 ? 100.0 * ctx->prof_s[i] / total : 0.0);
 	}
@@ -242,13 +223,7 @@ static void cpu_buffer_free(struct alice_backend_ctx *ctx, struct alice_buffer *
 static enum alice_status check_range(struct alice_backend_ctx *ctx, struct alice_buffer *buf,
 				     uint64_t offset, uint64_t size, const char *what)
 {
-	if (!buf)
-		return cpu_fail(ctx, ALICE_ERR_INVALID, "%s: NULL buffer", what);
-	if (offset > buf->size || size > buf->size - offset)
-		return cpu_fail(ctx, ALICE_ERR_RANGE, "%s: [%llu, +%llu) is outside the buffer of %llu bytes",
-				what, (unsigned long long)offset, (unsigned long long)size,
-				(unsigned long long)buf->size);
-	return ALICE_OK;
+	return alice_bc_check_range(buf != NULL, buf ? buf->size : 0, offset, size, what, ctx->err, sizeof(ctx->err));
 }
 
 static enum alice_status cpu_buffer_write(struct alice_backend_ctx *ctx, struct alice_buffer *buf,
@@ -290,18 +265,6 @@ static enum alice_status cpu_buffer_clear(struct alice_backend_ctx *ctx, struct 
 
 /* ---- graph ---- */
 
-static const char *const op_names[CPU_OP_COUNT] = {
-	[ALICE_OP_NONE] = "NONE",	      [ALICE_OP_GET_ROWS] = "GET_ROWS",
-	[ALICE_OP_MUL_MAT] = "MUL_MAT",	      [ALICE_OP_ADD] = "ADD",
-	[ALICE_OP_MUL] = "MUL",		      [ALICE_OP_SCALE] = "SCALE",
-	[ALICE_OP_RMS_NORM] = "RMS_NORM",     [ALICE_OP_L2_NORM] = "L2_NORM",
-	[ALICE_OP_ROPE] = "ROPE",	      [ALICE_OP_ATTENTION] = "ATTENTION",
-	[ALICE_OP_KV_WRITE] = "KV_WRITE",     [ALICE_OP_GLU] = "GLU",
-	[ALICE_OP_UNARY] = "UNARY",	      [ALICE_OP_SOFTCAP] = "SOFTCAP",
-	[ALICE_OP_COPY] = "COPY",
-	[ALICE_OP_SSM_CONV] = "SSM_CONV",     [ALICE_OP_GATED_DELTA_NET] = "GATED_DELTA_NET",
-};
-
 static const cpu_op_fn op_fns[CPU_OP_COUNT] = {
 	[ALICE_OP_GET_ROWS] = cpu_op_get_rows, [ALICE_OP_MUL_MAT] = cpu_op_mul_mat,
 	[ALICE_OP_ADD] = cpu_op_binary,	       [ALICE_OP_MUL] = cpu_op_binary,
@@ -313,155 +276,25 @@ static const cpu_op_fn op_fns[CPU_OP_COUNT] = {
 	[ALICE_OP_SSM_CONV] = cpu_op_ssm_conv, [ALICE_OP_GATED_DELTA_NET] = cpu_op_gated_delta_net,
 };
 
-/* Inputs per op: minimum and maximum number of sources. */
-static const int8_t op_nsrc[CPU_OP_COUNT][2] = {
-	[ALICE_OP_GET_ROWS] = {2, 2}, [ALICE_OP_MUL_MAT] = {2, 3}, [ALICE_OP_ADD] = {2, 2},
-	[ALICE_OP_MUL] = {2, 2},      [ALICE_OP_SCALE] = {1, 1},   [ALICE_OP_RMS_NORM] = {1, 2},
-	[ALICE_OP_L2_NORM] = {1, 1},  [ALICE_OP_ROPE] = {2, 3},    [ALICE_OP_ATTENTION] = {4, 4},
-	[ALICE_OP_KV_WRITE] = {2, 2}, [ALICE_OP_GLU] = {2, 2},	   [ALICE_OP_UNARY] = {1, 1},
-	[ALICE_OP_SOFTCAP] = {1, 1},  [ALICE_OP_COPY] = {1, 1},
-	[ALICE_OP_SSM_CONV] = {4, 4}, [ALICE_OP_GATED_DELTA_NET] = {6, 6},
-};
+/* The largest ne / nb per dim this backend takes. */
+static const struct alice_bc_limits cpu_limits = {ALICE_BC_NE_MAX, ALICE_BC_NB_MAX};
 
-static const char *op_name(uint32_t op)
-{
-	return op < CPU_OP_COUNT && op_names[op] ? op_names[op] : "unknown op";
-}
-
-/* Shape, stride and bounds checks of one tensor against its buffer. */
-static enum alice_status check_tensor(struct alice_backend_ctx *ctx, const struct alice_tensor *t, int idx)
-{
-	const struct alice_type_info *ti = alice_type_info(t->type);
-	if (!ti || !ti->supported)
-		return cpu_fail(ctx, ALICE_ERR_UNSUPPORTED, "tensor %d: type %s (%u) is not supported", idx,
-				alice_type_name(t->type), t->type);
-	if (!t->buf)
-		return cpu_fail(ctx, ALICE_ERR_INVALID, "tensor %d has no buffer", idx);
-	uint64_t extent = 0;
-	for (int d = 0; d < ALICE_MAX_DIMS; d++) {
-		if (t->ne[d] < 1 || t->ne[d] > ((int64_t)1 << 40) || t->nb[d] < 0 ||
-		    t->nb[d] > ((int64_t)1 << 44))
-			return cpu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: bad ne/nb in dim %d (%lld, %lld)", idx,
-					d, (long long)t->ne[d], (long long)t->nb[d]);
-		uint64_t span;
-		if (d > 0 && (__builtin_mul_overflow((uint64_t)(t->ne[d] - 1), (uint64_t)t->nb[d], &span) ||
-			      __builtin_add_overflow(extent, span, &extent)))
-			return cpu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: extent overflows", idx);
-	}
-	int64_t n01, n23, nel;
-	if (__builtin_mul_overflow(t->ne[0], t->ne[1], &n01) || __builtin_mul_overflow(t->ne[2], t->ne[3], &n23) ||
-	    __builtin_mul_overflow(n01, n23, &nel) || nel > ((int64_t)1 << 48))
-		return cpu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: too many elements", idx);
-	if (ti->block_size > 1) {
-		if (t->ne[0] % ti->block_size != 0 || t->nb[0] != (int64_t)ti->type_size)
-			return cpu_fail(ctx, ALICE_ERR_INVALID,
-					"tensor %d: %s rows need ne[0] %% %u == 0 and nb[0] == %u (got %lld, %lld)",
-					idx, ti->name, ti->block_size, ti->type_size, (long long)t->ne[0],
-					(long long)t->nb[0]);
-		extent += alice_row_size(t->type, t->ne[0]);
-	} else {
-		uint64_t span;
-		if (__builtin_mul_overflow((uint64_t)(t->ne[0] - 1), (uint64_t)t->nb[0], &span) ||
-		    __builtin_add_overflow(extent, span + ti->type_size, &extent))
-			return cpu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: extent overflows", idx);
-	}
-	if (t->offset > t->buf->size || extent > t->buf->size - t->offset)
-		return cpu_fail(ctx, ALICE_ERR_RANGE,
-				"tensor %d: [%llu, +%llu) is outside its buffer of %llu bytes", idx,
-				(unsigned long long)t->offset, (unsigned long long)extent,
-				(unsigned long long)t->buf->size);
-	return ALICE_OK;
-}
-
-static bool is_f32(const struct alice_tensor *t)
-{
-	return t && t->type == ALICE_TYPE_F32;
-}
-
-static bool is_i32(const struct alice_tensor *t)
-{
-	return t && t->type == ALICE_TYPE_I32;
-}
-
-static bool is_float_type(uint32_t type)
-{
-	return type == ALICE_TYPE_F32 || type == ALICE_TYPE_F16 || type == ALICE_TYPE_BF16;
-}
-
-/* Type combinations each op handles (shapes are checked when it runs). */
-static bool types_ok(const struct alice_node *n, const struct alice_tensor *dst,
-		     const struct alice_tensor *const *s)
-{
-	switch (n->op) {
-	case ALICE_OP_GET_ROWS:
-		return cpu_weight_type_ok(s[0]->type) && is_i32(s[1]) && is_f32(dst);
-	case ALICE_OP_MUL_MAT:
-		return cpu_weight_type_ok(s[0]->type) && is_f32(s[1]) && is_f32(dst);
-	case ALICE_OP_ADD:
-	case ALICE_OP_MUL:
-	case ALICE_OP_GLU:
-		return is_f32(s[0]) && is_f32(s[1]) && is_f32(dst) &&
-		       (n->op != ALICE_OP_GLU || cpu_act_ok(n->ip[0]));
-	case ALICE_OP_UNARY:
-		return is_f32(s[0]) && is_f32(dst) && cpu_act_ok(n->ip[0]);
-	case ALICE_OP_SCALE:
-	case ALICE_OP_L2_NORM:
-	case ALICE_OP_SOFTCAP:
-		return is_f32(s[0]) && is_f32(dst);
-	case ALICE_OP_RMS_NORM:
-		return is_f32(s[0]) && is_f32(dst) && (!s[1] || is_f32(s[1]));
-	case ALICE_OP_ROPE:
-		return is_f32(s[0]) && is_i32(s[1]) && is_f32(dst) && (!s[2] || is_f32(s[2])) &&
-		       (n->ip[1] == ALICE_ROPE_NORMAL || n->ip[1] == ALICE_ROPE_NEOX ||
-			n->ip[1] == ALICE_ROPE_IMROPE);
-	case ALICE_OP_ATTENTION:
-		return is_f32(s[0]) && (s[1]->type == ALICE_TYPE_F16 || s[1]->type == ALICE_TYPE_F32) &&
-		       (s[2]->type == ALICE_TYPE_F16 || s[2]->type == ALICE_TYPE_F32) && is_i32(s[3]) &&
-		       is_f32(dst);
-	case ALICE_OP_KV_WRITE:
-		return is_f32(s[0]) && is_i32(s[1]) &&
-		       (dst->type == ALICE_TYPE_F16 || dst->type == ALICE_TYPE_F32);
-	case ALICE_OP_COPY:
-		return is_float_type(s[0]->type) && is_float_type(dst->type);
-	case ALICE_OP_SSM_CONV:
-		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_i32(s[3]) && is_f32(dst);
-	case ALICE_OP_GATED_DELTA_NET:
-		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_f32(s[3]) && is_f32(s[4]) && is_i32(s[5]) &&
-		       is_f32(dst);
-	default:
-		return false;
-	}
-}
-
-/* Resolve a node's tensors; false (with ctx->err) if indices are bad. */
+/* Resolve a node's tensors; an error (with ctx->err) if indices or arity are bad. */
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 				   const struct alice_node *n, struct cpu_op_args *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->ctx = ctx;
 	a->node = n;
-	if (n->op == ALICE_OP_NONE || n->op >= CPU_OP_COUNT || !op_fns[n->op])
+	enum alice_status st = alice_bc_node_tensors(g, n, "cpu", &a->dst, a->src, ctx->err, sizeof(ctx->err));
+	if (st == ALICE_OK && (n->op >= CPU_OP_COUNT || !op_fns[n->op]))
 		return cpu_fail(ctx, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the cpu backend", n->op);
-	if (n->dst < 0 || (uint32_t)n->dst >= g->n_tensors)
-		return cpu_fail(ctx, ALICE_ERR_INVALID, "dst tensor index %d out of range", n->dst);
-	a->dst = &g->tensors[n->dst];
-	int nsrc = 0;
-	for (int i = 0; i < ALICE_MAX_SRC; i++) {
-		if (n->src[i] < 0)
-			continue;
-		if ((uint32_t)n->src[i] >= g->n_tensors)
-			return cpu_fail(ctx, ALICE_ERR_INVALID, "src[%d] tensor index %d out of range", i,
-					n->src[i]);
-		a->src[i] = &g->tensors[n->src[i]];
-		nsrc = i + 1;
-	}
-	for (int i = 0; i < op_nsrc[n->op][0]; i++)
-		if (!a->src[i])
-			return cpu_fail(ctx, ALICE_ERR_INVALID, "src[%d] is required", i);
-	if (nsrc > op_nsrc[n->op][1])
-		return cpu_fail(ctx, ALICE_ERR_INVALID, "too many sources (%d, at most %d)", nsrc,
-				op_nsrc[n->op][1]);
-	return ALICE_OK;
+	return st;
+}
+
+static enum alice_status check_tensor(struct alice_backend_ctx *ctx, const struct alice_tensor *t, int idx)
+{
+	return alice_bc_check_tensor(t, idx, &cpu_limits, t->buf ? t->buf->size : 0, ctx->err, sizeof(ctx->err));
 }
 
 static bool cpu_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g,
@@ -473,7 +306,7 @@ static bool cpu_supports_op(struct alice_backend_ctx *ctx, const struct alice_gr
 		ctx = &dummy;
 	if (node_args(ctx, g, node, &a) != ALICE_OK)
 		return false;
-	return types_ok(node, a.dst, a.src);
+	return alice_bc_types_ok(node, a.dst, a.src);
 }
 
 static enum alice_status run_node(struct alice_backend_ctx *ctx, const struct alice_graph *g,
@@ -489,16 +322,8 @@ static enum alice_status run_node(struct alice_backend_ctx *ctx, const struct al
 			st = check_tensor(ctx, a.src[i], n->src[i]);
 	if (st != ALICE_OK)
 		return st;
-	if (!types_ok(n, a.dst, a.src)) {
-		char types[160];
-		int w = snprintf(types, sizeof(types), "dst %s", alice_type_name(a.dst->type));
-		for (int i = 0; i < ALICE_MAX_SRC && w > 0 && (size_t)w < sizeof(types); i++)
-			if (a.src[i])
-				w += snprintf(types + w, sizeof(types) - (size_t)w, ", src%d %s", i,
-					      alice_type_name(a.src[i]->type));
-		return cpu_fail(ctx, ALICE_ERR_UNSUPPORTED, "unsupported types or params (%s; ip[0]=%d ip[1]=%d)",
-				types, n->ip[0], n->ip[1]);
-	}
+	if (!alice_bc_types_ok(n, a.dst, a.src))
+		return alice_bc_types_fail(n, a.dst, a.src, ctx->err, sizeof(ctx->err));
 	return op_fns[n->op](&a);
 }
 
@@ -526,10 +351,7 @@ static enum alice_status cpu_graph_compute(struct alice_backend_ctx *ctx, const 
 			}
 		}
 		if (st != ALICE_OK) {
-			char msg[sizeof(ctx->err)];
-			snprintf(msg, sizeof(msg), "%s", ctx->err);
-			snprintf(ctx->err, sizeof(ctx->err), "node %u (%s): %.470s", i, op_name(g->nodes[i].op),
-				 msg);
+			alice_bc_prefix_node(ctx->err, sizeof(ctx->err), i, g->nodes[i].op);
 			return st;
 		}
 	}
@@ -558,8 +380,7 @@ static const struct alice_backend_vtable cpu_vtable = {
 
 ALICE_BACKEND_EXPORT const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host)
 {
-	if (host && host->abi_major == ALICE_BACKEND_ABI_MAJOR)
-		g_host = host;
+	g_host = alice_backend_host_accept(host);
 	return &cpu_vtable;
 }
 

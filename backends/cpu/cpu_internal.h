@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "alice/backend.h"
+#include "alice/backend_check.h"
 #include "alice/quant.h"
 
 #define CPU_HIDDEN __attribute__((visibility("hidden")))
@@ -120,9 +121,6 @@ enum alice_status cpu_op_copy(const struct cpu_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_ssm_conv(const struct cpu_op_args *a) CPU_HIDDEN;        /* ops_ssm.c */
 enum alice_status cpu_op_gated_delta_net(const struct cpu_op_args *a) CPU_HIDDEN;
 
-/* Does MUL_MAT / GET_ROWS handle this weight type? */
-bool cpu_weight_type_ok(uint32_t type) CPU_HIDDEN;
-bool cpu_act_ok(int act) CPU_HIDDEN;
 
 /* ---- activation formats for the dot products (llama.cpp-compatible
  * rounding: activations are rounded like the weight type's partner) ---- */

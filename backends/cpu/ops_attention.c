@@ -487,20 +487,6 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
  * exactly E elements; row i of src0 goes to cell idx[i] of dst, element by
  * element in index order. */
 
-static int cell_dim(const struct alice_tensor *t, int64_t e)
-{
-	int64_t p = 1;
-	for (int d = 0; d < ALICE_MAX_DIMS; d++) {
-		if (p == e) {
-			while (d < ALICE_MAX_DIMS - 1 && t->ne[d] == 1)
-				d++;
-			return d;
-		}
-		p *= t->ne[d];
-	}
-	return -1;
-}
-
 struct kvw_job {
 	const struct alice_tensor *s, *idx, *d;
 	int ds, dd;
@@ -550,20 +536,12 @@ static void kvw_run(void *arg, int ith, int nth)
 enum alice_status cpu_op_kv_write(const struct cpu_op_args *a)
 {
 	const struct alice_tensor *s = a->src[0], *idx = a->src[1], *d = a->dst;
-	int64_t n = idx->ne[0];
-	if (idx->ne[1] * idx->ne[2] * idx->ne[3] != 1 || n < 1 || tensor_nelem(s) % n != 0)
-		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "%lld cell indices for %lld source elements",
-				(long long)tensor_nelem(idx), (long long)tensor_nelem(s));
-	int64_t e = tensor_nelem(s) / n;
-	int ds = cell_dim(s, e), dd = cell_dim(d, e);
-	if (ds < 0 || dd < 0)
-		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "rows of %lld elements do not line up with the dims of src0 / dst",
-				(long long)e);
-	int64_t ncell = 1;
-	for (int k = dd; k < ALICE_MAX_DIMS; k++)
-		ncell *= d->ne[k];
-	if (ncell != d->ne[dd])
-		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "dst has dims past its cell dim %d", dd);
+	struct alice_bc_kv_layout kl;
+	enum alice_status st = alice_bc_kv_layout_of(s, idx, d, &kl, a->ctx->err, sizeof(a->ctx->err));
+	if (st != ALICE_OK)
+		return st;
+	int64_t n = kl.n, e = kl.e;
+	int ds = kl.ds, dd = kl.dd;
 	for (int64_t i = 0; i < n; i++) {
 		int32_t c;
 		memcpy(&c, tensor_data(idx) + i * idx->nb[0], 4);

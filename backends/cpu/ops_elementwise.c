@@ -18,11 +18,6 @@
 #include "cpu_internal.h"
 #include "vmath.h"
 
-bool cpu_act_ok(int act)
-{
-	return act >= ALICE_ACT_SILU && act <= ALICE_ACT_GELU_ERF;
-}
-
 static float gelu_table[1 << 16];
 static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
 

@@ -22,20 +22,6 @@
 
 #define COL_TILE 16
 
-bool cpu_weight_type_ok(uint32_t type)
-{
-	switch (type) {
-	case ALICE_TYPE_F32: case ALICE_TYPE_F16: case ALICE_TYPE_BF16:
-	case ALICE_TYPE_Q4_0: case ALICE_TYPE_Q4_1: case ALICE_TYPE_Q5_0: case ALICE_TYPE_Q5_1:
-	case ALICE_TYPE_Q8_0: case ALICE_TYPE_Q2_K: case ALICE_TYPE_Q3_K: case ALICE_TYPE_Q4_K:
-	case ALICE_TYPE_Q5_K: case ALICE_TYPE_Q6_K: case ALICE_TYPE_IQ4_NL: case ALICE_TYPE_IQ4_XS:
-	case ALICE_TYPE_MXFP4: case ALICE_TYPE_Q1_0:
-		return true;
-	default:
-		return false;
-	}
-}
-
 static size_t act_row_bytes(enum act_fmt f, int64_t k, bool spec)
 {
 	if (!spec)

@@ -27,31 +27,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
+#include "alice/backend_log.h"
 #include "common.cuh"
 
 static const struct alice_backend_host *g_host;
 
 static void cu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void cu_log(int level, const char *fmt, ...)
-{
-	if (!g_host || !g_host->log)
-		return;
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	g_host->log(level, msg);
-}
-
-enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
-	va_end(ap);
-	return st;
-}
+ALICE_BACKEND_DEFINE_LOG(static, cu_log, g_host)
+ALICE_BACKEND_DEFINE_FAIL(, cu_fail)
 
 /* Errors after which the CUDA context is unusable (a kernel fault). */
 static bool cu_sticky(cudaError_t e)
@@ -299,12 +282,7 @@ static void cu_buffer_free(struct alice_backend_ctx *ctx, struct alice_buffer *b
 static enum alice_status check_range(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
 				     uint64_t size, const char *what)
 {
-	if (!buf)
-		return cu_fail(ctx, ALICE_ERR_INVALID, "%s: NULL buffer", what);
-	if (offset > buf->size || size > buf->size - offset)
-		return cu_fail(ctx, ALICE_ERR_RANGE, "%s: [%llu, +%llu) is outside the buffer of %llu bytes", what,
-			       (unsigned long long)offset, (unsigned long long)size, (unsigned long long)buf->size);
-	return ALICE_OK;
+	return alice_bc_check_range(buf != NULL, buf ? buf->size : 0, offset, size, what, ctx->err, sizeof(ctx->err));
 }
 
 /* Wait for the stream; the staging ring is free again afterwards. */
@@ -407,12 +385,6 @@ static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct a
 
 typedef enum alice_status (*cu_op_fn)(const struct cu_args *a);
 
-static const char *const op_names[ALICE_OP_COUNT_V1_1] = {
-	"NONE", "GET_ROWS", "MUL_MAT", "ADD", "MUL", "SCALE", "RMS_NORM", "L2_NORM",
-	"ROPE", "ATTENTION", "KV_WRITE", "GLU", "UNARY", "SOFTCAP", "COPY",
-	"SSM_CONV", "GATED_DELTA_NET",
-};
-
 static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_1] = {
 	NULL,		cu_op_get_rows, cu_op_mul_mat,	 cu_op_binary,	  cu_op_binary,
 	cu_op_scale,	cu_op_rms_norm, cu_op_l2_norm,	 cu_op_rope,	  cu_op_attention,
@@ -420,17 +392,8 @@ static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_1] = {
 	cu_op_ssm_conv, cu_op_gated_delta_net,
 };
 
-/* minimum and maximum number of sources */
-static const int8_t op_nsrc[ALICE_OP_COUNT_V1_1][2] = {
-	{0, 0}, {2, 2}, {2, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 2}, {1, 1},
-	{2, 3}, {4, 4}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {1, 1},
-	{4, 4}, {6, 6},
-};
-
-static const char *op_name(uint32_t op)
-{
-	return op < ALICE_OP_COUNT_V1_1 ? op_names[op] : "unknown op";
-}
+/* The largest ne / nb per dim this backend takes. */
+static const struct alice_bc_limits cu_limits = {ALICE_BC_NE_MAX, ALICE_BC_NB_MAX};
 
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 				   const struct alice_node *n, struct cu_args *a)
@@ -438,60 +401,22 @@ static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct a
 	memset(a, 0, sizeof(*a));
 	a->ctx = ctx;
 	a->node = n;
-	if (n->op == ALICE_OP_NONE || n->op >= ALICE_OP_COUNT_V1_1)
+	enum alice_status st = alice_bc_node_tensors(g, n, "cuda", &a->dst, a->src, ctx->err, sizeof(ctx->err));
+	if (st == ALICE_OK && (n->op >= ALICE_OP_COUNT_V1_1 || !op_fns[n->op]))
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the cuda backend", n->op);
-	if (n->dst < 0 || (uint32_t)n->dst >= g->n_tensors)
-		return cu_fail(ctx, ALICE_ERR_INVALID, "dst tensor index %d out of range", n->dst);
-	a->dst = &g->tensors[n->dst];
-	int nsrc = 0;
-	for (int i = 0; i < ALICE_MAX_SRC; i++) {
-		if (n->src[i] < 0)
-			continue;
-		if ((uint32_t)n->src[i] >= g->n_tensors)
-			return cu_fail(ctx, ALICE_ERR_INVALID, "src[%d] tensor index %d out of range", i, n->src[i]);
-		a->src[i] = &g->tensors[n->src[i]];
-		nsrc = i + 1;
-	}
-	for (int i = 0; i < op_nsrc[n->op][0]; i++)
-		if (!a->src[i])
-			return cu_fail(ctx, ALICE_ERR_INVALID, "src[%d] is required", i);
-	if (nsrc > op_nsrc[n->op][1])
-		return cu_fail(ctx, ALICE_ERR_INVALID, "too many sources (%d, at most %d)", nsrc, op_nsrc[n->op][1]);
-	return ALICE_OK;
+	return st;
 }
 
 /* Bounds, shape and alignment of one tensor against its buffer. */
 static enum alice_status check_tensor(struct alice_backend_ctx *ctx, const struct alice_tensor *t, int idx)
 {
-	const struct alice_type_info *ti = alice_type_info(t->type);
-	if (!ti || !ti->supported)
-		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "tensor %d: type %s (%u) is not supported", idx,
-			       alice_type_name(t->type), t->type);
-	if (!t->buf)
-		return cu_fail(ctx, ALICE_ERR_INVALID, "tensor %d has no buffer", idx);
-	uint64_t extent = 0;
-	for (int d = 0; d < ALICE_MAX_DIMS; d++) {
-		if (t->ne[d] < 1 || t->ne[d] > ((int64_t)1 << 40) || t->nb[d] < 0 || t->nb[d] > ((int64_t)1 << 44))
-			return cu_fail(ctx, ALICE_ERR_INVALID, "tensor %d: bad ne/nb in dim %d (%lld, %lld)", idx, d,
-				       (long long)t->ne[d], (long long)t->nb[d]);
-		if (d > 0)
-			extent += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
-	}
-	if (ti->block_size > 1) {
-		if (t->ne[0] % ti->block_size != 0 || t->nb[0] != (int64_t)ti->type_size)
-			return cu_fail(ctx, ALICE_ERR_INVALID,
-				       "tensor %d: %s rows need ne[0] %% %u == 0 and nb[0] == %u (got %lld, %lld)", idx,
-				       ti->name, ti->block_size, ti->type_size, (long long)t->ne[0], (long long)t->nb[0]);
-		extent += alice_row_size(t->type, t->ne[0]);
-	} else {
-		extent += (uint64_t)(t->ne[0] - 1) * (uint64_t)t->nb[0] + ti->type_size;
-	}
-	if (t->offset > t->buf->size || extent > t->buf->size - t->offset)
-		return cu_fail(ctx, ALICE_ERR_RANGE, "tensor %d: [%llu, +%llu) is outside its buffer of %llu bytes", idx,
-			       (unsigned long long)t->offset, (unsigned long long)extent,
-			       (unsigned long long)t->buf->size);
+	enum alice_status st =
+		alice_bc_check_tensor(t, idx, &cu_limits, t->buf ? t->buf->size : 0, ctx->err, sizeof(ctx->err));
+	if (st != ALICE_OK)
+		return st;
 	/* natural alignment of every element access (fp16 block fields too;
 	 * MXFP4 blocks are read bytewise) */
+	const struct alice_type_info *ti = alice_type_info(t->type);
 	uint64_t al = t->type == ALICE_TYPE_MXFP4 ? 1 : (ti->block_size > 1 ? 2 : ti->type_size);
 	if (al > 1) {
 		bool ok = t->offset % al == 0;
@@ -505,67 +430,13 @@ static enum alice_status check_tensor(struct alice_backend_ctx *ctx, const struc
 	return ALICE_OK;
 }
 
-static bool is_f32(const struct alice_tensor *t)
-{
-	return t && t->type == ALICE_TYPE_F32;
-}
-
-static bool is_i32(const struct alice_tensor *t)
-{
-	return t && t->type == ALICE_TYPE_I32;
-}
-
-static bool is_float_type(uint32_t type)
-{
-	return type == ALICE_TYPE_F32 || type == ALICE_TYPE_F16 || type == ALICE_TYPE_BF16;
-}
-
-static bool types_ok(const struct alice_node *n, const struct alice_tensor *dst, const struct alice_tensor *const *s)
-{
-	switch (n->op) {
-	case ALICE_OP_GET_ROWS:
-		return cu_weight_type_ok(s[0]->type) && is_i32(s[1]) && is_f32(dst);
-	case ALICE_OP_MUL_MAT:
-		return cu_weight_type_ok(s[0]->type) && is_f32(s[1]) && is_f32(dst);
-	case ALICE_OP_ADD:
-	case ALICE_OP_MUL:
-	case ALICE_OP_GLU:
-		return is_f32(s[0]) && is_f32(s[1]) && is_f32(dst) && (n->op != ALICE_OP_GLU || cu_act_ok(n->ip[0]));
-	case ALICE_OP_UNARY:
-		return is_f32(s[0]) && is_f32(dst) && cu_act_ok(n->ip[0]);
-	case ALICE_OP_SCALE:
-	case ALICE_OP_L2_NORM:
-	case ALICE_OP_SOFTCAP:
-		return is_f32(s[0]) && is_f32(dst);
-	case ALICE_OP_RMS_NORM:
-		return is_f32(s[0]) && is_f32(dst) && (!s[1] || is_f32(s[1]));
-	case ALICE_OP_ROPE:
-		return is_f32(s[0]) && is_i32(s[1]) && is_f32(dst) && (!s[2] || is_f32(s[2])) &&
-		       (n->ip[1] == ALICE_ROPE_NORMAL || n->ip[1] == ALICE_ROPE_NEOX || n->ip[1] == ALICE_ROPE_IMROPE);
-	case ALICE_OP_ATTENTION:
-		return is_f32(s[0]) && (s[1]->type == ALICE_TYPE_F16 || s[1]->type == ALICE_TYPE_F32) &&
-		       (s[2]->type == ALICE_TYPE_F16 || s[2]->type == ALICE_TYPE_F32) && is_i32(s[3]) && is_f32(dst);
-	case ALICE_OP_KV_WRITE:
-		return is_f32(s[0]) && is_i32(s[1]) && (dst->type == ALICE_TYPE_F16 || dst->type == ALICE_TYPE_F32);
-	case ALICE_OP_COPY:
-		return is_float_type(s[0]->type) && is_float_type(dst->type);
-	case ALICE_OP_SSM_CONV: /* x, w, state, seq */
-		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_i32(s[3]) && is_f32(dst);
-	case ALICE_OP_GATED_DELTA_NET: /* qk, v, g, beta, state, seq */
-		return is_f32(s[0]) && is_f32(s[1]) && is_f32(s[2]) && is_f32(s[3]) && is_f32(s[4]) && is_i32(s[5]) &&
-		       is_f32(dst);
-	default:
-		return false;
-	}
-}
-
 /* Shape limits of the kernels (the launchers check the rest). */
 static bool shapes_ok(const struct cu_args *a)
 {
 	const struct alice_tensor *d = a->dst, *const *s = a->src;
 	switch (a->node->op) {
 	case ALICE_OP_MUL_MAT:
-		return (s[0]->ne[0] % 32 == 0 || (is_float_type(s[0]->type) && s[1]->ne[1] <= 65535)) &&
+		return (s[0]->ne[0] % 32 == 0 || (alice_bc_is_float_type(s[0]->type) && s[1]->ne[1] <= 65535)) &&
 		       s[1]->ne[0] == s[0]->ne[0] && s[1]->ne[2] % s[0]->ne[2] == 0 &&
 		       s[1]->ne[3] % s[0]->ne[3] == 0 && (s[1]->ne[1] <= 8 || d->nb[0] == 4) &&
 		       s[0]->ne[1] < ((int64_t)1 << 31) && s[1]->ne[1] < ((int64_t)1 << 31);
@@ -594,7 +465,7 @@ static bool cu_supports_op(struct alice_backend_ctx *ctx, const struct alice_gra
 	}
 	if (!g || !node || node_args(ctx, g, node, &a) != ALICE_OK)
 		return false;
-	return types_ok(node, a.dst, a.src) && shapes_ok(&a);
+	return alice_bc_types_ok(node, a.dst, a.src) && shapes_ok(&a);
 }
 
 /* Host-side checks of a node; the scratch it needs goes to *scratch. */
@@ -610,16 +481,8 @@ static enum alice_status prepare_node(struct alice_backend_ctx *ctx, const struc
 			st = check_tensor(ctx, a->src[i], n->src[i]);
 	if (st != ALICE_OK)
 		return st;
-	if (!types_ok(n, a->dst, a->src)) {
-		char types[160];
-		int w = snprintf(types, sizeof(types), "dst %s", alice_type_name(a->dst->type));
-		for (int i = 0; i < ALICE_MAX_SRC && w > 0 && (size_t)w < sizeof(types); i++)
-			if (a->src[i])
-				w += snprintf(types + w, sizeof(types) - (size_t)w, ", src%d %s", i,
-					      alice_type_name(a->src[i]->type));
-		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "unsupported types or params (%s; ip[0]=%d ip[1]=%d)", types,
-			       n->ip[0], n->ip[1]);
-	}
+	if (!alice_bc_types_ok(n, a->dst, a->src))
+		return alice_bc_types_fail(n, a->dst, a->src, ctx->err, sizeof(ctx->err));
 	if (!shapes_ok(a))
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "shapes outside what the cuda kernels handle");
 	*scratch = 0;
@@ -676,20 +539,9 @@ static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, size_t ne
 	return ALICE_OK;
 }
 
-/* Bytes a tensor view spans from its offset. */
-static uint64_t span_of(const struct alice_tensor *t)
-{
-	uint64_t e = alice_row_size(t->type, t->ne[0]);
-	if (!e)
-		e = (uint64_t)t->ne[0] * alice_type_info(t->type)->type_size;
-	for (int d = 1; d < ALICE_MAX_DIMS; d++)
-		e += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
-	return e;
-}
-
 static bool overlaps(const struct alice_tensor *a, const struct alice_tensor *b)
 {
-	return a->buf == b->buf && a->offset < b->offset + span_of(b) && b->offset < a->offset + span_of(a);
+	return a->buf == b->buf && a->offset < b->offset + alice_bc_extent(b) && b->offset < a->offset + alice_bc_extent(a);
 }
 
 /* Nodes run as one launch execute concurrently: no member's dst may share
@@ -811,9 +663,7 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			st = op_fns[g->nodes[i].op](&a[0]);
 		}
 		if (st != ALICE_OK) {
-			char msg[sizeof(ctx->err)];
-			snprintf(msg, sizeof(msg), "%s", ctx->err);
-			snprintf(ctx->err, sizeof(ctx->err), "node %u (%s): %.480s", i, op_name(g->nodes[i].op), msg);
+			alice_bc_prefix_node(ctx->err, sizeof(ctx->err), i, g->nodes[i].op);
 			cu_inputs_flush(ctx); /* the writes still land */
 			return st;
 		}
@@ -862,45 +712,45 @@ static bool build_sig(struct alice_backend_ctx *ctx, const struct alice_graph *g
 	return true;
 }
 
-static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+/* ---- graph_compute, step by step ---- */
+
+/* A GEMM graph (a MUL_MAT that is not all mat-vec columns): not worth a capture (shapes
+ * rarely repeat, instantiation is slow). */
+static bool is_prefill(const struct alice_graph *g)
 {
-	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors))
-		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_compute: malformed graph");
-	ctx->err[0] = '\0';
-	ctx->n_compute++;
-	if (ctx->steps)
-		cu_steps_entry(ctx->steps);
-	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
-	/* the step's pending input writes become one copy at the graph's head */
-	cu_inputs_prepare(ctx);
-	/* a GEMM graph: not worth a capture (shapes rarely repeat, instantiation is slow) */
 	bool prefill = false;
 	for (uint32_t i = 0; i < g->n_nodes; i++)
 		prefill = prefill || (g->nodes[i].op == ALICE_OP_MUL_MAT && g->nodes[i].dst >= 0 &&
 				      (uint32_t)g->nodes[i].dst < g->n_tensors &&
 				      !cu_mm_decode(&g->nodes[i], g->tensors[g->nodes[i].dst].ne[1]));
-	/* the graph the captured one was made from (nodes, tensors, buffer
-	 * sizes, scratch): validated then, so replay it without pass 1 */
+	return prefill;
+}
+
+/* Is g the graph the captured one was made from (nodes, tensors, buffer
+ * sizes, scratch)? It was validated then, so it replays without pass 1. */
+static bool matches_captured(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
 	struct cu_graph_cache *gc = &ctx->gc;
-	bool known = false;
 	uint8_t *sig = NULL;
 	size_t sig_len = 0;
-	if (ctx->use_graphs && !prefill && g->n_nodes > 0 && gc->exec && gc->sig && gc->scratch_gen == ctx->scratch_gen &&
-	    !(ctx->fault_at && ctx->n_compute == ctx->fault_at) && build_sig(ctx, g, &sig, &sig_len)) {
-		known = gc->sig_len == sig_len && memcmp(gc->sig, sig, sig_len) == 0;
-		free(sig);
-		sig = NULL;
-	}
-	/* pass 1: validate every node and size the scratch */
+	if (!gc->exec || !gc->sig || gc->scratch_gen != ctx->scratch_gen || !build_sig(ctx, g, &sig, &sig_len))
+		return false;
+	bool known = gc->sig_len == sig_len && memcmp(gc->sig, sig, sig_len) == 0;
+	free(sig);
+	return known;
+}
+
+/* Pass 1: validate every node, then size the scratch (and the attention
+ * counters) for the whole graph, so it stays put while a graph is captured. */
+static enum alice_status validate_and_size(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
 	size_t need = 0, need_cnt = 0, need_xq = 0;
-	for (uint32_t i = 0; i < g->n_nodes && !known; i++) {
+	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		struct cu_args a;
 		size_t scr = 0;
 		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a, &scr);
 		if (st != ALICE_OK) {
-			char msg[sizeof(ctx->err)];
-			snprintf(msg, sizeof(msg), "%s", ctx->err);
-			snprintf(ctx->err, sizeof(ctx->err), "node %u (%s): %.480s", i, op_name(g->nodes[i].op), msg);
+			alice_bc_prefix_node(ctx->err, sizeof(ctx->err), i, g->nodes[i].op);
 			cu_inputs_flush(ctx); /* the writes still land */
 			return st;
 		}
@@ -915,100 +765,117 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 			need_cnt = c > need_cnt ? c : need_cnt;
 		}
 	}
-	enum alice_status st = ALICE_OK;
-	if (!known) {
-		/* the mat-vecs' quantized activations go past every op's own scratch */
-		ctx->xq_off = (need + 255) & ~(size_t)255;
-		st = ensure_scratch(ctx, ctx->xq_off + need_xq);
-		if (st == ALICE_OK)
-			st = ensure_counters(ctx, need_cnt);
-		if (st != ALICE_OK) {
-			cu_inputs_flush(ctx);
-			return st;
-		}
-	}
-	if (ctx->fault_at && ctx->n_compute == ctx->fault_at) {
-		/* before choosing replay or launches, so a captured step faults too */
+	/* the mat-vecs' quantized activations go past every op's own scratch */
+	ctx->xq_off = (need + 255) & ~(size_t)255;
+	enum alice_status st = ensure_scratch(ctx, ctx->xq_off + need_xq);
+	if (st == ALICE_OK)
+		st = ensure_counters(ctx, need_cnt);
+	if (st != ALICE_OK)
 		cu_inputs_flush(ctx);
-		k_inject_fault<<<1, 4096, 0, ctx->stream>>>();
-		cudaError_t e = cudaGetLastError();
-		return cu_fail(ctx, ALICE_ERR_BACKEND, "%s (injected by ALICE_CUDA_INJECT_FAULT)",
-			       cudaGetErrorString(e != cudaSuccess ? e : cudaErrorInvalidConfiguration));
-	}
+	return st;
+}
 
-	/* pass 2: replay, capture or launch */
-	bool same = known;
-	if (ctx->prof)
-		cu_prof_graph(ctx, g);
-	if (known) {
-		gc->repeats++;
-	} else if (ctx->use_graphs && !prefill && g->n_nodes > 0 && build_sig(ctx, g, &sig, &sig_len)) {
-		same = gc->sig && gc->sig_len == sig_len && memcmp(gc->sig, sig, sig_len) == 0;
-		if (!same) {
-			cu_graph_reset(gc);
-			free(gc->sig);
-			gc->sig = sig;
-			gc->sig_len = sig_len;
-			gc->repeats = 1;
-		} else {
-			free(sig);
-			gc->repeats++;
-		}
-	}
-	if (same && !gc->exec && gc->repeats == 2) {
-		/* seen twice in a row: capture it */
-		cudaGraph_t graph = NULL;
-		cudaError_t e = cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal);
-		if (e == cudaSuccess) {
-			enum alice_status lst = launch_all(ctx, g);
-			e = cudaStreamEndCapture(ctx->stream, &graph);
-			if (lst == ALICE_OK && e == cudaSuccess && graph)
-				e = cudaGraphInstantiate(&gc->exec, graph, 0);
-			else if (e == cudaSuccess)
-				e = cudaErrorUnknown;
-			if (graph)
-				cudaGraphDestroy(graph);
-		}
-		if (e != cudaSuccess) {
-			/* this graph cannot be captured: launch it plainly, and
-			 * do not try again while the signature repeats */
-			cudaGetLastError();
-			gc->exec = NULL;
-			cu_log(2, "cuda backend: graph capture failed (%s); using plain launches", cudaGetErrorString(e));
-			ctx->err[0] = '\0';
-		} else {
-			gc->scratch_gen = ctx->scratch_gen;
-		}
-	}
-	if (same && gc->exec && gc->scratch_gen == ctx->scratch_gen) {
-		if (ctx->steps)
-			cu_steps_launch(ctx->steps, ctx->stream, true);
-		cudaError_t le = cudaGraphLaunch(gc->exec, ctx->stream);
-		ctx->gather_n = 0;
-		if (ctx->steps)
-			cu_steps_launch(ctx->steps, ctx->stream, false);
-		if (le != cudaSuccess) {
-			/* drop the replay: the next call launches plainly */
-			cudaGetLastError();
-			cu_graph_reset(gc);
-			return cu_fail(ctx, ALICE_ERR_BACKEND, "graph_compute: cudaGraphLaunch: %s%s", cudaGetErrorString(le),
-				       cu_sticky(le) ? " (a sticky error: this process's CUDA context is lost)" : "");
-		}
+/* ALICE_CUDA_INJECT_FAULT: a real launch error in place of the graph
+ * (before choosing replay or launches, so a captured step faults too). */
+static enum alice_status inject_fault(struct alice_backend_ctx *ctx)
+{
+	cu_inputs_flush(ctx);
+	k_inject_fault<<<1, 4096, 0, ctx->stream>>>();
+	cudaError_t e = cudaGetLastError();
+	return cu_fail(ctx, ALICE_ERR_BACKEND, "%s (injected by ALICE_CUDA_INJECT_FAULT)",
+		       cudaGetErrorString(e != cudaSuccess ? e : cudaErrorInvalidConfiguration));
+}
+
+/* Count how often g's signature came in a row: true when it equals the
+ * previous call's (a new one replaces the cache and drops its capture). */
+static bool track_signature(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	struct cu_graph_cache *gc = &ctx->gc;
+	uint8_t *sig = NULL;
+	size_t sig_len = 0;
+	if (!build_sig(ctx, g, &sig, &sig_len))
+		return false;
+	bool same = gc->sig && gc->sig_len == sig_len && memcmp(gc->sig, sig, sig_len) == 0;
+	if (!same) {
+		cu_graph_reset(gc);
+		free(gc->sig);
+		gc->sig = sig;
+		gc->sig_len = sig_len;
+		gc->repeats = 1;
 	} else {
-		st = launch_all(ctx, g);
-		ctx->gather_n = 0;
-		if (st != ALICE_OK) {
-			cudaStreamSynchronize(ctx->stream);
-			cudaGetLastError();
-			return st;
-		}
+		free(sig);
+		gc->repeats++;
 	}
+	return same;
+}
+
+/* Capture g's launches into ctx->gc.exec. A graph that cannot be captured
+ * is launched plainly, and not tried again while its signature repeats. */
+static void capture(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	struct cu_graph_cache *gc = &ctx->gc;
+	cudaGraph_t graph = NULL;
+	cudaError_t e = cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal);
+	if (e == cudaSuccess) {
+		enum alice_status lst = launch_all(ctx, g);
+		e = cudaStreamEndCapture(ctx->stream, &graph);
+		if (lst == ALICE_OK && e == cudaSuccess && graph)
+			e = cudaGraphInstantiate(&gc->exec, graph, 0);
+		else if (e == cudaSuccess)
+			e = cudaErrorUnknown;
+		if (graph)
+			cudaGraphDestroy(graph);
+	}
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		gc->exec = NULL;
+		cu_log(2, "cuda backend: graph capture failed (%s); using plain launches", cudaGetErrorString(e));
+		ctx->err[0] = '\0';
+	} else {
+		gc->scratch_gen = ctx->scratch_gen;
+	}
+}
+
+/* Replay the captured graph; on failure drop it (the next call launches plainly). */
+static enum alice_status replay(struct alice_backend_ctx *ctx)
+{
+	if (ctx->steps)
+		cu_steps_launch(ctx->steps, ctx->stream, true);
+	cudaError_t le = cudaGraphLaunch(ctx->gc.exec, ctx->stream);
+	ctx->gather_n = 0;
+	if (ctx->steps)
+		cu_steps_launch(ctx->steps, ctx->stream, false);
+	if (le != cudaSuccess) {
+		cudaGetLastError();
+		cu_graph_reset(&ctx->gc);
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "graph_compute: cudaGraphLaunch: %s%s", cudaGetErrorString(le),
+			       cu_sticky(le) ? " (a sticky error: this process's CUDA context is lost)" : "");
+	}
+	return ALICE_OK;
+}
+
+/* Enqueue g's kernels one launch group at a time. */
+static enum alice_status launch_plain(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	enum alice_status st = launch_all(ctx, g);
+	ctx->gather_n = 0;
+	if (st != ALICE_OK) {
+		cudaStreamSynchronize(ctx->stream);
+		cudaGetLastError();
+	}
+	return st;
+}
+
+/* Wait for the stream, then fail the call on a CUDA error or on the bad
+ * input data the kernels flagged. */
+static enum alice_status wait_and_check(struct alice_backend_ctx *ctx)
+{
 	*ctx->hflag = 0;
 	CUDA_CHECK(ctx, cudaMemcpyAsync(ctx->hflag, ctx->dflag, sizeof(int), cudaMemcpyDeviceToHost, ctx->stream));
 	cudaError_t e = cudaStreamSynchronize(ctx->stream);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
-		cu_graph_reset(gc);
+		cu_graph_reset(&ctx->gc);
 		return cu_fail(ctx, ALICE_ERR_BACKEND, "graph_compute: %s%s", cudaGetErrorString(e),
 			       cu_sticky(e) ? " (a sticky error: this process's CUDA context is lost, every later call "
 					      "fails; restart the server)"
@@ -1030,6 +897,42 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 			       fl & CU_FLAG_SEQ ? " an SSM_CONV / GATED_DELTA_NET sequence id outside the state" : "");
 	}
 	return ALICE_OK;
+}
+
+static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors))
+		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_compute: malformed graph");
+	ctx->err[0] = '\0';
+	ctx->n_compute++;
+	if (ctx->steps)
+		cu_steps_entry(ctx->steps);
+	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	/* the step's pending input writes become one copy at the graph's head */
+	cu_inputs_prepare(ctx);
+	bool fault = ctx->fault_at && ctx->n_compute == ctx->fault_at;
+	bool capturable = ctx->use_graphs && g->n_nodes > 0 && !is_prefill(g);
+	bool known = capturable && !fault && matches_captured(ctx, g);
+	enum alice_status st;
+	if (!known && (st = validate_and_size(ctx, g)) != ALICE_OK)
+		return st;
+	if (fault)
+		return inject_fault(ctx);
+	/* pass 2: replay, capture or launch */
+	if (ctx->prof)
+		cu_prof_graph(ctx, g);
+	bool same = known;
+	if (known)
+		ctx->gc.repeats++;
+	else if (capturable)
+		same = track_signature(ctx, g);
+	if (same && !ctx->gc.exec && ctx->gc.repeats == 2)
+		capture(ctx, g); /* seen twice in a row */
+	if (same && ctx->gc.exec && ctx->gc.scratch_gen == ctx->scratch_gen)
+		st = replay(ctx);
+	else
+		st = launch_plain(ctx, g);
+	return st != ALICE_OK ? st : wait_and_check(ctx);
 }
 
 static const struct alice_backend_vtable cu_vtable = {
@@ -1056,8 +959,7 @@ static const struct alice_backend_vtable cu_vtable = {
 
 extern "C" ALICE_BACKEND_EXPORT const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host)
 {
-	if (host && host->abi_major == ALICE_BACKEND_ABI_MAJOR)
-		g_host = host;
+	g_host = alice_backend_host_accept(host);
 	return &cu_vtable;
 }
 

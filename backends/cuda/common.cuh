@@ -22,6 +22,7 @@ extern "C" {
 #include "alice/backend.h"
 #include "alice/quant.h"
 }
+#include "alice/backend_check.h"
 
 #define CU_HIDDEN __attribute__((visibility("hidden")))
 
@@ -342,9 +343,6 @@ void cu_steps_launch(struct cu_steps *s, cudaStream_t st, bool begin) CU_HIDDEN;
 void cu_steps_done(struct cu_steps *s) CU_HIDDEN;
 void cu_steps_free(struct cu_steps *s) CU_HIDDEN;
 
-/* Weight types MUL_MAT / GET_ROWS handle. */
-bool cu_weight_type_ok(uint32_t type) CU_HIDDEN;
-bool cu_act_ok(int act) CU_HIDDEN;
 
 /* ---- programmatic dependent launch (PDL) ----
  * Decode is a chain of ~200 small dependent kernels; with PDL the next

@@ -5,11 +5,6 @@
 
 #define EW_THREADS 256
 
-bool cu_act_ok(int act)
-{
-	return act >= ALICE_ACT_SILU && act <= ALICE_ACT_GELU_ERF;
-}
-
 /* 4-D indices of flat index i over ne */
 struct idx4 {
 	int64_t i[4];

@@ -30,20 +30,6 @@
 #define MMV_R 2
 #define GEMM_CHUNK_BYTES ((size_t)64 << 20)
 
-bool cu_weight_type_ok(uint32_t type)
-{
-	switch (type) {
-	case ALICE_TYPE_F32: case ALICE_TYPE_F16: case ALICE_TYPE_BF16:
-	case ALICE_TYPE_Q4_0: case ALICE_TYPE_Q4_1: case ALICE_TYPE_Q5_0: case ALICE_TYPE_Q5_1:
-	case ALICE_TYPE_Q8_0: case ALICE_TYPE_Q2_K: case ALICE_TYPE_Q3_K: case ALICE_TYPE_Q4_K:
-	case ALICE_TYPE_Q5_K: case ALICE_TYPE_Q6_K: case ALICE_TYPE_IQ4_NL: case ALICE_TYPE_IQ4_XS:
-	case ALICE_TYPE_MXFP4: case ALICE_TYPE_Q1_0:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* ---- mat-vec items ---- */
 
 __device__ static inline uint32_t byte_of3(uint32_t s0, uint32_t s1, uint32_t s2, int i)
@@ -958,7 +944,7 @@ bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g)
 {
 	const struct alice_tensor *h = g->dst;
 	return g->node->op == ALICE_OP_GLU && g->node->src[0] == a[0].node->dst && g->node->src[1] == a[1].node->dst &&
-	       cu_act_ok(g->node->ip[0]) && a[0].src[0]->ne[1] == a[1].src[0]->ne[1] && h->ne[0] == a[0].dst->ne[0] &&
+	       alice_bc_act_ok(g->node->ip[0]) && a[0].src[0]->ne[1] == a[1].src[0]->ne[1] && h->ne[0] == a[0].dst->ne[0] &&
 	       h->ne[1] == a[0].dst->ne[1] && h->ne[2] * h->ne[3] == 1 && h->nb[0] % 4 == 0 && h->nb[1] % 4 == 0 &&
 	       a[0].dst->nb[1] == a[1].dst->nb[1];
 }

@@ -47,9 +47,6 @@ static int prof_label(struct cu_prof *p, const char *s)
 	return p->n_rows++;
 }
 
-static const char *const prof_ops[] = { "NONE", "GET_ROWS", "MUL_MAT", "ADD", "MUL", "SCALE", "RMS_NORM",
-					"L2_NORM", "ROPE", "ATTENTION", "KV_WRITE", "GLU", "UNARY", "SOFTCAP", "COPY" };
-
 void cu_prof_graph(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
 	struct cu_prof *p = ctx->prof;
@@ -87,7 +84,7 @@ void cu_prof_mark(struct alice_backend_ctx *ctx, const struct alice_graph *g, in
 		snprintf(s, sizeof(s), "(end)");
 	} else {
 		const struct alice_node *n = &g->nodes[node];
-		const char *op = n->op < sizeof(prof_ops) / sizeof(prof_ops[0]) ? prof_ops[n->op] : "?";
+		const char *op = alice_bc_op_name(n->op);
 		if ((n->op == ALICE_OP_MUL_MAT || n->op == ALICE_OP_GET_ROWS) && n->src[0] >= 0)
 			snprintf(s, sizeof(s), "%s %s %s", p->pre ? "pre" : "dec", op,
 				 alice_type_name(g->tensors[n->src[0]].type));

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alice/backend_log.h"
 #include "vk_internal.h"
 
 static const struct alice_backend_host *g_host;
@@ -23,26 +24,8 @@ static const struct alice_backend_host *g_host;
 static uint64_t g_held[VK_MAX_DEV];
 static uint64_t g_imported[VK_MAX_DEV];
 
-void vk_log(int level, const char *fmt, ...)
-{
-	if (!g_host || !g_host->log)
-		return;
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	g_host->log(level, msg);
-}
-
-enum alice_status vk_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
-	va_end(ap);
-	return st;
-}
+ALICE_BACKEND_DEFINE_LOG(, vk_log, g_host)
+ALICE_BACKEND_DEFINE_FAIL(, vk_fail)
 
 const char *vk_result_str(VkResult r)
 {
@@ -515,8 +498,7 @@ static const struct alice_backend_vtable vk_vtable = {
 
 ALICE_BACKEND_EXPORT const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host)
 {
-	if (host && host->abi_major == ALICE_BACKEND_ABI_MAJOR)
-		g_host = host;
+	g_host = alice_backend_host_accept(host);
 	return &vk_vtable;
 }
 

@@ -11,6 +11,7 @@
 #include <vulkan/vulkan.h>
 
 #include "alice/backend.h"
+#include "alice/backend_check.h"
 #include "alice/quant.h"
 
 #define VK_HIDDEN __attribute__((visibility("hidden")))
@@ -188,8 +189,6 @@ enum alice_status vk_op_attention(const struct vk_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_kv_write(const struct vk_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_ssm_conv(const struct vk_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_gated_delta_net(const struct vk_op_args *a) VK_HIDDEN;
-
-bool vk_weight_type_ok(uint32_t type) VK_HIDDEN;
 
 static inline int64_t vk_nelem(const struct alice_tensor *t)
 {

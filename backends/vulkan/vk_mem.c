@@ -274,11 +274,10 @@ static enum alice_status check_range(struct alice_backend_ctx *ctx, struct alice
 {
 	if (ctx->lost)
 		return vk_fail(ctx, ALICE_ERR_BACKEND, "%s: the Vulkan device was lost", what);
-	if (!buf)
-		return vk_fail(ctx, ALICE_ERR_INVALID, "%s: NULL buffer", what);
-	if (offset > buf->size || size > buf->size - offset)
-		return vk_fail(ctx, ALICE_ERR_RANGE, "%s: [%llu, +%llu) is outside the buffer of %llu bytes", what,
-			       (unsigned long long)offset, (unsigned long long)size, (unsigned long long)buf->size);
+	enum alice_status st =
+		alice_bc_check_range(buf != NULL, buf ? buf->size : 0, offset, size, what, ctx->err, sizeof(ctx->err));
+	if (st != ALICE_OK)
+		return st;
 	if (writing && buf->imported)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "%s: an imported buffer is read-only", what);
 	return ALICE_OK;

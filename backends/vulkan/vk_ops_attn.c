@@ -63,44 +63,20 @@ enum alice_status vk_op_attention(const struct vk_op_args *a)
 	return vk_dispatch(ctx, "attn", b, 5, &p, sizeof(p), (uint32_t)(nh * nt));
 }
 
-/* The first dim of size > 1 whose lower dims hold exactly e elements
- * (backend.h; the last dim if every later one is 1). */
-static int cell_dim(const struct alice_tensor *t, int64_t e)
-{
-	int64_t p = 1;
-	for (int d = 0; d < ALICE_MAX_DIMS; d++) {
-		if (p == e) {
-			while (d < ALICE_MAX_DIMS - 1 && t->ne[d] == 1)
-				d++;
-			return d;
-		}
-		p *= t->ne[d];
-	}
-	return -1;
-}
-
 enum alice_status vk_op_kv_write(const struct vk_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *s = a->src[0], *idx = a->src[1], *d = a->dst;
-	int64_t n = idx->ne[0];
-	if (idx->ne[1] * idx->ne[2] * idx->ne[3] != 1 || n < 1 || vk_nelem(s) % n != 0)
-		return vk_fail(ctx, ALICE_ERR_INVALID, "%lld cell indices for %lld source elements", (long long)vk_nelem(idx),
-			       (long long)vk_nelem(s));
-	int64_t e = vk_nelem(s) / n;
-	int ds = cell_dim(s, e), dd = cell_dim(d, e);
-	if (ds < 0 || dd < 0)
-		return vk_fail(ctx, ALICE_ERR_INVALID, "rows of %lld elements do not line up with the dims of src0 / dst",
-			       (long long)e);
-	int64_t ncell = 1;
-	for (int k = dd; k < ALICE_MAX_DIMS; k++)
-		ncell *= d->ne[k];
-	if (ncell != d->ne[dd])
-		return vk_fail(ctx, ALICE_ERR_INVALID, "dst has dims past its cell dim %d", dd);
+	struct alice_bc_kv_layout kl;
+	enum alice_status st = alice_bc_kv_layout_of(s, idx, d, &kl, ctx->err, sizeof(ctx->err));
+	if (st != ALICE_OK)
+		return st;
+	int64_t n = kl.n, e = kl.e;
+	int dd = kl.dd;
 	if ((uint64_t)vk_nelem(s) > 0xffffffffull)
 		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "KV_WRITE too large");
 	struct vk_bind b[3];
-	enum alice_status st = vk_bind_tensor(ctx, d, &b[0]);
+	st = vk_bind_tensor(ctx, d, &b[0]);
 	if (st == ALICE_OK)
 		st = vk_bind_tensor(ctx, s, &b[1]);
 	if (st == ALICE_OK)
