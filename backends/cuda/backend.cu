@@ -119,13 +119,21 @@ static enum alice_status cu_device_info(int device, struct alice_device_info *ou
 
 /* ---- contexts ---- */
 
+static void cu_graph_entry_reset(struct cu_graph_entry *ge)
+{
+	if (ge->exec)
+		cudaGraphExecDestroy(ge->exec);
+	ge->exec = NULL;
+	ge->repeats = 0;
+	ge->sig_len = 0;
+}
+
+/* Drop every capture (buffers moved, or an error left them suspect). */
 static void cu_graph_reset(struct cu_graph_cache *gc)
 {
-	if (gc->exec)
-		cudaGraphExecDestroy(gc->exec);
-	gc->exec = NULL;
-	gc->repeats = 0;
-	gc->sig_len = 0;
+	for (int i = 0; i < CU_GRAPHS; i++)
+		cu_graph_entry_reset(&gc->e[i]);
+	gc->cur = -1;
 }
 
 static void cu_free(struct alice_backend_ctx *ctx)
@@ -136,7 +144,8 @@ static void cu_free(struct alice_backend_ctx *ctx)
 	if (ctx->stream)
 		cudaStreamSynchronize(ctx->stream);
 	cu_graph_reset(&ctx->gc);
-	free(ctx->gc.sig);
+	for (int i = 0; i < CU_GRAPHS; i++)
+		free(ctx->gc.e[i].sig);
 	if (ctx->cublas)
 		cublasDestroy(ctx->cublas);
 	cudaFree(ctx->cublas_ws);
@@ -726,18 +735,27 @@ static bool is_prefill(const struct alice_graph *g)
 	return prefill;
 }
 
-/* Is g the graph the captured one was made from (nodes, tensors, buffer
- * sizes, scratch)? It was validated then, so it replays without pass 1. */
-static bool matches_captured(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+/* The cache entry whose capture was made from g (nodes, tensors, buffer
+ * sizes, scratch), or -1. It was validated then, so it replays without pass 1. */
+static int find_captured(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
 	struct cu_graph_cache *gc = &ctx->gc;
 	uint8_t *sig = NULL;
 	size_t sig_len = 0;
-	if (!gc->exec || !gc->sig || gc->scratch_gen != ctx->scratch_gen || !build_sig(ctx, g, &sig, &sig_len))
-		return false;
-	bool known = gc->sig_len == sig_len && memcmp(gc->sig, sig, sig_len) == 0;
+	bool any = false;
+	for (int i = 0; i < CU_GRAPHS && !any; i++)
+		any = gc->e[i].exec && gc->e[i].scratch_gen == ctx->scratch_gen;
+	if (!any || !build_sig(ctx, g, &sig, &sig_len))
+		return -1;
+	int hit = -1;
+	for (int i = 0; i < CU_GRAPHS && hit < 0; i++) {
+		const struct cu_graph_entry *ge = &gc->e[i];
+		if (ge->exec && ge->scratch_gen == ctx->scratch_gen && ge->sig_len == sig_len &&
+		    memcmp(ge->sig, sig, sig_len) == 0)
+			hit = i;
+	}
 	free(sig);
-	return known;
+	return hit;
 }
 
 /* Pass 1: validate every node, then size the scratch (and the attention
@@ -786,34 +804,45 @@ static enum alice_status inject_fault(struct alice_backend_ctx *ctx)
 		       cudaGetErrorString(e != cudaSuccess ? e : cudaErrorInvalidConfiguration));
 }
 
-/* Count how often g's signature came in a row: true when it equals the
- * previous call's (a new one replaces the cache and drops its capture). */
+/* Count how often g's signature came (gc->cur is its entry afterwards, a
+ * new one taking the least recently used entry): true when seen before. */
 static bool track_signature(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
 	struct cu_graph_cache *gc = &ctx->gc;
 	uint8_t *sig = NULL;
 	size_t sig_len = 0;
+	gc->cur = -1;
 	if (!build_sig(ctx, g, &sig, &sig_len))
 		return false;
-	bool same = gc->sig && gc->sig_len == sig_len && memcmp(gc->sig, sig, sig_len) == 0;
-	if (!same) {
-		cu_graph_reset(gc);
-		free(gc->sig);
-		gc->sig = sig;
-		gc->sig_len = sig_len;
-		gc->repeats = 1;
-	} else {
-		free(sig);
-		gc->repeats++;
+	int victim = 0;
+	for (int i = 0; i < CU_GRAPHS; i++) {
+		struct cu_graph_entry *ge = &gc->e[i];
+		if (ge->sig_len == sig_len && sig_len && memcmp(ge->sig, sig, sig_len) == 0) {
+			free(sig);
+			ge->repeats++;
+			ge->used = ++gc->tick;
+			gc->cur = i;
+			return true;
+		}
+		if (gc->e[victim].sig_len && (!ge->sig_len || ge->used < gc->e[victim].used))
+			victim = i;
 	}
-	return same;
+	struct cu_graph_entry *ge = &gc->e[victim];
+	cu_graph_entry_reset(ge);
+	free(ge->sig);
+	ge->sig = sig;
+	ge->sig_len = ge->sig_cap = sig_len;
+	ge->repeats = 1;
+	ge->used = ++gc->tick;
+	gc->cur = victim;
+	return false;
 }
 
-/* Capture g's launches into ctx->gc.exec. A graph that cannot be captured
+/* Capture g's launches into its cache entry (ctx->gc.cur). A graph that cannot be captured
  * is launched plainly, and not tried again while its signature repeats. */
 static void capture(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
-	struct cu_graph_cache *gc = &ctx->gc;
+	struct cu_graph_entry *gc = &ctx->gc.e[ctx->gc.cur];
 	cudaGraph_t graph = NULL;
 	cudaError_t e = cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal);
 	if (e == cudaSuccess) {
@@ -841,7 +870,7 @@ static enum alice_status replay(struct alice_backend_ctx *ctx)
 {
 	if (ctx->steps)
 		cu_steps_launch(ctx->steps, ctx->stream, true);
-	cudaError_t le = cudaGraphLaunch(ctx->gc.exec, ctx->stream);
+	cudaError_t le = cudaGraphLaunch(ctx->gc.e[ctx->gc.cur].exec, ctx->stream);
 	ctx->gather_n = 0;
 	if (ctx->steps)
 		cu_steps_launch(ctx->steps, ctx->stream, false);
@@ -912,7 +941,8 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	cu_inputs_prepare(ctx);
 	bool fault = ctx->fault_at && ctx->n_compute == ctx->fault_at;
 	bool capturable = ctx->use_graphs && g->n_nodes > 0 && !is_prefill(g);
-	bool known = capturable && !fault && matches_captured(ctx, g);
+	int hit = capturable && !fault ? find_captured(ctx, g) : -1;
+	bool known = hit >= 0;
 	enum alice_status st;
 	if (!known && (st = validate_and_size(ctx, g)) != ALICE_OK)
 		return st;
@@ -921,14 +951,19 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 	/* pass 2: replay, capture or launch */
 	if (ctx->prof)
 		cu_prof_graph(ctx, g);
+	struct cu_graph_cache *gc = &ctx->gc;
 	bool same = known;
-	if (known)
-		ctx->gc.repeats++;
-	else if (capturable)
+	gc->cur = hit;
+	if (known) {
+		gc->e[hit].repeats++;
+		gc->e[hit].used = ++gc->tick;
+	} else if (capturable) {
 		same = track_signature(ctx, g);
-	if (same && !ctx->gc.exec && ctx->gc.repeats == 2)
-		capture(ctx, g); /* seen twice in a row */
-	if (same && ctx->gc.exec && ctx->gc.scratch_gen == ctx->scratch_gen)
+	}
+	struct cu_graph_entry *ge = gc->cur >= 0 ? &gc->e[gc->cur] : NULL;
+	if (same && !ge->exec && ge->repeats == 2)
+		capture(ctx, g); /* seen twice */
+	if (same && ge->exec && ge->scratch_gen == ctx->scratch_gen)
 		st = replay(ctx);
 	else
 		st = launch_plain(ctx, g);

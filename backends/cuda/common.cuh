@@ -32,12 +32,21 @@ struct alice_buffer {
 	uint32_t usage;
 };
 
-struct cu_graph_cache {
-	uint8_t *sig;          /* signature of the last graph (see backend.cu) */
+/* Captured step graphs, one per signature seen (decode steps of different
+ * batch sizes each keep theirs), least recently used replaced. */
+#define CU_GRAPHS 8
+struct cu_graph_entry {
+	uint8_t *sig;          /* signature of the graph (see backend.cu); sig_len 0: free */
 	size_t sig_len, sig_cap;
-	int repeats;           /* consecutive calls with this signature */
+	int repeats;           /* calls with this signature */
 	cudaGraphExec_t exec;  /* instantiated replay of that graph, or NULL */
 	uint64_t scratch_gen;  /* scratch generation the exec was captured with */
+	uint64_t used;         /* tick of the last call */
+};
+struct cu_graph_cache {
+	struct cu_graph_entry e[CU_GRAPHS];
+	int cur;       /* the entry of this call's graph, -1 none */
+	uint64_t tick;
 };
 
 /* quantized decode activations staged in scratch (alice_backend_ctx.xq) */
