@@ -3,6 +3,7 @@
 # concurrency). Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/batch_run.sh [STAGES]
 # carry .devbuild .devlibs .devfix. Stages (default "tg batch prof server"):
+#   ops     backends_test_ops and backends_test_cuda_errors
 #   inv     core_test_batch_invariance on cuda (carried fixtures)
 #   tg      alice-bench -p 512 -n 128 (single stream)
 #   batch   alice-bench --batch 1,4,16,64,256
@@ -18,6 +19,11 @@ voc=.devfix/vocab/ggml-vocab-llama-bpe.gguf
 has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 mk() { [ -f "/tmp/$1-$2.gguf" ] || timeout 200 "$b/bin/alice-mkmodel" --shape "$1" --type "$2" --vocab "$voc" -o "/tmp/$1-$2.gguf" --threads 16 >> "$out/mk.log" 2>&1; echo "/tmp/$1-$2.gguf"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+if has ops; then
+  timeout 150 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops.log" 2>&1
+  echo "ops: rc $? $(grep Synthesis "$out/ops.log")"; grep -E "FAIL|fail" "$out/ops.log" | head -10
+  timeout 60 "$b/bin/backends_test_cuda_errors" > "$out/err.log" 2>&1; echo "cuda_errors: rc $? $(grep Synthesis "$out/err.log")"
+fi
 if has inv; then
   ALICE_TEST_BACKEND=cuda timeout 200 "$b/bin/core_test_batch_invariance" --jobs=4 > "$out/inv.log" 2>&1
   echo "batch invariance cuda: rc $? $(grep Synthesis "$out/inv.log")"; grep -E "differ|FAIL|fail" "$out/inv.log" | head -10
