@@ -376,6 +376,199 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 	}
 }
 
+/* ---- batched decode: R rows per warp ----
+ * The same per-lane terms, in the same order, as dot_q4k / dot_q6k for each
+ * (row, column): a row's result is bit for bit what the one-row kernel
+ * gives. A warp holds R rows' weights in registers and loads each column's
+ * quants (and, for Q4_K, computes their sums) once for all R rows. */
+template <int NC, int R>
+__device__ static inline void dot_q4k_rows(const uint8_t *__restrict__ row0, int64_t wnb1, int nr, int64_t nsb,
+					   const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t K,
+					   int lane, int part, int S, float (*acc)[NC])
+{
+	const int i = lane & 7, c = i >> 1, half = i & 1;
+	const int j0 = 2 * c;
+	const bool hi = j0 >= 4;
+	const int sh8 = 8 * (j0 & 3);
+	for (int64_t sb = (lane >> 3) + 4 * part; sb < nsb; sb += 4 * S) {
+		float d[R], dmin[R];
+		int sc0[R], sc1[R], m0[R], m1[R];
+		uint32_t qw[R][4];
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			const uint8_t *b = row0 + (int64_t)(r < nr ? r : 0) * wnb1 + sb * 144;
+			uint4 h = ldw16(b, false);
+			uint4 qv = ldw16(b + 16 + i * 16, false);
+			d[r] = __half2float(__ushort_as_half((unsigned short)(h.x & 0xffff)));
+			dmin[r] = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
+			const uint32_t A = h.y >> sh8, B = h.z >> sh8, C = h.w >> sh8;
+			sc0[r] = (int)(hi ? ((C & 0xf) | (((A >> 6) & 3) << 4)) : (A & 63));
+			sc1[r] = (int)(hi ? (((C >> 8) & 0xf) | (((A >> 14) & 3) << 4)) : ((A >> 8) & 63));
+			m0[r] = (int)(hi ? (((C >> 4) & 0xf) | (((B >> 6) & 3) << 4)) : (B & 63));
+			m1[r] = (int)(hi ? (((C >> 12) & 0xf) | (((B >> 14) & 3) << 4)) : ((B >> 8) & 63));
+			qw[r][0] = qv.x;
+			qw[r][1] = qv.y;
+			qw[r][2] = qv.z;
+			qw[r][3] = qv.w;
+		}
+#pragma unroll
+		for (int cc = 0; cc < NC; cc++) {
+			const int8_t *xb = xq + cc * K + sb * 256 + c * 64 + half * 16;
+			int4 xl = *(const int4 *)xb, xh = *(const int4 *)(xb + 32);
+			const int xlw[4] = { xl.x, xl.y, xl.z, xl.w }, xhw[4] = { xh.x, xh.y, xh.z, xh.w };
+			int sl = 0, shh = 0;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				sl = __dp4a(0x01010101, xlw[k], sl);
+				shh = __dp4a(0x01010101, xhw[k], shh);
+			}
+			const float *dx = xd + cc * (K / 32) + sb * 8 + j0;
+			float d8a = dx[0], d8b = dx[1];
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				int dl = 0, dh = 0;
+#pragma unroll
+				for (int k = 0; k < 4; k++) {
+					dl = __dp4a((int)(qw[r][k] & 0x0f0f0f0fu), xlw[k], dl);
+					dh = __dp4a((int)((qw[r][k] >> 4) & 0x0f0f0f0fu), xhw[k], dh);
+				}
+				acc[r][cc] += d[r] * (d8a * (float)(sc0[r] * dl) + d8b * (float)(sc1[r] * dh)) -
+					      dmin[r] * (d8a * (float)(m0[r] * sl) + d8b * (float)(m1[r] * shh));
+			}
+		}
+	}
+}
+
+template <int NC, int R>
+__device__ static inline void dot_q6k_rows(const uint8_t *__restrict__ row0, int64_t wnb1, int nr, int64_t nsb,
+					   const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t K,
+					   int lane, int part, int S, float (*acc)[NC])
+{
+	const int i = lane & 7, n = i >> 2, p0 = (i & 3) * 8;
+	for (int64_t sb = (lane >> 3) + 4 * part; sb < nsb; sb += 4 * S) {
+		int q[R][4][2];
+		int sc[R][4];
+		float d[R];
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			const uint8_t *b = row0 + (int64_t)(r < nr ? r : 0) * wnb1 + sb * 210;
+			uint32_t a[2], c2[2], hh[2];
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				a[k] = ld_b2(b + n * 64 + p0 + 4 * k);
+				c2[k] = ld_b2(b + n * 64 + 32 + p0 + 4 * k);
+				hh[k] = ld_b2(b + 128 + n * 32 + p0 + 4 * k);
+			}
+			const int8_t *scp = (const int8_t *)(b + 192) + n * 8 + p0 / 16;
+			sc[r][0] = scp[0];
+			sc[r][1] = scp[2];
+			sc[r][2] = scp[4];
+			sc[r][3] = scp[6];
+			d[r] = __half2float(*(const __half *)(b + 208));
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				q[r][0][k] = __vsubss4((int)((a[k] & 0x0f0f0f0fu) | ((hh[k] & 0x03030303u) << 4)), 0x20202020);
+				q[r][1][k] = __vsubss4((int)((c2[k] & 0x0f0f0f0fu) | (((hh[k] >> 2) & 0x03030303u) << 4)),
+						       0x20202020);
+				q[r][2][k] = __vsubss4((int)(((a[k] >> 4) & 0x0f0f0f0fu) | (((hh[k] >> 4) & 0x03030303u) << 4)),
+						       0x20202020);
+				q[r][3][k] = __vsubss4((int)(((c2[k] >> 4) & 0x0f0f0f0fu) | (((hh[k] >> 6) & 0x03030303u) << 4)),
+						       0x20202020);
+			}
+		}
+#pragma unroll
+		for (int cc = 0; cc < NC; cc++) {
+			const int8_t *xb = xq + cc * K + sb * 256 + n * 128 + p0;
+			const float *dx = xd + cc * (K / 32) + sb * 8 + n * 4;
+			int2 xv[4];
+#pragma unroll
+			for (int t = 0; t < 4; t++)
+				xv[t] = *(const int2 *)(xb + 32 * t);
+			const float dx0 = dx[0], dx1 = dx[1], dx2 = dx[2], dx3 = dx[3];
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				int is[4];
+#pragma unroll
+				for (int t = 0; t < 4; t++)
+					is[t] = __dp4a(q[r][t][1], xv[t].y, __dp4a(q[r][t][0], xv[t].x, 0));
+				acc[r][cc] += d[r] * (dx0 * (float)(sc[r][0] * is[0]) + dx1 * (float)(sc[r][1] * is[1]) +
+						      dx2 * (float)(sc[r][2] * is[2]) + dx3 * (float)(sc[r][3] * is[3]));
+			}
+		}
+	}
+}
+
+/* Like k_mmvq (same split S per matrix, same part order), R rows per warp
+ * group; not GLU (gate and up each take their own matrix slot). */
+template <int T, int NC, int R>
+__global__ void __launch_bounds__(MMVQ_WARPS * 32)
+k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
+	    int64_t K, int ncols)
+{
+	const int m = (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int S = set.split[m], part = warp % S;
+	const int64_t row0 = ((int64_t)(blockIdx.x - set.bstart[m]) * (MMVQ_WARPS / S) + warp / S) * R;
+	const int nr = row0 >= set.N[m] ? 0 : (int)(set.N[m] - row0 < R ? set.N[m] - row0 : R);
+	pdl_wait();
+	pdl_trigger();
+	if (S == 1 && nr == 0)
+		return;
+	const uint8_t *w0 = set.w[m] + (nr ? row0 : 0) * set.wnb1[m];
+	for (int c0 = 0; c0 < ncols; c0 += NC) {
+		float acc[R][NC];
+#pragma unroll
+		for (int r = 0; r < R; r++)
+#pragma unroll
+			for (int c = 0; c < NC; c++)
+				acc[r][c] = 0.f;
+		if (nr > 0) {
+			if constexpr (T == ALICE_TYPE_Q4_K)
+				dot_q4k_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, x + (int64_t)c0 * K, xd + c0 * (K / 32), K,
+						    lane, part, S, acc);
+			else
+				dot_q6k_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, x + (int64_t)c0 * K, xd + c0 * (K / 32), K,
+						    lane, part, S, acc);
+		}
+#pragma unroll
+		for (int r = 0; r < R; r++)
+#pragma unroll
+			for (int c = 0; c < NC; c++)
+				acc[r][c] = warp_sum(acc[r][c]);
+		bool writer = nr > 0;
+		if (S > 1) {
+			__shared__ float red[MMVQ_WARPS][R * NC];
+			if (lane == 0) {
+#pragma unroll
+				for (int r = 0; r < R; r++)
+#pragma unroll
+					for (int c = 0; c < NC; c++)
+						red[warp][r * NC + c] = acc[r][c];
+			}
+			__syncthreads();
+			writer = part == 0 && nr > 0;
+			if (writer) {
+#pragma unroll
+				for (int r = 0; r < R; r++)
+#pragma unroll
+					for (int c = 0; c < NC; c++)
+						for (int p = 1; p < S; p++)
+							acc[r][c] += red[warp + p][r * NC + c];
+			}
+			__syncthreads();
+		}
+		if (writer) {
+			/* lane r*NC + c writes (row0 + r, column c0 + c) */
+#pragma unroll
+			for (int r = 0; r < R; r++)
+#pragma unroll
+				for (int c = 0; c < NC; c++)
+					if (lane == r * NC + c && r < nr)
+						set.d[m][(row0 + r) * set.drs[m] + (int64_t)(c0 + c) * dcs] = acc[r][c];
+		}
+	}
+}
+
 /* ---- host side ---- */
 
 static bool mmvq_type(uint32_t type)
@@ -476,10 +669,54 @@ static void launch_mmvq_nc(cudaStream_t s, const struct mmv_set &set, unsigned b
 /* columns per pass of the batched launch (M >= MMVQ_WIDE) */
 #define MMVQ_WIDE 8
 
+#define MMVQ_ROWS 4
+static int mmvq_rows_off(void)
+{
+	static int off = -1;
+	return cu_env_is("ALICE_CUDA_MMVQ_ROWS", '0', &off);
+}
+
+/* Batched Q4_K / Q6_K columns, not GLU: R rows per warp group. Returns the
+ * columns it took (a multiple of MMVQ_WIDE), 0 when it does not apply. */
+template <int T>
+static int64_t launch_mmvq_rows(cudaStream_t s, struct mmv_set set, int n, const void *x, const float *xd,
+				int64_t dcs, int64_t K, int64_t M, bool glu)
+{
+	if constexpr (T != ALICE_TYPE_Q4_K && T != ALICE_TYPE_Q6_K) {
+		return 0;
+	} else {
+		if (glu || M < MMVQ_WIDE || mmvq_rows_off())
+			return 0;
+		unsigned b = 0;
+		for (int i = 0; i < MMV_MAX_SET; i++) {
+			set.bstart[i] = b;
+			set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);
+			int64_t rpb = (int64_t)(MMVQ_WARPS / set.split[i]) * MMVQ_ROWS;
+			if (i < n)
+				b += (unsigned)((set.N[i] + rpb - 1) / rpb);
+		}
+		set.bstart[MMV_MAX_SET] = b;
+		int ncols = (int)(M / MMVQ_WIDE * MMVQ_WIDE);
+		cu_launch(k_mmvq_rows<T, MMVQ_WIDE, MMVQ_ROWS>, b, MMVQ_WARPS * 32, s, set, (const int8_t *)x, xd, dcs, K,
+			  ncols);
+		return ncols;
+	}
+}
+
 template <int T>
 static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void *x, const float *xd, int64_t xcs,
 			  int64_t dcs, int64_t K, int64_t M, bool glu)
 {
+	int64_t done = launch_mmvq_rows<T>(s, set, n, x, xd, dcs, K, M, glu);
+	if (done) {
+		for (int i = 0; i < n; i++)
+			set.d[i] += done * dcs;
+		x = (const void *)((const int8_t *)x + done * K);
+		xd += done * (K / 32);
+		M -= done;
+		if (M == 0)
+			return;
+	}
 	unsigned b = 0;
 	/* quantized rows only: on the H200 it gave 1B Q4_K_M decode 1030 -> 974
 	 * us/step, but F16 rows (4-28 KB) lost (8B F16 5.7 -> 6.8 ms/step; only

@@ -7,6 +7,7 @@
 #   inv     core_test_batch_invariance on cuda (carried fixtures)
 #   tg      alice-bench -p 512 -n 128 (single stream)
 #   batch   alice-bench --batch 1,4,16,64,256
+#   ab      the batch stage again with ALICE_CUDA_MMVQ_ROWS=0
 #   prof    ALICE_CUDA_PROFILE=1 per-op time at B=64
 #   server  loadgen.py at 1/16/64/256 clients through the server
 #   b8      the batch stage on the 8B Q4_K_M shape
@@ -34,6 +35,10 @@ if has tg; then
 fi
 if has batch; then
   timeout 240 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,4,16,64,256} 2>>"$out/err.log" | tee -a "$out/bench.log"
+fi
+if has ab; then
+  echo "== ALICE_CUDA_MMVQ_ROWS=0 (one row per warp)"
+  ALICE_CUDA_MMVQ_ROWS=0 timeout 240 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,4,16,64,256} 2>>"$out/err.log" | tee -a "$out/bench.log"
 fi
 if has prof; then
   ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 16 -n 32 --batch 64 > "$out/prof.log" 2>&1
