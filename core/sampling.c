@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vexp.h"
+
 struct cand {
 	int32_t id;
 	float l; /* logit */
@@ -407,10 +409,98 @@ static double weigh(struct cand *c, size_t m, float t)
 	const float inv_t = 1.0f / t;
 	double z = 0;
 	for (size_t i = 0; i < m; i++) {
-		c[i].w = expf((c[i].l - mx) * inv_t);
+		c[i].w = alice_exp_neg((c[i].l - mx) * inv_t);
 		z += c[i].w;
 	}
 	return z;
+}
+
+/* max of w[0..n) (-inf for none): 8 running maxima, a loop that vectorises
+ * (a max does not depend on the order) */
+static float vocab_max(const float *w, int32_t n)
+{
+	float m8[8];
+	for (int k = 0; k < 8; k++)
+		m8[k] = -INFINITY;
+	int32_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		for (int k = 0; k < 8; k++)
+			m8[k] = alice_fsel(w[i + k] > m8[k], w[i + k], m8[k]);
+	float m = -INFINITY;
+	for (; i < n; i++)
+		m = w[i] > m ? w[i] : m;
+	for (int k = 0; k < 8; k++)
+		m = m8[k] > m ? m8[k] : m;
+	return m;
+}
+
+/* ---- the whole vocabulary, untruncated (temperature only) ----------------
+ * The weights go into w in place, in blocks whose sums are taken over 8
+ * interleaved partial sums (so the loop vectorises; the order is fixed), and
+ * the draw walks the block sums before the tokens of one block. Tokens below
+ * `floor` weigh 0, as they would be absent from the candidates. */
+#define WBLOCK 1024
+
+static int32_t sample_full(struct alice_sampler *s, float *w, float mx, float floor)
+{
+	const int32_t nv = s->n_vocab;
+	const float inv_t = 1.0f / s->p.temperature;
+	const int32_t nblk = (nv + WBLOCK - 1) / WBLOCK;
+	double *bs = (double *)s->cand; /* n_vocab * 12 bytes: room for the block sums */
+	double z = 0;
+	int32_t n_live = 0, last = -1;
+	for (int32_t b = 0; b < nblk; b++) {
+		int32_t i0 = b * WBLOCK, i1 = i0 + WBLOCK < nv ? i0 + WBLOCK : nv;
+		float part[8] = {0};
+		int32_t live = 0, i = i0;
+		for (; i + 8 <= i1; i += 8)
+			for (int k = 0; k < 8; k++) {
+				float x = w[i + k];
+				float v = alice_fsel(x >= floor, alice_exp_neg((x - mx) * inv_t), 0.0f);
+				live += x >= floor;
+				w[i + k] = v;
+				part[k] += v;
+			}
+		for (; i < i1; i++) {
+			float x = w[i];
+			float v = alice_exp_neg((x - mx) * inv_t);
+			v = x >= floor ? v : 0.0f;
+			live += x >= floor;
+			w[i] = v;
+			part[(i - i0) & 7] += v;
+		}
+		double sum = 0;
+		for (int k = 0; k < 8; k++)
+			sum += part[k];
+		bs[b] = sum;
+		z += sum;
+		n_live += live;
+		if (live)
+			last = b;
+	}
+	if (n_live == 1) /* nothing to draw, and no RNG state consumed */
+		for (int32_t i = 0; i < nv; i++)
+			if (w[i] > 0)
+				return i;
+	const double u = rng_uniform(s->rng) * z;
+	double cum = 0;
+	for (int32_t b = 0; b < nblk; b++) {
+		if (!(u < cum + bs[b]) && b != last) {
+			cum += bs[b];
+			continue;
+		}
+		int32_t i0 = b * WBLOCK, i1 = i0 + WBLOCK < nv ? i0 + WBLOCK : nv, hit = -1;
+		for (int32_t i = i0; i < i1; i++) {
+			if (w[i] > 0)
+				hit = i;
+			cum += w[i];
+			if (w[i] > 0 && u < cum)
+				return i;
+		}
+		if (b == last)
+			return hit; /* u landed in the rounding slack */
+	}
+	return -1;
 }
 
 /* top-p over c[0..m): the smallest set of best tokens whose mass reaches
@@ -478,9 +568,7 @@ static size_t gather(const struct alice_sampler *s, const float *w, struct cand 
 	const size_t k = (size_t)s->p.top_k;
 	size_t m = 0;
 	*sorted = false;
-	float mx = -INFINITY;
-	for (int32_t i = 0; i < nv; i++)
-		mx = w[i] > mx ? w[i] : mx;
+	const float mx = vocab_max(w, nv);
 	if (!(mx > -INFINITY))
 		return 0;
 	const float t = s->p.temperature > 1 ? s->p.temperature : 1;
@@ -559,12 +647,17 @@ enum alice_status alice_sampler_sample(struct alice_sampler *s, const float *log
 	int32_t token = -1;
 	/* a temperature this small is greedy in all but ties, and 1/T would overflow */
 	if (s->p.temperature <= 1e-6f) {
-		float best = -INFINITY;
-		for (int32_t i = 0; i < nv; i++) {
-			if (w[i] > best) {
-				best = w[i];
+		const float best = vocab_max(w, nv);
+		for (int32_t i = 0; i < nv && best > -INFINITY; i++)
+			if (w[i] == best) {
 				token = i;
+				break;
 			}
+	} else if (s->p.top_k == 0 && s->p.top_p >= 1 && s->p.min_p <= 0) {
+		const float mx = vocab_max(w, nv);
+		if (mx > -INFINITY) {
+			const float t = s->p.temperature > 1 ? s->p.temperature : 1;
+			token = sample_full(s, w, mx, mx - NEGLIGIBLE_NATS * t);
 		}
 	} else {
 		bool sorted;
