@@ -13,6 +13,7 @@
 
 #include "alice/log.h"
 #include "alice/tokenizer.h"
+#include "workpool.h"
 
 struct eng_req {
 	struct eng_req *next;
@@ -54,6 +55,11 @@ struct eng_slot {
 	int32_t n_cached;
 	int32_t n_reused; /* prompt tokens this request took from the cache */
 	uint64_t last_used; /* admission counter, for least-recently-used eviction */
+	/* this step's pick (slot_pick, maybe on a pool thread) */
+	struct alice_sample_result res;
+	enum alice_status pick_st;
+	char pick_msg[ALICE_ERROR_MSG_MAX + 64];
+	uint8_t *mask; /* n_vocab, constrained requests only */
 };
 
 /* the last ALICE_ENGINE_LAT_WINDOW samples of one latency, for percentiles */
@@ -110,7 +116,8 @@ struct alice_engine {
 	struct eng_slot *slots;
 	int32_t *b_tok, *b_pos, *b_seq;
 	bool *b_logits;
-	uint8_t *mask;
+	struct alice_workpool *pool; /* samples a step's rows in parallel */
+	struct eng_slot **picks;     /* [n_slots]: the slots sampled this step */
 };
 
 static double now_ms(void)
@@ -134,6 +141,7 @@ const char *alice_engine_finish_name(enum alice_engine_finish f)
 
 void alice_engine_params_default(struct alice_engine_params *p)
 {
+	memset(p, 0, sizeof(*p));
 	p->n_slots = 4;
 	p->n_ctx = 0;
 	p->n_batch = 512;
@@ -404,29 +412,62 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 	e->stats.queued = e->n_queued;
 }
 
-/* Sample the slot's next token from `logits` and report it. */
-static void slot_sample(struct alice_engine *e, struct eng_slot *sl, const float *logits)
+/* Mask and sample the slot's next token from its logits row into sl->res
+ * (sl->pick_st / pick_msg on failure). Touches only this slot and its
+ * request, so a step's rows are picked in parallel. */
+static void slot_pick(struct alice_engine *e, struct eng_slot *sl)
 {
 	struct eng_req *r = sl->r;
 	struct alice_error err = {{0}};
 	const uint8_t *mask = NULL;
-	char msg[ALICE_ERROR_MSG_MAX + 64];
 	enum alice_status st;
-	if (r->c_mask) {
-		memset(e->mask, 1, (size_t)e->n_vocab);
-		if ((st = r->c_mask(r->constraint, e->mask, e->n_vocab, &err)) != ALICE_OK) {
-			snprintf(msg, sizeof(msg), "constraint: %s", err.msg);
-			slot_finish_status(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg, st);
-			return;
-		}
-		mask = e->mask;
-	}
-	struct alice_sample_result res;
-	if ((st = alice_sampler_sample(sl->sampler, logits, mask, &res, &err)) != ALICE_OK) {
-		snprintf(msg, sizeof(msg), "%s", err.msg);
-		slot_finish_status(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg, st);
+	const float *logits = alice_context_logits(e->ctx, sl->row);
+	sl->pick_st = ALICE_OK;
+	if (!logits) {
+		sl->pick_st = ALICE_ERR_BACKEND;
+		snprintf(sl->pick_msg, sizeof(sl->pick_msg), "decode returned no logits");
 		return;
 	}
+	if (r->c_mask) {
+		if (!sl->mask && !(sl->mask = malloc((size_t)e->n_vocab))) {
+			sl->pick_st = ALICE_ERR_NOMEM;
+			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "constraint: out of memory");
+			return;
+		}
+		memset(sl->mask, 1, (size_t)e->n_vocab);
+		if ((st = r->c_mask(r->constraint, sl->mask, e->n_vocab, &err)) != ALICE_OK) {
+			sl->pick_st = st;
+			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "constraint: %s", err.msg);
+			return;
+		}
+		mask = sl->mask;
+	}
+	if ((st = alice_sampler_sample(sl->sampler, logits, mask, &sl->res, &err)) != ALICE_OK) {
+		sl->pick_st = st;
+		snprintf(sl->pick_msg, sizeof(sl->pick_msg), "%s", err.msg);
+	}
+}
+
+static void pick_item(void *arg, int32_t i)
+{
+	struct alice_engine *e = arg;
+	slot_pick(e, e->picks[i]);
+}
+
+/* Report the token slot_pick chose (or its failure): accept, stop checks,
+ * detokenize, events. On the engine thread, in slot order. */
+static void slot_sample(struct alice_engine *e, struct eng_slot *sl)
+{
+	struct eng_req *r = sl->r;
+	struct alice_error err = {{0}};
+	char msg[ALICE_ERROR_MSG_MAX + 64];
+	enum alice_status st;
+	if (sl->pick_st != ALICE_OK) {
+		enum alice_engine_finish f = ALICE_ENGINE_FINISH_ERROR;
+		slot_finish_status(e, sl, f, NULL, 0, sl->pick_msg, sl->pick_st);
+		return;
+	}
+	struct alice_sample_result res = sl->res;
 	double t = now_ms();
 	pthread_mutex_lock(&e->mu);
 	if (sl->t_first <= 0)
@@ -567,17 +608,16 @@ static void step(struct alice_engine *e)
 			sl->toks[sl->n_past] = e->b_tok[k];
 		sl->n_past++;
 	}
+	int32_t n_pick = 0;
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		struct eng_slot *sl = &e->slots[i];
-		if (!sl->r || sl->row < 0)
-			continue;
-		const float *logits = alice_context_logits(e->ctx, sl->row);
-		if (!logits) {
-			slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, "decode returned no logits");
-			continue;
-		}
-		sl->generating = true;
-		slot_sample(e, sl, logits);
+		if (sl->r && sl->row >= 0)
+			e->picks[n_pick++] = sl;
+	}
+	alice_workpool_run(e->pool, pick_item, e, n_pick);
+	for (int32_t i = 0; i < n_pick; i++) {
+		e->picks[i]->generating = true;
+		slot_sample(e, e->picks[i]);
 	}
 }
 
@@ -677,8 +717,8 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_pos = malloc(e->n_batch * sizeof(*e->b_pos));
 	e->b_seq = malloc(e->n_batch * sizeof(*e->b_seq));
 	e->b_logits = malloc(e->n_batch * sizeof(*e->b_logits));
-	e->mask = malloc((size_t)e->n_vocab);
-	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->mask) {
+	e->picks = malloc(e->n_slots * sizeof(*e->picks));
+	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->picks) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -686,6 +726,17 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		e->slots[i].seq = (int32_t)i;
 		if (e->prefix_cache && !(e->slots[i].toks = malloc(e->n_ctx * sizeof(int32_t)))) {
 			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	/* sampling a 128k vocabulary costs ~0.1-0.4 ms a row: a step of many
+	 * rows spreads it over a few helper threads */
+	if (e->n_slots > 1) {
+		int nt = p->n_sample_threads > 0 ? (int)p->n_sample_threads - 1 : alice_workpool_default_threads(7);
+		if (nt > (int)e->n_slots - 1)
+			nt = (int)e->n_slots - 1;
+		if (nt > 0 && !(e->pool = alice_workpool_create(nt))) {
+			st = alice_fail(err, ALICE_ERR_NOMEM, "cannot start the sampling threads");
 			goto fail;
 		}
 	}
@@ -720,9 +771,11 @@ void alice_engine_free(struct alice_engine *e)
 		pthread_mutex_destroy(&e->mu);
 		pthread_cond_destroy(&e->cv);
 	}
+	alice_workpool_free(e->pool);
 	for (uint32_t i = 0; e->slots && i < e->n_slots; i++) {
 		free(e->slots[i].pending);
 		free(e->slots[i].toks);
+		free(e->slots[i].mask);
 	}
 	alice_context_free(e->ctx);
 	free(e->slots);
@@ -730,7 +783,7 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_pos);
 	free(e->b_seq);
 	free(e->b_logits);
-	free(e->mask);
+	free(e->picks);
 	free(e);
 }
 
