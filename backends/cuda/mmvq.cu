@@ -289,14 +289,14 @@ __device__ static inline void row_dot(const uint8_t *__restrict__ row, const voi
 template <int T, int NC, bool GLU>
 __global__ void __launch_bounds__(MMVQ_WARPS * 32)
 k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__restrict__ xd, int64_t xcs, int64_t dcs,
-       int64_t K, int ncols)
+       int64_t K, int ncols, int cpg)
 {
 	const int m = GLU ? 0 : (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int S = set.split[m], part = warp % S;
 	const int64_t row = (int64_t)(blockIdx.x - set.bstart[m]) * (MMVQ_WARPS / S) + warp / S;
 	const bool valid = row < set.N[m];
-	if (valid && set.prefetch) {
+	if (valid && set.prefetch && blockIdx.y == 0) {
 		/* weights do not depend on the kernel before: start fetching
 		 * this warp's part of the row into L2 while that one finishes */
 		const int64_t bytes = T == ALICE_TYPE_Q4_K ? K / 256 * 144
@@ -315,7 +315,9 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 	/* quantized x: column c at q + c*K, scales at xd + c*K/32; staged
 	 * halves at x + c*xcs (xcs = K); F32 at x + c*xcs */
 	constexpr bool qx = T != ALICE_TYPE_F16 && T != T_F16H;
-	for (int c0 = 0; c0 < ncols; c0 += NC) {
+	/* blockIdx.y: this block's group of cpg columns */
+	const int cb = (int)blockIdx.y * cpg, ce = cb + cpg < ncols ? cb + cpg : ncols;
+	for (int c0 = cb; c0 < ce; c0 += NC) {
 		const void *xc = qx ? (const void *)((const int8_t *)x + c0 * K)
 				    : T == T_F16H ? (const void *)((const __half *)x + c0 * xcs)
 						  : (const void *)((const float *)x + c0 * xcs);
@@ -393,7 +395,7 @@ __device__ static inline void dot_q4k_rows(const uint8_t *__restrict__ row0, int
 	for (int64_t sb = (lane >> 3) + 4 * part; sb < nsb; sb += 4 * S) {
 		float d[R], dmin[R];
 		int sc0[R], sc1[R], m0[R], m1[R];
-		uint32_t qw[R][4];
+		uint32_t qw[R][4], qh4[R][4];
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 			const uint8_t *b = row0 + (int64_t)(r < nr ? r : 0) * wnb1 + sb * 144;
@@ -406,10 +408,12 @@ __device__ static inline void dot_q4k_rows(const uint8_t *__restrict__ row0, int
 			sc1[r] = (int)(hi ? (((C >> 8) & 0xf) | (((A >> 14) & 3) << 4)) : ((A >> 8) & 63));
 			m0[r] = (int)(hi ? (((C >> 4) & 0xf) | (((B >> 6) & 3) << 4)) : (B & 63));
 			m1[r] = (int)(hi ? (((C >> 12) & 0xf) | (((B >> 14) & 3) << 4)) : ((B >> 8) & 63));
-			qw[r][0] = qv.x;
-			qw[r][1] = qv.y;
-			qw[r][2] = qv.z;
-			qw[r][3] = qv.w;
+			const uint32_t q4[4] = { qv.x, qv.y, qv.z, qv.w };
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				qw[r][k] = q4[k] & 0x0f0f0f0fu;        /* low nibbles: sub-block j0 */
+				qh4[r][k] = (q4[k] >> 4) & 0x0f0f0f0fu; /* high: j0 + 1 */
+			}
 		}
 #pragma unroll
 		for (int cc = 0; cc < NC; cc++) {
@@ -429,8 +433,8 @@ __device__ static inline void dot_q4k_rows(const uint8_t *__restrict__ row0, int
 				int dl = 0, dh = 0;
 #pragma unroll
 				for (int k = 0; k < 4; k++) {
-					dl = __dp4a((int)(qw[r][k] & 0x0f0f0f0fu), xlw[k], dl);
-					dh = __dp4a((int)((qw[r][k] >> 4) & 0x0f0f0f0fu), xhw[k], dh);
+					dl = __dp4a((int)qw[r][k], xlw[k], dl);
+					dh = __dp4a((int)qh4[r][k], xhw[k], dh);
 				}
 				acc[r][cc] += d[r] * (d8a * (float)(sc0[r] * dl) + d8b * (float)(sc1[r] * dh)) -
 					      dmin[r] * (d8a * (float)(m0[r] * sl) + d8b * (float)(m1[r] * shh));
@@ -503,7 +507,7 @@ __device__ static inline void dot_q6k_rows(const uint8_t *__restrict__ row0, int
 template <int T, int NC, int R>
 __global__ void __launch_bounds__(MMVQ_WARPS * 32)
 k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
-	    int64_t K, int ncols)
+	    int64_t K, int ncols, int cpg)
 {
 	const int m = (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -515,7 +519,8 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 	if (S == 1 && nr == 0)
 		return;
 	const uint8_t *w0 = set.w[m] + (nr ? row0 : 0) * set.wnb1[m];
-	for (int c0 = 0; c0 < ncols; c0 += NC) {
+	const int cb = (int)blockIdx.y * cpg, ce = cb + cpg < ncols ? cb + cpg : ncols;
+	for (int c0 = cb; c0 < ce; c0 += NC) {
 		float acc[R][NC];
 #pragma unroll
 		for (int r = 0; r < R; r++)
@@ -656,14 +661,34 @@ static int mmvq_ldna(bool f16)
 	return v == 1 || (v == 2 && f16);
 }
 
+/* Column groups of a batched launch (grid.y): enough warps in flight to
+ * hide latency (a group re-reads its rows from L2, not DRAM); each group
+ * takes a multiple of nc columns. Work split only: no column's arithmetic
+ * depends on it. */
+#define MMVQ_TARGET_BATCH_WARPS 8192
+static dim3 col_groups(unsigned blocks, int ncols, int nc, int *cpg)
+{
+	int units = ncols / nc;
+	int64_t g = (MMVQ_TARGET_BATCH_WARPS + (int64_t)blocks * MMVQ_WARPS - 1) / ((int64_t)blocks * MMVQ_WARPS);
+	if (g > units)
+		g = units;
+	if (g < 1)
+		g = 1;
+	int per = (units + (int)g - 1) / (int)g;
+	*cpg = per * nc;
+	return dim3(blocks, (unsigned)((units + per - 1) / per));
+}
+
 template <int T, int NC>
 static void launch_mmvq_nc(cudaStream_t s, const struct mmv_set &set, unsigned blocks, const void *x,
 			   const float *xd, int64_t xcs, int64_t dcs, int64_t K, bool glu, int ncols)
 {
+	int cpg = ncols;
+	dim3 grid = ncols > NC ? col_groups(blocks, ncols, NC, &cpg) : dim3(blocks);
 	if (glu)
-		cu_launch(k_mmvq<T, NC, true>, blocks, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K, ncols);
+		cu_launch(k_mmvq<T, NC, true>, grid, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K, ncols, cpg);
 	else
-		cu_launch(k_mmvq<T, NC, false>, blocks, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K, ncols);
+		cu_launch(k_mmvq<T, NC, false>, grid, MMVQ_WARPS * 32, s, set, x, xd, xcs, dcs, K, ncols, cpg);
 }
 
 /* columns per pass of the batched launch (M >= MMVQ_WIDE) */
@@ -697,8 +722,10 @@ static int64_t launch_mmvq_rows(cudaStream_t s, struct mmv_set set, int n, const
 		}
 		set.bstart[MMV_MAX_SET] = b;
 		int ncols = (int)(M / MMVQ_WIDE * MMVQ_WIDE);
-		cu_launch(k_mmvq_rows<T, MMVQ_WIDE, MMVQ_ROWS>, b, MMVQ_WARPS * 32, s, set, (const int8_t *)x, xd, dcs, K,
-			  ncols);
+		int cpg;
+		dim3 grid = col_groups(b, ncols, MMVQ_WIDE, &cpg);
+		cu_launch(k_mmvq_rows<T, MMVQ_WIDE, MMVQ_ROWS>, grid, MMVQ_WARPS * 32, s, set, (const int8_t *)x, xd, dcs, K,
+			  ncols, cpg);
 		return ncols;
 	}
 }
