@@ -9,6 +9,7 @@
 #   batch   alice-bench --batch 1,4,16,64,256
 #   ab      the batch stage again with ALICE_CUDA_MMVQ_ROWS=0
 #   prof    ALICE_CUDA_PROFILE=1 per-op time at B=64
+#   ncu     Nsight Compute on the batched mat-vec kernels at B=64
 #   server  loadgen.py at 1/16/64/256 clients through the server
 #   b8      the batch stage on the 8B Q4_K_M shape
 set -u
@@ -47,6 +48,12 @@ fi
 if has b8; then
   m8=$(mk llama-8b Q4_K_M)
   timeout 240 "$b/bin/alice-bench" -m "$m8" --backend cuda -p 128 -n 128 --batch 1,16,64 2>>"$out/err.log" | tee -a "$out/bench.log"
+fi
+if has ncu; then
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  timeout 200 "$ncu" --clock-control none -k regex:k_mmvq --launch-skip 200 --launch-count 6 --section SpeedOfLight --section Occupancy --section LaunchStats \
+    "$b/bin/alice-bench" -m "$m1" --backend cuda -p 16 -n 8 --batch 64 > "$out/ncu.log" 2>&1
+  grep -E "k_mmvq|Duration|Throughput|Achieved Occupancy|Registers Per|Block Limit|Grid Size|Waves" "$out/ncu.log" | head -80
 fi
 if has server; then
   "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-64} --port 8111 --ctx-size 512 > "$out/server.log" 2>&1 &
