@@ -409,20 +409,9 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 				  *d = a->dst;
 	struct alice_backend_ctx *ctx = a->ctx;
 	int64_t dk = q->ne[0], nh = q->ne[1], nt = q->ne[2], nkv = k->ne[1], ncell = k->ne[2];
-	if (q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1 || k->ne[0] != dk || v->ne[1] != nkv ||
-	    v->ne[2] != ncell || d->ne[0] != v->ne[0] || d->ne[1] != nh || d->ne[2] != nt ||
-	    d->ne[3] != 1 || r->ne[0] != 2 || r->ne[1] != nt)
-		return cpu_fail(ctx, ALICE_ERR_INVALID,
-				"shapes do not match: q [%lld,%lld,%lld] K [%lld,%lld,%lld] V [%lld,%lld,%lld] ranges [%lld,%lld] dst [%lld,%lld,%lld]",
-				(long long)q->ne[0], (long long)q->ne[1], (long long)q->ne[2], (long long)k->ne[0],
-				(long long)k->ne[1], (long long)k->ne[2], (long long)v->ne[0], (long long)v->ne[1],
-				(long long)v->ne[2], (long long)r->ne[0], (long long)r->ne[1], (long long)d->ne[0],
-				(long long)d->ne[1], (long long)d->ne[2]);
-	if (nkv < 1 || nh % nkv != 0)
-		return cpu_fail(ctx, ALICE_ERR_INVALID, "n_head %lld is not a multiple of n_head_kv %lld",
-				(long long)nh, (long long)nkv);
-	if (k->nb[0] != (k->type == ALICE_TYPE_F16 ? 2 : 4) || v->nb[0] != (v->type == ALICE_TYPE_F16 ? 2 : 4))
-		return cpu_fail(ctx, ALICE_ERR_INVALID, "K and V rows must be contiguous in dim 0");
+	enum alice_status st = alice_bc_attention_shape(q, k, v, r, d, ctx->err, sizeof(ctx->err));
+	if (st != ALICE_OK)
+		return st;
 	for (int64_t t = 0; t < nt; t++) {
 		int32_t c0 = range_at(r, 0, t), c1 = range_at(r, 1, t);
 		if (c0 < 0 || c1 < c0 || c1 > ncell)
@@ -462,7 +451,7 @@ enum alice_status cpu_op_attention(const struct cpu_op_args *a)
 	       vbytes = v->type == ALICE_TYPE_F16 ? (size_t)(nkv * used * v->ne[0]) * 4 : 0;
 	bool prep = any_tiled && kbytes + vbytes <= ((size_t)64 << 20);
 	size_t tb = attn_scratch_floats(dk, v->ne[0]) * 4 + 64;
-	enum alice_status st = cpu_scratch(ctx, prep ? kbytes + vbytes + 64 : 0, tb);
+	st = cpu_scratch(ctx, prep ? kbytes + vbytes + 64 : 0, tb);
 	if (st != ALICE_OK) {
 		free(tiled);
 		return st;

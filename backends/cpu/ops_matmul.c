@@ -341,13 +341,9 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst;
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
-	if (x->ne[0] != K || d->ne[0] != N || d->ne[1] != M || d->ne[2] != x->ne[2] ||
-	    d->ne[3] != x->ne[3] || x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0)
-		return cpu_fail(ctx, ALICE_ERR_INVALID,
-				"shapes do not match: w [%lld,%lld,%lld,%lld] x [%lld,%lld,%lld,%lld] dst [%lld,%lld,%lld,%lld]",
-				(long long)w->ne[0], (long long)w->ne[1], (long long)w->ne[2], (long long)w->ne[3],
-				(long long)x->ne[0], (long long)x->ne[1], (long long)x->ne[2], (long long)x->ne[3],
-				(long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
+	enum alice_status st = alice_bc_mul_mat_shape(w, x, d, ctx->err, sizeof(ctx->err));
+	if (st != ALICE_OK)
+		return st;
 	if (a->src[2] && (a->src[2]->type != ALICE_TYPE_I32 || a->src[2]->ne[0] != 2 || a->src[2]->ne[1] != M ||
 			  x->ne[2] * x->ne[3] != 1))
 		return cpu_fail(ctx, ALICE_ERR_INVALID, "row regime (src2) must be I32 [2, %lld] with unbatched activations",
@@ -410,7 +406,7 @@ enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
 	}
 	size_t tbytes = (size_t)((K + 15) & ~15) * 8 + j.tmp_bytes +
 			(j.gemm ? cpu_gemm_scratch(K) : n_rows == 1 ? j.act_row : 0) + 64;
-	enum alice_status st = cpu_scratch(ctx, n_rows == 1 ? 0 : rows_bytes + pack_bytes + (placed ? n_rows : 0), tbytes);
+	st = cpu_scratch(ctx, n_rows == 1 ? 0 : rows_bytes + pack_bytes + (placed ? n_rows : 0), tbytes);
 	if (st != ALICE_OK)
 		return st;
 	j.abuf = n_rows == 1 ? NULL : ctx->wdata;
@@ -494,14 +490,10 @@ static void gr_run(void *arg, int ith, int nth)
 enum alice_status cpu_op_get_rows(const struct cpu_op_args *a)
 {
 	const struct alice_tensor *s = a->src[0], *ids = a->src[1], *d = a->dst;
-	if (s->ne[2] != 1 || s->ne[3] != 1 || ids->ne[3] != 1 || d->ne[0] != s->ne[0] ||
-	    d->ne[1] != ids->ne[0] || d->ne[2] != ids->ne[1] || d->ne[3] != ids->ne[2])
-		return cpu_fail(a->ctx, ALICE_ERR_INVALID,
-				"shapes do not match: src [%lld,%lld,%lld,%lld] ids [%lld,%lld,%lld] dst [%lld,%lld,%lld,%lld]",
-				(long long)s->ne[0], (long long)s->ne[1], (long long)s->ne[2], (long long)s->ne[3],
-				(long long)ids->ne[0], (long long)ids->ne[1], (long long)ids->ne[2],
-				(long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
-	enum alice_status st = cpu_scratch(a->ctx, 0, (size_t)s->ne[0] * 4);
+	enum alice_status st = alice_bc_get_rows_shape(s, ids, d, a->ctx->err, sizeof(a->ctx->err));
+	if (st != ALICE_OK)
+		return st;
+	st = cpu_scratch(a->ctx, 0, (size_t)s->ne[0] * 4);
 	if (st != ALICE_OK)
 		return st;
 	struct gr_job j = {.src = s, .ids = ids, .dst = d, .ctx = a->ctx};

@@ -145,14 +145,9 @@ static enum alice_status check_node(struct alice_backend_ctx *ctx, const struct 
 	enum alice_status st = node_args(ctx, g, n, a);
 	if (st != ALICE_OK)
 		return st;
-	st = check_tensor(ctx, a->dst, n->dst);
-	for (int i = 0; i < ALICE_MAX_SRC && st == ALICE_OK; i++)
-		if (a->src[i])
-			st = check_tensor(ctx, a->src[i], n->src[i]);
+	st = alice_bc_check_node(ctx, check_tensor, n, a->dst, a->src, ctx->err, sizeof(ctx->err));
 	if (st != ALICE_OK)
 		return st;
-	if (!alice_bc_types_ok(n, a->dst, a->src))
-		return alice_bc_types_fail(n, a->dst, a->src, ctx->err, sizeof(ctx->err));
 	if (!shapes_ok(a))
 		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "shapes outside what the vulkan shaders handle");
 	return ALICE_OK;

@@ -30,23 +30,13 @@ enum alice_status vk_op_attention(const struct vk_op_args *a)
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;
 	int64_t dk = q->ne[0], nh = q->ne[1], nt = q->ne[2], nkv = k->ne[1], ncell = k->ne[2];
-	if (q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1 || k->ne[0] != dk || v->ne[1] != nkv || v->ne[2] != ncell ||
-	    d->ne[0] != v->ne[0] || d->ne[1] != nh || d->ne[2] != nt || d->ne[3] != 1 || r->ne[0] != 2 || r->ne[1] != nt)
-		return vk_fail(ctx, ALICE_ERR_INVALID,
-			       "shapes do not match: q [%lld,%lld,%lld] K [%lld,%lld,%lld] V [%lld,%lld,%lld] ranges [%lld,%lld] dst [%lld,%lld,%lld]",
-			       (long long)q->ne[0], (long long)q->ne[1], (long long)q->ne[2], (long long)k->ne[0],
-			       (long long)k->ne[1], (long long)k->ne[2], (long long)v->ne[0], (long long)v->ne[1],
-			       (long long)v->ne[2], (long long)r->ne[0], (long long)r->ne[1], (long long)d->ne[0],
-			       (long long)d->ne[1], (long long)d->ne[2]);
-	if (nkv < 1 || nh % nkv != 0)
-		return vk_fail(ctx, ALICE_ERR_INVALID, "n_head %lld is not a multiple of n_head_kv %lld", (long long)nh,
-			       (long long)nkv);
-	if (k->nb[0] != (k->type == ALICE_TYPE_F16 ? 2 : 4) || v->nb[0] != (v->type == ALICE_TYPE_F16 ? 2 : 4))
-		return vk_fail(ctx, ALICE_ERR_INVALID, "K and V rows must be contiguous in dim 0");
+	enum alice_status st = alice_bc_attention_shape(q, k, v, r, d, ctx->err, sizeof(ctx->err));
+	if (st != ALICE_OK)
+		return st;
 	if (!isfinite(a->node->fp[0]) || !isfinite(a->node->fp[1]) || a->node->fp[1] < 0.0f)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "bad scale %g or soft-cap %g", a->node->fp[0], a->node->fp[1]);
 	struct vk_bind b[5];
-	enum alice_status st = vk_bind_tensor(ctx, d, &b[0]);
+	st = vk_bind_tensor(ctx, d, &b[0]);
 	for (int i = 0; i < 4 && st == ALICE_OK; i++)
 		st = vk_bind_tensor(ctx, a->src[i], &b[i + 1]);
 	if (st != ALICE_OK)

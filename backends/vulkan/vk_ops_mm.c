@@ -87,13 +87,9 @@ enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst;
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
-	if (x->ne[0] != K || d->ne[0] != N || d->ne[1] != M || d->ne[2] != x->ne[2] || d->ne[3] != x->ne[3] ||
-	    x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0)
-		return vk_fail(ctx, ALICE_ERR_INVALID,
-			       "shapes do not match: w [%lld,%lld,%lld,%lld] x [%lld,%lld,%lld,%lld] dst [%lld,%lld,%lld,%lld]",
-			       (long long)w->ne[0], (long long)w->ne[1], (long long)w->ne[2], (long long)w->ne[3],
-			       (long long)x->ne[0], (long long)x->ne[1], (long long)x->ne[2], (long long)x->ne[3],
-			       (long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
+	enum alice_status st = alice_bc_mul_mat_shape(w, x, d, ctx->err, sizeof(ctx->err));
+	if (st != ALICE_OK)
+		return st;
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	if (ti->block_size == 1 && w->nb[0] != (int64_t)ti->type_size)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "weight rows must be contiguous (nb[0] = %lld)", (long long)w->nb[0]);
@@ -102,7 +98,6 @@ enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
 	/* round the activations once (into a scratch region), as the weight type's dot expects */
 	struct mm_x xa = {.s_off = 0};
 	uint32_t bs, fmt = act_fmt(w->type, &bs);
-	enum alice_status st;
 	if (fmt == 0) {
 		if ((st = vk_bind_tensor(ctx, x, &xa.b)) != ALICE_OK)
 			return st;
@@ -256,13 +251,9 @@ enum alice_status vk_op_get_rows(const struct vk_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *s = a->src[0], *ids = a->src[1], *d = a->dst;
-	if (s->ne[2] != 1 || s->ne[3] != 1 || ids->ne[3] != 1 || d->ne[0] != s->ne[0] || d->ne[1] != ids->ne[0] ||
-	    d->ne[2] != ids->ne[1] || d->ne[3] != ids->ne[2])
-		return vk_fail(ctx, ALICE_ERR_INVALID,
-			       "shapes do not match: src [%lld,%lld,%lld,%lld] ids [%lld,%lld,%lld] dst [%lld,%lld,%lld,%lld]",
-			       (long long)s->ne[0], (long long)s->ne[1], (long long)s->ne[2], (long long)s->ne[3],
-			       (long long)ids->ne[0], (long long)ids->ne[1], (long long)ids->ne[2], (long long)d->ne[0],
-			       (long long)d->ne[1], (long long)d->ne[2], (long long)d->ne[3]);
+	enum alice_status st = alice_bc_get_rows_shape(s, ids, d, ctx->err, sizeof(ctx->err));
+	if (st != ALICE_OK)
+		return st;
 	const struct alice_type_info *ti = alice_type_info(s->type);
 	/* a table larger than one descriptor range (an embedding matrix on a
 	 * 128 MiB-range device) goes in slices of source rows: each dispatch

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whole-product check on the GPU device machine, CUDA and Vulkan, in one run:
-#   FIXTURES="..." backends/cuda/perf_pack.sh BUILD      (here)
+#   FIXTURES="..." bench/cuda/perf_pack.sh BUILD      (here)
 #   tar xzf .devpack/bundle.tar.gz && . scripts/device/setup.sh .devbuild && scripts/device/validate.sh [bench [shape:type ...]]
 # (carry .devpack .devfix .gl). Op tests, parity (plain and hybrid) on cuda
 # and vulkan for every carried fixture, the SSM op test, CUDA error

@@ -340,3 +340,34 @@ Test(backend_check, log_and_fail_helpers)
 	fake_log(1, "dropped");
 	cr_assert_str_eq(logged, "hello there");
 }
+
+Test(backend_check, shape_rules)
+{
+	struct alice_tensor w = tensor(ALICE_TYPE_Q8_0, 64, 10, 1, 1), x = tensor(ALICE_TYPE_F32, 64, 3, 2, 1),
+			    d = tensor(ALICE_TYPE_F32, 10, 3, 2, 1);
+	cr_assert_eq(alice_bc_mul_mat_shape(&w, &x, &d, err, sizeof(err)), ALICE_OK, "%s", err);
+	x.ne[0] = 32;
+	cr_assert_eq(alice_bc_mul_mat_shape(&w, &x, &d, err, sizeof(err)), ALICE_ERR_INVALID);
+	cr_assert(strstr(err, "shapes do not match"), "%s", err);
+
+	struct alice_tensor tab = tensor(ALICE_TYPE_F16, 8, 50, 1, 1), ids = tensor(ALICE_TYPE_I32, 4, 2, 1, 1),
+			    rows = tensor(ALICE_TYPE_F32, 8, 4, 2, 1);
+	cr_assert_eq(alice_bc_get_rows_shape(&tab, &ids, &rows, err, sizeof(err)), ALICE_OK, "%s", err);
+	rows.ne[2] = 1;
+	cr_assert_eq(alice_bc_get_rows_shape(&tab, &ids, &rows, err, sizeof(err)), ALICE_ERR_INVALID);
+
+	struct alice_tensor q = tensor(ALICE_TYPE_F32, 16, 4, 3, 1), k = tensor(ALICE_TYPE_F16, 16, 2, 9, 1),
+			    v = tensor(ALICE_TYPE_F16, 8, 2, 9, 1), r = tensor(ALICE_TYPE_I32, 2, 3, 1, 1),
+			    o = tensor(ALICE_TYPE_F32, 8, 4, 3, 1);
+	cr_assert_eq(alice_bc_attention_shape(&q, &k, &v, &r, &o, err, sizeof(err)), ALICE_OK, "%s", err);
+	q.ne[1] = 3; /* not a multiple of the 2 kv heads */
+	o.ne[1] = 3;
+	cr_assert_eq(alice_bc_attention_shape(&q, &k, &v, &r, &o, err, sizeof(err)), ALICE_ERR_INVALID);
+	cr_assert(strstr(err, "multiple of n_head_kv"), "%s", err);
+	q.ne[1] = o.ne[1] = 4;
+	k.nb[0] = 4; /* F16 rows must be packed */
+	cr_assert_eq(alice_bc_attention_shape(&q, &k, &v, &r, &o, err, sizeof(err)), ALICE_ERR_INVALID);
+	k.nb[0] = 2;
+	r.ne[0] = 3;
+	cr_assert_eq(alice_bc_attention_shape(&q, &k, &v, &r, &o, err, sizeof(err)), ALICE_ERR_INVALID);
+}

@@ -1,7 +1,10 @@
 /* backend.h — the plugin ABI between the core and a backend .so.
  *
- * This is the only alice header a backend includes (with quant.h for the type
- * table). A backend is `libalice-backend-<name>.so` exporting:
+ * This is the alice header a backend includes (with quant.h for the type
+ * table, and the header-only backend_check.h — the checks of the contract
+ * below: op names, arity, type and shape rules, tensor extents — and
+ * backend_log.h — logging through the host table, `*_fail`). A backend is
+ * `libalice-backend-<name>.so` exporting:
  *
  *   const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host);
  *   int alice_backend_score(void);      (optional; 0 = cannot run here)

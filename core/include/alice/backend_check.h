@@ -428,4 +428,85 @@ static inline enum alice_status alice_bc_kv_layout_of(const struct alice_tensor 
 	return ALICE_OK;
 }
 
+/* ---- shape rules of backend.h (a backend adds the limits of its kernels) ---- */
+
+/* MUL_MAT: w [K, N, b2, b3], x [K, M, B2, B3] with B2 % b2 == B3 % b3 == 0,
+ * dst [N, M, B2, B3]. */
+static inline enum alice_status alice_bc_mul_mat_shape(const struct alice_tensor *w, const struct alice_tensor *x,
+						       const struct alice_tensor *d, char *err, size_t err_len)
+{
+	if (x->ne[0] == w->ne[0] && d->ne[0] == w->ne[1] && d->ne[1] == x->ne[1] && d->ne[2] == x->ne[2] &&
+	    d->ne[3] == x->ne[3] && x->ne[2] % w->ne[2] == 0 && x->ne[3] % w->ne[3] == 0)
+		return ALICE_OK;
+	return alice_bc_fail(
+		err, err_len, ALICE_ERR_INVALID,
+		"shapes do not match: w [%lld,%lld,%lld,%lld] x [%lld,%lld,%lld,%lld] dst [%lld,%lld,%lld,%lld]",
+		(long long)w->ne[0], (long long)w->ne[1], (long long)w->ne[2], (long long)w->ne[3], (long long)x->ne[0],
+		(long long)x->ne[1], (long long)x->ne[2], (long long)x->ne[3], (long long)d->ne[0], (long long)d->ne[1],
+		(long long)d->ne[2], (long long)d->ne[3]);
+}
+
+/* GET_ROWS: src [ne0, rows], ids [n, a, b], dst [ne0, n, a, b]. */
+static inline enum alice_status alice_bc_get_rows_shape(const struct alice_tensor *s, const struct alice_tensor *ids,
+							const struct alice_tensor *d, char *err, size_t err_len)
+{
+	if (s->ne[2] == 1 && s->ne[3] == 1 && ids->ne[3] == 1 && d->ne[0] == s->ne[0] && d->ne[1] == ids->ne[0] &&
+	    d->ne[2] == ids->ne[1] && d->ne[3] == ids->ne[2])
+		return ALICE_OK;
+	return alice_bc_fail(
+		err, err_len, ALICE_ERR_INVALID,
+		"shapes do not match: src [%lld,%lld,%lld,%lld] ids [%lld,%lld,%lld] dst [%lld,%lld,%lld,%lld]",
+		(long long)s->ne[0], (long long)s->ne[1], (long long)s->ne[2], (long long)s->ne[3], (long long)ids->ne[0],
+		(long long)ids->ne[1], (long long)ids->ne[2], (long long)d->ne[0], (long long)d->ne[1], (long long)d->ne[2],
+		(long long)d->ne[3]);
+}
+
+/* ATTENTION: q [d_k, n_head, T], K [d_k, n_head_kv, C], V [d_v, n_head_kv, C]
+ * with n_head a multiple of n_head_kv, ranges [2, T], dst [d_v, n_head, T];
+ * K and V rows contiguous in dim 0. */
+static inline enum alice_status alice_bc_attention_shape(const struct alice_tensor *q, const struct alice_tensor *k,
+							 const struct alice_tensor *v, const struct alice_tensor *r,
+							 const struct alice_tensor *d, char *err, size_t err_len)
+{
+	int64_t dk = q->ne[0], nh = q->ne[1], nt = q->ne[2], nkv = k->ne[1], ncell = k->ne[2];
+	if (q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1 || k->ne[0] != dk || v->ne[1] != nkv || v->ne[2] != ncell ||
+	    d->ne[0] != v->ne[0] || d->ne[1] != nh || d->ne[2] != nt || d->ne[3] != 1 || r->ne[0] != 2 || r->ne[1] != nt)
+		return alice_bc_fail(err, err_len, ALICE_ERR_INVALID,
+				     "shapes do not match: q [%lld,%lld,%lld] K [%lld,%lld,%lld] V [%lld,%lld,%lld] "
+				     "ranges [%lld,%lld] dst [%lld,%lld,%lld]",
+				     (long long)q->ne[0], (long long)q->ne[1], (long long)q->ne[2], (long long)k->ne[0],
+				     (long long)k->ne[1], (long long)k->ne[2], (long long)v->ne[0], (long long)v->ne[1],
+				     (long long)v->ne[2], (long long)r->ne[0], (long long)r->ne[1], (long long)d->ne[0],
+				     (long long)d->ne[1], (long long)d->ne[2]);
+	if (nkv < 1 || nh % nkv != 0)
+		return alice_bc_fail(err, err_len, ALICE_ERR_INVALID, "n_head %lld is not a multiple of n_head_kv %lld",
+				     (long long)nh, (long long)nkv);
+	if (k->nb[0] != (k->type == ALICE_TYPE_F16 ? 2 : 4) || v->nb[0] != (v->type == ALICE_TYPE_F16 ? 2 : 4))
+		return alice_bc_fail(err, err_len, ALICE_ERR_INVALID, "K and V rows must be contiguous in dim 0");
+	return ALICE_OK;
+}
+
+/* ---- a node, start to end ---- */
+
+/* A backend's check of one tensor (alice_bc_check_tensor with its limits, plus its own). */
+typedef enum alice_status (*alice_bc_tensor_check_fn)(struct alice_backend_ctx *ctx, const struct alice_tensor *t,
+						      int idx);
+
+/* After alice_bc_node_tensors: every tensor of node n through check (dst
+ * first), then the type rules. */
+static inline enum alice_status alice_bc_check_node(struct alice_backend_ctx *ctx, alice_bc_tensor_check_fn check,
+						    const struct alice_node *n, const struct alice_tensor *dst,
+						    const struct alice_tensor *const *src, char *err, size_t err_len)
+{
+	enum alice_status st = check(ctx, dst, n->dst);
+	for (int i = 0; i < ALICE_MAX_SRC && st == ALICE_OK; i++)
+		if (src[i])
+			st = check(ctx, src[i], n->src[i]);
+	if (st != ALICE_OK)
+		return st;
+	if (!alice_bc_types_ok(n, dst, src))
+		return alice_bc_types_fail(n, dst, src, err, err_len);
+	return ALICE_OK;
+}
+
 #endif

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device run of the CUDA correctness checks plus a decode benchmark
-# (pack with backends/cuda/perf_pack.sh BUILD first; carry .devpack, .devfix):
-#   tar xzf .devpack/bundle.tar.gz && . scripts/device/setup.sh .devbuild && backends/cuda/check_run.sh
+# (pack with bench/cuda/perf_pack.sh BUILD first; carry .devpack, .devfix):
+#   tar xzf .devpack/bundle.tar.gz && . scripts/device/setup.sh .devbuild && bench/cuda/check_run.sh
 # ops (backends_test_ops, cuda and cpu), core_test_parity on cuda for every
 # carried fixture, core_test_batch_invariance on cuda, test_backends.py
 # --backend cuda on the carried fixtures, then alice-bench on a synthetic 1B

@@ -4,8 +4,8 @@
 # much beside the parity fixtures under the 64 MiB carry limit), fixtures in
 # .devfix/. Then `run` with carry [".devpack", ".devfix"] and a command
 # starting with:
-#   tar xzf .devpack/bundle.tar.gz && . scripts/device/setup.sh .devbuild && backends/cuda/perf_run.sh ...
-#   [FIXTURES="name ..."] backends/cuda/perf_pack.sh [BUILD_DIR]   (default build-cudaperf)
+#   tar xzf .devpack/bundle.tar.gz && . scripts/device/setup.sh .devbuild && bench/cuda/perf_run.sh ...
+#   [FIXTURES="name ..."] bench/cuda/perf_pack.sh [BUILD_DIR]   (default build-cudaperf)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cudaperf}

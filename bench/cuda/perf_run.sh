@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device run of the CUDA backend's checks and benchmarks (see
 # scripts/device/README.md for packing and carrying the build):
-#   . scripts/device/setup.sh .devbuild && backends/cuda/perf_run.sh STAGE...
+#   . scripts/device/setup.sh .devbuild && bench/cuda/perf_run.sh STAGE...
 # stages: tools, bench, benchold (ALICE_CUDA_MMVQ=0), ops, parity, parity0
 # (fusion off), prof:<shape>:<type> (alice-bench with ALICE_CUDA_PROFILE=1),
 # model:<shape>:<type> (alice-bench -p 512 -n 128 -r 3), steps:<shape>:<type>
@@ -111,7 +111,7 @@ for stage in "$@"; do
       --metrics gpu__time_duration.sum,dram__bytes_read.sum \
       "$b/bin/alice-bench" -m "$f" --backend cuda -p 1 -n 4 -r 1 > "$out/ncu_$shape-$type.csv" 2> "$out/ncu_$shape-$type.err"
     rc=$?
-    python3 backends/cuda/ncu_sum.py "$out/ncu_$shape-$type.csv" 7 > "$out/ncu_$shape-$type.txt" 2>&1
+    python3 bench/cuda/ncu_sum.py "$out/ncu_$shape-$type.csv" 7 > "$out/ncu_$shape-$type.txt" 2>&1
     add "ncu $shape $type: rc $rc"
     head -45 "$out/ncu_$shape-$type.txt"
     ;;
@@ -123,7 +123,7 @@ for stage in "$@"; do
       --metrics gpu__time_duration.sum,dram__bytes_read.sum \
       "$b/bin/alice-bench" -m "$f" --backend cuda -p 1 -n 1 -r 1 > "$out/ncu_$shape-$type.csv" 2> "$out/ncu_$shape-$type.err"
     rc=$?
-    NCU_BY_GRID=1 python3 backends/cuda/ncu_sum.py "$out/ncu_$shape-$type.csv" 1 > "$out/ncu_$shape-$type.txt" 2>&1
+    NCU_BY_GRID=1 python3 bench/cuda/ncu_sum.py "$out/ncu_$shape-$type.csv" 1 > "$out/ncu_$shape-$type.txt" 2>&1
     add "ncu1 $shape $type: rc $rc"
     head -45 "$out/ncu_$shape-$type.txt"
     ;;

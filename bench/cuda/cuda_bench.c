@@ -2,10 +2,12 @@
  * plugin against the scalar reference dequantizers for every weight type,
  * then times decode mat-vecs (GB/s of weights) and prefill GEMMs (TFLOP/s).
  * Talks to the .so through the plugin ABI only (dlopen), so it measures what
- * the core will see.  Usage: alice-cuda-bench [path/to/libalice-backend-X.so] [--quick] */
+ * the core will see.  Usage: alice-cuda-bench [path/to/libalice-backend-X.so] [--quick]
+ * A failed backend call fails its check (exit status 1 from main), never exits. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,13 +37,21 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* A failed call says so and jumps to the function's `fail:` cleanup; the
+ * check then counts as failed (no exit outside main). */
+static bool failed(struct alice_backend_ctx *c, enum alice_status st, const char *what)
+{
+	if (st == ALICE_OK)
+		return false;
+	fprintf(stderr, "FAILED %s: %s\n", what, vt->last_error(c));
+	return true;
+}
 #define CHECK(x)                                                                                   \
 	do {                                                                                       \
-		if ((x) != ALICE_OK) {                                                             \
-			fprintf(stderr, "FAILED %s: %s\n", #x, vt->last_error(ctx));               \
-			exit(1);                                                                   \
-		}                                                                                  \
+		if (failed(ctx, (x), #x))                                                          \
+			goto fail;                                                                 \
 	} while (0)
+#define BENCH_FAILED 1e30 /* the error a check reports when a call failed */
 
 static void tensor2(struct alice_tensor *t, uint32_t type, int64_t ne0, int64_t ne1, struct alice_buffer *b,
 		    uint64_t off)
@@ -95,6 +105,10 @@ static double check_mm(uint32_t type, int64_t K, int64_t N, int64_t M, double *m
 {
 	size_t rs = alice_row_size(type, K);
 	size_t wbytes = rs * (size_t)N;
+	double result = BENCH_FAILED;
+	struct alice_buffer *b = NULL;
+	float *gr = NULL;
+	*max_abs = 0;
 	uint8_t *w = malloc(wbytes);
 	make_weights(type, K, N, w);
 	float *wf = malloc((size_t)(K * N) * 4);
@@ -106,7 +120,6 @@ static double check_mm(uint32_t type, int64_t K, int64_t N, int64_t M, double *m
 	/* one buffer: weights at an offset (as in a model file), x, dst */
 	uint64_t wo = 256, xo = (wo + wbytes + 255) / 256 * 256, yo = xo + (uint64_t)(K * M) * 4;
 	yo = (yo + 255) / 256 * 256;
-	struct alice_buffer *b;
 	uint64_t ybytes = (uint64_t)((N * M > 3 * K ? N * M : 3 * K)) * 4;
 	CHECK(vt->buffer_alloc(ctx, yo + ybytes, ALICE_BUFFER_COMPUTE, &b));
 	CHECK(vt->buffer_write(ctx, b, wo, w, wbytes));
@@ -126,7 +139,7 @@ static double check_mm(uint32_t type, int64_t K, int64_t N, int64_t M, double *m
 	struct alice_graph g = { 3, 1, t, &nd };
 	if (!vt->supports_op(ctx, &g, &nd)) {
 		fprintf(stderr, "  %s: supports_op says no\n", alice_type_name(type));
-		exit(1);
+		goto fail;
 	}
 	CHECK(vt->graph_compute(ctx, &g));
 	CHECK(vt->buffer_read(ctx, b, yo, y, (uint64_t)(N * M) * 4));
@@ -154,7 +167,7 @@ static double check_mm(uint32_t type, int64_t K, int64_t N, int64_t M, double *m
 	nd.op = ALICE_OP_GET_ROWS;
 	struct alice_graph g2 = { 3, 1, t2, &nd };
 	CHECK(vt->graph_compute(ctx, &g2));
-	float *gr = malloc((size_t)K * 3 * 4);
+	gr = malloc((size_t)K * 3 * 4);
 	CHECK(vt->buffer_read(ctx, b, yo, gr, (uint64_t)K * 3 * 4));
 	double gmax = 0;
 	for (int i = 0; i < 3; i++)
@@ -170,35 +183,43 @@ static double check_mm(uint32_t type, int64_t K, int64_t N, int64_t M, double *m
 		fprintf(stderr, "  %s: GET_ROWS differs from the reference (max rel %.3g)\n", alice_type_name(type), gmax);
 		e2 = 1e30;
 	}
+	*max_abs = ma;
+	result = r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+fail:
 	free(gr);
-	vt->buffer_free(ctx, b);
+	if (b)
+		vt->buffer_free(ctx, b);
 	free(w);
 	free(wf);
 	free(x);
 	free(y);
-	*max_abs = ma;
-	return r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+	return result;
 }
 
-/* Decode: n_mat weight matrices (together well over L2) in one graph, M = 1. */
-static void bench_mm(uint32_t type, int64_t K, int64_t N, int64_t M, int n_mat, int reps)
+/* Decode: n_mat weight matrices (together well over L2) in one graph, M = 1.
+ * Returns 0, or -1 if a call failed. */
+static int bench_mm(uint32_t type, int64_t K, int64_t N, int64_t M, int n_mat, int reps)
 {
 	size_t rs = alice_row_size(type, K), wbytes = rs * (size_t)N;
+	int ret = -1;
+	struct alice_buffer *b = NULL;
+	float *x = NULL;
+	struct alice_tensor *t = NULL;
+	struct alice_node *nd = NULL;
 	uint8_t *w = malloc(wbytes);
 	make_weights(type, K, N, w);
 	uint64_t wstride = (wbytes + 255) / 256 * 256;
 	uint64_t xo = wstride * (uint64_t)n_mat, yo = xo + (uint64_t)(K * M) * 4;
 	yo = (yo + 255) / 256 * 256;
-	struct alice_buffer *b;
 	CHECK(vt->buffer_alloc(ctx, yo + (uint64_t)(N * M) * 4 * n_mat, ALICE_BUFFER_WEIGHTS, &b));
 	for (int i = 0; i < n_mat; i++)
 		CHECK(vt->buffer_write(ctx, b, wstride * i, w, wbytes));
-	float *x = malloc((size_t)(K * M) * 4);
+	x = malloc((size_t)(K * M) * 4);
 	for (int64_t i = 0; i < K * M; i++)
 		x[i] = frand();
 	CHECK(vt->buffer_write(ctx, b, xo, x, (uint64_t)(K * M) * 4));
-	struct alice_tensor *t = calloc((size_t)n_mat * 2 + 1, sizeof(*t));
-	struct alice_node *nd = calloc((size_t)n_mat, sizeof(*nd));
+	t = calloc((size_t)n_mat * 2 + 1, sizeof(*t));
+	nd = calloc((size_t)n_mat, sizeof(*nd));
 	tensor2(&t[0], ALICE_TYPE_F32, K, M, b, xo);
 	for (int i = 0; i < n_mat; i++) {
 		tensor2(&t[1 + 2 * i], type, K, N, b, wstride * i);
@@ -226,11 +247,15 @@ static void bench_mm(uint32_t type, int64_t K, int64_t N, int64_t M, int n_mat, 
 	double tflops = 2.0 * (double)K * (double)N * (double)M / per / 1e12;
 	printf("| %-6s | %6lld | %6lld | %4lld | %9.1f | %8.0f | %7.1f |\n", alice_type_name(type), (long long)N,
 	       (long long)K, (long long)M, per * 1e6, gbs, tflops);
-	vt->buffer_free(ctx, b);
+	ret = 0;
+fail:
+	if (b)
+		vt->buffer_free(ctx, b);
 	free(t);
 	free(nd);
 	free(w);
 	free(x);
+	return ret;
 }
 
 /* A decode-like chain run with and without the backend's launch fusion
@@ -259,19 +284,19 @@ static double fusion_check(uint32_t type)
 		res[i] = frand();
 		nw[i] = 1.f + frand() * 0.1f;
 	}
-	double worst = 0;
-	float *outs[2];
+	double worst = BENCH_FAILED;
+	float *outs[2] = { malloc(9 * N * 4), malloc(9 * N * 4) };
 	for (int pass = 0; pass < 2; pass++) {
 		setenv("ALICE_CUDA_FUSE", pass ? "0" : "1", 1);
 		struct alice_backend_ctx *c2;
+		struct alice_buffer *b = NULL;
 		char err[256];
 		if (vt->init(NULL, &c2, err, sizeof(err)) != ALICE_OK) {
 			fprintf(stderr, "init: %s\n", err);
-			exit(1);
+			goto out;
 		}
-		struct alice_buffer *b;
-		if (vt->buffer_alloc(c2, off, ALICE_BUFFER_COMPUTE, &b) != ALICE_OK)
-			exit(1);
+		if (failed(c2, vt->buffer_alloc(c2, off, ALICE_BUFFER_COMPUTE, &b), "fusion buffer_alloc"))
+			goto pass_fail;
 		rng = 12345;
 		tensor2(&t[0], ALICE_TYPE_F32, K, M, b, offs[0]);
 		vt->buffer_write(c2, b, offs[0], x, K * 4);
@@ -317,18 +342,21 @@ static double fusion_check(uint32_t type)
 			 * inf - inf compares as a failure for F16 / Q8_0 activations) */
 			vt->buffer_write(c2, b, offs[0], x, K * 4);
 			vt->buffer_write(c2, b, offs[12], res, N * 4);
-			if (vt->graph_compute(c2, &g) != ALICE_OK) {
-				fprintf(stderr, "fusion graph: %s\n", vt->last_error(c2));
-				exit(1);
-			}
+			if (failed(c2, vt->graph_compute(c2, &g), "fusion graph"))
+				goto pass_fail;
 		}
-		outs[pass] = malloc(9 * N * 4);
 		for (int i = 6; i <= 14; i++)
 			vt->buffer_read(c2, b, offs[i], outs[pass] + (i - 6) * N, N * 4);
 		vt->buffer_free(c2, b);
 		vt->free(c2);
+		continue;
+	pass_fail:
+		if (b)
+			vt->buffer_free(c2, b);
+		vt->free(c2);
+		goto out;
 	}
-	unsetenv("ALICE_CUDA_FUSE");
+	worst = 0;
 	for (int i = 0; i < 9 * N; i++) {
 		double d = fabs((double)outs[0][i] - outs[1][i]);
 		if (!(d <= 1e30))
@@ -336,6 +364,8 @@ static double fusion_check(uint32_t type)
 		if (d > worst)
 			worst = d;
 	}
+out:
+	unsetenv("ALICE_CUDA_FUSE");
 	free(outs[0]);
 	free(outs[1]);
 	free(w);
@@ -365,7 +395,8 @@ static double attn_check(int n_tokens, int n_cells, int r0, int r1, int dk)
 		rg[2 * t + 1] = r1 - n_tokens + 1 + t;
 	}
 	uint64_t oq = 0, ok = oq + qn * 4, ov = ok + kn * 2, orr = ov + kn * 2, oo = orr + 4096;
-	struct alice_buffer *b;
+	struct alice_buffer *b = NULL;
+	double *sc = NULL, result = BENCH_FAILED;
 	CHECK(vt->buffer_alloc(ctx, oo + qn * 4, ALICE_BUFFER_COMPUTE, &b));
 	CHECK(vt->buffer_write(ctx, b, oq, q, qn * 4));
 	CHECK(vt->buffer_write(ctx, b, ok, k, kn * 2));
@@ -403,7 +434,7 @@ static double attn_check(int n_tokens, int n_cells, int r0, int r1, int dk)
 		CHECK(vt->graph_compute(ctx, &g));
 	CHECK(vt->buffer_read(ctx, b, oo, o, qn * 4));
 	double num = 0, den = 0;
-	double *sc = malloc((size_t)n_cells * sizeof(double));
+	sc = malloc((size_t)n_cells * sizeof(double));
 	for (int tk = 0; tk < n_tokens; tk++)
 		for (int h = 0; h < nh; h++) {
 			int hk = h / (nh / nkv), c0 = rg[2 * tk], c1 = rg[2 * tk + 1];
@@ -431,14 +462,17 @@ static double attn_check(int n_tokens, int n_cells, int r0, int r1, int dk)
 				den += ref * ref;
 			}
 		}
-	vt->buffer_free(ctx, b);
+	result = den > 0 ? num / den : num;
+fail:
+	if (b)
+		vt->buffer_free(ctx, b);
 	free(q);
 	free(o);
 	free(k);
 	free(v);
 	free(rg);
 	free(sc);
-	return den > 0 ? num / den : num;
+	return result;
 }
 
 /* The ceiling: a device-to-device copy of 2 GiB (bytes read + written). */
@@ -571,21 +605,25 @@ int main(int argc, char **argv)
 	}
 	printf("\n%s: %d failure(s)\n", fails ? "FAIL" : "PASS", fails);
 	if (!quick) {
+		int bench_fails = 0;
 		printf("\n| type   |      N |      K |    M |  us/matmul | GB/s     | TFLOP/s |\n");
 		printf("|--------|--------|--------|------|-----------|----------|---------|\n");
 		static const uint32_t bt[] = { ALICE_TYPE_Q4_K, ALICE_TYPE_Q6_K, ALICE_TYPE_Q8_0, ALICE_TYPE_F16 };
 		for (size_t i = 0; i < sizeof(bt) / sizeof(bt[0]); i++) {
-			bench_mm(bt[i], 4096, 14336, 1, 16, 10);
-			bench_mm(bt[i], 14336, 4096, 1, 16, 10);
-			bench_mm(bt[i], 2048, 8192, 1, 32, 10);
-			bench_mm(bt[i], 2048, 2048, 1, 64, 10);
+			bench_fails += bench_mm(bt[i], 4096, 14336, 1, 16, 10) != 0;
+			bench_fails += bench_mm(bt[i], 14336, 4096, 1, 16, 10) != 0;
+			bench_fails += bench_mm(bt[i], 2048, 8192, 1, 32, 10) != 0;
+			bench_fails += bench_mm(bt[i], 2048, 2048, 1, 64, 10) != 0;
 		}
-		bench_mm(ALICE_TYPE_Q4_K, 4096, 14336, 4, 16, 10);
-		bench_mm(ALICE_TYPE_F16, 2048, 128256, 1, 2, 10);
+		bench_fails += bench_mm(ALICE_TYPE_Q4_K, 4096, 14336, 4, 16, 10) != 0;
+		bench_fails += bench_mm(ALICE_TYPE_F16, 2048, 128256, 1, 2, 10) != 0;
 		bench_copy();
-		bench_mm(ALICE_TYPE_Q4_K, 4096, 14336, 512, 4, 5);
-		bench_mm(ALICE_TYPE_F16, 4096, 14336, 512, 4, 5);
-		bench_mm(ALICE_TYPE_Q8_0, 4096, 14336, 512, 4, 5);
+		bench_fails += bench_mm(ALICE_TYPE_Q4_K, 4096, 14336, 512, 4, 5) != 0;
+		bench_fails += bench_mm(ALICE_TYPE_F16, 4096, 14336, 512, 4, 5) != 0;
+		bench_fails += bench_mm(ALICE_TYPE_Q8_0, 4096, 14336, 512, 4, 5) != 0;
+		if (bench_fails)
+			printf("\nFAIL: %d benchmark(s) could not run\n", bench_fails);
+		fails += bench_fails;
 	}
 	vt->free(ctx);
 	return fails ? 1 : 0;
