@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alice/grammar.h"
 #include "alice/log.h"
 #include "alice/tokenizer.h"
 
@@ -25,10 +26,8 @@ struct eng_req {
 	char **stop;
 	size_t *stop_len;
 	size_t n_stop;
-	void *constraint;
-	alice_engine_mask_fn c_mask;
-	alice_engine_accept_fn c_accept;
-	alice_engine_constraint_free_fn c_free;
+	struct alice_grammar_constraint *grammar;
+	bool ignore_eos;
 	alice_engine_event_fn on_event;
 	void *user;
 	int cancel; /* atomic */
@@ -112,8 +111,7 @@ static void req_free(struct eng_req *r)
 {
 	if (!r)
 		return;
-	if (r->c_free && r->constraint)
-		r->c_free(r->constraint);
+	alice_grammar_constraint_free(r->grammar);
 	for (size_t i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	free(r->stop);
@@ -380,9 +378,8 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl, const float
 	const uint8_t *mask = NULL;
 	char msg[ALICE_ERROR_MSG_MAX + 64];
 	enum alice_status st;
-	if (r->c_mask) {
-		memset(e->mask, 1, (size_t)e->n_vocab);
-		if ((st = r->c_mask(r->constraint, e->mask, e->n_vocab, &err)) != ALICE_OK) {
+	if (r->grammar) {
+		if ((st = alice_grammar_constraint_mask(r->grammar, e->mask, e->n_vocab, &err)) != ALICE_OK) {
 			snprintf(msg, sizeof(msg), "constraint: %s", err.msg);
 			slot_finish_status(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg, st);
 			return;
@@ -402,7 +399,9 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl, const float
 	sl->n_generated++;
 	alice_sampler_accept(sl->sampler, res.token, NULL);
 
-	if (alice_tokenizer_is_eog(e->tok, res.token)) {
+	/* ignore_eos: an end-of-generation token is an ordinary token, except
+	 * under a grammar, where it is the grammar's end */
+	if (alice_tokenizer_is_eog(e->tok, res.token) && (!r->ignore_eos || r->grammar)) {
 		const char *rest;
 		size_t rest_len;
 		alice_detok_stream_flush(sl->detok, &rest, &rest_len);
@@ -411,7 +410,7 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl, const float
 		return;
 	}
 	bool must_end = false;
-	if (r->c_accept && (st = r->c_accept(r->constraint, res.token, &must_end, &err)) != ALICE_OK) {
+	if (r->grammar && (st = alice_grammar_constraint_accept(r->grammar, res.token, &must_end, &err)) != ALICE_OK) {
 		snprintf(msg, sizeof(msg), "constraint: %s", err.msg);
 		slot_finish_status(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg, st);
 		return;
@@ -746,6 +745,7 @@ enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice
 	}
 	r->on_event = q->on_event;
 	r->user = q->user;
+	r->ignore_eos = q->ignore_eos;
 	r->t_submit = now_ms();
 
 	pthread_mutex_lock(&e->mu);
@@ -762,11 +762,8 @@ enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice
 		req_free(r);
 		return alice_fail(err, ALICE_ERR_RANGE, "the queue is full (%u requests waiting)", e->n_queued);
 	}
-	/* the constraint is ours only once the request is accepted */
-	r->constraint = q->constraint;
-	r->c_mask = q->constraint_mask;
-	r->c_accept = q->constraint_accept;
-	r->c_free = q->constraint_free;
+	/* the grammar constraint is ours only once the request is accepted */
+	r->grammar = q->grammar;
 	r->id = ++e->next_id;
 	if (e->q_tail)
 		e->q_tail->next = r;

@@ -861,9 +861,21 @@ static int reachable(const struct alice_grammar *g, uint8_t *mark)
 	return 0;
 }
 
+struct alice_grammar *alice_grammar_retain(struct alice_grammar *g)
+{
+	if (g)
+		__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+	return g;
+}
+
+size_t alice_grammar_source_bytes(const struct alice_grammar *g)
+{
+	return g ? g->source_bytes : 0;
+}
+
 void alice_grammar_free(struct alice_grammar *g)
 {
-	if (!g)
+	if (!g || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	if (g->names)
 		for (uint32_t i = 0; i < g->n_rules; i++)
@@ -888,6 +900,8 @@ static int build(struct parser *p, struct alice_grammar **out)
 	struct alice_grammar *g = calloc(1, sizeof *g);
 	if (!g)
 		return nomem(p);
+	g->refs = 1;
+	g->source_bytes = p->len;
 	g->n_rules = p->n_rules;
 	uint64_t n_el = 0, n_alts = 0;
 	for (uint32_t r = 0; r < p->n_rules; r++) {

@@ -990,11 +990,16 @@ static void conv_free(struct js_conv *c)
 	free(c->refs);
 }
 
-enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char **gbnf,
-						struct alice_error *err)
+/* The schema as GBNF text and that text compiled (the compile is the check
+ * that the output is usable: e.g. a $ref cycle with no base case). The
+ * text is the converter's intermediate form; callers that want a grammar
+ * get the compiled one and never parse the text again. */
+static enum alice_status convert(struct json_object *schema, char **gbnf, struct alice_grammar **grammar,
+				 struct alice_error *err)
 {
 	struct js_conv c = {.root = schema, .err = err};
 	*gbnf = NULL;
+	*grammar = NULL;
 	char *top = visit(&c, schema, "root");
 	if (!top) {
 		conv_free(&c);
@@ -1040,23 +1045,41 @@ enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char
 	char *text = alice_sb_take(&s);
 	if (!text)
 		return alice_fail(err, ALICE_ERR_NOMEM, "json schema: out of memory");
-	/* the output must be a valid grammar (catches e.g. a $ref cycle with no base case) */
 	struct alice_grammar *g = NULL;
 	struct alice_error gerr;
 	enum alice_status st = alice_grammar_parse(text, strlen(text), &g, &gerr, NULL);
-	alice_grammar_free(g);
 	if (st != ALICE_OK) {
 		free(text);
 		return alice_fail(err, st, "json schema: the schema gives an unusable grammar: %s", gerr.msg);
 	}
 	*gbnf = text;
+	*grammar = g;
 	return ALICE_OK;
 }
 
-enum alice_status alice_json_schema_to_gbnf(const char *json, size_t len, char **gbnf,
-					    struct alice_error *err)
+enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char **gbnf,
+						struct alice_error *err)
 {
-	*gbnf = NULL;
+	struct alice_grammar *g = NULL;
+	enum alice_status st = convert(schema, gbnf, &g, err);
+	alice_grammar_free(g);
+	return st;
+}
+
+enum alice_status alice_json_schema_to_grammar(struct json_object *schema, struct alice_grammar **out,
+					       struct alice_error *err)
+{
+	char *text = NULL;
+	enum alice_status st = convert(schema, &text, out, err);
+	free(text);
+	return st;
+}
+
+/* One JSON document (a bare scalar too; trailing whitespace allowed). */
+static enum alice_status parse_json_text(const char *json, size_t len, struct json_object **out,
+					 struct alice_error *err)
+{
+	*out = NULL;
 	if (len > INT32_MAX)
 		return alice_fail(err, ALICE_ERR_INVALID, "json schema: too large");
 	struct json_tokener *tok = json_tokener_new();
@@ -1083,7 +1106,32 @@ enum alice_status alice_json_schema_to_gbnf(const char *json, size_t len, char *
 		return st;
 	}
 	json_tokener_free(tok);
-	enum alice_status st = alice_json_schema_obj_to_gbnf(o, gbnf, err);
+	*out = o;
+	return ALICE_OK;
+}
+
+enum alice_status alice_json_schema_to_gbnf(const char *json, size_t len, char **gbnf,
+					    struct alice_error *err)
+{
+	struct json_object *o;
+	*gbnf = NULL;
+	enum alice_status st = parse_json_text(json, len, &o, err);
+	if (st != ALICE_OK)
+		return st;
+	st = alice_json_schema_obj_to_gbnf(o, gbnf, err);
+	json_object_put(o);
+	return st;
+}
+
+enum alice_status alice_json_schema_text_to_grammar(const char *json, size_t len, struct alice_grammar **out,
+						    struct alice_error *err)
+{
+	struct json_object *o;
+	*out = NULL;
+	enum alice_status st = parse_json_text(json, len, &o, err);
+	if (st != ALICE_OK)
+		return st;
+	st = alice_json_schema_to_grammar(o, out, err);
 	json_object_put(o);
 	return st;
 }

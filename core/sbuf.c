@@ -1,5 +1,5 @@
 /* sbuf.c — see sbuf.h. */
-#include "sbuf.h"
+#include "alice/sbuf.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -1,4 +1,5 @@
-/* sbuf.h — a growable, always NUL-terminated string buffer (core only).
+/* sbuf.h — the one growable, always NUL-terminated byte buffer of the
+ * project (core, server and tools use it; no file keeps its own).
  *
  * Out of memory is sticky: the first failed append sets `oom`, frees nothing
  * and makes every later append a no-op, so a builder can append freely and
