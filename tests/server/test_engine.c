@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alice/engine.h"
+#include "alice/grammar.h"
 #include "alice/model.h"
 #include "alice/tokenizer.h"
 #include "support/models.h"
@@ -270,4 +271,84 @@ Test(engine, rejects_bad_requests)
 	cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_ERR_INVALID);
 	alice_engine_free(e);
 	cr_assert(!r.done, "a refused request never gets events");
+}
+
+/* ignore_eos: a request whose every step picks an end-of-generation token
+ * (a +100 bias on EOS) ends at once without it, and runs to max_tokens with
+ * it, the EOG tokens reported as ordinary tokens. */
+Test(engine, ignore_eos_generates_past_eog)
+{
+	int32_t eos = alice_tokenizer_eos(tok);
+	cr_assert(eos >= 0 && alice_tokenizer_is_eog(tok, eos));
+	const struct alice_logit_bias force_eos[] = {{eos, 100.0f}};
+	struct alice_engine *e = engine_new(2, 4, 512);
+	static struct run stop, go;
+	for (int pass = 0; pass < 2; pass++) {
+		struct run *r = pass ? &go : &stop;
+		run_init(r);
+		size_t n;
+		int32_t *t = encode("Natasha", &n);
+		struct alice_engine_request q = {0};
+		struct alice_error err = {{0}};
+		q.prompt = t;
+		q.n_prompt = (int32_t)n;
+		q.max_tokens = 6;
+		alice_sampling_params_default(&q.sampling);
+		q.sampling.temperature = 0;
+		q.sampling.logit_bias = force_eos;
+		q.sampling.n_logit_bias = 1;
+		q.ignore_eos = pass == 1;
+		q.on_event = on_event;
+		q.user = r;
+		cr_assert_eq(alice_engine_submit(e, &q, &r->id, &err), ALICE_OK, "%s", err.msg);
+		free(t);
+		run_wait(r);
+	}
+	cr_assert_eq(stop.finish, ALICE_ENGINE_FINISH_STOP);
+	cr_assert_eq(stop.n_tokens, 0);
+	cr_assert_eq(stop.n_completion, 1);
+	cr_assert_eq(go.finish, ALICE_ENGINE_FINISH_LENGTH);
+	cr_assert_eq(go.n_tokens, 6);
+	cr_assert_eq(go.n_completion, 6);
+	for (int i = 0; i < go.n_tokens; i++)
+		cr_assert_eq(go.tokens[i], eos, "token %d", i);
+	alice_engine_free(e);
+}
+
+/* A core grammar constraint handed straight to the engine: the text is what
+ * the grammar allows, and the request ends when nothing more may follow. */
+Test(engine, grammar_constraint)
+{
+	static const char gbnf[] = "root ::= [0-9] [0-9] [0-9] \"!\"";
+	struct alice_error err = {{0}};
+	struct alice_grammar *g = NULL;
+	struct alice_grammar_vocab *v = NULL;
+	cr_assert_eq(alice_grammar_parse(gbnf, sizeof(gbnf) - 1, &g, &err, NULL), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_vocab_from_tokenizer(tok, &v, &err), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_vocab_size(v), (size_t)alice_tokenizer_n_vocab(tok));
+	struct alice_engine *e = engine_new(1, 4, 512);
+	static struct run r;
+	run_init(&r);
+	size_t n;
+	int32_t *t = encode("Natasha", &n);
+	struct alice_engine_request q = {0};
+	q.prompt = t;
+	q.n_prompt = (int32_t)n;
+	q.max_tokens = 20;
+	alice_sampling_params_default(&q.sampling);
+	q.sampling.temperature = 0;
+	q.on_event = on_event;
+	q.user = &r;
+	cr_assert_eq(alice_grammar_constraint_create(g, v, tok, &q.grammar, &err), ALICE_OK, "%s", err.msg);
+	alice_grammar_free(g); /* the constraint holds its own reference */
+	cr_assert_eq(alice_engine_submit(e, &q, &r.id, &err), ALICE_OK, "%s", err.msg);
+	free(t);
+	run_wait(&r);
+	cr_assert_eq(r.finish, ALICE_ENGINE_FINISH_STOP);
+	cr_assert_eq(r.text_len, 4, "'%s'", r.text);
+	for (int i = 0; i < 3; i++)
+		cr_assert(r.text[i] >= '0' && r.text[i] <= '9', "'%s'", r.text);
+	cr_assert_eq(r.text[3], '!');
+	alice_engine_free(e); /* frees the constraint */
+	alice_grammar_vocab_free(v);
 }
