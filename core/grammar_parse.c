@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "grammar_internal.h"
+#include "unicode.h"
 
 struct evec {
 	struct gelem *v;
@@ -229,17 +230,6 @@ static int64_t utf8_at(struct parser *p, size_t *adv)
 	return cp;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* One character of a literal or class (escape or UTF-8); advances. -1 on error. */
 static int64_t parse_char(struct parser *p)
 {
@@ -267,7 +257,7 @@ static int64_t parse_char(struct parser *p)
 		uint64_t v = 0;
 		for (int i = 0; i < nhex; i++) {
 			size_t q = p->pos + 2 + (size_t)i;
-			int h = q < p->len ? hexval(p->s[q]) : -1;
+			int h = q < p->len ? alice_hex_digit(p->s[q]) : -1;
 			if (h < 0)
 				return fail_at(p, start, ALICE_ERR_INVALID,
 					       "bad escape: \\%c needs %d hex digits", e, nhex);

@@ -9,17 +9,7 @@
 
 #include "alice/sbuf.h"
 #include "tokenizer_internal.h"
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+#include "unicode.h"
 
 /* <0xNN>: the two characters after "<0x" read as hex (strtol-like: stops at
  * the first non-hex character). */
@@ -27,7 +17,7 @@ static unsigned char token_byte(const struct tok_entry *e)
 {
 	unsigned v = 0;
 	for (uint32_t i = 3; i < 5 && i < e->len; i++) {
-		int h = hexval(e->text[i]);
+		int h = alice_hex_digit(e->text[i]);
 		if (h < 0)
 			break;
 		v = v * 16 + (unsigned)h;

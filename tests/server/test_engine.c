@@ -114,29 +114,35 @@ static int32_t *encode(const char *text, size_t *n)
 	return t;
 }
 
+/* A greedy request for prompt reporting to r; the caller frees q->prompt. */
+static void request_init(struct alice_engine_request *q, struct run *r, const char *prompt, int32_t max_tokens)
+{
+	size_t n;
+	memset(q, 0, sizeof(*q));
+	q->prompt = encode(prompt, &n);
+	q->n_prompt = (int32_t)n;
+	q->max_tokens = max_tokens;
+	alice_sampling_params_default(&q->sampling);
+	q->sampling.temperature = 0;
+	q->on_event = on_event;
+	q->user = r;
+}
+
 static enum alice_status submit(struct alice_engine *e, struct run *r, const char *prompt, int32_t max_tokens,
 				const char *const *stop, size_t n_stop, bool ban_eog)
 {
-	size_t n;
-	int32_t *t = encode(prompt, &n);
-	struct alice_engine_request q = {0};
+	struct alice_engine_request q;
 	struct alice_error err = {{0}};
-	q.prompt = t;
-	q.n_prompt = (int32_t)n;
-	q.max_tokens = max_tokens;
-	alice_sampling_params_default(&q.sampling);
-	q.sampling.temperature = 0;
+	request_init(&q, r, prompt, max_tokens);
 	if (ban_eog) {
 		q.sampling.logit_bias = no_eog;
 		q.sampling.n_logit_bias = 2;
 	}
 	q.stop = stop;
 	q.n_stop = n_stop;
-	q.on_event = on_event;
-	q.user = r;
 	r->engine = e;
 	enum alice_status st = alice_engine_submit(e, &q, &r->id, &err);
-	free(t);
+	free((int32_t *)q.prompt);
 	return st;
 }
 
@@ -286,22 +292,14 @@ Test(engine, ignore_eos_generates_past_eog)
 	for (int pass = 0; pass < 2; pass++) {
 		struct run *r = pass ? &go : &stop;
 		run_init(r);
-		size_t n;
-		int32_t *t = encode("Natasha", &n);
-		struct alice_engine_request q = {0};
+		struct alice_engine_request q;
 		struct alice_error err = {{0}};
-		q.prompt = t;
-		q.n_prompt = (int32_t)n;
-		q.max_tokens = 6;
-		alice_sampling_params_default(&q.sampling);
-		q.sampling.temperature = 0;
+		request_init(&q, r, "Natasha", 6);
 		q.sampling.logit_bias = force_eos;
 		q.sampling.n_logit_bias = 1;
 		q.ignore_eos = pass == 1;
-		q.on_event = on_event;
-		q.user = r;
 		cr_assert_eq(alice_engine_submit(e, &q, &r->id, &err), ALICE_OK, "%s", err.msg);
-		free(t);
+		free((int32_t *)q.prompt);
 		run_wait(r);
 	}
 	cr_assert_eq(stop.finish, ALICE_ENGINE_FINISH_STOP);
@@ -329,20 +327,12 @@ Test(engine, grammar_constraint)
 	struct alice_engine *e = engine_new(1, 4, 512);
 	static struct run r;
 	run_init(&r);
-	size_t n;
-	int32_t *t = encode("Natasha", &n);
-	struct alice_engine_request q = {0};
-	q.prompt = t;
-	q.n_prompt = (int32_t)n;
-	q.max_tokens = 20;
-	alice_sampling_params_default(&q.sampling);
-	q.sampling.temperature = 0;
-	q.on_event = on_event;
-	q.user = &r;
+	struct alice_engine_request q;
+	request_init(&q, &r, "Natasha", 20);
 	cr_assert_eq(alice_grammar_constraint_create(g, v, tok, &q.grammar, &err), ALICE_OK, "%s", err.msg);
 	alice_grammar_free(g); /* the constraint holds its own reference */
 	cr_assert_eq(alice_engine_submit(e, &q, &r.id, &err), ALICE_OK, "%s", err.msg);
-	free(t);
+	free((int32_t *)q.prompt);
 	run_wait(&r);
 	cr_assert_eq(r.finish, ALICE_ENGINE_FINISH_STOP);
 	cr_assert_eq(r.text_len, 4, "'%s'", r.text);
