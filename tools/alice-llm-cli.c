@@ -199,15 +199,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int32_t argmax(const float *l, int32_t n)
-{
-	int32_t best = 0;
-	for (int32_t i = 1; i < n; i++)
-		if (l[i] > l[best])
-			best = i;
-	return best;
-}
-
 /* Everything one run holds; freed by run_free. */
 struct run {
 	struct opts o;
@@ -218,7 +209,7 @@ struct run {
 	int32_t n_vocab;
 	struct alice_context *c;
 	uint32_t n_ctx;
-	struct alice_sampler *smp;       /* NULL: greedy argmax */
+	struct alice_sampler *smp;       /* --temp 0: greedy argmax, ties to the lowest id */
 	struct alice_grammar_vocab *gv;  /* with a grammar */
 	struct alice_grammar_constraint *gc;
 	uint8_t *mask;
@@ -275,8 +266,7 @@ static int load_grammar(const struct opts *o, struct alice_grammar **g)
 	return 0;
 }
 
-/* A sampler (with --temp, or to apply a grammar's mask) and the grammar's
- * constraint over the model's vocabulary. */
+/* The sampler and, with a grammar, its constraint over the model's vocabulary. */
 static int setup_sampling(struct run *r)
 {
 	struct alice_error err = {0};
@@ -294,15 +284,13 @@ static int setup_sampling(struct run *r)
 			return 1;
 		}
 	}
-	if (r->o.temp > 0.0f || grammar) {
-		struct alice_sampling_params sp;
-		alice_sampling_params_default(&sp);
-		sp.temperature = r->o.temp;
-		sp.seed = r->o.seed;
-		if (alice_sampler_create(&sp, r->n_vocab, &r->smp, &err) != ALICE_OK) {
-			fprintf(stderr, "alice-llm-cli: sampler: %s\n", err.msg);
-			return 1;
-		}
+	struct alice_sampling_params sp;
+	alice_sampling_params_default(&sp);
+	sp.temperature = r->o.temp;
+	sp.seed = r->o.seed;
+	if (alice_sampler_create(&sp, r->n_vocab, &r->smp, &err) != ALICE_OK) {
+		fprintf(stderr, "alice-llm-cli: sampler: %s\n", err.msg);
+		return 1;
 	}
 	return 0;
 }
@@ -393,10 +381,6 @@ static int next_token(struct run *r, int32_t *next)
 {
 	struct alice_error err = {0};
 	const float *l = alice_context_logits(r->c, 0);
-	if (!r->smp) {
-		*next = argmax(l, r->n_vocab);
-		return 0;
-	}
 	if (r->gc && alice_grammar_constraint_mask(r->gc, r->mask, r->n_vocab, &err) != ALICE_OK) {
 		fprintf(stderr, "\nalice-llm-cli: grammar: %s\n", err.msg);
 		return 1;
