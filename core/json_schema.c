@@ -137,15 +137,9 @@ const char *js_add_rule(struct js_conv *c, const char *hint, char *body)
 			break;
 		snprintf(name, sizeof name, "%s-%u", base, k);
 	}
-	if (c->n_rules == c->cap_rules) {
-		size_t nc = c->cap_rules ? c->cap_rules * 2 : 32;
-		struct rule *nr = realloc(c->rules, nc * sizeof *nr);
-		if (!nr) {
-			free(body);
-			return js_oom(c);
-		}
-		c->rules = nr;
-		c->cap_rules = nc;
+	if (!alice_grow((void **)&c->rules, &c->cap_rules, c->n_rules + 1, sizeof *c->rules)) {
+		free(body);
+		return js_oom(c);
 	}
 	char *nm = strdup(name);
 	if (!nm) {
@@ -431,14 +425,8 @@ static char *resolve_ref(struct js_conv *c, const char *ref)
 		    !json_object_object_get_ex(cur, seg, &cur))
 			return js_fail(c, ALICE_ERR_INVALID, "$ref '%.80s' does not resolve", ref);
 	}
-	if (c->n_refs == c->cap_refs) {
-		size_t nc = c->cap_refs ? c->cap_refs * 2 : 8;
-		struct refent *nr = realloc(c->refs, nc * sizeof *nr);
-		if (!nr)
-			return js_oom(c);
-		c->refs = nr;
-		c->cap_refs = nc;
-	}
+	if (!alice_grow((void **)&c->refs, &c->cap_refs, c->n_refs + 1, sizeof *c->refs))
+		return js_oom(c);
 	/* reserve the rule name first so recursive references find it */
 	char hint[128];
 	snprintf(hint, sizeof hint, "ref-%s", rest[0] ? strrchr(ref, '/') + 1 : "root");

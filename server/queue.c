@@ -12,7 +12,7 @@ int srv_msgq_init(struct srv_msgq *q)
 	q->head = q->tail = NULL;
 	q->notify_rd = q->notify_wr = -1;
 	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
-		return -1;
+		return -1; /* drain and close are no-ops then */
 	q->notify_rd = p[0];
 	q->notify_wr = p[1];
 	pthread_mutex_init(&q->mu, NULL);
@@ -51,6 +51,8 @@ void srv_msgq_post(struct srv_msgq *q, struct srv_msg *m)
 void srv_msgq_drain(struct srv_msgq *q, void *ctx)
 {
 	char buf[256];
+	if (q->notify_rd < 0)
+		return; /* never opened (or closed): nothing was posted */
 	while (read(q->notify_rd, buf, sizeof(buf)) > 0)
 		;
 	pthread_mutex_lock(&q->mu);
