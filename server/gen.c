@@ -35,7 +35,15 @@ static void gen_on_msg(struct srv_msg *base, void *ctx);
 
 /* ---- messages ---- */
 
-struct gen_msg *gen_msg_new(void)
+/* An engine event copied for the event thread. */
+struct gen_msg {
+	struct srv_msg base;
+	struct srv_choice *choice;
+	struct alice_engine_event ev; /* text, top and error are our copies */
+	bool lost_text; /* DONE: the text could not be copied */
+};
+
+static struct gen_msg *gen_msg_new(void)
 {
 	struct gen_msg *m = calloc(1, sizeof(*m));
 	if (m)
@@ -43,7 +51,7 @@ struct gen_msg *gen_msg_new(void)
 	return m;
 }
 
-void gen_msg_free(struct gen_msg *m)
+static void gen_msg_free(struct gen_msg *m)
 {
 	if (!m)
 		return;

@@ -49,15 +49,7 @@ struct srv_gen {
 	bool client_gone, replied;
 };
 
-/* An engine event copied for the event thread. */
-struct gen_msg {
-	struct srv_msg base;
-	struct srv_choice *choice;
-	struct alice_engine_event ev; /* text, top and error are our copies */
-	bool lost_text; /* DONE: the text could not be copied */
-};
-struct gen_msg *gen_msg_new(void);
-void gen_msg_free(struct gen_msg *m);
+struct gen_msg; /* an engine event copied for the event thread (gen.c) */
 
 /* ---- gen_prepare.c ---- */
 struct gen_prompt {
