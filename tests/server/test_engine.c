@@ -342,3 +342,46 @@ Test(engine, grammar_constraint)
 	alice_engine_free(e); /* frees the constraint */
 	alice_grammar_vocab_free(v);
 }
+
+/* The constraint on its own, as the CLI drives it: masks speak token ids,
+ * accept advances by a token's bytes, and misuse is an error, not a crash. */
+Test(engine, grammar_constraint_api)
+{
+	static const char gbnf[] = "root ::= \"ab\"";
+	struct alice_error err = {{0}};
+	struct alice_grammar *g = NULL;
+	struct alice_grammar_vocab *v = NULL, *small = NULL;
+	struct alice_grammar_constraint *c = NULL;
+	cr_assert_eq(alice_grammar_parse(gbnf, sizeof(gbnf) - 1, &g, &err, NULL), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_vocab_from_tokenizer(tok, &v, &err), ALICE_OK, "%s", err.msg);
+	const char *piece = "a";
+	size_t len = 1;
+	cr_assert_eq(alice_grammar_vocab_build(&piece, &len, NULL, 1, &small, &err), ALICE_OK);
+	cr_expect_eq(alice_grammar_constraint_create(g, small, tok, &c, &err), ALICE_ERR_INVALID); /* not tok's trie */
+	cr_expect_null(c);
+	cr_assert_eq(alice_grammar_constraint_create(g, v, tok, &c, &err), ALICE_OK, "%s", err.msg);
+	alice_grammar_free(g);
+	int32_t n_vocab = alice_tokenizer_n_vocab(tok);
+	uint8_t *mask = malloc((size_t)n_vocab);
+	cr_assert_not_null(mask);
+	cr_expect_eq(alice_grammar_constraint_mask(c, mask, n_vocab - 1, &err), ALICE_ERR_INVALID);
+	cr_assert_eq(alice_grammar_constraint_mask(c, mask, n_vocab, &err), ALICE_OK, "%s", err.msg);
+	int32_t a = alice_tokenizer_find(tok, "a", 1), b = alice_tokenizer_find(tok, "b", 1);
+	cr_assert(a >= 0 && b >= 0, "tiny-tolstoy has the tokens 'a' and 'b'");
+	cr_expect(mask[a] && !mask[b]);
+	for (int32_t t = 0; t < n_vocab; t++)
+		if (alice_tokenizer_is_eog(tok, t))
+			cr_expect(!mask[t], "EOG token %d allowed before the grammar can end", t);
+	bool must_end = true;
+	cr_expect_eq(alice_grammar_constraint_accept(c, b, &must_end, &err), ALICE_ERR_INVALID);
+	cr_expect_eq(alice_grammar_constraint_accept(c, n_vocab + 5, &must_end, &err), ALICE_ERR_RANGE);
+	cr_assert_eq(alice_grammar_constraint_accept(c, a, &must_end, &err), ALICE_OK, "%s", err.msg);
+	cr_expect(!must_end);
+	cr_assert_eq(alice_grammar_constraint_accept(c, b, &must_end, &err), ALICE_OK, "%s", err.msg);
+	cr_expect(must_end);
+	free(mask);
+	alice_grammar_constraint_free(c);
+	alice_grammar_constraint_free(NULL);
+	alice_grammar_vocab_free(small);
+	alice_grammar_vocab_free(v);
+}
