@@ -1098,28 +1098,39 @@ static enum alice_status parse_json_text(const char *json, size_t len, struct js
 	return ALICE_OK;
 }
 
-enum alice_status alice_json_schema_to_gbnf(const char *json, size_t len, char **gbnf,
-					    struct alice_error *err)
+/* convert() on a schema given as JSON text; either output may be NULL. */
+static enum alice_status convert_text(const char *json, size_t len, char **gbnf, struct alice_grammar **grammar,
+				      struct alice_error *err)
 {
 	struct json_object *o;
-	*gbnf = NULL;
+	char *text = NULL;
+	struct alice_grammar *g = NULL;
 	enum alice_status st = parse_json_text(json, len, &o, err);
 	if (st != ALICE_OK)
 		return st;
-	st = alice_json_schema_obj_to_gbnf(o, gbnf, err);
+	st = convert(o, &text, &g, err);
 	json_object_put(o);
+	if (gbnf)
+		*gbnf = text;
+	else
+		free(text);
+	if (grammar)
+		*grammar = g;
+	else
+		alice_grammar_free(g);
 	return st;
+}
+
+enum alice_status alice_json_schema_to_gbnf(const char *json, size_t len, char **gbnf,
+					    struct alice_error *err)
+{
+	*gbnf = NULL;
+	return convert_text(json, len, gbnf, NULL, err);
 }
 
 enum alice_status alice_json_schema_text_to_grammar(const char *json, size_t len, struct alice_grammar **out,
 						    struct alice_error *err)
 {
-	struct json_object *o;
 	*out = NULL;
-	enum alice_status st = parse_json_text(json, len, &o, err);
-	if (st != ALICE_OK)
-		return st;
-	st = alice_json_schema_to_grammar(o, out, err);
-	json_object_put(o);
-	return st;
+	return convert_text(json, len, NULL, out, err);
 }
