@@ -1,6 +1,6 @@
 /* gen_prepare.c — a completion request from body to validated plan (see
  * gen.h): the wire format (openai.c), the operator caps (limits.c), then
- * every check that needs the model or the server, in one place: prompts
+ * every check that needs the model or the server, here: prompts
  * rendered and tokenized, token ids in range, prompt + max_tokens within the
  * context, the choices within the server's slots and queue, grammars usable. */
 #define _GNU_SOURCE
@@ -155,9 +155,7 @@ int gen_prepare(struct srv *s, enum srv_kind kind, const char *body, size_t len,
 		struct srv_api_error *e)
 {
 	memset(p, 0, sizeof(*p));
-	if (srv_openai_parse(kind, body, len, &p->r, e) != 0)
-		return -1;
-	if (srv_limits_check(&s->cfg.limits, &p->r, e) != 0)
+	if (srv_openai_parse(kind, body, len, &s->cfg.limits, &p->r, e) != 0)
 		return -1;
 	p->n_prompts = kind == SRV_KIND_CHAT ? 1 : p->r.n_prompts;
 	if (!(p->prompts = calloc(p->n_prompts, sizeof(*p->prompts)))) {

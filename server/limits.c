@@ -26,11 +26,18 @@ int srv_limits_check(const struct srv_limits *l, struct srv_gen_request *r, stru
 				  r->n_messages, (long long)l->max_messages);
 		return -1;
 	}
-	size_t gbytes = alice_grammar_source_bytes(r->grammar); /* the GBNF, given or made from a schema */
-	if (l->max_grammar_bytes > 0 && r->grammar && (int64_t)gbytes > l->max_grammar_bytes) {
+	/* the GBNF, given or made from a schema */
+	if (r->grammar && srv_limits_check_grammar(l, alice_grammar_source_bytes(r->grammar), e) != 0)
+		return -1;
+	return 0;
+}
+
+int srv_limits_check_grammar(const struct srv_limits *l, size_t bytes, struct srv_api_error *e)
+{
+	if (l->max_grammar_bytes > 0 && (int64_t)bytes > l->max_grammar_bytes) {
 		srv_api_error_set(e, 413, "invalid_request_error", "grammar_too_large", "grammar",
 				  "the grammar is %zu bytes; this server allows at most %lld (--max-grammar-bytes)",
-				  gbytes, (long long)l->max_grammar_bytes);
+				  bytes, (long long)l->max_grammar_bytes);
 		return -1;
 	}
 	return 0;

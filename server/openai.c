@@ -6,54 +6,11 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define JSON_MAX_DEPTH 64
-
-void srv_api_error_set(struct srv_api_error *e, int status, const char *type, const char *code,
-		       const char *param, const char *fmt, ...)
-{
-	va_list ap;
-	e->status = status;
-	e->type = type;
-	e->code = code;
-	snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
-	va_start(ap, fmt);
-	vsnprintf(e->message, sizeof(e->message), fmt, ap);
-	va_end(ap);
-}
-
-void srv_api_error_invalid(struct srv_api_error *e, const char *param, const char *fmt, ...)
-{
-	va_list ap;
-	e->status = 400;
-	e->type = "invalid_request_error";
-	e->code = NULL;
-	snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
-	va_start(ap, fmt);
-	vsnprintf(e->message, sizeof(e->message), fmt, ap);
-	va_end(ap);
-}
-
-void srv_api_error_nomem(struct srv_api_error *e)
-{
-	srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-}
-
-struct json_object *srv_api_error_json(const struct srv_api_error *e)
-{
-	struct json_object *root = json_object_new_object();
-	struct json_object *err = json_object_new_object();
-	json_object_object_add(err, "message", json_object_new_string(e->message));
-	json_object_object_add(err, "type", json_object_new_string(e->type ? e->type : "server_error"));
-	json_object_object_add(err, "param", e->param[0] ? json_object_new_string(e->param) : NULL);
-	json_object_object_add(err, "code", e->code ? json_object_new_string(e->code) : NULL);
-	json_object_object_add(root, "error", err);
-	return root;
-}
 
 struct json_object *srv_json_parse_object(const char *body, size_t len, struct srv_api_error *e)
 {
@@ -562,8 +519,10 @@ static int parse_logprobs(struct json_object *o, struct srv_gen_request *r, stru
 	return 0;
 }
 
-/* "grammar": GBNF text, compiled here (errors quote line:column). */
-static int parse_grammar(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+/* "grammar": GBNF text, compiled here (errors quote line:column) once it
+ * is within the size cap, so an oversized grammar never reaches the compiler. */
+static int parse_grammar(struct json_object *o, struct srv_gen_request *r, const struct srv_limits *lim,
+			 struct srv_api_error *e)
 {
 	struct json_object *v = field(o, "grammar");
 	if (!v)
@@ -574,6 +533,8 @@ static int parse_grammar(struct json_object *o, struct srv_gen_request *r, struc
 	}
 	if (json_object_get_string_len(v) == 0)
 		return 0;
+	if (lim && srv_limits_check_grammar(lim, (size_t)json_object_get_string_len(v), e) != 0)
+		return -1;
 	struct alice_error aerr = {{0}};
 	enum alice_status st = alice_grammar_parse(json_object_get_string(v), (size_t)json_object_get_string_len(v),
 						   &r->grammar, &aerr, NULL);
@@ -648,7 +609,8 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 	return 0;
 }
 
-static int parse_options(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+static int parse_options(struct json_object *o, struct srv_gen_request *r, const struct srv_limits *lim,
+			 struct srv_api_error *e)
 {
 	struct json_object *v;
 	if ((v = field(o, "model"))) {
@@ -712,13 +674,13 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, struc
 		return -1;
 	if (srv_json_get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0)
 		return -1;
-	if (parse_grammar(o, r, e) < 0)
+	if (parse_grammar(o, r, lim, e) < 0)
 		return -1;
 	return parse_response_format(o, r, e);
 }
 
-int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, struct srv_gen_request *r,
-		     struct srv_api_error *e)
+int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, const struct srv_limits *lim,
+		     struct srv_gen_request *r, struct srv_api_error *e)
 {
 	memset(r, 0, sizeof(*r));
 	r->kind = kind;
@@ -731,7 +693,9 @@ int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, struct sr
 		return -1;
 	int rc = kind == SRV_KIND_CHAT ? parse_messages(o, r, e) : parse_prompt(o, r, e);
 	if (rc == 0)
-		rc = parse_options(o, r, e);
+		rc = parse_options(o, r, lim, e);
+	if (rc == 0 && lim)
+		rc = srv_limits_check(lim, r, e);
 	json_object_put(o);
 	if (rc != 0)
 		srv_gen_request_clear(r);

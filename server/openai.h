@@ -1,4 +1,5 @@
-/* openai.h — the OpenAI wire format (bottom layer): parse and validate
+/* openai.h — the OpenAI wire format (bottom layer; openai.c, limits.c,
+ * api_error.c): parse and validate
  * request bodies of /v1/chat/completions and /v1/completions into struct
  * srv_gen_request, which carries the core's own types (sampling parameters
  * with the core's defaults, chat messages, logit bias, a compiled grammar),
@@ -84,11 +85,14 @@ struct srv_gen_request {
 	bool ignore_eos;   /* llama-server's extension: generate past end-of-generation tokens */
 };
 
-/* Parse and validate `len` bytes of JSON. Returns 0, or -1 with e filled
- * (status 400; 500 when out of memory). On failure r is cleared. A grammar
- * (GBNF in "grammar", or a JSON response_format) is compiled here. */
-int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, struct srv_gen_request *r,
-		     struct srv_api_error *e);
+/* Parse and validate `len` bytes of JSON, then apply the operator caps lim
+ * (NULL: none; see srv_limits_check). Returns 0, or -1 with e filled (400,
+ * 413 for a cap, 500 when out of memory). On failure r is cleared. A grammar
+ * (GBNF in "grammar", or a JSON response_format) is compiled here; GBNF over
+ * lim's size cap is refused before it is compiled. */
+struct srv_limits;
+int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, const struct srv_limits *lim,
+		     struct srv_gen_request *r, struct srv_api_error *e);
 void srv_gen_request_clear(struct srv_gen_request *r);
 
 /* Operator caps on parsed requests (server flags; 0 = no cap). */
@@ -102,6 +106,8 @@ struct srv_limits {
  * filled (400 for n / max_tokens, 413 for message count / grammar size).
  * An absent max_tokens becomes the cap. */
 int srv_limits_check(const struct srv_limits *l, struct srv_gen_request *r, struct srv_api_error *e);
+/* The grammar-size cap alone, for `bytes` of GBNF: 0, or -1 with e filled (413). */
+int srv_limits_check_grammar(const struct srv_limits *l, size_t bytes, struct srv_api_error *e);
 
 /* Parse a JSON object body with a depth limit; NULL + e on error. */
 struct json_object *srv_json_parse_object(const char *body, size_t len, struct srv_api_error *e);

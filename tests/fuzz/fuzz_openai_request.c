@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct srv_gen_request r;
 	struct srv_api_error e;
 	memset(&e, 0, sizeof(e));
-	if (srv_openai_parse(kind, body, len, &r, &e) == 0) {
+	if (srv_openai_parse(kind, body, len, NULL, &r, &e) == 0) {
 		check_request(&r);
 		/* the operator caps (limits.c) on top: refused with 400/413, or
 		 * the request honours them */
@@ -74,6 +74,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r.messages || r.prompts || r.grammar || r.model || r.logit_bias)
 			abort();
 		json_object_put(srv_api_error_json(&e));
+	}
+	/* the caps applied by the parser itself (GBNF over the size cap is
+	 * refused before it is compiled): a request it accepts honours them */
+	static const struct srv_limits caps = {2, 8, 3, 64};
+	if (srv_openai_parse(kind, body, len, &caps, &r, &e) == 0) {
+		check_request(&r);
+		if (r.n > 2 || r.max_tokens < 1 || r.max_tokens > 8 || (r.kind == SRV_KIND_CHAT && r.n_messages > 3) ||
+		    (r.grammar && alice_grammar_source_bytes(r.grammar) > 64))
+			abort();
+		srv_gen_request_clear(&r);
+	} else if (e.status < 400 || e.status > 599 || !e.message[0]) {
+		abort();
 	}
 	/* The UTF-8 repair used on token pieces (core): output must be valid
 	 * UTF-8 of bounded size, and valid input must come back unchanged. */

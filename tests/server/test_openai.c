@@ -10,7 +10,7 @@
 
 static int parse(enum srv_kind k, const char *json, struct srv_gen_request *r, struct srv_api_error *e)
 {
-	return srv_openai_parse(k, json, strlen(json), r, e);
+	return srv_openai_parse(k, json, strlen(json), NULL, r, e);
 }
 
 static void expect_400(enum srv_kind k, const char *json, const char *param)
@@ -289,4 +289,35 @@ Test(openai, response_format)
 		snprintf(buf, sizeof(buf), "{%s,%s}", m, bad[i]);
 		expect_400(SRV_KIND_CHAT, buf, "response_format");
 	}
+}
+
+/* The operator caps applied by the parser: a GBNF grammar over the size cap
+ * is a 413 before it is compiled (an invalid one too: the compiler never
+ * sees it), and the other caps as srv_limits_check. */
+Test(openai, caps_in_the_parser)
+{
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	const struct srv_limits lim = {.max_n = 2, .max_tokens = 8, .max_messages = 3, .max_grammar_bytes = 16};
+	const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+	char buf[512];
+	snprintf(buf, sizeof(buf), "{%s,\"grammar\":\"root ::= [z-a] this is not GBNF at all\"}", m);
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), -1);
+	cr_assert_eq(e.status, 413, "%d %s", e.status, e.message);
+	cr_assert_str_eq(e.param, "grammar");
+	cr_assert_null(r.grammar);
+	snprintf(buf, sizeof(buf), "{%s,\"grammar\":\"root ::= [z-a]\"}", m); /* small and invalid: 400 */
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), -1);
+	cr_assert_eq(e.status, 400);
+	snprintf(buf, sizeof(buf), "{%s,\"grammar\":\"root ::= \\\"a\\\"\"}", m);
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), 0, "%s", e.message);
+	cr_assert_eq(r.max_tokens, 8); /* absent: the cap */
+	srv_gen_request_clear(&r);
+	snprintf(buf, sizeof(buf), "{%s,\"n\":3}", m);
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), -1);
+	cr_assert_eq(e.status, 400);
+	cr_assert_str_eq(e.param, "n");
+	snprintf(buf, sizeof(buf), "{%s,\"response_format\":{\"type\":\"json_object\"}}", m); /* schema GBNF counts */
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), -1);
+	cr_assert_eq(e.status, 413);
 }
