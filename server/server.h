@@ -8,7 +8,8 @@
  *   bottom  reply.c     JSON/error replies, CORS, srv_request_done (log + count)
  *           queue.c     messages into the event thread, the one drain loop
  *           metrics.c   request counters;  sse.c: SSE framing
- *           openai.c    the wire format;   limits.c: operator caps
+ *           openai.c    the wire format;   limits.c: operator caps;
+ *           api_error.c OpenAI-shaped errors
  *
  * Threads: the event thread owns every evhttp object and every struct
  * srv_gen. The loader and engine threads only post messages (queue.h). */
