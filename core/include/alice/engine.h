@@ -127,7 +127,7 @@ void alice_engine_free(struct alice_engine *e);
 /* Queue a request. Errors: ALICE_ERR_RANGE when the queue is full,
  * ALICE_ERR_INVALID for a bad request (empty prompt, prompt not fitting the
  * slot's context, token id out of range), ALICE_ERR_CANCELLED when the engine
- * is stopping. On error no event is ever sent and the constraint is NOT taken
+ * is stopping. On error no event is ever sent and r->grammar is NOT taken
  * (the caller still owns it). *id identifies the request. */
 enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice_engine_request *r,
 				      uint64_t *id, struct alice_error *err);
