@@ -3,12 +3,13 @@
  * template for plain text messages; tests/core/test_chat.c holds them to
  * goldens rendered by jinja2 and to llama.cpp's fixture refs. */
 #include "alice/chat.h"
+#include "alice/gguf.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sbuf.h"
+#include "alice/sbuf.h"
 
 static const char *const format_names[ALICE_CHAT_FORMAT_COUNT] = {
 	[ALICE_CHAT_FORMAT_CHATML] = "chatml",
@@ -126,6 +127,21 @@ enum alice_status alice_chat_detect(const char *template_text, const char *arch,
 	}
 	*out = detect_arch(arch);
 	return ALICE_OK;
+}
+
+enum alice_status alice_chat_detect_gguf(const struct alice_gguf *g, const char *arch,
+					 enum alice_chat_format *out)
+{
+	struct alice_gguf_str str = {0};
+	char *tmpl = NULL;
+	if (g && alice_gguf_get_str(g, "tokenizer.chat_template", &str, NULL) == ALICE_OK &&
+	    (tmpl = malloc(str.len + 1))) {
+		memcpy(tmpl, str.ptr, str.len);
+		tmpl[str.len] = '\0';
+	}
+	enum alice_status st = alice_chat_detect(tmpl, arch, out);
+	free(tmpl);
+	return st;
 }
 
 const char *const *alice_chat_stop_strings(enum alice_chat_format f)

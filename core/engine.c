@@ -11,7 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "alice/grammar.h"
 #include "alice/log.h"
+#include "alice/sbuf.h"
 #include "alice/tokenizer.h"
 #include "workpool.h"
 
@@ -26,10 +28,8 @@ struct eng_req {
 	char **stop;
 	size_t *stop_len;
 	size_t n_stop;
-	void *constraint;
-	alice_engine_mask_fn c_mask;
-	alice_engine_accept_fn c_accept;
-	alice_engine_constraint_free_fn c_free;
+	struct alice_grammar_constraint *grammar;
+	bool ignore_eos;
 	alice_engine_event_fn on_event;
 	void *user;
 	int cancel; /* atomic */
@@ -46,8 +46,7 @@ struct eng_slot {
 	int32_t row;         /* logits row this step, -1 none */
 	struct alice_sampler *sampler;
 	struct alice_detok_stream *detok;
-	char *pending;       /* text held back: it may start a stop string */
-	size_t pending_len, pending_cap;
+	struct alice_sbuf pending; /* text held back: it may start a stop string */
 	double t_start, t_first, t_last;
 	/* prefix cache: toks[0..n_past) are the tokens whose KV the sequence
 	 * holds; an idle slot keeps n_cached of them for the next request */
@@ -152,8 +151,7 @@ static void req_free(struct eng_req *r)
 {
 	if (!r)
 		return;
-	if (r->c_free && r->constraint)
-		r->c_free(r->constraint);
+	alice_grammar_constraint_free(r->grammar);
 	for (size_t i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	free(r->stop);
@@ -216,7 +214,8 @@ static struct eng_req *slot_release(struct alice_engine *e, struct eng_slot *sl)
 	sl->sampler = NULL;
 	alice_detok_stream_free(sl->detok);
 	sl->detok = NULL;
-	sl->pending_len = 0;
+	sl->pending.n = 0;
+	sl->pending.oom = false;
 	/* keep the KV for the next request unless it may be inconsistent */
 	if (e->prefix_cache && sl->n_past > 0 && sl->toks) {
 		sl->n_cached = sl->n_past;
@@ -255,34 +254,18 @@ static void slot_finish(struct alice_engine *e, struct eng_slot *sl, enum alice_
 	slot_finish_status(e, sl, f, text, len, error, ALICE_ERR_BACKEND);
 }
 
-static bool pending_append(struct eng_slot *sl, const char *s, size_t n)
-{
-	if (sl->pending_len + n + 1 > sl->pending_cap) {
-		size_t cap = (sl->pending_len + n + 1) * 2;
-		char *p = realloc(sl->pending, cap);
-		if (!p)
-			return false;
-		sl->pending = p;
-		sl->pending_cap = cap;
-	}
-	memcpy(sl->pending + sl->pending_len, s, n);
-	sl->pending_len += n;
-	sl->pending[sl->pending_len] = '\0';
-	return true;
-}
-
 /* First occurrence of any stop string in the pending text: its offset, or -1. */
 static ptrdiff_t find_stop(const struct eng_slot *sl, const struct eng_req *r)
 {
 	ptrdiff_t best = -1;
 	for (size_t i = 0; i < r->n_stop; i++) {
 		size_t n = r->stop_len[i];
-		if (n > sl->pending_len)
+		if (n > sl->pending.n)
 			continue;
-		for (size_t at = 0; at + n <= sl->pending_len; at++) {
+		for (size_t at = 0; at + n <= sl->pending.n; at++) {
 			if ((best >= 0 && (ptrdiff_t)at >= best))
 				break;
-			if (memcmp(sl->pending + at, r->stop[i], n) == 0) {
+			if (memcmp(sl->pending.p + at, r->stop[i], n) == 0) {
 				best = (ptrdiff_t)at;
 				break;
 			}
@@ -297,9 +280,9 @@ static size_t stop_prefix_tail(const struct eng_slot *sl, const struct eng_req *
 	size_t keep = 0;
 	for (size_t i = 0; i < r->n_stop; i++) {
 		size_t n = r->stop_len[i];
-		size_t max = n - 1 < sl->pending_len ? n - 1 : sl->pending_len;
+		size_t max = n - 1 < sl->pending.n ? n - 1 : sl->pending.n;
 		for (size_t k = max; k > keep; k--) {
-			if (memcmp(sl->pending + sl->pending_len - k, r->stop[i], k) == 0) {
+			if (memcmp(sl->pending.p + sl->pending.n - k, r->stop[i], k) == 0) {
 				keep = k;
 				break;
 			}
@@ -342,7 +325,8 @@ static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl,
 	sl->generating = false;
 	sl->n_generated = 0;
 	sl->row = -1;
-	sl->pending_len = 0;
+	sl->pending.n = 0;
+	sl->pending.oom = false;
 	sl->t_start = now_ms();
 	sl->t_first = sl->t_last = 0;
 	if ((st = alice_sampler_create(&r->sp, e->n_vocab, &sl->sampler, err)) != ALICE_OK)
@@ -428,14 +412,13 @@ static void slot_pick(struct alice_engine *e, struct eng_slot *sl)
 		snprintf(sl->pick_msg, sizeof(sl->pick_msg), "decode returned no logits");
 		return;
 	}
-	if (r->c_mask) {
+	if (r->grammar) {
 		if (!sl->mask && !(sl->mask = malloc((size_t)e->n_vocab))) {
 			sl->pick_st = ALICE_ERR_NOMEM;
 			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "constraint: out of memory");
 			return;
 		}
-		memset(sl->mask, 1, (size_t)e->n_vocab);
-		if ((st = r->c_mask(r->constraint, sl->mask, e->n_vocab, &err)) != ALICE_OK) {
+		if ((st = alice_grammar_constraint_mask(r->grammar, sl->mask, e->n_vocab, &err)) != ALICE_OK) {
 			sl->pick_st = st;
 			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "constraint: %s", err.msg);
 			return;
@@ -481,16 +464,18 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl)
 	sl->n_generated++;
 	alice_sampler_accept(sl->sampler, res.token, NULL);
 
-	if (alice_tokenizer_is_eog(e->tok, res.token)) {
+	/* ignore_eos: an end-of-generation token is an ordinary token, except
+	 * under a grammar, where it is the grammar's end */
+	if (alice_tokenizer_is_eog(e->tok, res.token) && (!r->ignore_eos || r->grammar)) {
 		const char *rest;
 		size_t rest_len;
 		alice_detok_stream_flush(sl->detok, &rest, &rest_len);
-		pending_append(sl, rest, rest_len);
-		slot_finish(e, sl, ALICE_ENGINE_FINISH_STOP, sl->pending, sl->pending_len, NULL);
+		alice_sb_addn(&sl->pending, rest, rest_len);
+		slot_finish(e, sl, ALICE_ENGINE_FINISH_STOP, sl->pending.p, sl->pending.n, NULL);
 		return;
 	}
 	bool must_end = false;
-	if (r->c_accept && (st = r->c_accept(r->constraint, res.token, &must_end, &err)) != ALICE_OK) {
+	if (r->grammar && (st = alice_grammar_constraint_accept(r->grammar, res.token, &must_end, &err)) != ALICE_OK) {
 		snprintf(msg, sizeof(msg), "constraint: %s", err.msg);
 		slot_finish_status(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg, st);
 		return;
@@ -498,7 +483,7 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl)
 	const char *piece;
 	size_t piece_len;
 	if (alice_detok_stream_push(sl->detok, res.token, &piece, &piece_len, &err) != ALICE_OK ||
-	    !pending_append(sl, piece, piece_len)) {
+	    !alice_sb_addn(&sl->pending, piece, piece_len)) {
 		snprintf(msg, sizeof(msg), "detokenize: %s", err.msg[0] ? err.msg : "out of memory");
 		slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
 		return;
@@ -514,18 +499,19 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl)
 
 	ptrdiff_t stop_at = find_stop(sl, r);
 	if (stop_at >= 0) {
-		ev.text = sl->pending;
+		ev.text = sl->pending.p;
 		ev.text_len = (size_t)stop_at;
 		r->on_event(&ev, r->user);
 		slot_finish(e, sl, ALICE_ENGINE_FINISH_STOP, NULL, 0, NULL);
 		return;
 	}
 	size_t keep = stop_prefix_tail(sl, r);
-	ev.text = sl->pending;
-	ev.text_len = sl->pending_len - keep;
+	ev.text = sl->pending.p;
+	ev.text_len = sl->pending.n - keep;
 	r->on_event(&ev, r->user);
-	memmove(sl->pending, sl->pending + ev.text_len, keep);
-	sl->pending_len = keep;
+	memmove(sl->pending.p, sl->pending.p + ev.text_len, keep);
+	sl->pending.n = keep;
+	sl->pending.p[keep] = '\0';
 
 	sl->last_token = res.token;
 	bool at_max = r->max_tokens >= 0 && sl->n_generated >= r->max_tokens;
@@ -534,9 +520,9 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl)
 		const char *rest;
 		size_t rest_len;
 		alice_detok_stream_flush(sl->detok, &rest, &rest_len);
-		pending_append(sl, rest, rest_len);
+		alice_sb_addn(&sl->pending, rest, rest_len);
 		slot_finish(e, sl, must_end ? ALICE_ENGINE_FINISH_STOP : ALICE_ENGINE_FINISH_LENGTH,
-			    sl->pending, sl->pending_len, NULL);
+			    sl->pending.p, sl->pending.n, NULL);
 	}
 }
 
@@ -773,7 +759,7 @@ void alice_engine_free(struct alice_engine *e)
 	}
 	alice_workpool_free(e->pool);
 	for (uint32_t i = 0; e->slots && i < e->n_slots; i++) {
-		free(e->slots[i].pending);
+		free(e->slots[i].pending.p);
 		free(e->slots[i].toks);
 		free(e->slots[i].mask);
 	}
@@ -837,6 +823,7 @@ enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice
 	}
 	r->on_event = q->on_event;
 	r->user = q->user;
+	r->ignore_eos = q->ignore_eos;
 	r->t_submit = now_ms();
 
 	pthread_mutex_lock(&e->mu);
@@ -853,11 +840,8 @@ enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice
 		req_free(r);
 		return alice_fail(err, ALICE_ERR_RANGE, "the queue is full (%u requests waiting)", e->n_queued);
 	}
-	/* the constraint is ours only once the request is accepted */
-	r->constraint = q->constraint;
-	r->c_mask = q->constraint_mask;
-	r->c_accept = q->constraint_accept;
-	r->c_free = q->constraint_free;
+	/* the grammar constraint is ours only once the request is accepted */
+	r->grammar = q->grammar;
 	r->id = ++e->next_id;
 	if (e->q_tail)
 		e->q_tail->next = r;

@@ -39,6 +39,8 @@ struct alice_grammar {
 	uint32_t n_classes;
 	uint32_t *ranges;
 	char **names; /* per rule; generated rules are named "<origin>_<n>" */
+	size_t source_bytes; /* length of the GBNF text it was compiled from */
+	int refs;            /* atomic; alice_grammar_free drops one */
 };
 
 /* Does code point cp match the terminal element e? */

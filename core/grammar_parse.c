@@ -8,11 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alice/sbuf.h"
 #include "grammar_internal.h"
+#include "unicode.h"
 
 struct evec {
 	struct gelem *v;
-	uint32_t n, cap;
+	uint32_t n;
+	size_t cap;
 };
 
 struct prule {
@@ -29,11 +32,14 @@ struct parser {
 	const char *s;
 	size_t len, pos;
 	struct prule *rules;
-	uint32_t n_rules, cap_rules;
+	uint32_t n_rules;
+	size_t cap_rules;
 	uint32_t *ranges;
-	uint32_t n_ranges, cap_ranges;
+	uint32_t n_ranges;
+	size_t cap_ranges;
 	struct gclass *classes;
-	uint32_t n_classes, cap_classes;
+	uint32_t n_classes;
+	size_t cap_classes;
 	uint64_t total_elems;
 	struct alice_error *err;
 	struct alice_grammar_errpos *epos;
@@ -118,14 +124,8 @@ static int evec_push(struct parser *p, struct evec *e, uint32_t type, uint32_t a
 		return fail_at(p, p->pos, ALICE_ERR_INVALID,
 			       "grammar too large (more than %d elements after expanding repetitions)",
 			       ALICE_GRAMMAR_MAX_ELEMENTS);
-	if (e->n == e->cap) {
-		uint32_t nc = e->cap ? e->cap * 2 : 8;
-		struct gelem *nv = realloc(e->v, nc * sizeof *nv);
-		if (!nv)
-			return nomem(p);
-		e->v = nv;
-		e->cap = nc;
-	}
+	if (!alice_grow((void **)&e->v, &e->cap, (size_t)e->n + 1, sizeof *e->v))
+		return nomem(p);
 	e->v[e->n].type = type;
 	e->v[e->n].arg = arg;
 	e->n++;
@@ -136,14 +136,8 @@ static int evec_push(struct parser *p, struct evec *e, uint32_t type, uint32_t a
 static int64_t add_rule(struct parser *p, const char *name, size_t nlen, size_t off, uint32_t origin,
 			int user)
 {
-	if (p->n_rules == p->cap_rules) {
-		uint32_t nc = p->cap_rules ? p->cap_rules * 2 : 16;
-		struct prule *nr = realloc(p->rules, nc * sizeof *nr);
-		if (!nr)
-			return nomem(p);
-		p->rules = nr;
-		p->cap_rules = nc;
-	}
+	if (!alice_grow((void **)&p->rules, &p->cap_rules, (size_t)p->n_rules + 1, sizeof *p->rules))
+		return nomem(p);
 	struct prule *r = &p->rules[p->n_rules];
 	memset(r, 0, sizeof *r);
 	r->name = malloc(nlen + 1);
@@ -229,17 +223,6 @@ static int64_t utf8_at(struct parser *p, size_t *adv)
 	return cp;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* One character of a literal or class (escape or UTF-8); advances. -1 on error. */
 static int64_t parse_char(struct parser *p)
 {
@@ -267,7 +250,7 @@ static int64_t parse_char(struct parser *p)
 		uint64_t v = 0;
 		for (int i = 0; i < nhex; i++) {
 			size_t q = p->pos + 2 + (size_t)i;
-			int h = q < p->len ? hexval(p->s[q]) : -1;
+			int h = q < p->len ? alice_hex_digit(p->s[q]) : -1;
 			if (h < 0)
 				return fail_at(p, start, ALICE_ERR_INVALID,
 					       "bad escape: \\%c needs %d hex digits", e, nhex);
@@ -290,14 +273,8 @@ static int64_t parse_char(struct parser *p)
 
 static int push_range(struct parser *p, uint32_t lo, uint32_t hi)
 {
-	if (p->n_ranges + 2 > p->cap_ranges) {
-		uint32_t nc = p->cap_ranges ? p->cap_ranges * 2 : 64;
-		uint32_t *nr = realloc(p->ranges, nc * sizeof *nr);
-		if (!nr)
-			return nomem(p);
-		p->ranges = nr;
-		p->cap_ranges = nc;
-	}
+	if (!alice_grow((void **)&p->ranges, &p->cap_ranges, (size_t)p->n_ranges + 2, sizeof *p->ranges))
+		return nomem(p);
 	p->ranges[p->n_ranges++] = lo;
 	p->ranges[p->n_ranges++] = hi;
 	return 0;
@@ -305,14 +282,8 @@ static int push_range(struct parser *p, uint32_t lo, uint32_t hi)
 
 static int64_t new_class(struct parser *p, uint32_t neg)
 {
-	if (p->n_classes == p->cap_classes) {
-		uint32_t nc = p->cap_classes ? p->cap_classes * 2 : 16;
-		struct gclass *ncl = realloc(p->classes, nc * sizeof *ncl);
-		if (!ncl)
-			return nomem(p);
-		p->classes = ncl;
-		p->cap_classes = nc;
-	}
+	if (!alice_grow((void **)&p->classes, &p->cap_classes, (size_t)p->n_classes + 1, sizeof *p->classes))
+		return nomem(p);
 	struct gclass *c = &p->classes[p->n_classes];
 	c->off = p->n_ranges;
 	c->n = 0;
@@ -861,9 +832,21 @@ static int reachable(const struct alice_grammar *g, uint8_t *mark)
 	return 0;
 }
 
+struct alice_grammar *alice_grammar_retain(struct alice_grammar *g)
+{
+	if (g)
+		__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+	return g;
+}
+
+size_t alice_grammar_source_bytes(const struct alice_grammar *g)
+{
+	return g ? g->source_bytes : 0;
+}
+
 void alice_grammar_free(struct alice_grammar *g)
 {
-	if (!g)
+	if (!g || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	if (g->names)
 		for (uint32_t i = 0; i < g->n_rules; i++)
@@ -888,6 +871,8 @@ static int build(struct parser *p, struct alice_grammar **out)
 	struct alice_grammar *g = calloc(1, sizeof *g);
 	if (!g)
 		return nomem(p);
+	g->refs = 1;
+	g->source_bytes = p->len;
 	g->n_rules = p->n_rules;
 	uint64_t n_el = 0, n_alts = 0;
 	for (uint32_t r = 0; r < p->n_rules; r++) {

@@ -137,15 +137,9 @@ const char *js_add_rule(struct js_conv *c, const char *hint, char *body)
 			break;
 		snprintf(name, sizeof name, "%s-%u", base, k);
 	}
-	if (c->n_rules == c->cap_rules) {
-		size_t nc = c->cap_rules ? c->cap_rules * 2 : 32;
-		struct rule *nr = realloc(c->rules, nc * sizeof *nr);
-		if (!nr) {
-			free(body);
-			return js_oom(c);
-		}
-		c->rules = nr;
-		c->cap_rules = nc;
+	if (!alice_grow((void **)&c->rules, &c->cap_rules, c->n_rules + 1, sizeof *c->rules)) {
+		free(body);
+		return js_oom(c);
 	}
 	char *nm = strdup(name);
 	if (!nm) {
@@ -431,14 +425,8 @@ static char *resolve_ref(struct js_conv *c, const char *ref)
 		    !json_object_object_get_ex(cur, seg, &cur))
 			return js_fail(c, ALICE_ERR_INVALID, "$ref '%.80s' does not resolve", ref);
 	}
-	if (c->n_refs == c->cap_refs) {
-		size_t nc = c->cap_refs ? c->cap_refs * 2 : 8;
-		struct refent *nr = realloc(c->refs, nc * sizeof *nr);
-		if (!nr)
-			return js_oom(c);
-		c->refs = nr;
-		c->cap_refs = nc;
-	}
+	if (!alice_grow((void **)&c->refs, &c->cap_refs, c->n_refs + 1, sizeof *c->refs))
+		return js_oom(c);
 	/* reserve the rule name first so recursive references find it */
 	char hint[128];
 	snprintf(hint, sizeof hint, "ref-%s", rest[0] ? strrchr(ref, '/') + 1 : "root");
@@ -990,11 +978,16 @@ static void conv_free(struct js_conv *c)
 	free(c->refs);
 }
 
-enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char **gbnf,
-						struct alice_error *err)
+/* The schema as GBNF text and that text compiled (the compile is the check
+ * that the output is usable: e.g. a $ref cycle with no base case). The
+ * text is the converter's intermediate form; callers that want a grammar
+ * get the compiled one and never parse the text again. */
+static enum alice_status convert(struct json_object *schema, char **gbnf, struct alice_grammar **grammar,
+				 struct alice_error *err)
 {
 	struct js_conv c = {.root = schema, .err = err};
 	*gbnf = NULL;
+	*grammar = NULL;
 	char *top = visit(&c, schema, "root");
 	if (!top) {
 		conv_free(&c);
@@ -1040,23 +1033,41 @@ enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char
 	char *text = alice_sb_take(&s);
 	if (!text)
 		return alice_fail(err, ALICE_ERR_NOMEM, "json schema: out of memory");
-	/* the output must be a valid grammar (catches e.g. a $ref cycle with no base case) */
 	struct alice_grammar *g = NULL;
 	struct alice_error gerr;
 	enum alice_status st = alice_grammar_parse(text, strlen(text), &g, &gerr, NULL);
-	alice_grammar_free(g);
 	if (st != ALICE_OK) {
 		free(text);
 		return alice_fail(err, st, "json schema: the schema gives an unusable grammar: %s", gerr.msg);
 	}
 	*gbnf = text;
+	*grammar = g;
 	return ALICE_OK;
 }
 
-enum alice_status alice_json_schema_to_gbnf(const char *json, size_t len, char **gbnf,
-					    struct alice_error *err)
+enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char **gbnf,
+						struct alice_error *err)
 {
-	*gbnf = NULL;
+	struct alice_grammar *g = NULL;
+	enum alice_status st = convert(schema, gbnf, &g, err);
+	alice_grammar_free(g);
+	return st;
+}
+
+enum alice_status alice_json_schema_to_grammar(struct json_object *schema, struct alice_grammar **out,
+					       struct alice_error *err)
+{
+	char *text = NULL;
+	enum alice_status st = convert(schema, &text, out, err);
+	free(text);
+	return st;
+}
+
+/* One JSON document (a bare scalar too; trailing whitespace allowed). */
+static enum alice_status parse_json_text(const char *json, size_t len, struct json_object **out,
+					 struct alice_error *err)
+{
+	*out = NULL;
 	if (len > INT32_MAX)
 		return alice_fail(err, ALICE_ERR_INVALID, "json schema: too large");
 	struct json_tokener *tok = json_tokener_new();
@@ -1083,7 +1094,43 @@ enum alice_status alice_json_schema_to_gbnf(const char *json, size_t len, char *
 		return st;
 	}
 	json_tokener_free(tok);
-	enum alice_status st = alice_json_schema_obj_to_gbnf(o, gbnf, err);
+	*out = o;
+	return ALICE_OK;
+}
+
+/* convert() on a schema given as JSON text; either output may be NULL. */
+static enum alice_status convert_text(const char *json, size_t len, char **gbnf, struct alice_grammar **grammar,
+				      struct alice_error *err)
+{
+	struct json_object *o;
+	char *text = NULL;
+	struct alice_grammar *g = NULL;
+	enum alice_status st = parse_json_text(json, len, &o, err);
+	if (st != ALICE_OK)
+		return st;
+	st = convert(o, &text, &g, err);
 	json_object_put(o);
+	if (gbnf)
+		*gbnf = text;
+	else
+		free(text);
+	if (grammar)
+		*grammar = g;
+	else
+		alice_grammar_free(g);
 	return st;
+}
+
+enum alice_status alice_json_schema_to_gbnf(const char *json, size_t len, char **gbnf,
+					    struct alice_error *err)
+{
+	*gbnf = NULL;
+	return convert_text(json, len, gbnf, NULL, err);
+}
+
+enum alice_status alice_json_schema_text_to_grammar(const char *json, size_t len, struct alice_grammar **out,
+						    struct alice_error *err)
+{
+	*out = NULL;
+	return convert_text(json, len, NULL, out, err);
 }

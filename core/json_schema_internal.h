@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "alice/status.h"
-#include "sbuf.h"
+#include "alice/sbuf.h"
 
 #define JS_MAX_DEPTH 64     /* schema and regex group nesting */
 #define JS_MAX_BOUND 100000 /* largest repetition count */

@@ -1,5 +1,6 @@
 /* sampling.c — the per-request logit pipeline (see alice/sampling.h). */
 #include "alice/sampling.h"
+#include "alice/sbuf.h"
 
 #include <float.h>
 #include <math.h>
@@ -202,21 +203,6 @@ void alice_sampler_reset(struct alice_sampler *s)
 	rng_seed(s->rng, s->p.seed);
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return true;
-	size_t nc = *cap ? *cap * 2 : 64;
-	while (nc < need)
-		nc *= 2;
-	void *np = realloc(*p, nc * elem);
-	if (!np)
-		return false;
-	*p = np;
-	*cap = nc;
-	return true;
-}
-
 enum alice_status alice_sampler_accept(struct alice_sampler *s, int32_t token, struct alice_error *err)
 {
 	if (!s)
@@ -224,10 +210,10 @@ enum alice_status alice_sampler_accept(struct alice_sampler *s, int32_t token, s
 	if (token < 0 || token >= s->n_vocab)
 		return alice_fail(err, ALICE_ERR_INVALID, "sampling: accepted token %d out of range [0, %d)",
 				  token, s->n_vocab);
-	if (!grow((void **)&s->hist, &s->cap_hist, s->n_hist + 1, sizeof(*s->hist)))
+	if (!alice_grow((void **)&s->hist, &s->cap_hist, s->n_hist + 1, sizeof(*s->hist)))
 		return alice_fail(err, ALICE_ERR_NOMEM, "sampling: out of memory");
 	if (s->counts && s->counts[token] == 0) {
-		if (!grow((void **)&s->distinct, &s->cap_distinct, s->n_distinct + 1, sizeof(*s->distinct)))
+		if (!alice_grow((void **)&s->distinct, &s->cap_distinct, s->n_distinct + 1, sizeof(*s->distinct)))
 			return alice_fail(err, ALICE_ERR_NOMEM, "sampling: out of memory");
 		s->distinct[s->n_distinct++] = token;
 	}

@@ -1,5 +1,5 @@
 /* sbuf.c — see sbuf.h. */
-#include "sbuf.h"
+#include "alice/sbuf.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -27,6 +27,26 @@ bool alice_sb_reserve(struct alice_sbuf *b, size_t n)
 		b->p = p;
 		b->cap = cap;
 	}
+	return true;
+}
+
+bool alice_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return true;
+	size_t nc = *cap ? *cap : 8;
+	while (nc < need) {
+		if (nc > SIZE_MAX / 2)
+			return false;
+		nc *= 2;
+	}
+	if (elem && nc > SIZE_MAX / elem)
+		return false;
+	void *np = realloc(*p, nc * elem);
+	if (!np)
+		return false;
+	*p = np;
+	*cap = nc;
 	return true;
 }
 

@@ -7,19 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sbuf.h"
+#include "alice/sbuf.h"
 #include "tokenizer_internal.h"
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+#include "unicode.h"
 
 /* <0xNN>: the two characters after "<0x" read as hex (strtol-like: stops at
  * the first non-hex character). */
@@ -27,7 +17,7 @@ static unsigned char token_byte(const struct tok_entry *e)
 {
 	unsigned v = 0;
 	for (uint32_t i = 3; i < 5 && i < e->len; i++) {
-		int h = hexval(e->text[i]);
+		int h = alice_hex_digit(e->text[i]);
 		if (h < 0)
 			break;
 		v = v * 16 + (unsigned)h;
@@ -257,6 +247,47 @@ void alice_detok_stream_free(struct alice_detok_stream *s)
 
 static const char REPLACEMENT[] = "\xef\xbf\xbd"; /* U+FFFD */
 
+/* The one UTF-8 repair policy: valid characters are copied, each maximal
+ * invalid subpart becomes one U+FFFD (Python's errors="replace", WHATWG).
+ * An unfinished character at the end is left unconsumed (final: replaced by
+ * one U+FFFD). Appends to out; returns the bytes consumed. */
+static size_t utf8_repair(struct alice_sbuf *out, const unsigned char *s, size_t n, bool final)
+{
+	size_t i = 0;
+	while (i < n) {
+		size_t bad, m;
+		const void *src;
+		int r = alice_utf8_check(s + i, n - i, &bad);
+		if (r == 0 && !final)
+			break; /* may still complete: keep it */
+		if (r > 0) { /* a run of valid characters */
+			size_t j = i + (size_t)r;
+			while (j < n && (r = alice_utf8_check(s + j, n - j, &bad)) > 0)
+				j += (size_t)r;
+			src = s + i;
+			m = j - i;
+			i = j;
+		} else { /* can never become valid (or the input ends inside it) */
+			src = REPLACEMENT;
+			m = 3;
+			i = r == 0 ? n : i + bad;
+		}
+		alice_sb_addn(out, src, m);
+	}
+	return i;
+}
+
+char *alice_utf8_repair(const char *s, size_t n, size_t *out_len)
+{
+	struct alice_sbuf b = {0};
+	utf8_repair(&b, (const unsigned char *)s, n, true);
+	size_t len = b.n;
+	char *p = alice_sb_take(&b);
+	if (p && out_len)
+		*out_len = len;
+	return p;
+}
+
 enum alice_status alice_detok_stream_push(struct alice_detok_stream *s, int32_t id, const char **text,
 					  size_t *len, struct alice_error *err)
 {
@@ -280,28 +311,9 @@ enum alice_status alice_detok_stream_push(struct alice_detok_stream *s, int32_t 
 	}
 	s->out.n = 0;
 	s->out.oom = false; /* one push running out of memory does not fail the next */
-	size_t i = 0;
-	while (i < n) {
-		size_t bad, m;
-		const void *src;
-		int r = alice_utf8_check(s->work + i, n - i, &bad);
-		if (r == 0)
-			break; /* may still complete: keep it */
-		if (r > 0) { /* a run of valid characters */
-			size_t j = i + (size_t)r;
-			while (j < n && (r = alice_utf8_check(s->work + j, n - j, &bad)) > 0)
-				j += (size_t)r;
-			src = s->work + i;
-			m = j - i;
-			i = j;
-		} else { /* can never become valid */
-			src = REPLACEMENT;
-			m = 3;
-			i += bad;
-		}
-		if (!alice_sb_addn(&s->out, src, m))
-			return alice_fail(err, ALICE_ERR_NOMEM, "tokenizer: out of memory");
-	}
+	size_t i = utf8_repair(&s->out, s->work, n, false);
+	if (s->out.oom)
+		return alice_fail(err, ALICE_ERR_NOMEM, "tokenizer: out of memory");
 	s->n_pend = n - i;
 	if (s->n_pend)
 		memcpy(s->pend, s->work + i, s->n_pend);

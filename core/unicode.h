@@ -58,6 +58,18 @@ size_t alice_utf8_encode(uint32_t cp, char out[4]);
  * replace with one U+FFFD. */
 int alice_utf8_check(const unsigned char *s, size_t n, size_t *bad);
 
+/* Value of a hex digit (0-9, a-f, A-F), or -1. */
+static inline int alice_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 /* GPT-2 byte-level BPE alphabet: the code point standing for byte b. */
 uint32_t alice_gpt2_byte_to_cp(unsigned char b);
 /* Inverse: the byte for a code point of that alphabet, or -1. */

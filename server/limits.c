@@ -1,8 +1,6 @@
 /* limits.c — operator caps on parsed requests (see openai.h): the number of
  * choices, max_tokens, chat messages and grammar size, each set by a server
  * flag so one client cannot tie up the engine or the grammar compiler. */
-#include <string.h>
-
 #include "openai.h"
 
 int srv_limits_check(const struct srv_limits *l, struct srv_gen_request *r, struct srv_api_error *e)
@@ -28,10 +26,18 @@ int srv_limits_check(const struct srv_limits *l, struct srv_gen_request *r, stru
 				  r->n_messages, (long long)l->max_messages);
 		return -1;
 	}
-	if (l->max_grammar_bytes > 0 && r->grammar && (int64_t)strlen(r->grammar) > l->max_grammar_bytes) {
+	/* the GBNF, given or made from a schema */
+	if (r->grammar && srv_limits_check_grammar(l, alice_grammar_source_bytes(r->grammar), e) != 0)
+		return -1;
+	return 0;
+}
+
+int srv_limits_check_grammar(const struct srv_limits *l, size_t bytes, struct srv_api_error *e)
+{
+	if (l->max_grammar_bytes > 0 && (int64_t)bytes > l->max_grammar_bytes) {
 		srv_api_error_set(e, 413, "invalid_request_error", "grammar_too_large", "grammar",
 				  "the grammar is %zu bytes; this server allows at most %lld (--max-grammar-bytes)",
-				  strlen(r->grammar), (long long)l->max_grammar_bytes);
+				  bytes, (long long)l->max_grammar_bytes);
 		return -1;
 	}
 	return 0;

@@ -126,174 +126,186 @@ static char *find_default_model(void)
 	return NULL;
 }
 
-int main(int argc, char **argv)
-{
-	struct srv_config cfg = {0};
-	cfg.backend = "auto";
-	cfg.host = "127.0.0.1";
-	cfg.port = 8000;
-	cfg.n_parallel = 4;
-	cfg.n_batch = 512;
-	cfg.queue = 64;
-	cfg.max_body = 1024 * 1024;
-	cfg.timeout_s = 600;
-	cfg.limits.max_n = SRV_MAX_N;
-	cfg.limits.max_messages = 1024;
-	cfg.limits.max_grammar_bytes = 128 * 1024;
-	const char *model = NULL, *log_format = "text";
-	cfg.api_key = getenv("ALICE_API_KEY");
+enum {
+	O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
+	O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
+	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
+};
 
-	enum {
-		O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
-		O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
-		O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
-	};
-	static const struct option opts[] = {
-		{"model", required_argument, NULL, O_MODEL},
-		{"backend", required_argument, NULL, O_BACKEND},
-		{"hybrid", no_argument, NULL, O_HYBRID},
-		{"backend-dir", required_argument, NULL, O_BACKEND_DIR},
-		{"host", required_argument, NULL, O_HOST},
-		{"port", required_argument, NULL, O_PORT},
-		{"ctx-size", required_argument, NULL, O_CTX},
-		{"parallel", required_argument, NULL, O_PARALLEL},
-		{"batch-size", required_argument, NULL, O_BATCH},
-		{"threads", required_argument, NULL, O_THREADS},
-		{"queue", required_argument, NULL, O_QUEUE},
-		{"api-key", required_argument, NULL, O_API_KEY},
-		{"max-body", required_argument, NULL, O_MAX_BODY},
-		{"chat-template", required_argument, NULL, O_TEMPLATE},
-		{"log-format", required_argument, NULL, O_LOG_FORMAT},
-		{"cors-origin", required_argument, NULL, O_CORS},
-		{"timeout", required_argument, NULL, O_TIMEOUT},
-		{"max-n", required_argument, NULL, O_MAX_N},
-		{"max-tokens-limit", required_argument, NULL, O_MAX_TOKENS},
-		{"max-messages", required_argument, NULL, O_MAX_MESSAGES},
-		{"max-grammar-bytes", required_argument, NULL, O_MAX_GRAMMAR},
-		{"no-prefix-cache", no_argument, NULL, O_NO_PREFIX_CACHE},
-		{"help", no_argument, NULL, O_HELP},
-		{"version", no_argument, NULL, O_VERSION},
-		{NULL, 0, NULL, 0},
-	};
+static const struct option opts[] = {
+	{"model", required_argument, NULL, O_MODEL},
+	{"backend", required_argument, NULL, O_BACKEND},
+	{"hybrid", no_argument, NULL, O_HYBRID},
+	{"backend-dir", required_argument, NULL, O_BACKEND_DIR},
+	{"host", required_argument, NULL, O_HOST},
+	{"port", required_argument, NULL, O_PORT},
+	{"ctx-size", required_argument, NULL, O_CTX},
+	{"parallel", required_argument, NULL, O_PARALLEL},
+	{"batch-size", required_argument, NULL, O_BATCH},
+	{"threads", required_argument, NULL, O_THREADS},
+	{"queue", required_argument, NULL, O_QUEUE},
+	{"api-key", required_argument, NULL, O_API_KEY},
+	{"max-body", required_argument, NULL, O_MAX_BODY},
+	{"chat-template", required_argument, NULL, O_TEMPLATE},
+	{"log-format", required_argument, NULL, O_LOG_FORMAT},
+	{"cors-origin", required_argument, NULL, O_CORS},
+	{"timeout", required_argument, NULL, O_TIMEOUT},
+	{"max-n", required_argument, NULL, O_MAX_N},
+	{"max-tokens-limit", required_argument, NULL, O_MAX_TOKENS},
+	{"max-messages", required_argument, NULL, O_MAX_MESSAGES},
+	{"max-grammar-bytes", required_argument, NULL, O_MAX_GRAMMAR},
+	{"no-prefix-cache", no_argument, NULL, O_NO_PREFIX_CACHE},
+	{"help", no_argument, NULL, O_HELP},
+	{"version", no_argument, NULL, O_VERSION},
+	{NULL, 0, NULL, 0},
+};
+
+/* The numeric flags: range and the message for a value outside it. */
+static const struct num_opt {
+	int id;
+	long lo, hi;
+	const char *msg; /* one %s: the value given */
+} num_opts[] = {
+	{O_PORT, 0, 65535, "--port: '%s' is not a port number (0-65535)"},
+	{O_CTX, 1, 1 << 24, "--ctx-size: '%s' is not a positive number"},
+	{O_PARALLEL, 1, 256, "--parallel: '%s' must be between 1 and 256"},
+	{O_BATCH, 1, 1 << 16, "--batch-size: '%s' must be between 1 and 65536"},
+	{O_THREADS, 0, 1024, "--threads: '%s' must be between 0 and 1024"},
+	{O_QUEUE, 1, 1 << 20, "--queue: '%s' must be a positive number"},
+	{O_TIMEOUT, 1, 86400, "--timeout: '%s' must be between 1 and 86400 seconds"},
+	{O_MAX_N, 1, SRV_MAX_N, "--max-n: '%s' must be between 1 and 16"},
+	{O_MAX_TOKENS, 0, INT32_MAX, "--max-tokens-limit: '%s' must be a number >= 0 (0: no cap)"},
+	{O_MAX_MESSAGES, 0, INT32_MAX, "--max-messages: '%s' must be a number >= 0 (0: no cap)"},
+	{O_MAX_GRAMMAR, 0, INT32_MAX, "--max-grammar-bytes: '%s' must be a number >= 0 (0: no cap)"},
+};
+
+/* Where a numeric flag's value goes. */
+static void set_num(struct srv_config *cfg, int id, long v)
+{
+	switch (id) {
+	case O_PORT: cfg->port = (int)v; break;
+	case O_CTX: cfg->n_ctx = (int)v; break;
+	case O_PARALLEL: cfg->n_parallel = (int)v; break;
+	case O_BATCH: cfg->n_batch = (int)v; break;
+	case O_THREADS: cfg->n_threads = (int)v; break;
+	case O_QUEUE: cfg->queue = (int)v; break;
+	case O_TIMEOUT: cfg->timeout_s = (int)v; break;
+	case O_MAX_N: cfg->limits.max_n = v; break;
+	case O_MAX_TOKENS: cfg->limits.max_tokens = v; break;
+	case O_MAX_MESSAGES: cfg->limits.max_messages = v; break;
+	case O_MAX_GRAMMAR: cfg->limits.max_grammar_bytes = v; break;
+	}
+}
+
+static void config_defaults(struct srv_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->backend = "auto";
+	cfg->host = "127.0.0.1";
+	cfg->port = 8000;
+	cfg->n_parallel = 4;
+	cfg->n_batch = 512;
+	cfg->queue = 64;
+	cfg->max_body = 1024 * 1024;
+	cfg->timeout_s = 600;
+	cfg->limits.max_n = SRV_MAX_N;
+	cfg->limits.max_messages = 1024;
+	cfg->limits.max_grammar_bytes = 128 * 1024;
+	cfg->api_key = getenv("ALICE_API_KEY");
+}
+
+/* A flag with a text value (or none). -1: go on; else the exit code. */
+static int apply_text_opt(int c, const char *a, struct srv_config *cfg, const char **model)
+{
+	switch (c) {
+	case O_MODEL: *model = a; break;
+	case O_BACKEND:
+		if (!a[0])
+			return bad("--backend needs a name%s%s", "", "");
+		cfg->backend = a;
+		break;
+	case O_HYBRID: cfg->backend = "cpu"; break;
+	case O_BACKEND_DIR: cfg->backend_dir = a; break;
+	case O_HOST: cfg->host = a; break;
+	case O_API_KEY: cfg->api_key = a; break;
+	case O_MAX_BODY:
+		if (!parse_size(a, &cfg->max_body))
+			return bad("--max-body: '%s' is not a size (bytes, or with k/m/g)%s", a, "");
+		break;
+	case O_TEMPLATE: {
+		enum alice_chat_format f;
+		struct alice_error err = {{0}};
+		if (alice_chat_format_from_name(a, &f, &err) != ALICE_OK)
+			return bad("--chat-template: %s%s", err.msg, "");
+		cfg->chat_template = a;
+		break;
+	}
+	case O_LOG_FORMAT:
+		if (strcmp(a, "text") && strcmp(a, "json"))
+			return bad("--log-format: '%s' is not text or json%s", a, "");
+		cfg->log_json = strcmp(a, "json") == 0;
+		break;
+	case O_CORS:
+		if (!a[0] || strpbrk(a, "\r\n"))
+			return bad("--cors-origin: '%s' is not an origin (e.g. https://app.example or *)%s", a, "");
+		cfg->cors_origin = a;
+		break;
+	case O_NO_PREFIX_CACHE: cfg->no_prefix_cache = true; break;
+	case O_HELP: usage(stdout); return 0;
+	case O_VERSION: printf("alice-llm-server %s\n", ALICE_VERSION); return 0;
+	}
+	return -1;
+}
+
+/* -1: parsed, go on; else the exit code (0 after --help/--version, 2 for a bad command line). */
+static int parse_args(int argc, char **argv, struct srv_config *cfg, const char **model)
+{
 	opterr = 0;
 	int c;
-	long v;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		const char *a = optarg;
-		switch (c) {
-		case O_MODEL: model = a; break;
-		case O_BACKEND:
-			if (!a[0])
-				return bad("--backend needs a name%s%s", "", "");
-			cfg.backend = a;
-			break;
-		case O_HYBRID: cfg.backend = "cpu"; break;
-		case O_BACKEND_DIR: cfg.backend_dir = a; break;
-		case O_HOST: cfg.host = a; break;
-		case O_PORT:
-			if (!parse_long(a, 0, 65535, &v))
-				return bad("--port: '%s' is not a port number (0-65535)%s", a, "");
-			cfg.port = (int)v;
-			break;
-		case O_CTX:
-			if (!parse_long(a, 1, 1 << 24, &v))
-				return bad("--ctx-size: '%s' is not a positive number%s", a, "");
-			cfg.n_ctx = (int)v;
-			break;
-		case O_PARALLEL:
-			if (!parse_long(a, 1, 256, &v))
-				return bad("--parallel: '%s' must be between 1 and 256%s", a, "");
-			cfg.n_parallel = (int)v;
-			break;
-		case O_BATCH:
-			if (!parse_long(a, 1, 1 << 16, &v))
-				return bad("--batch-size: '%s' must be between 1 and 65536%s", a, "");
-			cfg.n_batch = (int)v;
-			break;
-		case O_THREADS:
-			if (!parse_long(a, 0, 1024, &v))
-				return bad("--threads: '%s' must be between 0 and 1024%s", a, "");
-			cfg.n_threads = (int)v;
-			break;
-		case O_QUEUE:
-			if (!parse_long(a, 1, 1 << 20, &v))
-				return bad("--queue: '%s' must be a positive number%s", a, "");
-			cfg.queue = (int)v;
-			break;
-		case O_API_KEY: cfg.api_key = a; break;
-		case O_MAX_BODY:
-			if (!parse_size(a, &cfg.max_body))
-				return bad("--max-body: '%s' is not a size (bytes, or with k/m/g)%s", a, "");
-			break;
-		case O_TEMPLATE: {
-			enum alice_chat_format f;
-			struct alice_error err = {{0}};
-			if (alice_chat_format_from_name(a, &f, &err) != ALICE_OK)
-				return bad("--chat-template: %s%s", err.msg, "");
-			cfg.chat_template = a;
-			break;
+		if (c == ':')
+			return bad("option %s needs a value%s", argv[optind - 1], "");
+		if (c < O_MODEL)
+			return bad("unknown option '%s'%s", argv[optind - 1], "");
+		const struct num_opt *n = NULL;
+		for (size_t i = 0; i < sizeof(num_opts) / sizeof(num_opts[0]); i++)
+			if (num_opts[i].id == c)
+				n = &num_opts[i];
+		long v;
+		if (n && !parse_long(optarg, n->lo, n->hi, &v))
+			return bad(n->msg, optarg, "");
+		if (n) {
+			set_num(cfg, c, v);
+			continue;
 		}
-		case O_LOG_FORMAT:
-			if (strcmp(a, "text") && strcmp(a, "json"))
-				return bad("--log-format: '%s' is not text or json%s", a, "");
-			log_format = a;
-			break;
-		case O_CORS:
-			if (!a[0] || strpbrk(a, "\r\n"))
-				return bad("--cors-origin: '%s' is not an origin (e.g. https://app.example or *)%s", a, "");
-			cfg.cors_origin = a;
-			break;
-		case O_TIMEOUT:
-			if (!parse_long(a, 1, 86400, &v))
-				return bad("--timeout: '%s' must be between 1 and 86400 seconds%s", a, "");
-			cfg.timeout_s = (int)v;
-			break;
-		case O_MAX_N:
-			if (!parse_long(a, 1, SRV_MAX_N, &v))
-				return bad("--max-n: '%s' must be between 1 and %s", a, "16");
-			cfg.limits.max_n = v;
-			break;
-		case O_MAX_TOKENS:
-			if (!parse_long(a, 0, INT32_MAX, &v))
-				return bad("--max-tokens-limit: '%s' must be a number >= 0 (0: no cap)%s", a, "");
-			cfg.limits.max_tokens = v;
-			break;
-		case O_MAX_MESSAGES:
-			if (!parse_long(a, 0, INT32_MAX, &v))
-				return bad("--max-messages: '%s' must be a number >= 0 (0: no cap)%s", a, "");
-			cfg.limits.max_messages = v;
-			break;
-		case O_MAX_GRAMMAR:
-			if (!parse_long(a, 0, INT32_MAX, &v))
-				return bad("--max-grammar-bytes: '%s' must be a number >= 0 (0: no cap)%s", a, "");
-			cfg.limits.max_grammar_bytes = v;
-			break;
-		case O_NO_PREFIX_CACHE: cfg.no_prefix_cache = true; break;
-		case O_HELP: usage(stdout); return 0;
-		case O_VERSION: printf("alice-llm-server %s\n", ALICE_VERSION); return 0;
-		case ':': return bad("option %s needs a value%s", argv[optind - 1], "");
-		default: return bad("unknown option '%s'%s", argv[optind - 1], "");
-		}
+		int rc = apply_text_opt(c, optarg, cfg, model);
+		if (rc >= 0)
+			return rc;
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s'%s", argv[optind], "");
-	cfg.log_json = strcmp(log_format, "json") == 0;
+	return -1;
+}
 
-	if (model) {
-		cfg.model_path = strdup(model);
-	} else {
-		cfg.model_path = find_default_model();
-		if (!cfg.model_path) {
-			fprintf(stderr,
-				"alice-llm-server: no --model given and the bundled models/%s was not found "
-				"(looked next to the executable, in the source tree and in ./models)\n",
-				DEFAULT_MODEL);
-			return 1;
-		}
+int main(int argc, char **argv)
+{
+	struct srv_config cfg;
+	const char *model = NULL;
+	config_defaults(&cfg);
+	int rc = parse_args(argc, argv, &cfg, &model);
+	if (rc >= 0)
+		return rc;
+	cfg.model_path = model ? strdup(model) : find_default_model();
+	if (!model && !cfg.model_path) {
+		fprintf(stderr,
+			"alice-llm-server: no --model given and the bundled models/%s was not found "
+			"(looked next to the executable, in the source tree and in ./models)\n",
+			DEFAULT_MODEL);
+		return 1;
 	}
 	if (!cfg.model_path)
 		return 1;
-	int rc = srv_run(&cfg);
+	rc = srv_run(&cfg);
 	free(cfg.model_path);
 	return rc;
 }

@@ -2,52 +2,15 @@
 #include "openai.h"
 
 #include "alice/json_schema.h"
+#include "alice/sbuf.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define JSON_MAX_DEPTH 64
-
-void srv_api_error_set(struct srv_api_error *e, int status, const char *type, const char *code,
-		       const char *param, const char *fmt, ...)
-{
-	va_list ap;
-	e->status = status;
-	e->type = type;
-	e->code = code;
-	snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
-	va_start(ap, fmt);
-	vsnprintf(e->message, sizeof(e->message), fmt, ap);
-	va_end(ap);
-}
-
-void srv_api_error_invalid(struct srv_api_error *e, const char *param, const char *fmt, ...)
-{
-	va_list ap;
-	e->status = 400;
-	e->type = "invalid_request_error";
-	e->code = NULL;
-	snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
-	va_start(ap, fmt);
-	vsnprintf(e->message, sizeof(e->message), fmt, ap);
-	va_end(ap);
-}
-
-struct json_object *srv_api_error_json(const struct srv_api_error *e)
-{
-	struct json_object *root = json_object_new_object();
-	struct json_object *err = json_object_new_object();
-	json_object_object_add(err, "message", json_object_new_string(e->message));
-	json_object_object_add(err, "type", json_object_new_string(e->type ? e->type : "server_error"));
-	json_object_object_add(err, "param", e->param[0] ? json_object_new_string(e->param) : NULL);
-	json_object_object_add(err, "code", e->code ? json_object_new_string(e->code) : NULL);
-	json_object_object_add(root, "error", err);
-	return root;
-}
 
 struct json_object *srv_json_parse_object(const char *body, size_t len, struct srv_api_error *e)
 {
@@ -61,7 +24,7 @@ struct json_object *srv_json_parse_object(const char *body, size_t len, struct s
 	}
 	struct json_tokener *tok = json_tokener_new_ex(JSON_MAX_DEPTH);
 	if (!tok) {
-		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		srv_api_error_nomem(e);
 		return NULL;
 	}
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
@@ -196,6 +159,16 @@ static int get_num(struct json_object *o, const char *key, double lo, double hi,
 	return 1;
 }
 
+static int get_float(struct json_object *o, const char *key, double lo, double hi, float *out,
+		     struct srv_api_error *e)
+{
+	double d = 0;
+	int st = get_num(o, key, lo, hi, &d, e);
+	if (st > 0)
+		*out = (float)d;
+	return st;
+}
+
 /* Copy a JSON string; strings with NUL bytes are refused (prompts are C strings). */
 static char *dup_string(struct json_object *v, const char *param, const char *what,
 			struct srv_api_error *e)
@@ -208,7 +181,7 @@ static char *dup_string(struct json_object *v, const char *param, const char *wh
 	}
 	char *c = malloc(n + 1);
 	if (!c) {
-		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		srv_api_error_nomem(e);
 		return NULL;
 	}
 	memcpy(c, s, n + 1);
@@ -217,73 +190,59 @@ static char *dup_string(struct json_object *v, const char *param, const char *wh
 
 /* ---- messages ---- */
 
-static int parse_content(struct json_object *c, size_t i, char **out, struct srv_api_error *e)
+static int parse_content(struct json_object *c, size_t i, const char **out, struct srv_api_error *e)
 {
 	char what[64];
+	struct alice_sbuf b = {0};
 	snprintf(what, sizeof(what), "messages[%zu].content", i);
-	if (!c) {
-		*out = strdup("");
-		goto check_alloc;
-	}
-	if (json_object_is_type(c, json_type_string)) {
+	if (c && json_object_is_type(c, json_type_string)) {
 		*out = dup_string(c, "messages", what, e);
 		return *out ? 0 : -1;
 	}
-	if (!json_object_is_type(c, json_type_array)) {
+	if (c && !json_object_is_type(c, json_type_array)) {
 		srv_api_error_invalid(e, "messages", "%s must be a string or an array of content parts, got %s",
 				      what, type_name(c));
 		return -1;
 	}
-	size_t np = json_object_array_length(c), total = 0;
+	size_t np = c ? json_object_array_length(c) : 0;
 	for (size_t j = 0; j < np; j++) {
 		struct json_object *p = json_object_array_get_idx(c, j), *t, *tx;
 		if (!p || !json_object_is_type(p, json_type_object)) {
 			srv_api_error_invalid(e, "messages", "%s[%zu] must be an object {\"type\":\"text\",\"text\":...}",
 					      what, j);
-			return -1;
+			goto fail;
 		}
 		t = field(p, "type");
 		if (!t || !json_object_is_type(t, json_type_string)) {
 			srv_api_error_invalid(e, "messages", "%s[%zu].type must be a string", what, j);
-			return -1;
+			goto fail;
 		}
 		if (strcmp(json_object_get_string(t), "text") != 0) {
 			srv_api_error_invalid(e, "messages",
 					      "%s[%zu]: content part type '%.40s' is not supported; only 'text' parts are",
 					      what, j, json_object_get_string(t));
-			return -1;
+			goto fail;
 		}
 		tx = field(p, "text");
 		if (!tx || !json_object_is_type(tx, json_type_string)) {
 			srv_api_error_invalid(e, "messages", "%s[%zu].text must be a string", what, j);
-			return -1;
+			goto fail;
 		}
-		total += (size_t)json_object_get_string_len(tx);
-	}
-	*out = malloc(total + 1);
-	if (!*out)
-		goto check_alloc;
-	size_t at = 0;
-	for (size_t j = 0; j < np; j++) {
-		struct json_object *tx = field(json_object_array_get_idx(c, j), "text");
 		size_t n = (size_t)json_object_get_string_len(tx);
-		const char *s = json_object_get_string(tx);
-		if (memchr(s, '\0', n)) {
-			free(*out);
-			*out = NULL;
+		if (memchr(json_object_get_string(tx), '\0', n)) {
 			srv_api_error_invalid(e, "messages", "%s[%zu].text contains a NUL character", what, j);
-			return -1;
+			goto fail;
 		}
-		memcpy(*out + at, s, n);
-		at += n;
+		alice_sb_addn(&b, json_object_get_string(tx), n);
 	}
-	(*out)[at] = '\0';
-check_alloc:
-	if (!*out) {
-		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	if (!(*out = alice_sb_take(&b))) {
+		srv_api_error_nomem(e);
 		return -1;
 	}
 	return 0;
+fail:
+	free(b.p);
+	return -1;
 }
 
 static int parse_messages(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
@@ -304,7 +263,7 @@ static int parse_messages(struct json_object *o, struct srv_gen_request *r, stru
 	}
 	r->messages = calloc(n, sizeof(*r->messages));
 	if (!r->messages) {
-		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		srv_api_error_nomem(e);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -331,7 +290,7 @@ static int parse_messages(struct json_object *o, struct srv_gen_request *r, stru
 		r->messages[i].role = strdup(rs);
 		r->n_messages = i + 1;
 		if (!r->messages[i].role) {
-			srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+			srv_api_error_nomem(e);
 			return -1;
 		}
 		if (parse_content(field(msg, "content"), i, &r->messages[i].content, e) != 0)
@@ -352,7 +311,7 @@ static int parse_token_array(struct json_object *a, struct srv_prompt *p, const 
 	}
 	p->tokens = malloc(n * sizeof(*p->tokens));
 	if (!p->tokens) {
-		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		srv_api_error_nomem(e);
 		return -1;
 	}
 	p->n_tokens = n;
@@ -432,7 +391,7 @@ static int parse_prompt(struct json_object *o, struct srv_gen_request *r, struct
 	}
 	return 0;
 nomem:
-	srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+	srv_api_error_nomem(e);
 	return -1;
 }
 
@@ -502,7 +461,7 @@ static int parse_logit_bias(struct json_object *o, struct srv_gen_request *r, st
 		return 0;
 	r->logit_bias = calloc(n, sizeof(*r->logit_bias));
 	if (!r->logit_bias) {
-		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		srv_api_error_nomem(e);
 		return -1;
 	}
 	json_object_object_foreach(b, key, val)
@@ -525,40 +484,73 @@ static int parse_logit_bias(struct json_object *o, struct srv_gen_request *r, st
 					      "logit_bias[\"%s\"] must be between -100 and 100, got %g", key, d);
 			return -1;
 		}
-		r->logit_bias[r->n_logit_bias].token = t;
+		r->logit_bias[r->n_logit_bias].token = (int32_t)t;
 		r->logit_bias[r->n_logit_bias].bias = (float)d;
 		r->n_logit_bias++;
 	}
+	r->sampling.logit_bias = r->logit_bias;
+	r->sampling.n_logit_bias = r->n_logit_bias;
 	return 0;
 }
 
 static int parse_logprobs(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
 {
 	int64_t k = 0;
+	struct alice_sampling_params *sp = &r->sampling;
 	if (r->kind == SRV_KIND_CHAT) {
-		if (srv_json_get_bool(o, "logprobs", &r->logprobs, e) < 0)
+		if (srv_json_get_bool(o, "logprobs", &sp->logprobs, e) < 0)
 			return -1;
 		int st = get_int(o, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &k, e);
 		if (st < 0)
 			return -1;
-		if (st > 0 && !r->logprobs) {
+		if (st > 0 && !sp->logprobs) {
 			srv_api_error_invalid(e, "top_logprobs", "'top_logprobs' requires 'logprobs': true");
 			return -1;
 		}
-		r->top_logprobs = (int)k;
+		sp->n_probs = (int32_t)k;
 		return 0;
 	}
 	/* completions: legacy integer logprobs (null/absent = none) */
 	int st = get_int(o, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &k, e);
 	if (st < 0)
 		return -1;
-	r->logprobs = st > 0;
-	r->top_logprobs = (int)k;
+	sp->logprobs = st > 0;
+	sp->n_probs = (int32_t)k;
+	return 0;
+}
+
+/* "grammar": GBNF text, compiled here (errors quote line:column) once it
+ * is within the size cap, so an oversized grammar never reaches the compiler. */
+static int parse_grammar(struct json_object *o, struct srv_gen_request *r, const struct srv_limits *lim,
+			 struct srv_api_error *e)
+{
+	struct json_object *v = field(o, "grammar");
+	if (!v)
+		return 0;
+	if (!json_object_is_type(v, json_type_string)) {
+		srv_api_error_invalid(e, "grammar", "'grammar' must be a string (GBNF), got %s", type_name(v));
+		return -1;
+	}
+	if (json_object_get_string_len(v) == 0)
+		return 0;
+	if (lim && srv_limits_check_grammar(lim, (size_t)json_object_get_string_len(v), e) != 0)
+		return -1;
+	struct alice_error aerr = {{0}};
+	enum alice_status st = alice_grammar_parse(json_object_get_string(v), (size_t)json_object_get_string_len(v),
+						   &r->grammar, &aerr, NULL);
+	if (st == ALICE_ERR_NOMEM) {
+		srv_api_error_nomem(e);
+		return -1;
+	}
+	if (st != ALICE_OK) {
+		srv_api_error_invalid(e, "grammar", "invalid grammar: %s", aerr.msg);
+		return -1;
+	}
 	return 0;
 }
 
 /* response_format: "text", "json_object" (any JSON object) or "json_schema"
- * (json_schema.schema). Both JSON modes become a GBNF grammar. */
+ * (json_schema.schema). Both JSON modes become a compiled grammar. */
 static int parse_response_format(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
 {
 	const char *P = "response_format";
@@ -577,12 +569,12 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 	const char *type = json_object_get_string(t);
 	if (strcmp(type, "text") == 0)
 		return 0;
-	char *gbnf = NULL;
+	struct alice_grammar *g = NULL;
 	struct alice_error aerr = {{0}};
 	enum alice_status st;
 	if (strcmp(type, "json_object") == 0) {
 		static const char any_object[] = "{\"type\":\"object\"}";
-		st = alice_json_schema_to_gbnf(any_object, sizeof(any_object) - 1, &gbnf, &aerr);
+		st = alice_json_schema_text_to_grammar(any_object, sizeof(any_object) - 1, &g, &aerr);
 	} else if (strcmp(type, "json_schema") == 0) {
 		js = field(v, "json_schema");
 		if (!js || !json_object_is_type(js, json_type_object)) {
@@ -595,7 +587,7 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 			srv_api_error_invalid(e, P, "'response_format.json_schema.schema' must be a JSON Schema object");
 			return -1;
 		}
-		st = alice_json_schema_obj_to_gbnf(schema, &gbnf, &aerr);
+		st = alice_json_schema_to_grammar(schema, &g, &aerr);
 	} else {
 		srv_api_error_invalid(e, P, "response_format type '%.40s' is not supported; use text, json_object or json_schema",
 				      type);
@@ -603,22 +595,22 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 	}
 	if (st != ALICE_OK) {
 		if (st == ALICE_ERR_NOMEM)
-			srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+			srv_api_error_nomem(e);
 		else
 			srv_api_error_invalid(e, P, "unsupported or invalid JSON schema: %s", aerr.msg);
-		free(gbnf);
 		return -1;
 	}
 	if (r->grammar) {
-		free(gbnf);
+		alice_grammar_free(g);
 		srv_api_error_invalid(e, P, "'grammar' and a JSON 'response_format' cannot be combined");
 		return -1;
 	}
-	r->grammar = gbnf;
+	r->grammar = g;
 	return 0;
 }
 
-static int parse_options(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+static int parse_options(struct json_object *o, struct srv_gen_request *r, const struct srv_limits *lim,
+			 struct srv_api_error *e)
 {
 	struct json_object *v;
 	if ((v = field(o, "model"))) {
@@ -652,16 +644,19 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, struc
 	int st = get_int(o, "max_completion_tokens", 1, INT32_MAX, &r->max_tokens, e);
 	if (st < 0 || (st == 0 && get_int(o, "max_tokens", 1, INT32_MAX, &r->max_tokens, e) < 0))
 		return -1;
-	if (get_num(o, "temperature", 0.0, 2.0, &r->temperature, e) < 0 ||
-	    get_num(o, "top_p", 0.0, 1.0, &r->top_p, e) < 0 ||
-	    get_num(o, "min_p", 0.0, 1.0, &r->min_p, e) < 0 ||
-	    get_int(o, "top_k", 0, INT32_MAX, &r->top_k, e) < 0 ||
-	    get_num(o, "presence_penalty", -2.0, 2.0, &r->presence_penalty, e) < 0 ||
-	    get_num(o, "frequency_penalty", -2.0, 2.0, &r->frequency_penalty, e) < 0 ||
-	    get_num(o, "repeat_penalty", 0.0, 10.0, &r->repeat_penalty, e) < 0 ||
+	struct alice_sampling_params *sp = &r->sampling;
+	int64_t top_k = sp->top_k;
+	if (get_float(o, "temperature", 0.0, 2.0, &sp->temperature, e) < 0 ||
+	    get_float(o, "top_p", 0.0, 1.0, &sp->top_p, e) < 0 ||
+	    get_float(o, "min_p", 0.0, 1.0, &sp->min_p, e) < 0 ||
+	    get_int(o, "top_k", 0, INT32_MAX, &top_k, e) < 0 ||
+	    get_float(o, "presence_penalty", -2.0, 2.0, &sp->presence_penalty, e) < 0 ||
+	    get_float(o, "frequency_penalty", -2.0, 2.0, &sp->frequency_penalty, e) < 0 ||
+	    get_float(o, "repeat_penalty", 0.0, 10.0, &sp->repeat_penalty, e) < 0 ||
 	    get_int(o, "n", 1, SRV_MAX_N, &r->n, e) < 0)
 		return -1;
-	if (r->repeat_penalty == 0.0) {
+	sp->top_k = (int32_t)top_k;
+	if (sp->repeat_penalty == 0.0f) {
 		srv_api_error_invalid(e, "repeat_penalty", "'repeat_penalty' must be greater than 0 (1 disables it)");
 		return -1;
 	}
@@ -671,36 +666,26 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, struc
 		return -1;
 	if (st > 0) {
 		r->has_seed = true;
-		r->seed = (uint64_t)seed;
+		sp->seed = (uint64_t)seed;
 	}
 	if (parse_stop(o, r, e) < 0 || parse_logit_bias(o, r, e) < 0 || parse_logprobs(o, r, e) < 0)
 		return -1;
 	if (r->kind == SRV_KIND_COMPLETION && srv_json_get_bool(o, "echo", &r->echo, e) < 0)
 		return -1;
-	if ((v = field(o, "grammar"))) {
-		if (!json_object_is_type(v, json_type_string)) {
-			srv_api_error_invalid(e, "grammar", "'grammar' must be a string (GBNF), got %s",
-					      type_name(v));
-			return -1;
-		}
-		if (json_object_get_string_len(v) > 0 &&
-		    !(r->grammar = dup_string(v, "grammar", "'grammar'", e)))
-			return -1;
-	}
+	if (srv_json_get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0)
+		return -1;
+	if (parse_grammar(o, r, lim, e) < 0)
+		return -1;
 	return parse_response_format(o, r, e);
 }
 
-int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, struct srv_gen_request *r,
-		     struct srv_api_error *e)
+int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, const struct srv_limits *lim,
+		     struct srv_gen_request *r, struct srv_api_error *e)
 {
 	memset(r, 0, sizeof(*r));
 	r->kind = kind;
 	r->max_tokens = -1;
-	r->temperature = 1.0;
-	r->top_p = 1.0;
-	r->min_p = 0.0;
-	r->top_k = 0;
-	r->repeat_penalty = 1.0;
+	alice_sampling_params_default(&r->sampling);
 	r->n = 1;
 
 	struct json_object *o = srv_json_parse_object(body, len, e);
@@ -708,7 +693,9 @@ int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, struct sr
 		return -1;
 	int rc = kind == SRV_KIND_CHAT ? parse_messages(o, r, e) : parse_prompt(o, r, e);
 	if (rc == 0)
-		rc = parse_options(o, r, e);
+		rc = parse_options(o, r, lim, e);
+	if (rc == 0 && lim)
+		rc = srv_limits_check(lim, r, e);
 	json_object_put(o);
 	if (rc != 0)
 		srv_gen_request_clear(r);
@@ -721,8 +708,8 @@ void srv_gen_request_clear(struct srv_gen_request *r)
 		return;
 	free(r->model);
 	for (size_t i = 0; i < r->n_messages; i++) {
-		free(r->messages[i].role);
-		free(r->messages[i].content);
+		free((char *)r->messages[i].role);
+		free((char *)r->messages[i].content);
 	}
 	free(r->messages);
 	for (size_t i = 0; i < r->n_prompts; i++) {
@@ -733,64 +720,6 @@ void srv_gen_request_clear(struct srv_gen_request *r)
 	for (size_t i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	free(r->logit_bias);
-	free(r->grammar);
+	alice_grammar_free(r->grammar);
 	memset(r, 0, sizeof(*r));
-}
-
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 if invalid. */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0];
-	size_t len;
-	uint32_t cp;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF) {
-		len = 2;
-		cp = c & 0x1F;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		len = 3;
-		cp = c & 0x0F;
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		len = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3F);
-	}
-	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-	    (cp >= 0xD800 && cp <= 0xDFFF))
-		return 0;
-	return len;
-}
-
-char *srv_utf8_sanitize(const char *s, size_t n, size_t *out_len)
-{
-	char *out = malloc(n * 3 + 1); /* each bad byte becomes 3 bytes at most */
-	if (!out)
-		return NULL;
-	size_t o = 0;
-	const unsigned char *u = (const unsigned char *)s;
-	for (size_t i = 0; i < n;) {
-		size_t l = utf8_seq_len(u + i, n - i);
-		if (l == 0) {
-			memcpy(out + o, "\xEF\xBF\xBD", 3);
-			o += 3;
-			i++;
-		} else {
-			memcpy(out + o, u + i, l);
-			o += l;
-			i += l;
-		}
-	}
-	out[o] = '\0';
-	if (out_len)
-		*out_len = o;
-	return out;
 }

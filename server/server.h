@@ -1,10 +1,18 @@
-/* server.h — the alice-llm-server's internal pieces, shared by main.c (flags),
- * http.c (event loop, routes, errors, logging) and gen.c (the completion
- * routes that talk to the engine).
+/* server.h — the alice-llm-server's shared state: flags (struct srv_config),
+ * the server (struct srv), one HTTP request's bookkeeping (struct srv_http)
+ * and a route's table entry (struct srv_route). Types only; the functions
+ * live in three layers, each calling only the ones below it:
+ *
+ *   top     http.c      router, model loader, signals, shutdown (srv_run)
+ *   middle  routes.c    the route table; one route_*.c / gen*.c per route
+ *   bottom  reply.c     JSON/error replies, CORS, srv_request_done (log + count)
+ *           queue.c     messages into the event thread, the one drain loop
+ *           metrics.c   request counters;  sse.c: SSE framing
+ *           openai.c    the wire format;   limits.c: operator caps;
+ *           api_error.c OpenAI-shaped errors
  *
  * Threads: the event thread owns every evhttp object and every struct
- * srv_gen. The model loader thread and the engine thread only post messages
- * (srv_post) that the event thread picks up through a pipe. */
+ * srv_gen. The loader and engine threads only post messages (queue.h). */
 #ifndef ALICE_SERVER_SERVER_H
 #define ALICE_SERVER_SERVER_H
 
@@ -15,12 +23,13 @@
 
 #include <event2/event.h>
 #include <event2/http.h>
-#include <json-c/json.h>
 
 #include "alice/chat.h"
 #include "alice/engine.h"
 #include "alice/model.h"
+#include "metrics.h"
 #include "openai.h"
+#include "queue.h"
 
 struct srv_config {
 	char *model_path;          /* resolved path of the GGUF */
@@ -50,22 +59,38 @@ enum srv_state {
 	SRV_STOPPING,
 };
 
-/* One HTTP request's bookkeeping for its log line. */
+struct srv;
+struct srv_http;
+struct srv_gen;
+
+/* A route: one entry in routes.c's table. */
+enum {
+	SRV_ROUTE_PREFIX = 1 << 0,  /* path is a prefix of one more segment (/v1/models/{id}) */
+	SRV_ROUTE_AUTH = 1 << 1,    /* needs the API key (when --api-key is set) */
+	SRV_ROUTE_ANYTIME = 1 << 2, /* answered while loading / stopping too */
+};
+struct srv_route {
+	const char *path;
+	const char *label; /* constant metrics label */
+	enum evhttp_cmd_type method;
+	const char *allow; /* the Allow header */
+	unsigned flags;
+	/* Answers the request (every path ends in exactly one srv_request_done). */
+	void (*handle)(struct srv *s, struct srv_http *h, const char *body, size_t len);
+};
+
+/* One HTTP request's bookkeeping for its log line and counters. */
 struct srv_http {
 	struct srv *srv;
 	struct evhttp_request *req;
+	const struct srv_route *route; /* NULL when no route matched */
 	uint64_t id;
 	const char *method;
 	char path[96];
 	double t_start;
 	int status;
-	int64_t prompt_tokens, completion_tokens;
-	int64_t cached_tokens; /* prompt tokens served by the prefix cache */
-	double prefill_ms, decode_ms;
+	struct srv_request_counts counts;
 };
-
-struct srv_msg;
-struct srv_gen;
 
 struct srv {
 	struct srv_config cfg;
@@ -73,10 +98,7 @@ struct srv {
 	struct evhttp *http;
 	struct evhttp_bound_socket *listener;
 	struct event *ev_sigint, *ev_sigterm, *ev_notify, *ev_shutdown;
-	int notify_rd, notify_wr;
-
-	pthread_mutex_t mu; /* guards msgs */
-	struct srv_msg *msg_head, *msg_tail;
+	struct srv_msgq q;
 
 	pthread_t loader;
 	bool loader_started;
@@ -92,54 +114,11 @@ struct srv {
 	int64_t created;
 
 	uint64_t next_http_id;
-	struct srv_gen *gens; /* live generation requests */
+	struct srv_gen *gens; /* live generation requests (gen.c) */
+	int n_gens;
+	struct srv_metrics metrics;
 	int exit_code;
 };
-
-/* ---- messages into the event thread (any thread) ---- */
-enum srv_msg_kind {
-	SRV_MSG_LOADED = 0,
-	SRV_MSG_LOAD_FAILED,
-	SRV_MSG_ENGINE,
-};
-
-struct srv_msg {
-	struct srv_msg *next;
-	enum srv_msg_kind kind;
-	char *error;           /* LOAD_FAILED */
-	struct srv_gen *gen;   /* ENGINE */
-	int choice;
-	struct alice_engine_event ev; /* deep copy; see srv_msg_free */
-};
-
-void srv_post(struct srv *s, struct srv_msg *m);
-void srv_msg_free(struct srv_msg *m);
-
-/* ---- replies (event thread) ---- */
-double srv_now_ms(void);
-void srv_reply_json(struct srv_http *h, int status, struct json_object *obj); /* takes obj */
-void srv_reply_error(struct srv_http *h, const struct srv_api_error *e);
-/* Write the request's log line (called once, when the reply is complete). */
-void srv_log_request(struct srv_http *h);
-/* Access-Control-Allow-Origin when --cors-origin is set (http.c). */
-void srv_add_cors_headers(struct srv *s, struct evhttp_request *req);
-
-/* ---- metrics (metrics.c, event thread) ---- */
-/* Count a finished request (called from srv_log_request). */
-void srv_metrics_observe(const struct srv_http *h);
-/* GET /metrics: Prometheus text format. */
-void srv_metrics_route(struct srv *s, struct srv_http *h);
-
-/* ---- generation routes (gen.c) ---- */
-void srv_gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const char *body, size_t len);
-void srv_gen_on_message(struct srv *s, struct srv_msg *m);
-struct alice_grammar_vocab;
-struct alice_tokenizer;
-enum alice_status srv_grammar_vocab_build(const struct alice_tokenizer *tok, struct alice_grammar_vocab **out,
-					  struct alice_error *err);
-/* Cancel every live generation (shutdown). */
-void srv_gen_cancel_all(struct srv *s);
-int srv_gen_count(const struct srv *s);
 
 /* ---- entry (http.c) ---- */
 int srv_run(const struct srv_config *cfg);

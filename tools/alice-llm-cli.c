@@ -1,6 +1,8 @@
 /* alice-llm-cli — run a GGUF model on a prompt from the command line:
  * prefill in one batch, then generate token by token, streaming the text and
- * reporting prefill/decode tokens per second (or one JSON object). */
+ * reporting prefill/decode tokens per second (or one JSON object). A GBNF
+ * grammar or a JSON schema constrains the output through the core's grammar
+ * constraint, exactly as the server's engine uses it. */
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdbool.h>
@@ -10,14 +12,17 @@
 #include <time.h>
 
 #include "alice/backend_loader.h"
+#include "alice/grammar.h"
+#include "alice/json_schema.h"
 #include "alice/log.h"
 #include "alice/model.h"
 #include "alice/sampling.h"
+#include "alice/sbuf.h"
 #include "alice/tokenizer.h"
 #include "tool_io.h"
 
 struct opts {
-	const char *model, *prompt, *prompt_file, *backend, *backend_dir;
+	const char *model, *prompt, *prompt_file, *backend, *backend_dir, *grammar_file, *json_schema;
 	int n_predict, n_threads, ctx_size;
 	float temp;
 	uint64_t seed;
@@ -38,7 +43,10 @@ static void usage(FILE *f)
 		"  -t, --threads N        CPU threads (default: physical cores)\n"
 		"  --temp T               temperature; 0 = greedy argmax, ties to the lowest id (default 0)\n"
 		"  --seed N               sampling seed (default 0; used when --temp > 0)\n"
-		"  --ignore-eos           do not stop at end-of-generation tokens\n"
+		"  --ignore-eos           do not stop at end-of-generation tokens (a grammar's end still stops)\n"
+		"  --grammar FILE         constrain the output to the GBNF grammar in FILE\n"
+		"  --json-schema S        constrain the output to JSON of the schema S: a file, or the\n"
+		"                         schema's JSON text itself (starting with '{')\n"
 		"  -c, --ctx-size N       context length (default min(train context, 4096))\n"
 		"  --no-bos               do not add BOS even if the model's metadata asks for it\n"
 		"  --json                 print one JSON object: prompt_tokens, tokens, text,\n"
@@ -128,6 +136,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				fprintf(stderr, "alice-llm-cli: --seed: bad seed '%s'\n", v);
 				return 1;
 			}
+		} else if (!strcmp(a, "--grammar")) {
+			NEED_ARG();
+			o->grammar_file = v;
+		} else if (!strcmp(a, "--json-schema")) {
+			NEED_ARG();
+			o->json_schema = v;
 		} else if (!strcmp(a, "--ignore-eos")) {
 			o->ignore_eos = true;
 		} else if (!strcmp(a, "--json")) {
@@ -141,6 +155,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			return 1;
 		}
 #undef NEED_ARG
+	}
+	if (o->grammar_file && o->json_schema) {
+		fprintf(stderr, "alice-llm-cli: --grammar and --json-schema cannot be combined\n");
+		return 1;
 	}
 	return 0;
 }
@@ -181,228 +199,319 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int32_t argmax(const float *l, int32_t n)
-{
-	int32_t best = 0;
-	for (int32_t i = 1; i < n; i++)
-		if (l[i] > l[best])
-			best = i;
-	return best;
-}
-
-/* Append bytes to a growable string. */
-struct sbuf {
-	char *p;
-	size_t n, cap;
+/* Everything one run holds; freed by run_free. */
+struct run {
+	struct opts o;
+	char *prompt_buf;
+	const char *prompt;
+	struct alice_model *m;
+	const struct alice_tokenizer *tok;
+	int32_t n_vocab;
+	struct alice_context *c;
+	uint32_t n_ctx;
+	struct alice_sampler *smp;       /* --temp 0: greedy argmax, ties to the lowest id */
+	struct alice_grammar_vocab *gv;  /* with a grammar */
+	struct alice_grammar_constraint *gc;
+	uint8_t *mask;
+	struct alice_detok_stream *ds;
+	int32_t *ptoks, *gen;
+	size_t n_ptoks;
+	int n_gen, n_decoded;
+	struct alice_sbuf text;
+	double t_prefill, t_decode;
 };
 
-static bool sbuf_add(struct sbuf *s, const char *d, size_t n)
+static void run_free(struct run *r)
 {
-	if (s->n + n + 1 > s->cap) {
-		size_t cap = (s->n + n + 1) * 2;
-		char *np = realloc(s->p, cap);
-		if (!np)
-			return false;
-		s->p = np;
-		s->cap = cap;
+	alice_detok_stream_free(r->ds);
+	alice_sampler_free(r->smp);
+	alice_grammar_constraint_free(r->gc);
+	alice_grammar_vocab_free(r->gv);
+	alice_context_free(r->c);
+	alice_model_free(r->m);
+	free(r->mask);
+	free(r->text.p);
+	free(r->gen);
+	free(r->ptoks);
+	free(r->prompt_buf);
+}
+
+/* The grammar of --grammar FILE or --json-schema FILE|JSON, compiled. */
+static int load_grammar(const struct opts *o, struct alice_grammar **g)
+{
+	struct alice_error err = {0};
+	const char *src = o->grammar_file ? o->grammar_file : o->json_schema;
+	const char *t = o->json_schema;
+	while (t && (*t == ' ' || *t == '\t' || *t == '\n'))
+		t++;
+	bool inline_json = t && *t == '{';
+	size_t len = 0;
+	char *buf = inline_json ? NULL : tool_read_file(src, &len);
+	if (!inline_json && !buf) {
+		fprintf(stderr, "alice-llm-cli: %s: %s\n", src, strerror(errno));
+		return 1;
 	}
-	memcpy(s->p + s->n, d, n);
-	s->n += n;
-	s->p[s->n] = 0;
-	return true;
+	enum alice_status st;
+	if (o->grammar_file)
+		st = alice_grammar_parse(buf, len, g, &err, NULL);
+	else if (inline_json)
+		st = alice_json_schema_text_to_grammar(o->json_schema, strlen(o->json_schema), g, &err);
+	else
+		st = alice_json_schema_text_to_grammar(buf, len, g, &err);
+	free(buf);
+	if (st != ALICE_OK) {
+		fprintf(stderr, "alice-llm-cli: %s: %s\n", inline_json ? "--json-schema" : src, err.msg);
+		return 1;
+	}
+	return 0;
+}
+
+/* The sampler and, with a grammar, its constraint over the model's vocabulary. */
+static int setup_sampling(struct run *r)
+{
+	struct alice_error err = {0};
+	struct alice_grammar *g = NULL;
+	bool grammar = r->o.grammar_file || r->o.json_schema;
+	if (grammar && load_grammar(&r->o, &g) != 0)
+		return 1;
+	if (grammar) {
+		enum alice_status st = alice_grammar_vocab_from_tokenizer(r->tok, &r->gv, &err);
+		if (st == ALICE_OK)
+			st = alice_grammar_constraint_create(g, r->gv, r->tok, &r->gc, &err);
+		alice_grammar_free(g); /* the constraint keeps its own reference */
+		if (st != ALICE_OK || !(r->mask = malloc((size_t)r->n_vocab))) {
+			fprintf(stderr, "alice-llm-cli: grammar: %s\n", st != ALICE_OK ? err.msg : "out of memory");
+			return 1;
+		}
+	}
+	struct alice_sampling_params sp;
+	alice_sampling_params_default(&sp);
+	sp.temperature = r->o.temp;
+	sp.seed = r->o.seed;
+	if (alice_sampler_create(&sp, r->n_vocab, &r->smp, &err) != ALICE_OK) {
+		fprintf(stderr, "alice-llm-cli: sampler: %s\n", err.msg);
+		return 1;
+	}
+	return 0;
+}
+
+/* Model, prompt tokens, context, sampler, detokenizer. */
+static int setup(struct run *r)
+{
+	struct alice_error err = {0};
+	struct alice_model_params mp;
+	alice_model_params_default(&mp);
+	mp.path = r->o.model;
+	mp.backend = r->o.backend;
+	mp.backend_dir = r->o.backend_dir;
+	mp.n_threads = r->o.n_threads;
+	if (alice_model_load(&mp, &r->m, &err) != ALICE_OK) {
+		fprintf(stderr, "alice-llm-cli: %s\n", err.msg);
+		return 1;
+	}
+	r->tok = alice_model_tokenizer(r->m);
+	r->n_vocab = alice_model_n_vocab(r->m);
+	if (alice_tokenizer_encode(r->tok, r->prompt, strlen(r->prompt), true, false, &r->ptoks, &r->n_ptoks, &err) !=
+	    ALICE_OK) {
+		fprintf(stderr, "alice-llm-cli: %s: tokenizing the prompt: %s\n", r->o.model, err.msg);
+		return 1;
+	}
+	if (r->o.no_bos && r->n_ptoks > 0 && r->ptoks[0] == alice_tokenizer_bos(r->tok) &&
+	    alice_tokenizer_add_bos(r->tok)) {
+		memmove(r->ptoks, r->ptoks + 1, (r->n_ptoks - 1) * sizeof(*r->ptoks));
+		r->n_ptoks--;
+	}
+	if (r->n_ptoks == 0) {
+		fprintf(stderr, "alice-llm-cli: the prompt is empty (and the model adds no BOS)\n");
+		return 1;
+	}
+	struct alice_context_params cp;
+	alice_context_params_default(&cp);
+	cp.n_ctx = (uint32_t)r->o.ctx_size;
+	if (alice_context_create(r->m, &cp, &r->c, &err) != ALICE_OK) {
+		fprintf(stderr, "alice-llm-cli: %s: %s\n", r->o.model, err.msg);
+		return 1;
+	}
+	r->n_ctx = alice_context_n_ctx(r->c);
+	if (r->n_ptoks >= r->n_ctx) {
+		fprintf(stderr, "alice-llm-cli: the prompt has %zu tokens; the context holds %u\n", r->n_ptoks, r->n_ctx);
+		return 1;
+	}
+	if (setup_sampling(r) != 0)
+		return 1;
+	if (alice_detok_stream_create(r->tok, false, &r->ds, &err) != ALICE_OK) {
+		fprintf(stderr, "alice-llm-cli: %s\n", err.msg);
+		return 1;
+	}
+	if (!(r->gen = malloc(((size_t)r->o.n_predict + 1) * sizeof(*r->gen)))) {
+		fprintf(stderr, "alice-llm-cli: out of memory\n");
+		return 1;
+	}
+	return 0;
+}
+
+static int prefill(struct run *r)
+{
+	struct alice_error err = {0};
+	int32_t *pos = malloc(r->n_ptoks * sizeof(*pos));
+	if (!pos) {
+		fprintf(stderr, "alice-llm-cli: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < r->n_ptoks; i++)
+		pos[i] = (int32_t)i;
+	struct alice_batch b = {.n_tokens = (int32_t)r->n_ptoks, .token = r->ptoks, .pos = pos, .seq = NULL, .logits = NULL};
+	if (!r->o.json) {
+		fputs(r->prompt, stdout);
+		fflush(stdout);
+	}
+	double t0 = now_s();
+	enum alice_status st = alice_context_decode(r->c, &b, &err);
+	free(pos);
+	r->t_prefill = now_s() - t0;
+	if (st != ALICE_OK) {
+		fprintf(stderr, "\nalice-llm-cli: prefill: %s\n", err.msg);
+		return 1;
+	}
+	return 0;
+}
+
+/* The next token from the last logits (masked by the grammar, if any). */
+static int next_token(struct run *r, int32_t *next)
+{
+	struct alice_error err = {0};
+	const float *l = alice_context_logits(r->c, 0);
+	if (r->gc && alice_grammar_constraint_mask(r->gc, r->mask, r->n_vocab, &err) != ALICE_OK) {
+		fprintf(stderr, "\nalice-llm-cli: grammar: %s\n", err.msg);
+		return 1;
+	}
+	struct alice_sample_result res;
+	if (alice_sampler_sample(r->smp, l, r->gc ? r->mask : NULL, &res, &err) != ALICE_OK ||
+	    alice_sampler_accept(r->smp, res.token, &err) != ALICE_OK) {
+		fprintf(stderr, "\nalice-llm-cli: sampling: %s\n", err.msg);
+		return 1;
+	}
+	*next = res.token;
+	return 0;
+}
+
+/* Record and print one generated token; *stop when the grammar is done. */
+static int emit(struct run *r, int32_t next, bool *stop)
+{
+	struct alice_error err = {0};
+	const char *piece;
+	size_t plen;
+	r->gen[r->n_gen++] = next;
+	if (r->gc && alice_grammar_constraint_accept(r->gc, next, stop, &err) != ALICE_OK) {
+		fprintf(stderr, "\nalice-llm-cli: grammar: %s\n", err.msg);
+		return 1;
+	}
+	if (alice_detok_stream_push(r->ds, next, &piece, &plen, &err) != ALICE_OK) {
+		fprintf(stderr, "\nalice-llm-cli: %s\n", err.msg);
+		return 1;
+	}
+	alice_sb_addn(&r->text, piece, plen);
+	if (!r->o.json) {
+		fwrite(piece, 1, plen, stdout);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+static int generate(struct run *r)
+{
+	struct alice_error err = {0};
+	double t1 = now_s();
+	for (;;) {
+		int32_t next;
+		bool stop = false;
+		if (next_token(r, &next) != 0)
+			return 1;
+		/* under a grammar an end-of-generation token is the grammar's end */
+		if ((!r->o.ignore_eos || r->gc) && alice_tokenizer_is_eog(r->tok, next))
+			break;
+		if (emit(r, next, &stop) != 0)
+			return 1;
+		if (stop || r->n_gen >= r->o.n_predict)
+			break;
+		int32_t p = (int32_t)r->n_ptoks + r->n_gen - 1;
+		if ((uint32_t)p + 1 > r->n_ctx) {
+			fprintf(stderr, "\nalice-llm-cli: context full (%u tokens)\n", r->n_ctx);
+			break;
+		}
+		struct alice_batch nb = {.n_tokens = 1, .token = &next, .pos = &p, .seq = NULL, .logits = NULL};
+		if (alice_context_decode(r->c, &nb, &err) != ALICE_OK) {
+			fprintf(stderr, "\nalice-llm-cli: decode: %s\n", err.msg);
+			return 1;
+		}
+		r->n_decoded++;
+	}
+	r->t_decode = now_s() - t1;
+	return 0;
+}
+
+static void report(struct run *r, const char *rest, size_t rlen)
+{
+	double pf_tps = r->t_prefill > 0 ? (double)r->n_ptoks / r->t_prefill : 0.0;
+	double dc_tps = r->t_decode > 0 && r->n_decoded > 0 ? (double)r->n_decoded / r->t_decode : 0.0;
+	if (!r->o.json) {
+		fwrite(rest, 1, rlen, stdout);
+		printf("\n");
+		fprintf(stderr, "\n%s on %s (%s): prefill %zu tokens in %.3f s (%.1f tok/s), decode %d tokens in %.3f s (%.1f tok/s)\n",
+			alice_model_name(r->m), alice_model_backend_name(r->m), alice_model_device_name(r->m), r->n_ptoks,
+			r->t_prefill, pf_tps, r->n_decoded, r->t_decode, dc_tps);
+		return;
+	}
+	json_object *root = json_object_new_object();
+	json_object *pt = json_object_new_array(), *gt = json_object_new_array();
+	for (size_t i = 0; i < r->n_ptoks; i++)
+		json_object_array_add(pt, json_object_new_int(r->ptoks[i]));
+	for (int i = 0; i < r->n_gen; i++)
+		json_object_array_add(gt, json_object_new_int(r->gen[i]));
+	json_object_object_add(root, "prompt_tokens", pt);
+	json_object_object_add(root, "tokens", gt);
+	json_object_object_add(root, "text", json_object_new_string_len(r->text.p ? r->text.p : "", (int)r->text.n));
+	json_object_object_add(root, "prefill_tokens_per_second", json_object_new_double(pf_tps));
+	json_object_object_add(root, "decode_tokens_per_second", json_object_new_double(dc_tps));
+	printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(root);
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o;
-	int rc = parse_args(argc, argv, &o);
+	struct run r = {0};
+	int rc = parse_args(argc, argv, &r.o);
 	if (rc)
 		return rc == 2 ? 0 : 1;
-	if (o.list_backends)
-		return list_backends(o.backend_dir);
-	if (!o.model) {
+	if (r.o.list_backends)
+		return list_backends(r.o.backend_dir);
+	if (!r.o.model) {
 		fprintf(stderr, "alice-llm-cli: no model given (-m FILE; see --help)\n");
 		return 1;
 	}
-	char *prompt_buf = NULL;
-	const char *prompt = o.prompt ? o.prompt : "";
-	if (o.prompt_file) {
-		if (!(prompt_buf = tool_read_file(o.prompt_file, NULL))) {
-			fprintf(stderr, "alice-llm-cli: %s: %s\n", o.prompt_file, strerror(errno));
+	r.prompt = r.o.prompt ? r.o.prompt : "";
+	if (r.o.prompt_file) {
+		if (!(r.prompt_buf = tool_read_file(r.o.prompt_file, NULL))) {
+			fprintf(stderr, "alice-llm-cli: %s: %s\n", r.o.prompt_file, strerror(errno));
 			return 1;
 		}
-		prompt = prompt_buf;
+		r.prompt = r.prompt_buf;
 	}
-	if (o.json)
+	if (r.o.json)
 		alice_log_set_level(ALICE_LOG_WARN);
-
 	rc = 1;
-	struct alice_error err = {0};
-	struct alice_model *m = NULL;
-	struct alice_context *c = NULL;
-	struct alice_sampler *smp = NULL;
-	struct alice_detok_stream *ds = NULL;
-	int32_t *ptoks = NULL, *gen = NULL;
-	size_t n_ptoks = 0;
-	struct sbuf text = {0};
-
-	struct alice_model_params mp;
-	alice_model_params_default(&mp);
-	mp.path = o.model;
-	mp.backend = o.backend;
-	mp.backend_dir = o.backend_dir;
-	mp.n_threads = o.n_threads;
-	if (alice_model_load(&mp, &m, &err) != ALICE_OK) {
-		fprintf(stderr, "alice-llm-cli: %s\n", err.msg);
-		goto out;
-	}
-	const struct alice_tokenizer *tok = alice_model_tokenizer(m);
-	const int32_t n_vocab = alice_model_n_vocab(m);
-	if (alice_tokenizer_encode(tok, prompt, strlen(prompt), true, false, &ptoks, &n_ptoks, &err) != ALICE_OK) {
-		fprintf(stderr, "alice-llm-cli: %s: tokenizing the prompt: %s\n", o.model, err.msg);
-		goto out;
-	}
-	if (o.no_bos && n_ptoks > 0 && ptoks[0] == alice_tokenizer_bos(tok) && alice_tokenizer_add_bos(tok)) {
-		memmove(ptoks, ptoks + 1, (n_ptoks - 1) * sizeof(*ptoks));
-		n_ptoks--;
-	}
-	if (n_ptoks == 0) {
-		fprintf(stderr, "alice-llm-cli: the prompt is empty (and the model adds no BOS)\n");
-		goto out;
-	}
-	struct alice_context_params cp;
-	alice_context_params_default(&cp);
-	cp.n_ctx = (uint32_t)o.ctx_size;
-	if (alice_context_create(m, &cp, &c, &err) != ALICE_OK) {
-		fprintf(stderr, "alice-llm-cli: %s: %s\n", o.model, err.msg);
-		goto out;
-	}
-	uint32_t n_ctx = alice_context_n_ctx(c);
-	if (n_ptoks >= n_ctx) {
-		fprintf(stderr, "alice-llm-cli: the prompt has %zu tokens; the context holds %u\n", n_ptoks, n_ctx);
-		goto out;
-	}
-	if (o.temp > 0.0f) {
-		struct alice_sampling_params sp;
-		alice_sampling_params_default(&sp);
-		sp.temperature = o.temp;
-		sp.seed = o.seed;
-		if (alice_sampler_create(&sp, n_vocab, &smp, &err) != ALICE_OK) {
-			fprintf(stderr, "alice-llm-cli: sampler: %s\n", err.msg);
-			goto out;
-		}
-	}
-	if (alice_detok_stream_create(tok, false, &ds, &err) != ALICE_OK) {
-		fprintf(stderr, "alice-llm-cli: %s\n", err.msg);
-		goto out;
-	}
-	gen = malloc(((size_t)o.n_predict + 1) * sizeof(*gen));
-	int32_t *pos = malloc(n_ptoks * sizeof(*pos));
-	if (!gen || !pos) {
-		free(pos);
-		fprintf(stderr, "alice-llm-cli: out of memory\n");
-		goto out;
-	}
-	for (size_t i = 0; i < n_ptoks; i++)
-		pos[i] = (int32_t)i;
-	struct alice_batch b = {.n_tokens = (int32_t)n_ptoks, .token = ptoks, .pos = pos, .seq = NULL, .logits = NULL};
-	if (!o.json) {
-		fputs(prompt, stdout);
-		fflush(stdout);
-	}
-	double t0 = now_s();
-	enum alice_status st = alice_context_decode(c, &b, &err);
-	free(pos);
-	if (st != ALICE_OK) {
-		fprintf(stderr, "\nalice-llm-cli: prefill: %s\n", err.msg);
-		goto out;
-	}
-	double t_prefill = now_s() - t0;
-
-	int n_gen = 0;
-	double t1 = now_s();
-	int n_decoded = 0;
-	for (;;) {
-		const float *l = alice_context_logits(c, 0);
-		int32_t next;
-		if (smp) {
-			struct alice_sample_result r;
-			if (alice_sampler_sample(smp, l, NULL, &r, &err) != ALICE_OK ||
-			    alice_sampler_accept(smp, r.token, &err) != ALICE_OK) {
-				fprintf(stderr, "\nalice-llm-cli: sampling: %s\n", err.msg);
-				goto out;
-			}
-			next = r.token;
+	if (setup(&r) == 0 && prefill(&r) == 0 && generate(&r) == 0) {
+		const char *rest;
+		size_t rlen;
+		alice_detok_stream_flush(r.ds, &rest, &rlen);
+		alice_sb_addn(&r.text, rest, rlen);
+		if (r.text.oom) {
+			fprintf(stderr, "alice-llm-cli: out of memory\n");
 		} else {
-			next = argmax(l, n_vocab);
+			report(&r, rest, rlen);
+			rc = 0;
 		}
-		if (!o.ignore_eos && alice_tokenizer_is_eog(tok, next))
-			break;
-		gen[n_gen++] = next;
-		const char *piece;
-		size_t plen;
-		if (alice_detok_stream_push(ds, next, &piece, &plen, &err) != ALICE_OK) {
-			fprintf(stderr, "\nalice-llm-cli: %s\n", err.msg);
-			goto out;
-		}
-		if (!sbuf_add(&text, piece, plen))
-			goto out;
-		if (!o.json) {
-			fwrite(piece, 1, plen, stdout);
-			fflush(stdout);
-		}
-		if (n_gen >= o.n_predict)
-			break;
-		int32_t p = (int32_t)n_ptoks + n_gen - 1;
-		if ((uint32_t)p + 1 > n_ctx) {
-			fprintf(stderr, "\nalice-llm-cli: context full (%u tokens)\n", n_ctx);
-			break;
-		}
-		struct alice_batch nb = {.n_tokens = 1, .token = &next, .pos = &p, .seq = NULL, .logits = NULL};
-		if (alice_context_decode(c, &nb, &err) != ALICE_OK) {
-			fprintf(stderr, "\nalice-llm-cli: decode: %s\n", err.msg);
-			goto out;
-		}
-		n_decoded++;
 	}
-	double t_decode = now_s() - t1;
-	const char *rest;
-	size_t rlen;
-	alice_detok_stream_flush(ds, &rest, &rlen);
-	if (!sbuf_add(&text, rest, rlen))
-		goto out;
-	double pf_tps = t_prefill > 0 ? (double)n_ptoks / t_prefill : 0.0;
-	double dc_tps = t_decode > 0 && n_decoded > 0 ? (double)n_decoded / t_decode : 0.0;
-	if (o.json) {
-		json_object *root = json_object_new_object();
-		json_object *pt = json_object_new_array(), *gt = json_object_new_array();
-		for (size_t i = 0; i < n_ptoks; i++)
-			json_object_array_add(pt, json_object_new_int(ptoks[i]));
-		for (int i = 0; i < n_gen; i++)
-			json_object_array_add(gt, json_object_new_int(gen[i]));
-		json_object_object_add(root, "prompt_tokens", pt);
-		json_object_object_add(root, "tokens", gt);
-		json_object_object_add(root, "text", json_object_new_string_len(text.p ? text.p : "", (int)text.n));
-		json_object_object_add(root, "prefill_tokens_per_second", json_object_new_double(pf_tps));
-		json_object_object_add(root, "decode_tokens_per_second", json_object_new_double(dc_tps));
-		printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(root);
-	} else {
-		fwrite(rest, 1, rlen, stdout);
-		printf("\n");
-		fprintf(stderr, "\n%s on %s (%s): prefill %zu tokens in %.3f s (%.1f tok/s), decode %d tokens in %.3f s (%.1f tok/s)\n",
-			alice_model_name(m), alice_model_backend_name(m), alice_model_device_name(m), n_ptoks, t_prefill,
-			pf_tps, n_decoded, t_decode, dc_tps);
-	}
-	rc = 0;
-out:
-	alice_detok_stream_free(ds);
-	alice_sampler_free(smp);
-	alice_context_free(c);
-	alice_model_free(m);
-	free(text.p);
-	free(gen);
-	free(ptoks);
-	free(prompt_buf);
+	run_free(&r);
 	return rc;
 }

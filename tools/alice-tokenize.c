@@ -6,7 +6,7 @@
  * {"tokens":[ids],"pieces":[strings]} where each piece is the token's bytes
  * (llama_token_to_piece with special tokens rendered) as a JSON string; bytes
  * that are not valid UTF-8 (a character split over several tokens) are
- * written as \uFFFD, one per maximal invalid sequence. -f reads the file's
+ * written as U+FFFD, one per maximal invalid subpart (alice_utf8_repair). -f reads the file's
  * bytes exactly as stored. BOS is added when the model's metadata asks for
  * it (add_bos_token, or the vocabulary type's default) unless --no-bos;
  * EOS likewise per add_eos_token. --time prints the encode time (wall and CPU)
@@ -25,45 +25,15 @@ static void usage(FILE *f)
 	fprintf(f, "usage: alice-tokenize -m MODEL.gguf [--no-bos] [--parse-special] [--json] [--time] (TEXT | -f FILE)\n");
 }
 
-/* Strict UTF-8 length of the sequence at s, or 0 if invalid there. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+/* s as a JSON string: invalid UTF-8 repaired under the core's one policy
+ * (alice_utf8_repair: one U+FFFD per maximal invalid subpart), then escaped. */
+static void json_string(const char *raw, size_t raw_n)
 {
-	unsigned c = s[0];
-	size_t k;
-	unsigned lo = 0x80, hi = 0xbf;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		k = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		k = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-	else if (c >= 0xf0 && c <= 0xf4)
-		k = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-	else
-		return 0;
-	if (k > n)
-		return 0;
-	for (size_t i = 1; i < k; i++) {
-		unsigned b = s[i];
-		if (b < (i == 1 ? lo : 0x80) || b > (i == 1 ? hi : 0xbf))
-			return 0;
-	}
-	return k;
-}
-
-static void json_string(const char *s, size_t n)
-{
+	size_t n = 0;
+	char *s = alice_utf8_repair(raw, raw_n, &n);
 	putchar('"');
-	for (size_t i = 0; i < n;) {
+	for (size_t i = 0; s && i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
-		size_t k = utf8_len((const unsigned char *)s + i, n - i);
-		if (!k) {
-			fputs("\\uFFFD", stdout);
-			i++;
-			while (i < n && ((unsigned char)s[i] & 0xc0) == 0x80 && !utf8_len((const unsigned char *)s + i, n - i))
-				i++;
-			continue;
-		}
 		if (c == '"' || c == '\\')
 			printf("\\%c", c);
 		else if (c == '\n')
@@ -75,10 +45,10 @@ static void json_string(const char *s, size_t n)
 		else if (c < 0x20 || c == 0x7f)
 			printf("\\u%04X", c);
 		else
-			fwrite(s + i, 1, k, stdout);
-		i += k;
+			putchar(c);
 	}
 	putchar('"');
+	free(s);
 }
 
 int main(int argc, char **argv)

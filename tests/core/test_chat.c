@@ -127,8 +127,11 @@ Test(chat, fixture_refs_chat_text)
 		cr_assert(gtmpl && garch);
 		cr_expect_str_eq(gtmpl, json_object_get_string(tmpl), "%s: GGUF template differs from the ref",
 				 e->d_name);
-		enum alice_chat_format f;
+		enum alice_chat_format f, fg;
 		cr_assert_eq(alice_chat_detect(gtmpl, garch, &f), ALICE_OK);
+		/* the accessor the server uses reads the same template from the GGUF */
+		cr_assert_eq(alice_chat_detect_gguf(g, garch, &fg), ALICE_OK);
+		cr_expect_eq(fg, f, "%s: alice_chat_detect_gguf disagrees", e->d_name);
 		free(gtmpl);
 		free(garch);
 		alice_gguf_close(g);
@@ -209,6 +212,9 @@ Test(chat, detect_by_arch_and_fallback)
 		     ALICE_OK);
 	cr_expect_eq(f, ALICE_CHAT_FORMAT_CHATML);
 	cr_expect_eq(alice_chat_detect(NULL, NULL, NULL), ALICE_ERR_INVALID);
+	/* no GGUF: the architecture alone */
+	cr_assert_eq(alice_chat_detect_gguf(NULL, "gemma2", &f), ALICE_OK);
+	cr_expect_eq(f, ALICE_CHAT_FORMAT_GEMMA);
 }
 
 Test(chat, names_round_trip_and_unknown_name_lists_valid_ones)

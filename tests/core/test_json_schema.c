@@ -335,3 +335,27 @@ Test(json_schema, from_json_object)
 	free(gbnf);
 	json_object_put(o);
 }
+
+/* Straight to a compiled grammar (what the server's response_format uses):
+ * it accepts what the GBNF text accepts, and reports the text's size. */
+Test(json_schema, to_grammar)
+{
+	static const char schema[] = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}";
+	struct alice_error err;
+	struct alice_grammar *g = NULL;
+	char *gbnf = NULL;
+	cr_assert_eq(alice_json_schema_text_to_grammar(schema, sizeof(schema) - 1, &g, &err), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_json_schema_to_gbnf(schema, sizeof(schema) - 1, &gbnf, &err), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_source_bytes(g), strlen(gbnf));
+	struct alice_grammar_state *st = NULL;
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK);
+	cr_assert(!alice_grammar_state_check_bytes(st, "{\"b\"", 4));
+	cr_assert_eq(alice_grammar_state_accept_bytes(st, "{\"a\": 12}", 9, &err), ALICE_OK, "%s", err.msg);
+	cr_assert(alice_grammar_state_can_end(st));
+	alice_grammar_state_free(st);
+	alice_grammar_free(g);
+	free(gbnf);
+	cr_assert_eq(alice_json_schema_text_to_grammar("{\"type\":\"tuple\"}", 16, &g, &err), ALICE_ERR_INVALID);
+	cr_assert_null(g);
+	cr_assert(strstr(err.msg, "tuple"), "%s", err.msg);
+}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alice/engine.h"
+#include "alice/grammar.h"
 #include "alice/model.h"
 #include "alice/tokenizer.h"
 #include "support/models.h"
@@ -113,29 +114,35 @@ static int32_t *encode(const char *text, size_t *n)
 	return t;
 }
 
+/* A greedy request for prompt reporting to r; the caller frees q->prompt. */
+static void request_init(struct alice_engine_request *q, struct run *r, const char *prompt, int32_t max_tokens)
+{
+	size_t n;
+	memset(q, 0, sizeof(*q));
+	q->prompt = encode(prompt, &n);
+	q->n_prompt = (int32_t)n;
+	q->max_tokens = max_tokens;
+	alice_sampling_params_default(&q->sampling);
+	q->sampling.temperature = 0;
+	q->on_event = on_event;
+	q->user = r;
+}
+
 static enum alice_status submit(struct alice_engine *e, struct run *r, const char *prompt, int32_t max_tokens,
 				const char *const *stop, size_t n_stop, bool ban_eog)
 {
-	size_t n;
-	int32_t *t = encode(prompt, &n);
-	struct alice_engine_request q = {0};
+	struct alice_engine_request q;
 	struct alice_error err = {{0}};
-	q.prompt = t;
-	q.n_prompt = (int32_t)n;
-	q.max_tokens = max_tokens;
-	alice_sampling_params_default(&q.sampling);
-	q.sampling.temperature = 0;
+	request_init(&q, r, prompt, max_tokens);
 	if (ban_eog) {
 		q.sampling.logit_bias = no_eog;
 		q.sampling.n_logit_bias = 2;
 	}
 	q.stop = stop;
 	q.n_stop = n_stop;
-	q.on_event = on_event;
-	q.user = r;
 	r->engine = e;
 	enum alice_status st = alice_engine_submit(e, &q, &r->id, &err);
-	free(t);
+	free((int32_t *)q.prompt);
 	return st;
 }
 
@@ -270,4 +277,111 @@ Test(engine, rejects_bad_requests)
 	cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_ERR_INVALID);
 	alice_engine_free(e);
 	cr_assert(!r.done, "a refused request never gets events");
+}
+
+/* ignore_eos: a request whose every step picks an end-of-generation token
+ * (a +100 bias on EOS) ends at once without it, and runs to max_tokens with
+ * it, the EOG tokens reported as ordinary tokens. */
+Test(engine, ignore_eos_generates_past_eog)
+{
+	int32_t eos = alice_tokenizer_eos(tok);
+	cr_assert(eos >= 0 && alice_tokenizer_is_eog(tok, eos));
+	const struct alice_logit_bias force_eos[] = {{eos, 100.0f}};
+	struct alice_engine *e = engine_new(2, 4, 512);
+	static struct run stop, go;
+	for (int pass = 0; pass < 2; pass++) {
+		struct run *r = pass ? &go : &stop;
+		run_init(r);
+		struct alice_engine_request q;
+		struct alice_error err = {{0}};
+		request_init(&q, r, "Natasha", 6);
+		q.sampling.logit_bias = force_eos;
+		q.sampling.n_logit_bias = 1;
+		q.ignore_eos = pass == 1;
+		cr_assert_eq(alice_engine_submit(e, &q, &r->id, &err), ALICE_OK, "%s", err.msg);
+		free((int32_t *)q.prompt);
+		run_wait(r);
+	}
+	cr_assert_eq(stop.finish, ALICE_ENGINE_FINISH_STOP);
+	cr_assert_eq(stop.n_tokens, 0);
+	cr_assert_eq(stop.n_completion, 1);
+	cr_assert_eq(go.finish, ALICE_ENGINE_FINISH_LENGTH);
+	cr_assert_eq(go.n_tokens, 6);
+	cr_assert_eq(go.n_completion, 6);
+	for (int i = 0; i < go.n_tokens; i++)
+		cr_assert_eq(go.tokens[i], eos, "token %d", i);
+	alice_engine_free(e);
+}
+
+/* A core grammar constraint handed straight to the engine: the text is what
+ * the grammar allows, and the request ends when nothing more may follow. */
+Test(engine, grammar_constraint)
+{
+	static const char gbnf[] = "root ::= [0-9] [0-9] [0-9] \"!\"";
+	struct alice_error err = {{0}};
+	struct alice_grammar *g = NULL;
+	struct alice_grammar_vocab *v = NULL;
+	cr_assert_eq(alice_grammar_parse(gbnf, sizeof(gbnf) - 1, &g, &err, NULL), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_vocab_from_tokenizer(tok, &v, &err), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_vocab_size(v), (size_t)alice_tokenizer_n_vocab(tok));
+	struct alice_engine *e = engine_new(1, 4, 512);
+	static struct run r;
+	run_init(&r);
+	struct alice_engine_request q;
+	request_init(&q, &r, "Natasha", 20);
+	cr_assert_eq(alice_grammar_constraint_create(g, v, tok, &q.grammar, &err), ALICE_OK, "%s", err.msg);
+	alice_grammar_free(g); /* the constraint holds its own reference */
+	cr_assert_eq(alice_engine_submit(e, &q, &r.id, &err), ALICE_OK, "%s", err.msg);
+	free((int32_t *)q.prompt);
+	run_wait(&r);
+	cr_assert_eq(r.finish, ALICE_ENGINE_FINISH_STOP);
+	cr_assert_eq(r.text_len, 4, "'%s'", r.text);
+	for (int i = 0; i < 3; i++)
+		cr_assert(r.text[i] >= '0' && r.text[i] <= '9', "'%s'", r.text);
+	cr_assert_eq(r.text[3], '!');
+	alice_engine_free(e); /* frees the constraint */
+	alice_grammar_vocab_free(v);
+}
+
+/* The constraint on its own, as the CLI drives it: masks speak token ids,
+ * accept advances by a token's bytes, and misuse is an error, not a crash. */
+Test(engine, grammar_constraint_api)
+{
+	static const char gbnf[] = "root ::= \"ab\"";
+	struct alice_error err = {{0}};
+	struct alice_grammar *g = NULL;
+	struct alice_grammar_vocab *v = NULL, *small = NULL;
+	struct alice_grammar_constraint *c = NULL;
+	cr_assert_eq(alice_grammar_parse(gbnf, sizeof(gbnf) - 1, &g, &err, NULL), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_vocab_from_tokenizer(tok, &v, &err), ALICE_OK, "%s", err.msg);
+	const char *piece = "a";
+	size_t len = 1;
+	cr_assert_eq(alice_grammar_vocab_build(&piece, &len, NULL, 1, &small, &err), ALICE_OK);
+	cr_expect_eq(alice_grammar_constraint_create(g, small, tok, &c, &err), ALICE_ERR_INVALID); /* not tok's trie */
+	cr_expect_null(c);
+	cr_assert_eq(alice_grammar_constraint_create(g, v, tok, &c, &err), ALICE_OK, "%s", err.msg);
+	alice_grammar_free(g);
+	int32_t n_vocab = alice_tokenizer_n_vocab(tok);
+	uint8_t *mask = malloc((size_t)n_vocab);
+	cr_assert_not_null(mask);
+	cr_expect_eq(alice_grammar_constraint_mask(c, mask, n_vocab - 1, &err), ALICE_ERR_INVALID);
+	cr_assert_eq(alice_grammar_constraint_mask(c, mask, n_vocab, &err), ALICE_OK, "%s", err.msg);
+	int32_t a = alice_tokenizer_find(tok, "a", 1), b = alice_tokenizer_find(tok, "b", 1);
+	cr_assert(a >= 0 && b >= 0, "tiny-tolstoy has the tokens 'a' and 'b'");
+	cr_expect(mask[a] && !mask[b]);
+	for (int32_t t = 0; t < n_vocab; t++)
+		if (alice_tokenizer_is_eog(tok, t))
+			cr_expect(!mask[t], "EOG token %d allowed before the grammar can end", t);
+	bool must_end = true;
+	cr_expect_eq(alice_grammar_constraint_accept(c, b, &must_end, &err), ALICE_ERR_INVALID);
+	cr_expect_eq(alice_grammar_constraint_accept(c, n_vocab + 5, &must_end, &err), ALICE_ERR_RANGE);
+	cr_assert_eq(alice_grammar_constraint_accept(c, a, &must_end, &err), ALICE_OK, "%s", err.msg);
+	cr_expect(!must_end);
+	cr_assert_eq(alice_grammar_constraint_accept(c, b, &must_end, &err), ALICE_OK, "%s", err.msg);
+	cr_expect(must_end);
+	free(mask);
+	alice_grammar_constraint_free(c);
+	alice_grammar_constraint_free(NULL);
+	alice_grammar_vocab_free(small);
+	alice_grammar_vocab_free(v);
 }

@@ -5,11 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alice/tokenizer.h"
 #include "openai.h"
 
 static int parse(enum srv_kind k, const char *json, struct srv_gen_request *r, struct srv_api_error *e)
 {
-	return srv_openai_parse(k, json, strlen(json), r, e);
+	return srv_openai_parse(k, json, strlen(json), NULL, r, e);
 }
 
 static void expect_400(enum srv_kind k, const char *json, const char *param)
@@ -33,11 +34,19 @@ Test(openai, chat_defaults)
 	cr_assert_str_eq(r.messages[0].role, "user");
 	cr_assert_str_eq(r.messages[0].content, "hi");
 	cr_assert_eq(r.max_tokens, -1);
-	cr_assert_float_eq(r.temperature, 1.0, 1e-9);
-	cr_assert_float_eq(r.top_p, 1.0, 1e-9);
-	cr_assert_float_eq(r.repeat_penalty, 1.0, 1e-9);
+	cr_assert_float_eq(r.sampling.temperature, 1.0, 1e-9);
+	cr_assert_float_eq(r.sampling.top_p, 1.0, 1e-9);
+	cr_assert_float_eq(r.sampling.repeat_penalty, 1.0, 1e-9);
+	/* the request's defaults are the core's, field for field */
+	struct alice_sampling_params def;
+	alice_sampling_params_default(&def);
+	cr_assert(r.sampling.temperature == def.temperature && r.sampling.top_p == def.top_p &&
+		  r.sampling.min_p == def.min_p && r.sampling.top_k == def.top_k &&
+		  r.sampling.repeat_penalty == def.repeat_penalty && r.sampling.penalty_last_n == def.penalty_last_n &&
+		  r.sampling.frequency_penalty == def.frequency_penalty &&
+		  r.sampling.presence_penalty == def.presence_penalty);
 	cr_assert_eq(r.n, 1);
-	cr_assert(!r.stream && !r.logprobs && !r.has_seed && r.n_stop == 0 && !r.grammar);
+	cr_assert(!r.stream && !r.sampling.logprobs && !r.has_seed && r.n_stop == 0 && !r.grammar && !r.ignore_eos);
 	srv_gen_request_clear(&r);
 }
 
@@ -59,14 +68,29 @@ Test(openai, chat_all_fields)
 	cr_assert_str_eq(r.messages[1].content, "ab");
 	cr_assert_str_eq(r.messages[2].content, "");
 	cr_assert_eq(r.max_tokens, 7); /* max_completion_tokens wins */
-	cr_assert_eq(r.top_k, 3);
-	cr_assert(r.has_seed && r.seed == (uint64_t)-3);
+	cr_assert_eq(r.sampling.top_k, 3);
+	cr_assert_float_eq(r.sampling.top_p, 0.5, 1e-6);
+	cr_assert_float_eq(r.sampling.min_p, 0.1, 1e-6);
+	cr_assert_float_eq(r.sampling.temperature, 0.0, 1e-9);
+	cr_assert_float_eq(r.sampling.presence_penalty, 1.0, 1e-6);
+	cr_assert_float_eq(r.sampling.frequency_penalty, -1.0, 1e-6);
+	cr_assert_float_eq(r.sampling.repeat_penalty, 1.1, 1e-6);
+	cr_assert(r.has_seed && r.sampling.seed == (uint64_t)-3);
 	cr_assert_eq(r.n_stop, 2);
 	cr_assert_str_eq(r.stop[1], "yy");
 	cr_assert_eq(r.n_logit_bias, 2);
+	cr_assert(r.sampling.logit_bias == r.logit_bias && r.sampling.n_logit_bias == 2);
 	cr_assert_eq(r.n, 3);
-	cr_assert(r.logprobs && r.top_logprobs == 4 && r.stream && r.include_usage);
-	cr_assert_str_eq(r.grammar, "root ::= \"a\"");
+	cr_assert(r.sampling.logprobs && r.sampling.n_probs == 4 && r.stream && r.include_usage);
+	/* the grammar arrives compiled: the 12 bytes of root ::= "a", matching "a" and nothing more */
+	cr_assert_not_null(r.grammar);
+	cr_assert_eq(alice_grammar_source_bytes(r.grammar), 12);
+	struct alice_grammar_state *gs = NULL;
+	cr_assert_eq(alice_grammar_state_create(r.grammar, &gs, NULL), ALICE_OK);
+	cr_assert(!alice_grammar_state_check_bytes(gs, "b", 1));
+	cr_assert_eq(alice_grammar_state_accept_bytes(gs, "a", 1, NULL), ALICE_OK);
+	cr_assert(alice_grammar_state_must_end(gs));
+	alice_grammar_state_free(gs);
 	srv_gen_request_clear(&r);
 }
 
@@ -79,12 +103,12 @@ Test(openai, completion_prompts)
 	cr_assert_str_eq(r.prompts[0].text, "a");
 	cr_assert_eq(r.prompts[1].n_tokens, 3);
 	cr_assert_eq(r.prompts[1].tokens[2], 3);
-	cr_assert(r.logprobs && r.top_logprobs == 2 && r.echo);
+	cr_assert(r.sampling.logprobs && r.sampling.n_probs == 2 && r.echo);
 	srv_gen_request_clear(&r);
 	cr_assert_eq(parse(SRV_KIND_COMPLETION, "{\"prompt\":[5,6],\"logprobs\":null}", &r, &e), 0);
 	cr_assert_eq(r.n_prompts, 1);
 	cr_assert_eq(r.prompts[0].n_tokens, 2);
-	cr_assert(!r.logprobs);
+	cr_assert(!r.sampling.logprobs);
 	srv_gen_request_clear(&r);
 }
 
@@ -189,19 +213,39 @@ Test(openai, error_json_shape)
 	json_object_put(o);
 }
 
-Test(openai, utf8_sanitize)
+/* The server's token texts go through the core's one repair policy
+ * (alice_utf8_repair): one U+FFFD per maximal invalid subpart, as Python's
+ * errors="replace" (b"a\xe2\x82" -> "a\ufffd"). */
+Test(openai, utf8_repair)
 {
 	size_t n;
-	char *s = srv_utf8_sanitize("a\xe2\x82", 3, &n);
-	cr_assert_str_eq(s, "a\xef\xbf\xbd\xef\xbf\xbd");
+	char *s = alice_utf8_repair("a\xe2\x82", 3, &n);
+	cr_assert_str_eq(s, "a\xef\xbf\xbd");
 	free(s);
-	s = srv_utf8_sanitize("\xe2\x82\xac!", 4, &n);
+	s = alice_utf8_repair("\xe2\x82\xac!", 4, &n);
 	cr_assert_str_eq(s, "\xe2\x82\xac!");
 	cr_assert_eq(n, 4);
 	free(s);
-	s = srv_utf8_sanitize("\xed\xa0\x80", 3, &n); /* surrogate */
+	s = alice_utf8_repair("\xed\xa0\x80", 3, &n); /* surrogate: three maximal subparts */
 	cr_assert_eq(n, 9);
 	free(s);
+	s = alice_utf8_repair("\xe2\x28\xa1", 3, &n); /* bad continuation: lead alone, '(' kept, stray byte */
+	cr_assert_str_eq(s, "\xef\xbf\xbd(\xef\xbf\xbd");
+	free(s);
+}
+
+Test(openai, ignore_eos)
+{
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	cr_assert_eq(parse(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"ignore_eos\":true}",
+			   &r, &e), 0, "%s", e.message);
+	cr_assert(r.ignore_eos);
+	srv_gen_request_clear(&r);
+	cr_assert_eq(parse(SRV_KIND_COMPLETION, "{\"prompt\":\"x\",\"ignore_eos\":true}", &r, &e), 0, "%s", e.message);
+	cr_assert(r.ignore_eos);
+	srv_gen_request_clear(&r);
+	expect_400(SRV_KIND_COMPLETION, "{\"prompt\":\"x\",\"ignore_eos\":1}", "ignore_eos");
 }
 
 Test(openai, response_format)
@@ -217,7 +261,14 @@ Test(openai, response_format)
 	snprintf(buf, sizeof(buf), "{%s,\"response_format\":{\"type\":\"json_object\"}}", m);
 	cr_assert_eq(parse(SRV_KIND_CHAT, buf, &r, &e), 0, "%s", e.message);
 	cr_assert_not_null(r.grammar);
-	cr_assert(strstr(r.grammar, "root"), "%s", r.grammar);
+	cr_assert_gt(alice_grammar_rule_count(r.grammar), 0);
+	cr_assert_gt(alice_grammar_source_bytes(r.grammar), 0);
+	struct alice_grammar_state *gs = NULL; /* any JSON object, nothing else */
+	cr_assert_eq(alice_grammar_state_create(r.grammar, &gs, NULL), ALICE_OK);
+	cr_assert(!alice_grammar_state_check_bytes(gs, "[", 1));
+	cr_assert_eq(alice_grammar_state_accept_bytes(gs, "{}", 2, NULL), ALICE_OK);
+	cr_assert(alice_grammar_state_can_end(gs));
+	alice_grammar_state_free(gs);
 	srv_gen_request_clear(&r);
 	snprintf(buf, sizeof(buf),
 		 "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\","
@@ -238,4 +289,35 @@ Test(openai, response_format)
 		snprintf(buf, sizeof(buf), "{%s,%s}", m, bad[i]);
 		expect_400(SRV_KIND_CHAT, buf, "response_format");
 	}
+}
+
+/* The operator caps applied by the parser: a GBNF grammar over the size cap
+ * is a 413 before it is compiled (an invalid one too: the compiler never
+ * sees it), and the other caps as srv_limits_check. */
+Test(openai, caps_in_the_parser)
+{
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	const struct srv_limits lim = {.max_n = 2, .max_tokens = 8, .max_messages = 3, .max_grammar_bytes = 16};
+	const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+	char buf[512];
+	snprintf(buf, sizeof(buf), "{%s,\"grammar\":\"root ::= [z-a] this is not GBNF at all\"}", m);
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), -1);
+	cr_assert_eq(e.status, 413, "%d %s", e.status, e.message);
+	cr_assert_str_eq(e.param, "grammar");
+	cr_assert_null(r.grammar);
+	snprintf(buf, sizeof(buf), "{%s,\"grammar\":\"root ::= [z-a]\"}", m); /* small and invalid: 400 */
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), -1);
+	cr_assert_eq(e.status, 400);
+	snprintf(buf, sizeof(buf), "{%s,\"grammar\":\"root ::= \\\"a\\\"\"}", m);
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), 0, "%s", e.message);
+	cr_assert_eq(r.max_tokens, 8); /* absent: the cap */
+	srv_gen_request_clear(&r);
+	snprintf(buf, sizeof(buf), "{%s,\"n\":3}", m);
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), -1);
+	cr_assert_eq(e.status, 400);
+	cr_assert_str_eq(e.param, "n");
+	snprintf(buf, sizeof(buf), "{%s,\"response_format\":{\"type\":\"json_object\"}}", m); /* schema GBNF counts */
+	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), -1);
+	cr_assert_eq(e.status, 413);
 }

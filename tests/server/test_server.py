@@ -372,6 +372,16 @@ def test_completions(s):
     check("token-id prompt == text prompt", st == 200 and js3["choices"][0]["text"] == text, js3)
     st, js4, h = s.post(COMP, {"prompt": "Prince Andrew looked at", "max_tokens": 4, "temperature": 0, "echo": True})
     check("echo prepends the prompt", st == 200 and js4["choices"][0]["text"].startswith("Prince Andrew looked at"), js4)
+    # ignore_eos (llama-server's extension): the same greedy run goes on past its end-of-generation token
+    st, je, h = s.post(COMP, {"prompt": "Prince Andrew looked at", "max_tokens": 10, "temperature": 0,
+                              "ignore_eos": True})
+    check("ignore_eos: runs to max_tokens", st == 200 and je["choices"][0]["finish_reason"] == "length"
+          and je["usage"]["completion_tokens"] == 10 and je["choices"][0]["text"].startswith(text), je)
+    st, jc, h = s.post(CHAT, chat_body("Hello", max_tokens=6, temperature=0, ignore_eos=True))
+    check("ignore_eos (chat): runs to max_tokens", st == 200 and jc["choices"][0]["finish_reason"] == "length"
+          and jc["usage"]["completion_tokens"] == 6, jc)
+    st, jb, h = s.post(COMP, {"prompt": "x", "ignore_eos": "yes"})
+    check("ignore_eos must be a boolean", is_error(jb, "ignore_eos") and st == 400, (st, jb))
     return text
 
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,5 +111,82 @@ Test(cli, errors_name_the_file)
 	snprintf(cmd, sizeof(cmd), "'%s' --help", cli());
 	cr_expect_eq(run(cmd, &out), 0);
 	cr_expect(strstr(out, "--list-backends") != NULL, "%s", out);
+	free(out);
+}
+
+/* Run the CLI on the llama2-spm-F16 fixture with extra arguments; the JSON
+ * object's "text" (malloc'd), or NULL with the exit status in *rc. */
+static char *cli_text(const char *prompt, const char *args, int *rc)
+{
+	char cmd[8192], *out = NULL;
+	snprintf(cmd, sizeof(cmd), "'%s' -m '%s/models/llama2-spm-F16.gguf' -p '%s' --json --backend cpu -t 2 -c 256 %s 2>&1",
+		 cli(), alice_test_fixtures_dir(), prompt, args);
+	*rc = run(cmd, &out);
+	json_object *j = *rc == 0 ? json_tokener_parse(out) : NULL, *t;
+	char *text = NULL;
+	if (j && json_object_object_get_ex(j, "text", &t))
+		text = strdup(json_object_get_string(t));
+	cr_assert(*rc != 0 || text, "%s: %s", cmd, out);
+	json_object_put(j);
+	free(out);
+	return text;
+}
+
+/* --grammar FILE: the text is exactly what the grammar allows, and the run
+ * stops when the grammar is complete (well before -n). */
+Test(cli, grammar_file_constrains_the_output, .timeout = 120)
+{
+	char path[] = "/tmp/alice-cli-grammar-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	const char g[] = "root ::= [0-9] [0-9] [0-9] \"!\"\n";
+	cr_assert_eq(write(fd, g, sizeof(g) - 1), (ssize_t)(sizeof(g) - 1));
+	close(fd);
+	char args[512];
+	int rc;
+	snprintf(args, sizeof(args), "-n 24 --grammar '%s'", path);
+	char *text = cli_text("The answer is", args, &rc);
+	cr_assert_eq(rc, 0);
+	cr_expect_eq(strlen(text), 4, "'%s'", text);
+	for (int i = 0; i < 3; i++)
+		cr_expect(text[i] >= '0' && text[i] <= '9', "'%s'", text);
+	cr_expect_eq(text[3], '!', "'%s'", text);
+	free(text);
+	/* a bad grammar is an error quoting the file and the line:column */
+	const char bad[] = "root ::= [z-a]\n";
+	fd = open(path, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, bad, sizeof(bad) - 1), (ssize_t)(sizeof(bad) - 1));
+	close(fd);
+	char cmd[8192], *out = NULL;
+	snprintf(cmd, sizeof(cmd), "'%s' -m '%s/models/llama2-spm-F16.gguf' -p x --backend cpu --grammar '%s' 2>&1", cli(),
+		 alice_test_fixtures_dir(), path);
+	cr_expect_eq(run(cmd, &out), 1);
+	cr_expect(strstr(out, path) && strstr(out, "line 1:11"), "%s", out);
+	free(out);
+	unlink(path);
+}
+
+/* --json-schema JSON: the text parses as JSON of that schema. */
+Test(cli, json_schema_constrains_the_output, .timeout = 120)
+{
+	int rc;
+	char *text = cli_text("A JSON object:",
+			      "-n 64 --json-schema '{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[\"x\",\"y\"]}},"
+			      "\"required\":[\"a\"]}'",
+			      &rc);
+	cr_assert_eq(rc, 0);
+	json_object *j = json_tokener_parse(text), *a;
+	cr_assert(j && json_object_is_type(j, json_type_object), "not a JSON object: '%s'", text);
+	cr_assert(json_object_object_get_ex(j, "a", &a) && json_object_is_type(a, json_type_string), "'%s'", text);
+	cr_expect(!strcmp(json_object_get_string(a), "x") || !strcmp(json_object_get_string(a), "y"), "'%s'", text);
+	cr_expect_eq(json_object_object_length(j), 1, "'%s'", text);
+	json_object_put(j);
+	free(text);
+	/* --grammar and --json-schema together are refused */
+	char cmd[4200], *out = NULL;
+	snprintf(cmd, sizeof(cmd), "'%s' -m x.gguf --grammar a --json-schema b 2>&1", cli());
+	cr_expect_eq(run(cmd, &out), 1);
+	cr_expect(strstr(out, "cannot be combined") != NULL, "%s", out);
 	free(out);
 }

@@ -79,6 +79,12 @@ struct alice_chat_render_opts {
 enum alice_status alice_chat_detect(const char *template_text, const char *arch,
 				    enum alice_chat_format *out);
 
+/* alice_chat_detect with the template stored in a GGUF's metadata
+ * (`tokenizer.chat_template`, when present; g may be NULL) and arch. */
+struct alice_gguf;
+enum alice_status alice_chat_detect_gguf(const struct alice_gguf *g, const char *arch,
+					 enum alice_chat_format *out);
+
 /* The --chat-template NAME override. Names: chatml, qwen2, qwen3, qwen3.5,
  * llama3, llama2, mistral, gemma, generic. Unknown names fail with
  * ALICE_ERR_NOT_FOUND and a message listing the valid names. */

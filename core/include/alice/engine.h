@@ -50,13 +50,13 @@ enum alice_engine_finish {
 	ALICE_ENGINE_FINISH_STOP,      /* end-of-generation token, stop string or grammar end */
 	ALICE_ENGINE_FINISH_LENGTH,    /* max_tokens or the slot's context is full */
 	ALICE_ENGINE_FINISH_CANCELLED, /* alice_engine_cancel or engine shutdown */
-	ALICE_ENGINE_FINISH_ERROR,     /* backend or constraint failure; see event.error */
+	ALICE_ENGINE_FINISH_ERROR,     /* backend or grammar failure; see event.error */
 };
 
 const char *alice_engine_finish_name(enum alice_engine_finish f); /* "stop", "length", ... */
 
 enum alice_engine_event_type {
-	ALICE_ENGINE_EVENT_TOKEN = 0, /* one sampled (non end-of-generation) token */
+	ALICE_ENGINE_EVENT_TOKEN = 0, /* one sampled token (not an end-of-generation one, unless ignore_eos) */
 	ALICE_ENGINE_EVENT_DONE,      /* terminal */
 };
 
@@ -94,15 +94,7 @@ struct alice_engine_event {
 
 typedef void (*alice_engine_event_fn)(const struct alice_engine_event *ev, void *user);
 
-/* Constraint hooks (grammar). Called on the engine thread for this request
- * only. mask: set mask[t] = 0 for every token t (n_vocab entries, all 1 on
- * entry) that may not come next. accept: the sampled token; set *must_end
- * when nothing may follow. free: called once when the request ends. */
-typedef enum alice_status (*alice_engine_mask_fn)(void *constraint, uint8_t *mask, int32_t n_vocab,
-						  struct alice_error *err);
-typedef enum alice_status (*alice_engine_accept_fn)(void *constraint, int32_t token, bool *must_end,
-						    struct alice_error *err);
-typedef void (*alice_engine_constraint_free_fn)(void *constraint);
+struct alice_grammar_constraint; /* grammar.h */
 
 struct alice_engine_request {
 	const int32_t *prompt; /* copied */
@@ -112,10 +104,15 @@ struct alice_engine_request {
 	const char *const *stop; /* stop strings, copied; not included in the output */
 	size_t n_stop;
 
-	void *constraint; /* owned by the engine once submitted (freed via constraint_free) */
-	alice_engine_mask_fn constraint_mask;
-	alice_engine_accept_fn constraint_accept;
-	alice_engine_constraint_free_fn constraint_free;
+	/* NULL, or this request's own grammar constraint (grammar.h), used on
+	 * the engine thread to mask every step and advanced by every sampled
+	 * token; the engine frees it once the submit succeeds. */
+	struct alice_grammar_constraint *grammar;
+	/* End-of-generation tokens are sampled and emitted as ordinary tokens
+	 * (llama-server's ignore_eos, for benchmarks): the request ends only at
+	 * max_tokens, a stop string or a full context. Under a grammar an EOG
+	 * token still ends it (it is the grammar's end). */
+	bool ignore_eos;
 
 	alice_engine_event_fn on_event;
 	void *user;
@@ -131,7 +128,7 @@ void alice_engine_free(struct alice_engine *e);
 /* Queue a request. Errors: ALICE_ERR_RANGE when the queue is full,
  * ALICE_ERR_INVALID for a bad request (empty prompt, prompt not fitting the
  * slot's context, token id out of range), ALICE_ERR_CANCELLED when the engine
- * is stopping. On error no event is ever sent and the constraint is NOT taken
+ * is stopping. On error no event is ever sent and r->grammar is NOT taken
  * (the caller still owns it). *id identifies the request. */
 enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice_engine_request *r,
 				      uint64_t *id, struct alice_error *err);

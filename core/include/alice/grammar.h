@@ -1,8 +1,9 @@
 /* grammar.h — GBNF grammars for constrained decoding.
  *
- * Three objects:
+ * Four objects:
  *  - struct alice_grammar: a parsed, checked GBNF grammar (text -> rules).
- *    Immutable after parse; shareable between threads and requests.
+ *    Immutable after parse; shareable between threads and requests; reference
+ *    counted (alice_grammar_retain / alice_grammar_free).
  *  - struct alice_grammar_vocab: a byte trie over a tokenizer's token pieces,
  *    built once per vocabulary. Immutable; shareable between threads.
  *  - struct alice_grammar_state: one request's position in the grammar (a set
@@ -10,6 +11,10 @@
  *    character). It owns private caches (a lazily built byte-level DFA and the
  *    last masks), so a state is used from one thread at a time; give each
  *    request (or each beam) its own state via _create or _clone.
+ *  - struct alice_grammar_constraint: what a generation loop (the engine, the
+ *    CLI) holds per sequence: a state, the vocab's trie and the tokenizer, so
+ *    that mask and accept speak token ids. Create it per request and hand it
+ *    to struct alice_engine_request.grammar, or drive it yourself.
  *
  * GBNF accepted here (the llama.cpp dialect):
  *   name ::= alternatives     names: [A-Za-z0-9-]+; `root` is required
@@ -66,7 +71,13 @@ struct alice_grammar_errpos {
  * (optional) receives the position. Never crashes on any input. */
 enum alice_status alice_grammar_parse(const char *text, size_t len, struct alice_grammar **out,
 				      struct alice_error *err, struct alice_grammar_errpos *pos);
+/* Drop one reference (the parse's, or one taken by alice_grammar_retain);
+ * the last one frees. NULL is a no-op. */
 void alice_grammar_free(struct alice_grammar *g);
+/* Take one more reference (thread-safe); returns g. */
+struct alice_grammar *alice_grammar_retain(struct alice_grammar *g);
+/* Bytes of the GBNF text the grammar was compiled from (for size caps). */
+size_t alice_grammar_source_bytes(const struct alice_grammar *g);
 /* Number of rules after expansion (user rules + generated helper rules). */
 size_t alice_grammar_rule_count(const struct alice_grammar *g);
 
@@ -109,6 +120,13 @@ enum alice_status alice_grammar_vocab_build(const char *const *pieces, const siz
 					    const uint8_t *kinds, size_t n,
 					    struct alice_grammar_vocab **out,
 					    struct alice_error *err);
+/* The trie over a tokenizer's whole vocabulary: each token's decoded bytes
+ * (alice_tokenizer_token_bytes), end-of-generation tokens as EOG, other
+ * control tokens as CONTROL. Build it once per model; it borrows nothing. */
+struct alice_tokenizer;
+enum alice_status alice_grammar_vocab_from_tokenizer(const struct alice_tokenizer *tok,
+						     struct alice_grammar_vocab **out,
+						     struct alice_error *err);
 void alice_grammar_vocab_free(struct alice_grammar_vocab *v);
 size_t alice_grammar_vocab_size(const struct alice_grammar_vocab *v);
 size_t alice_grammar_vocab_trie_nodes(const struct alice_grammar_vocab *v);
@@ -125,5 +143,30 @@ size_t alice_grammar_vocab_trie_nodes(const struct alice_grammar_vocab *v);
 enum alice_status alice_grammar_state_mask(struct alice_grammar_state *st,
 					   const struct alice_grammar_vocab *v, uint8_t *mask,
 					   struct alice_error *err);
+
+/* ---- the per-sequence constraint (grammar_constraint.c) ----
+ *
+ * create: a state at the start of g (the constraint takes its own reference
+ * to g, so the caller may free its own at once); v and tok are borrowed and
+ * must outlive the constraint (both live as long as the model). v must have
+ * been built from tok. The caller frees the constraint, unless it handed it
+ * to alice_engine_submit successfully (then the engine does). */
+struct alice_grammar_constraint;
+enum alice_status alice_grammar_constraint_create(struct alice_grammar *g, const struct alice_grammar_vocab *v,
+						  const struct alice_tokenizer *tok,
+						  struct alice_grammar_constraint **out,
+						  struct alice_error *err);
+void alice_grammar_constraint_free(struct alice_grammar_constraint *c); /* NULL is a no-op */
+/* Fill mask[0..n_vocab): 1 = the token may come next, 0 = not (EOG tokens
+ * are allowed iff the grammar can end here). n_vocab must be the vocab's
+ * size. Errors as alice_grammar_state_mask. */
+enum alice_status alice_grammar_constraint_mask(struct alice_grammar_constraint *c, uint8_t *mask,
+						int32_t n_vocab, struct alice_error *err);
+/* Advance by the sampled token (not an EOG token: that ends the sequence).
+ * *must_end is set when nothing may follow (the sequence must stop now).
+ * ALICE_ERR_INVALID when the grammar rejects the token's bytes,
+ * ALICE_ERR_RANGE for a bad id or a grammar too ambiguous. */
+enum alice_status alice_grammar_constraint_accept(struct alice_grammar_constraint *c, int32_t token,
+						  bool *must_end, struct alice_error *err);
 
 #endif

@@ -1,5 +1,7 @@
-/* json_schema.h — JSON Schema -> GBNF, for `response_format` json_schema and
- * tool-call arguments. The result is a grammar for alice_grammar_parse.
+/* json_schema.h — JSON Schema -> grammar, for `response_format` json_schema
+ * and tool-call arguments: straight to a compiled struct alice_grammar
+ * (alice_json_schema_to_grammar, ready for alice_grammar_constraint_create),
+ * or as GBNF text (for display and tools).
  *
  * Supported (anything else is an error naming the keyword or construct; no
  * keyword is silently ignored):
@@ -41,6 +43,15 @@
 #include "alice/status.h"
 
 struct json_object;
+struct alice_grammar;
+
+/* Convert a parsed schema (borrowed) into a compiled grammar the caller
+ * frees with alice_grammar_free. Errors as below. */
+enum alice_status alice_json_schema_to_grammar(struct json_object *schema, struct alice_grammar **out,
+					       struct alice_error *err);
+/* The same from `len` bytes of JSON text. */
+enum alice_status alice_json_schema_text_to_grammar(const char *json, size_t len, struct alice_grammar **out,
+						    struct alice_error *err);
 
 /* Convert the schema in `len` bytes of JSON text. On success *gbnf is a
  * NUL-terminated grammar the caller frees with free(). The grammar has been

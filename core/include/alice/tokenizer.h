@@ -97,6 +97,13 @@ enum alice_status alice_tokenizer_decode(const struct alice_tokenizer *t, const 
 					 bool render_special, char **out, size_t *out_len,
 					 struct alice_error *err);
 
+/* A valid UTF-8 copy of n bytes under the project's one repair policy (the
+ * detok stream's): each maximal invalid subpart, and an unfinished character
+ * at the end, becomes one U+FFFD — what Python's errors="replace" and the
+ * WHATWG decoder produce. NUL-terminated; the caller frees; NULL when out
+ * of memory. out_len may be NULL. */
+char *alice_utf8_repair(const char *s, size_t n, size_t *out_len);
+
 /* Incremental detokenizer for streaming generated tokens. Emits the token
  * pieces (as llama-server streams them: no first-space removal, no space
  * clean-up) but only ever whole UTF-8 characters: an incomplete sequence is

@@ -1,4 +1,5 @@
-/* sbuf.h — a growable, always NUL-terminated string buffer (core only).
+/* sbuf.h — the one growable, always NUL-terminated byte buffer of the
+ * project (core, server and tools use it; no file keeps its own).
  *
  * Out of memory is sticky: the first failed append sets `oom`, frees nothing
  * and makes every later append a no-op, so a builder can append freely and
@@ -35,6 +36,11 @@ static inline bool alice_sb_addn(struct alice_sbuf *b, const void *s, size_t n)
 bool alice_sb_add(struct alice_sbuf *b, const char *s);
 /* printf-style append. */
 __attribute__((format(printf, 2, 3))) bool alice_sb_addf(struct alice_sbuf *b, const char *fmt, ...);
+/* Room for `need` elements of `elem` bytes in the array *p holding *cap
+ * (grows by doubling, from 8). False when out of memory or the size would
+ * overflow; *p and *cap are then unchanged. For the core's growable arrays. */
+bool alice_grow(void **p, size_t *cap, size_t need, size_t elem);
+
 /* The string (the caller frees; "" if nothing was appended), or NULL after
  * out of memory (the buffer is freed then). */
 char *alice_sb_take(struct alice_sbuf *b);

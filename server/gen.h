@@ -1,0 +1,92 @@
+/* gen.h — the completion routes' own pieces, shared by gen.c (the request
+ * lifecycle: submit, engine events, disconnects, the end), gen_prepare.c
+ * (body -> validated plan: prompts rendered and tokenized, every check that
+ * needs the model or the server) and gen_response.c (the OpenAI response
+ * JSON: bodies, chunks, usage, logprobs). gen.c calls the other two; they
+ * call nothing in gen.c. */
+#ifndef ALICE_SERVER_GEN_H
+#define ALICE_SERVER_GEN_H
+
+#include <json-c/json.h>
+
+#include "alice/sbuf.h"
+#include "queue.h"
+#include "server.h"
+
+struct srv_choice {
+	struct srv_gen *gen;
+	int index;
+	int prompt_index;
+	uint64_t engine_id;
+	bool live; /* submitted, terminal event not yet seen */
+	struct alice_sbuf text;     /* non-streamed: the whole text; streamed: the echo */
+	size_t text_offset;         /* completions logprobs: bytes of token pieces so far */
+	struct json_object *lp;     /* chat: content array; completions: legacy object */
+	struct gen_msg *done_msg;   /* the DONE event's message, allocated before submit */
+	int lost;                   /* atomic: a token event could not be copied (out of memory) */
+	enum alice_engine_finish finish;
+	int32_t n_prompt, n_completion;
+	int32_t n_cached; /* prompt tokens reused from the prefix cache */
+	double prefill_ms, decode_ms;
+	char *error;
+	enum alice_status error_status;
+};
+
+struct srv_gen {
+	struct srv_gen *next, *prev;
+	struct srv *srv;
+	struct srv_http http;
+	struct evhttp_connection *evcon;
+	struct event *watch;
+	enum srv_kind kind;
+	bool stream, include_usage, logprobs, echo;
+	int top_logprobs;
+	char id[48];
+	int64_t created;
+	struct srv_choice *choices;
+	size_t n_choices, n_live;
+	int64_t prompt_tokens; /* counted once per prompt */
+	bool client_gone, replied;
+};
+
+struct gen_msg; /* an engine event copied for the event thread (gen.c) */
+
+/* ---- gen_prepare.c ---- */
+struct gen_prompt {
+	int32_t *tokens;
+	size_t n;
+};
+struct gen_plan {
+	struct srv_gen_request r;
+	struct gen_prompt *prompts; /* one per prompt (chat: one) */
+	size_t n_prompts;
+	const char **stops; /* the request's and the chat template's; borrowed strings */
+	size_t n_stops;
+	uint64_t seed;      /* the first choice's (the request's, or random) */
+};
+/* Parse, cap and validate a body against the model and server, render and
+ * tokenize its prompts: 0, or -1 with e filled. The plan is freed with
+ * gen_plan_free either way. */
+int gen_prepare(struct srv *s, enum srv_kind kind, const char *body, size_t len, struct gen_plan *p,
+		struct srv_api_error *e);
+void gen_plan_free(struct gen_plan *p);
+/* 64 random bits (ids, seeds). */
+uint64_t gen_random64(void);
+
+/* ---- gen_response.c ---- */
+struct json_object *gen_logprobs_new(const struct srv_gen *g);
+/* Add a token's logprob entry to c->lp (c->text_offset advances). */
+void gen_logprobs_add(struct srv_gen *g, struct srv_choice *c, const struct alice_engine_event *ev);
+/* One streamed chunk for one choice: text NULL = no content key in a chat
+ * delta; finish NULL = still running; lp borrowed or NULL. */
+struct json_object *gen_chunk(const struct srv_gen *g, const struct srv_choice *c, const char *text,
+			      size_t len, bool role, const char *finish, struct json_object *lp);
+/* The last chunk of a stream with include_usage: no choices, the usage. */
+struct json_object *gen_usage_chunk(const struct srv_gen *g);
+/* The whole non-streamed body. */
+struct json_object *gen_body(const struct srv_gen *g);
+/* Totals over the choices, for the usage object and the log line. */
+void gen_counts(const struct srv_gen *g, struct srv_request_counts *out);
+const char *gen_finish_reason(enum alice_engine_finish f);
+
+#endif
