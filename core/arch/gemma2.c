@@ -154,5 +154,5 @@ const struct alice_arch alice_arch_gemma2 = {
 	.build = gemma2_build,
 	.priv_size = sizeof(struct gemma2_hp),
 	/* a window shorter than a test prompt, so it is exercised */
-	.synth_kv = "attn_logit_softcapping=50.0 final_logit_softcapping=30.0 attention.sliding_window=8",
+	.synth_kv = "attn_logit_softcapping=50.0 final_logit_softcapping=30.0 attention.sliding_window=4",
 };
