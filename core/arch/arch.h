@@ -254,6 +254,12 @@ int32_t alice_build_out_rows(struct alice_gb *gb, const struct alice_step *st, i
 /* output_norm -> output (or the tied token_embd) -> logits [n_vocab, n_out]. */
 int32_t alice_build_lm_head(struct alice_gb *gb, const struct alice_step *st, int32_t x);
 
+/* The token mixer of layer il (attention or a recurrent layer) on normed
+ * input x [n_embd, n_tokens]; returns [n_embd, n_tokens]. */
+typedef int32_t (*alice_mixer_fn)(struct alice_gb *gb, const struct alice_step *st, int il, int32_t x);
+/* A pre-norm decoder step: per layer x += mixer(attn_norm(x)); x +=
+ * SwiGLU FFN(ffn_norm(x)); then the head. */
+int32_t alice_build_prenorm_decoder(struct alice_gb *gb, const struct alice_step *st, alice_mixer_fn mixer);
 /* The Llama-style pre-norm decoder step (llama, qwen2, qwen3): per layer
  * x += attention(norm(x)); x += SwiGLU FFN(norm(x)); then the head. The
  * family differences live in the tensor table: alice_build_attention adds

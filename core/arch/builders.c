@@ -92,13 +92,13 @@ int32_t alice_build_lm_head(struct alice_gb *gb, const struct alice_step *st, in
 	return alice_gb_mul_mat(gb, alice_build_weight(gb, st, -1, slot), x);
 }
 
-int32_t alice_build_llama_decoder(struct alice_gb *gb, const struct alice_step *st)
+int32_t alice_build_prenorm_decoder(struct alice_gb *gb, const struct alice_step *st, alice_mixer_fn mixer)
 {
 	int n_layer = (int)st->hp->n_layer;
 	int32_t x = alice_build_inp_embd(gb, st);
 	for (int il = 0; il < n_layer; il++) {
 		int32_t cur = alice_build_norm(gb, st, il, ALICE_W_ATTN_NORM, x);
-		cur = alice_build_attention(gb, st, il, cur);
+		cur = mixer(gb, st, il, cur);
 		if (il == n_layer - 1) { /* only the rows that want logits go on */
 			cur = alice_build_out_rows(gb, st, cur);
 			x = alice_build_out_rows(gb, st, x);
@@ -109,4 +109,9 @@ int32_t alice_build_llama_decoder(struct alice_gb *gb, const struct alice_step *
 		x = alice_gb_add(gb, cur, x);
 	}
 	return alice_build_lm_head(gb, st, x);
+}
+
+int32_t alice_build_llama_decoder(struct alice_gb *gb, const struct alice_step *st)
+{
+	return alice_build_prenorm_decoder(gb, st, alice_build_attention);
 }

@@ -11,44 +11,50 @@
 
 #define HP_MAX_DIM (1u << 20) /* sanity bound on any single dimension */
 
-static enum alice_status get_u32(const struct alice_gguf *g, const char *arch, const char *key,
-				 bool required, uint32_t *out, struct alice_error *err)
+/* Reads <arch>.<key> as an integer (iv) or a float (fv != NULL); *found
+ * says whether it is there. Absent and required, or of the wrong kind, is an
+ * error naming the file and key. */
+static enum alice_status lookup(const struct alice_gguf *g, const char *arch, const char *key, bool required,
+				int64_t *iv, double *fv, bool *found, struct alice_error *err)
 {
 	char full[160];
 	snprintf(full, sizeof(full), "%s.%s", arch, key);
-	int64_t v;
-	enum alice_status st = alice_gguf_get_int(g, full, &v, NULL);
-	if (st == ALICE_ERR_NOT_FOUND && !required)
-		return ALICE_OK;
-	if (st == ALICE_ERR_NOT_FOUND)
-		return alice_fail(err, ALICE_ERR_INVALID, "%s: missing hyper-parameter %s",
-				  alice_gguf_path(g), full);
-	if (st == ALICE_ERR_TYPE)
+	const char *path = alice_gguf_path(g);
+	enum alice_status st = fv ? alice_gguf_get_float(g, full, fv, NULL) : alice_gguf_get_int(g, full, iv, NULL);
+	*found = st != ALICE_ERR_NOT_FOUND;
+	if (!*found)
+		return required ? alice_fail(err, ALICE_ERR_INVALID, "%s: missing hyper-parameter %s", path, full)
+				: ALICE_OK;
+	if (fv && (st != ALICE_OK || !isfinite(*fv)))
+		return alice_fail(err, ALICE_ERR_INVALID, "%s: %s is not a finite number", path, full);
+	if (!fv && st == ALICE_ERR_TYPE)
 		return alice_fail(err, ALICE_ERR_UNSUPPORTED,
-				  "%s: %s is not a single integer (per-layer values are not supported)",
-				  alice_gguf_path(g), full);
-	if (st != ALICE_OK || v < 0 || v > (int64_t)UINT32_MAX)
-		return alice_fail(err, ALICE_ERR_INVALID, "%s: %s is out of range", alice_gguf_path(g), full);
-	*out = (uint32_t)v;
+				  "%s: %s is not a single integer (per-layer values are not supported)", path, full);
+	if (!fv && (st != ALICE_OK || *iv < 0 || *iv > (int64_t)UINT32_MAX))
+		return alice_fail(err, ALICE_ERR_INVALID, "%s: %s is out of range", path, full);
 	return ALICE_OK;
+}
+
+static enum alice_status get_u32(const struct alice_gguf *g, const char *arch, const char *key,
+				 bool required, uint32_t *out, struct alice_error *err)
+{
+	int64_t v = 0;
+	bool found;
+	enum alice_status st = lookup(g, arch, key, required, &v, NULL, &found, err);
+	if (st == ALICE_OK && found)
+		*out = (uint32_t)v;
+	return st;
 }
 
 static enum alice_status get_f32(const struct alice_gguf *g, const char *arch, const char *key,
 				 bool required, float *out, struct alice_error *err)
 {
-	char full[160];
-	snprintf(full, sizeof(full), "%s.%s", arch, key);
-	double v;
-	enum alice_status st = alice_gguf_get_float(g, full, &v, NULL);
-	if (st == ALICE_ERR_NOT_FOUND && !required)
-		return ALICE_OK;
-	if (st == ALICE_ERR_NOT_FOUND)
-		return alice_fail(err, ALICE_ERR_INVALID, "%s: missing hyper-parameter %s",
-				  alice_gguf_path(g), full);
-	if (st != ALICE_OK || !isfinite(v))
-		return alice_fail(err, ALICE_ERR_INVALID, "%s: %s is not a finite number", alice_gguf_path(g), full);
-	*out = (float)v;
-	return ALICE_OK;
+	double v = 0;
+	bool found;
+	enum alice_status st = lookup(g, arch, key, required, NULL, &v, &found, err);
+	if (st == ALICE_OK && found)
+		*out = (float)v;
+	return st;
 }
 
 #define TRY(x)                                 \

@@ -376,24 +376,15 @@ static int32_t gated_attention(struct alice_gb *gb, const struct alice_step *st,
 	return alice_gb_mul_mat(gb, w_(gb, st, il, ALICE_W_ATTN_OUT), o);
 }
 
+/* Each layer's mixer: gated DeltaNet or gated full attention. */
+static int32_t qwen35_mixer(struct alice_gb *gb, const struct alice_step *st, int il, int32_t x)
+{
+	return is_recurrent(st->hp, il) ? linear_attention(gb, st, il, x) : gated_attention(gb, st, il, x);
+}
+
 static int32_t qwen35_build(struct alice_gb *gb, const struct alice_step *st)
 {
-	int n_layer = (int)st->hp->n_layer;
-	int32_t x = alice_build_inp_embd(gb, st);
-	for (int il = 0; il < n_layer; il++) {
-		bool rec = is_recurrent(st->hp, il);
-		int32_t cur = alice_build_norm(gb, st, il, ALICE_W_ATTN_NORM, x);
-		cur = rec ? linear_attention(gb, st, il, cur) : gated_attention(gb, st, il, cur);
-		if (il == n_layer - 1) {
-			cur = alice_build_out_rows(gb, st, cur);
-			x = alice_build_out_rows(gb, st, x);
-		}
-		x = alice_gb_add(gb, cur, x);
-		cur = alice_build_norm(gb, st, il, ALICE_W_FFN_NORM, x);
-		cur = alice_build_ffn_glu(gb, st, il, cur, ALICE_ACT_SILU);
-		x = alice_gb_add(gb, cur, x);
-	}
-	return alice_build_lm_head(gb, st, x);
+	return alice_build_prenorm_decoder(gb, st, qwen35_mixer);
 }
 
 const struct alice_arch alice_arch_qwen35 = {
