@@ -301,13 +301,26 @@ enum alice_status alice_gguf_writer_add_tensor(struct alice_gguf_writer *w, cons
 
 static uint64_t align_up(uint64_t x) { return (x + WRITER_ALIGN - 1) / WRITER_ALIGN * WRITER_ALIGN; }
 
-enum alice_status alice_gguf_writer_write(struct alice_gguf_writer *w, const char *path,
-					  struct alice_error *err)
+/* Where the file's bytes go: a FILE or memory. */
+struct sink {
+	FILE *f;
+	struct bytes mem;
+};
+
+static bool sink_put(struct sink *s, const void *p, size_t n)
+{
+	if (s->f)
+		return fwrite(p, 1, n, s->f) == n;
+	put(&s->mem, p, n);
+	return !s->mem.oom;
+}
+
+static enum alice_status emit(struct alice_gguf_writer *w, const char *path, struct sink *out,
+			      struct alice_error *err)
 {
 	struct bytes h = {0};
 	enum alice_status st = ALICE_OK;
 	void *buf = NULL;
-	FILE *f = NULL;
 
 	put(&h, "GGUF", 4);
 	put_u32(&h, 3);
@@ -336,13 +349,7 @@ enum alice_status alice_gguf_writer_write(struct alice_gguf_writer *w, const cha
 	}
 	static const uint8_t zeros[WRITER_ALIGN];
 	put(&h, zeros, align_up(h.n) - h.n);
-
-	f = fopen(path, "wb");
-	if (!f) {
-		st = alice_fail(err, ALICE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-		goto out;
-	}
-	if (fwrite(h.p, 1, h.n, f) != h.n)
+	if (!sink_put(out, h.p, h.n))
 		goto write_error;
 	for (size_t i = 0; i < w->n_t; i++) {
 		struct tensor_entry *t = &w->t[i];
@@ -360,24 +367,46 @@ enum alice_status alice_gguf_writer_write(struct alice_gguf_writer *w, const cha
 		} else {
 			memset(buf, 0, t->nbytes);
 		}
-		if (fwrite(buf, 1, t->nbytes, f) != t->nbytes)
+		if (!sink_put(out, buf, t->nbytes))
 			goto write_error;
 		uint64_t pad = align_up(t->nbytes) - t->nbytes;
-		if (i + 1 < w->n_t && pad && fwrite(zeros, 1, pad, f) != pad)
+		if (i + 1 < w->n_t && pad && !sink_put(out, zeros, pad))
 			goto write_error;
 	}
-	if (fclose(f) != 0) {
-		f = NULL;
-		goto write_error;
-	}
-	f = NULL;
 	goto out;
 write_error:
-	st = alice_fail(err, ALICE_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+	st = out->f ? alice_fail(err, ALICE_ERR_IO, "%s: write failed: %s", path, strerror(errno))
+		    : alice_fail(err, ALICE_ERR_NOMEM, "%s: out of memory", path);
 out:
-	if (f)
-		fclose(f);
 	free(buf);
 	free(h.p);
 	return st;
+}
+
+enum alice_status alice_gguf_writer_write(struct alice_gguf_writer *w, const char *path,
+					  struct alice_error *err)
+{
+	struct sink out = {.f = fopen(path, "wb")};
+	if (!out.f)
+		return alice_fail(err, ALICE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+	enum alice_status st = emit(w, path, &out, err);
+	if (fclose(out.f) != 0 && st == ALICE_OK)
+		st = alice_fail(err, ALICE_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+	return st;
+}
+
+enum alice_status alice_gguf_writer_write_memory(struct alice_gguf_writer *w, void **data, size_t *size,
+						 struct alice_error *err)
+{
+	struct sink out = {0};
+	*data = NULL;
+	*size = 0;
+	enum alice_status st = emit(w, "<memory>", &out, err);
+	if (st != ALICE_OK) {
+		free(out.mem.p);
+		return st;
+	}
+	*data = out.mem.p;
+	*size = out.mem.n;
+	return ALICE_OK;
 }

@@ -102,6 +102,16 @@ static bool valid(const struct alice_gb *gb, int32_t t)
 
 #define T(i) (&gb->tensors[(i)])
 
+bool alice_gb_valid(const struct alice_gb *gb, const int32_t *ts, int n)
+{
+	if (gb->failed)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (!valid(gb, ts[i]))
+			return false;
+	return true;
+}
+
 /* Bytes spanned by a tensor laid out with its strides. */
 static uint64_t span_bytes(const struct alice_tensor *t)
 {
@@ -202,6 +212,14 @@ static int32_t new_kind(struct alice_gb *gb, uint32_t type, int64_t ne0, int64_t
 int32_t alice_gb_new(struct alice_gb *gb, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3)
 {
 	return new_kind(gb, type, ne0, ne1, ne2, ne3, ALICE_GB_COMPUTE);
+}
+
+int32_t alice_gb_new_like(struct alice_gb *gb, int32_t x)
+{
+	if (!valid(gb, x))
+		return -1;
+	const struct alice_tensor *t = T(x);
+	return alice_gb_new(gb, ALICE_TYPE_F32, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
 }
 
 int32_t alice_gb_input(struct alice_gb *gb, uint32_t type, int64_t ne0, int64_t ne1)

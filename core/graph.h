@@ -84,6 +84,8 @@ const struct alice_tensor *alice_gb_tensor(const struct alice_gb *gb, int32_t t)
 int32_t alice_gb_external(struct alice_gb *gb, const struct alice_tensor *t);
 /* Contiguous new tensor of up to 4 dims (unused = 1). */
 int32_t alice_gb_new(struct alice_gb *gb, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+/* A new F32 COMPUTE tensor of x's shape (-1 if x is not valid). */
+int32_t alice_gb_new_like(struct alice_gb *gb, int32_t x);
 int32_t alice_gb_input(struct alice_gb *gb, uint32_t type, int64_t ne0, int64_t ne1);
 void alice_gb_set_output(struct alice_gb *gb, int32_t t);
 /* A strided window: ne/nb given, `offset` bytes from src's start. */
@@ -92,6 +94,9 @@ int32_t alice_gb_view(struct alice_gb *gb, int32_t src, const int64_t ne[4], con
 /* Reinterpret a contiguous tensor with a new shape (same element count). */
 int32_t alice_gb_reshape(struct alice_gb *gb, int32_t src, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 bool alice_gb_is_contiguous(const struct alice_gb *gb, int32_t t);
+
+/* For op helpers outside graph.c: gb has not failed and each ts[i] is one of its tensors. */
+bool alice_gb_valid(const struct alice_gb *gb, const int32_t *ts, int n);
 
 /* ---- ops (dst is a new contiguous F32 tensor unless stated) ---- */
 int32_t alice_gb_get_rows(struct alice_gb *gb, int32_t src, int32_t ids);
@@ -110,7 +115,7 @@ int32_t alice_gb_glu(struct alice_gb *gb, int32_t a, int32_t b, int act);
 int32_t alice_gb_unary(struct alice_gb *gb, int32_t a, int act);
 int32_t alice_gb_copy(struct alice_gb *gb, int32_t src, uint32_t type);
 /* Append a node with dst and up to ALICE_MAX_SRC sources (-1 = none), for op
- * helpers outside this file (graph_ssm.c); the caller checks shapes first
+ * helpers outside this file (an arch/ file's own ops); the caller checks shapes first
  * and sets ip/fp on the returned node. NULL if gb has failed or an index is
  * bad. */
 struct alice_node *alice_gb_node(struct alice_gb *gb, uint32_t op, int32_t dst, const int32_t *src, int n_src);

@@ -42,8 +42,8 @@ static enum alice_status bind_one(struct alice_model *m, const struct alice_tens
 				  path, name, m->arch->name);
 	}
 	const struct alice_gguf_tensor_info *info = alice_gguf_tensor(m->gguf, ti);
-	int64_t want0 = alice_dim_value(&m->hp, sp->ne[0]);
-	int64_t want1 = alice_dim_value(&m->hp, sp->ne[1]);
+	int64_t want0 = alice_dim_value(m->arch, &m->hp, sp->ne[0]);
+	int64_t want1 = alice_dim_value(m->arch, &m->hp, sp->ne[1]);
 	if (info->ne[0] != want0 || info->ne[1] != want1 || info->ne[2] != 1 || info->ne[3] != 1)
 		return alice_fail(err, ALICE_ERR_INVALID,
 				  "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld] from the "
@@ -104,7 +104,8 @@ static enum alice_status bind_tensors(struct alice_model *m, struct alice_error 
 		enum alice_status st;
 		if (sp->flags & ALICE_TS_LAYER) {
 			for (uint32_t il = 0; il < L; il++)
-				if ((st = bind_one(m, sp, (int)il, &m->layers[il][sp->slot], err)) != ALICE_OK)
+				if (alice_arch_spec_on_layer(a, &m->hp, sp, (int)il) &&
+				    (st = bind_one(m, sp, (int)il, &m->layers[il][sp->slot], err)) != ALICE_OK)
 					return st;
 		} else if ((st = bind_one(m, sp, -1, &m->w.global[sp->slot], err)) != ALICE_OK) {
 			return st;
@@ -241,6 +242,7 @@ void alice_model_free(struct alice_model *m)
 	}
 	alice_backend_close(m->be);
 	alice_tokenizer_free(m->tok);
+	alice_hparams_free(&m->hp);
 	free(m->tensors);
 	free(m->src_info);
 	free(m->layers);

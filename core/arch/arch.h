@@ -3,8 +3,12 @@
  *
  * An architecture is one file in core/arch/ defining a const struct
  * alice_arch (hyper-parameter hook, tensor table, graph builder) plus one line
- * in registry.c. Nothing else in the core learns an architecture's name.
- * Private to the core. */
+ * in registry.c. Nothing else in the core learns an architecture's name: a
+ * family's own hyper-parameters live in its private struct (hp->priv, sized
+ * by priv_size), its own weight slots and table dimensions are numbered from
+ * ALICE_W_ARCH0 / ALICE_D_ARCH0 in its file and resolved by its dim hook,
+ * and its table is what the loader binds and what core/synth.c writes, so
+ * every registered family can be made as a synthetic model. Private to the core. */
 #ifndef ALICE_CORE_ARCH_H
 #define ALICE_CORE_ARCH_H
 
@@ -34,22 +38,18 @@ struct alice_hparams {
 	float rope_freq_scale; /* 1/factor for linear scaling, else 1 */
 	float attn_scale;      /* on q.k; default 1/sqrt(head_dim_k) */
 	int rope_mode;         /* enum alice_rope_mode */
-
-	/* Family extras, set by an arch's hparams hook (0 = unused). */
-	float attn_softcap;      /* soft-cap of attention logits (gemma2) */
-	float final_softcap;     /* soft-cap of the output logits (gemma2) */
-	uint32_t n_swa;          /* sliding window: a query at p sees positions > p - n_swa; 0 = none */
-	uint32_t swa_period;     /* layer il is windowed when il % period < period - 1 (0: every layer) */
-	int32_t rope_sections[4];/* IMROPE sections t, h, w, e (rope dimension pairs) */
-	uint32_t ssm_d_conv;     /* recurrent layers (qwen35): conv kernel */
-	uint32_t ssm_d_state;    /* head size of the delta-rule k/v heads */
-	uint32_t ssm_n_group;    /* k heads */
-	uint32_t ssm_dt_rank;    /* v heads */
-	uint32_t ssm_d_inner;    /* v heads * head size */
-	uint32_t full_attn_interval; /* layer il is full attention when (il+1) % interval == 0 */
+	/* Sliding window, set by an arch's hparams hook: a windowed query at p
+	 * sees positions > p - n_swa (the context builds st->inp_ranges_swa); 0 = none. */
+	uint32_t n_swa;
+	/* The family's own hyper-parameters: arch->priv_size zeroed bytes the
+	 * loader allocates and arch->hparams fills; NULL when priv_size is 0.
+	 * Owned by the hparams (alice_hparams_free). */
+	void *priv;
 };
 
-/* Weight slots. Globals use alice_weights.global, the rest .layer[il]. */
+/* Weight slots. Globals use alice_weights.global, the rest .layer[il]. The
+ * shared slots are listed here; a family numbers its own from ALICE_W_ARCH0
+ * in its file (at most ALICE_W_ARCH_SLOTS of them). */
 enum alice_wslot {
 	ALICE_W_TOKEN_EMBD,
 	ALICE_W_OUTPUT_NORM,
@@ -69,21 +69,14 @@ enum alice_wslot {
 	ALICE_W_FFN_GATE,
 	ALICE_W_FFN_UP,
 	ALICE_W_FFN_DOWN,
-	ALICE_W_ATTN_POST_NORM, /* gemma2 post_attention_norm; qwen35 uses it as the pre-FFN norm */
-	ALICE_W_FFN_POST_NORM,
-	ALICE_W_ATTN_QKV,       /* fused q|k|v projection of a recurrent layer */
-	ALICE_W_ATTN_GATE,      /* z gate of a recurrent layer */
-	ALICE_W_SSM_CONV1D,
-	ALICE_W_SSM_DT_B,
-	ALICE_W_SSM_A,
-	ALICE_W_SSM_BETA,
-	ALICE_W_SSM_ALPHA,
-	ALICE_W_SSM_NORM,
-	ALICE_W_SSM_OUT,
-	ALICE_W_COUNT
+	ALICE_W_ARCH0, /* first family-private slot */
+	ALICE_W_COUNT = ALICE_W_ARCH0 + 12
 };
+#define ALICE_W_ARCH_SLOTS (ALICE_W_COUNT - ALICE_W_ARCH0)
 
-/* Symbolic dimensions of the tensor table, resolved from the hparams. */
+/* Symbolic dimensions of the tensor table, resolved from the hparams
+ * (alice_dim_value). A family numbers its own from ALICE_D_ARCH0 and
+ * resolves them in arch->dim. */
 enum alice_dim {
 	ALICE_D_NONE = 0, /* 1 (unused dim) */
 	ALICE_D_EMBD,     /* n_embd */
@@ -95,44 +88,67 @@ enum alice_dim {
 	ALICE_D_O,        /* n_head * head_dim_v */
 	ALICE_D_HEAD_K,   /* head_dim_k */
 	ALICE_D_ROT_HALF, /* n_rot / 2 */
-	ALICE_D_Q_GATED,  /* 2 * n_head * head_dim_k (query and output gate per head) */
-	ALICE_D_SSM_CONV_K,   /* ssm_d_conv */
-	ALICE_D_SSM_CONV_DIM, /* 2 * ssm_n_group * ssm_d_state + ssm_d_inner */
-	ALICE_D_SSM_INNER,    /* ssm_d_inner */
-	ALICE_D_SSM_HEADS_V,  /* ssm_dt_rank */
-	ALICE_D_SSM_HEAD_V,   /* ssm_d_inner / ssm_dt_rank */
+	ALICE_D_ARCH0 = 32, /* first family-private dimension */
 };
 
 enum alice_tspec_flags {
 	ALICE_TS_LAYER = 1u << 0,    /* "blk.N.<name>" for every layer */
 	ALICE_TS_OPTIONAL = 1u << 1, /* may be absent */
 	ALICE_TS_F32 = 1u << 2,      /* must be F32 (norms, biases, factors); else any supported type */
+	/* Only on the layers that attend over a KV cache (arch->layer_has_kv) /
+	 * only on those with recurrent state (arch->layer_state); not bound elsewhere. */
+	ALICE_TS_KV_LAYERS = 1u << 3,
+	ALICE_TS_STATE_LAYERS = 1u << 4,
+};
+
+/* What a synthetic model's tensor holds (core/synth.c, alice-mkmodel). */
+enum alice_tinit {
+	ALICE_TI_MATRIX = 0, /* N(0, 1/ne0): projections, embeddings */
+	ALICE_TI_ONES,       /* N(1, 0.05^2): norm weights */
+	ALICE_TI_SMALL,      /* N(0, 0.1^2): biases */
+	ALICE_TI_NEGATIVE,   /* N(-1, 0.05^2): decay rates (-exp(A_log)) */
+	ALICE_TI_ROPE_FREQS, /* Llama-3.1 rope frequency factors */
 };
 
 struct alice_tensor_spec {
-	uint8_t slot;      /* enum alice_wslot */
+	uint8_t slot;      /* enum alice_wslot, or a family slot */
 	uint8_t flags;     /* enum alice_tspec_flags */
-	uint8_t ne[2];     /* enum alice_dim; 1-D tensors use ALICE_D_NONE for ne[1] */
+	uint8_t ne[2];     /* enum alice_dim or a family dim; 1-D tensors use ALICE_D_NONE for ne[1] */
 	const char *name;  /* "attn_q.weight" (per layer) or "token_embd.weight" */
+	uint8_t init;      /* enum alice_tinit */
 };
 
 /* Tensor-table rows of the Llama-style decoder (llama.c, qwen2.c, qwen3.c),
  * spelled once: a table is GLOBAL, [its extras], ATTN, [its extras], FFN. */
-#define ALICE_TS_LLAMA_GLOBAL_ROWS \
-	{ALICE_W_TOKEN_EMBD, 0, {ALICE_D_EMBD, ALICE_D_VOCAB}, "token_embd.weight"}, \
-	{ALICE_W_OUTPUT_NORM, ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, "output_norm.weight"}, \
-	{ALICE_W_OUTPUT, ALICE_TS_OPTIONAL, {ALICE_D_EMBD, ALICE_D_VOCAB}, "output.weight"}
-#define ALICE_TS_LLAMA_ATTN_ROWS \
-	{ALICE_W_ATTN_NORM, ALICE_TS_LAYER | ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, "attn_norm.weight"}, \
-	{ALICE_W_ATTN_Q, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_Q}, "attn_q.weight"}, \
-	{ALICE_W_ATTN_K, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_K}, "attn_k.weight"}, \
-	{ALICE_W_ATTN_V, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_V}, "attn_v.weight"}, \
-	{ALICE_W_ATTN_OUT, ALICE_TS_LAYER, {ALICE_D_O, ALICE_D_EMBD}, "attn_output.weight"}
-#define ALICE_TS_LLAMA_FFN_ROWS \
-	{ALICE_W_FFN_NORM, ALICE_TS_LAYER | ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, "ffn_norm.weight"}, \
-	{ALICE_W_FFN_GATE, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_gate.weight"}, \
-	{ALICE_W_FFN_UP, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_up.weight"}, \
-	{ALICE_W_FFN_DOWN, ALICE_TS_LAYER, {ALICE_D_FF, ALICE_D_EMBD}, "ffn_down.weight"}
+#define ALICE_TS_TOKEN_EMBD_ROW {ALICE_W_TOKEN_EMBD, 0, {ALICE_D_EMBD, ALICE_D_VOCAB}, "token_embd.weight", 0}
+#define ALICE_TS_OUTPUT_NORM_ROW \
+	{ALICE_W_OUTPUT_NORM, ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, "output_norm.weight", ALICE_TI_ONES}
+#define ALICE_TS_OUTPUT_ROW {ALICE_W_OUTPUT, ALICE_TS_OPTIONAL, {ALICE_D_EMBD, ALICE_D_VOCAB}, "output.weight", 0}
+#define ALICE_TS_LLAMA_GLOBAL_ROWS ALICE_TS_TOKEN_EMBD_ROW, ALICE_TS_OUTPUT_NORM_ROW, ALICE_TS_OUTPUT_ROW
+#define ALICE_TS_ATTN_NORM_ROW \
+	{ALICE_W_ATTN_NORM, ALICE_TS_LAYER | ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, "attn_norm.weight", ALICE_TI_ONES}
+#define ALICE_TS_LLAMA_QKVO_ROWS \
+	{ALICE_W_ATTN_Q, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_Q}, "attn_q.weight", 0}, \
+	{ALICE_W_ATTN_K, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_K}, "attn_k.weight", 0}, \
+	{ALICE_W_ATTN_V, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_V}, "attn_v.weight", 0}, \
+	{ALICE_W_ATTN_OUT, ALICE_TS_LAYER, {ALICE_D_O, ALICE_D_EMBD}, "attn_output.weight", 0}
+#define ALICE_TS_LLAMA_ATTN_ROWS ALICE_TS_ATTN_NORM_ROW, ALICE_TS_LLAMA_QKVO_ROWS
+#define ALICE_TS_QKV_BIAS_ROWS(extra) \
+	{ALICE_W_ATTN_Q_B, ALICE_TS_LAYER | ALICE_TS_F32 | (extra), {ALICE_D_Q, ALICE_D_NONE}, "attn_q.bias", ALICE_TI_SMALL}, \
+	{ALICE_W_ATTN_K_B, ALICE_TS_LAYER | ALICE_TS_F32 | (extra), {ALICE_D_K, ALICE_D_NONE}, "attn_k.bias", ALICE_TI_SMALL}, \
+	{ALICE_W_ATTN_V_B, ALICE_TS_LAYER | ALICE_TS_F32 | (extra), {ALICE_D_V, ALICE_D_NONE}, "attn_v.bias", ALICE_TI_SMALL}
+#define ALICE_TS_QK_NORM_ROWS(extra) \
+	{ALICE_W_ATTN_Q_NORM, ALICE_TS_LAYER | ALICE_TS_F32 | (extra), {ALICE_D_HEAD_K, ALICE_D_NONE}, "attn_q_norm.weight", \
+	 ALICE_TI_ONES}, \
+	{ALICE_W_ATTN_K_NORM, ALICE_TS_LAYER | ALICE_TS_F32 | (extra), {ALICE_D_HEAD_K, ALICE_D_NONE}, "attn_k_norm.weight", \
+	 ALICE_TI_ONES}
+#define ALICE_TS_FFN_NORM_ROW(gguf_name) \
+	{ALICE_W_FFN_NORM, ALICE_TS_LAYER | ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, gguf_name, ALICE_TI_ONES}
+#define ALICE_TS_GLU_ROWS \
+	{ALICE_W_FFN_GATE, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_gate.weight", 0}, \
+	{ALICE_W_FFN_UP, ALICE_TS_LAYER, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_up.weight", 0}, \
+	{ALICE_W_FFN_DOWN, ALICE_TS_LAYER, {ALICE_D_FF, ALICE_D_EMBD}, "ffn_down.weight", 0}
+#define ALICE_TS_LLAMA_FFN_ROWS ALICE_TS_FFN_NORM_ROW("ffn_norm.weight"), ALICE_TS_GLU_ROWS
 
 /* Bound weights: tensors[] as the backend sees them, slots index it (-1 absent). */
 struct alice_weights {
@@ -184,22 +200,42 @@ struct alice_arch {
 	/* Optional (NULL = every layer): does layer il attend over a KV cache?
 	 * Layers without one get k_cache/v_cache entries with buf NULL. */
 	bool (*layer_has_kv)(const struct alice_hparams *hp, int il);
+	/* Bytes of the family's private hyper-parameters (hp->priv); 0 = none. */
+	size_t priv_size;
+	/* Optional (NULL = no family dims): the size of family dimension dim
+	 * (>= ALICE_D_ARCH0) of its tensor table; -1 = not one of its dims. */
+	int64_t (*dim)(const struct alice_hparams *hp, uint8_t dim);
+	/* Family metadata of a small synthetic model, "key=value ..." with keys
+	 * after "<arch>." (core/synth.c: alice-mkmodel --arch, the registry
+	 * test); NULL = the common keys suffice. */
+	const char *synth_kv;
 };
 
 /* ---- registry (registry.c) ---- */
 const struct alice_arch *alice_arch_find(const char *name);
-/* "llama, qwen2, qwen3" */
+/* The i-th registered architecture (registry order); NULL past the end. */
+const struct alice_arch *alice_arch_at(size_t i);
+/* "llama, qwen2, qwen3, ..." */
 const char *alice_arch_supported_list(void);
 
-/* ---- hyper-parameters (common.c) ---- */
-/* Reads <arch>.* keys as llama.cpp does; n_vocab_fallback is used when
- * <arch>.vocab_size is absent. Errors name the file and key. */
+/* ---- hyper-parameters (hparams.c) ---- */
+/* Reads <arch>.* keys as llama.cpp does, then the family's through
+ * a->hparams; n_vocab_fallback is used when <arch>.vocab_size is absent.
+ * Errors name the file and key. On success the caller frees with
+ * alice_hparams_free (on failure nothing is left to free). */
 enum alice_status alice_hparams_load(const struct alice_gguf *g, const struct alice_arch *a,
 				     int64_t n_vocab_fallback, struct alice_hparams *hp,
 				     struct alice_error *err);
-int64_t alice_dim_value(const struct alice_hparams *hp, uint8_t dim);
+void alice_hparams_free(struct alice_hparams *hp);
+/* The size of tensor-table dimension dim (a shared one, or a's own through
+ * a->dim); -1 if unknown. */
+int64_t alice_dim_value(const struct alice_arch *a, const struct alice_hparams *hp, uint8_t dim);
+/* Does spec sp have a tensor on layer il (il < 0: a global spec)? Layer
+ * kinds come from ALICE_TS_KV_LAYERS / ALICE_TS_STATE_LAYERS. */
+bool alice_arch_spec_on_layer(const struct alice_arch *a, const struct alice_hparams *hp,
+			      const struct alice_tensor_spec *sp, int il);
 
-/* ---- shared builders (common.c) ---- */
+/* ---- shared builders (builders.c) ---- */
 /* The graph tensor of weight `slot` of layer il (il < 0: global); -1 if absent. */
 int32_t alice_build_weight(struct alice_gb *gb, const struct alice_step *st, int il, int slot);
 /* token embeddings: F32 [n_embd, n_tokens] */
@@ -218,6 +254,12 @@ int32_t alice_build_out_rows(struct alice_gb *gb, const struct alice_step *st, i
 /* output_norm -> output (or the tied token_embd) -> logits [n_vocab, n_out]. */
 int32_t alice_build_lm_head(struct alice_gb *gb, const struct alice_step *st, int32_t x);
 
+/* The token mixer of layer il (attention or a recurrent layer) on normed
+ * input x [n_embd, n_tokens]; returns [n_embd, n_tokens]. */
+typedef int32_t (*alice_mixer_fn)(struct alice_gb *gb, const struct alice_step *st, int il, int32_t x);
+/* A pre-norm decoder step: per layer x += mixer(attn_norm(x)); x +=
+ * SwiGLU FFN(ffn_norm(x)); then the head. */
+int32_t alice_build_prenorm_decoder(struct alice_gb *gb, const struct alice_step *st, alice_mixer_fn mixer);
 /* The Llama-style pre-norm decoder step (llama, qwen2, qwen3): per layer
  * x += attention(norm(x)); x += SwiGLU FFN(norm(x)); then the head. The
  * family differences live in the tensor table: alice_build_attention adds

@@ -9,52 +9,62 @@
 #include <stdio.h>
 
 #include "arch/arch.h"
-#include "graph_ext.h"
 
-#define L ALICE_TS_LAYER
-#define F32 ALICE_TS_F32
-#define OPT ALICE_TS_OPTIONAL
+/* gemma2's own hyper-parameters (hp->priv) */
+struct gemma2_hp {
+	float attn_softcap;  /* soft-cap of attention logits */
+	float final_softcap; /* soft-cap of the output logits */
+	uint32_t swa_period; /* layer il is windowed when il % period < period - 1 (0: every layer) */
+};
+
+static const struct gemma2_hp *priv(const struct alice_hparams *hp)
+{
+	return hp->priv;
+}
+
+/* gemma2's own weight slots */
+enum {
+	G2_W_ATTN_POST_NORM = ALICE_W_ARCH0,
+	G2_W_FFN_POST_NORM,
+};
+
+#define POST_NORM_ROW(slot, name) \
+	{(slot), ALICE_TS_LAYER | ALICE_TS_F32, {ALICE_D_EMBD, ALICE_D_NONE}, (name), ALICE_TI_ONES}
 
 static const struct alice_tensor_spec gemma2_tensors[] = {
-	{ALICE_W_TOKEN_EMBD, 0, {ALICE_D_EMBD, ALICE_D_VOCAB}, "token_embd.weight"},
-	{ALICE_W_OUTPUT_NORM, F32, {ALICE_D_EMBD, ALICE_D_NONE}, "output_norm.weight"},
-	{ALICE_W_ATTN_NORM, L | F32, {ALICE_D_EMBD, ALICE_D_NONE}, "attn_norm.weight"},
-	{ALICE_W_ATTN_Q, L, {ALICE_D_EMBD, ALICE_D_Q}, "attn_q.weight"},
-	{ALICE_W_ATTN_K, L, {ALICE_D_EMBD, ALICE_D_K}, "attn_k.weight"},
-	{ALICE_W_ATTN_V, L, {ALICE_D_EMBD, ALICE_D_V}, "attn_v.weight"},
-	{ALICE_W_ATTN_OUT, L, {ALICE_D_O, ALICE_D_EMBD}, "attn_output.weight"},
-	{ALICE_W_ATTN_POST_NORM, L | F32, {ALICE_D_EMBD, ALICE_D_NONE}, "post_attention_norm.weight"},
-	{ALICE_W_FFN_NORM, L | F32, {ALICE_D_EMBD, ALICE_D_NONE}, "ffn_norm.weight"},
-	{ALICE_W_FFN_GATE, L, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_gate.weight"},
-	{ALICE_W_FFN_UP, L, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_up.weight"},
-	{ALICE_W_FFN_DOWN, L, {ALICE_D_FF, ALICE_D_EMBD}, "ffn_down.weight"},
-	{ALICE_W_FFN_POST_NORM, L | F32, {ALICE_D_EMBD, ALICE_D_NONE}, "post_ffw_norm.weight"},
+	ALICE_TS_TOKEN_EMBD_ROW,
+	ALICE_TS_OUTPUT_NORM_ROW,
+	ALICE_TS_LLAMA_ATTN_ROWS,
+	POST_NORM_ROW(G2_W_ATTN_POST_NORM, "post_attention_norm.weight"),
+	ALICE_TS_LLAMA_FFN_ROWS,
+	POST_NORM_ROW(G2_W_FFN_POST_NORM, "post_ffw_norm.weight"),
 };
 
 static enum alice_status gemma2_hparams(const struct alice_gguf *g, struct alice_hparams *hp, struct alice_error *err)
 {
 	const char *path = alice_gguf_path(g);
+	struct gemma2_hp *p = hp->priv;
 	double v;
 	int64_t iv;
 	/* llama.cpp's defaults when the keys are absent */
-	hp->attn_softcap = 50.0f;
-	hp->final_softcap = 30.0f;
+	p->attn_softcap = 50.0f;
+	p->final_softcap = 30.0f;
 	if (alice_gguf_get_float(g, "gemma2.attn_logit_softcapping", &v, NULL) == ALICE_OK)
-		hp->attn_softcap = (float)v;
+		p->attn_softcap = (float)v;
 	if (alice_gguf_get_float(g, "gemma2.final_logit_softcapping", &v, NULL) == ALICE_OK)
-		hp->final_softcap = (float)v;
-	if (!(hp->attn_softcap > 0.0f) || !(hp->final_softcap > 0.0f) || !isfinite(hp->attn_softcap) ||
-	    !isfinite(hp->final_softcap))
+		p->final_softcap = (float)v;
+	if (!(p->attn_softcap > 0.0f) || !(p->final_softcap > 0.0f) || !isfinite(p->attn_softcap) ||
+	    !isfinite(p->final_softcap))
 		return alice_fail(err, ALICE_ERR_INVALID, "%s: gemma2 soft-caps must be positive (attn %g, final %g)", path,
-				  hp->attn_softcap, hp->final_softcap);
+				  p->attn_softcap, p->final_softcap);
 	hp->n_swa = 4096; /* Gemma 2's window when the key is absent (as llama.cpp) */
-	hp->swa_period = 2;
+	p->swa_period = 2;
 	if (alice_gguf_get_int(g, "gemma2.attention.sliding_window_pattern", &iv, NULL) == ALICE_OK) {
 		if (iv < 0 || iv > 1024)
 			return alice_fail(err, ALICE_ERR_INVALID,
 					  "%s: gemma2.attention.sliding_window_pattern = %lld is out of range", path,
 					  (long long)iv);
-		hp->swa_period = (uint32_t)iv;
+		p->swa_period = (uint32_t)iv;
 	}
 	if (alice_gguf_get_int(g, "gemma2.attention.sliding_window", &iv, NULL) == ALICE_OK) {
 		if (iv < 0 || iv > (1 << 24))
@@ -67,6 +77,21 @@ static enum alice_status gemma2_hparams(const struct alice_gguf *g, struct alice
 	hp->attn_scale = hp->n_layer == 46 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
 					   : 1.0f / sqrtf((float)hp->head_dim_k);
 	return ALICE_OK;
+}
+
+/* cap * tanh(x / cap) (ALICE_OP_SOFTCAP) */
+static int32_t softcap(struct alice_gb *gb, int32_t x, float cap)
+{
+	if (!alice_gb_valid(gb, &x, 1))
+		return -1;
+	if (!(cap > 0.0f))
+		return alice_gb_error(gb, "graph: SOFTCAP: cap %g must be positive", cap);
+	int32_t d = alice_gb_new_like(gb, x);
+	struct alice_node *n = alice_gb_node(gb, ALICE_OP_SOFTCAP, d, &x, 1);
+	if (!n)
+		return -1;
+	n->fp[0] = cap;
+	return d;
 }
 
 static int32_t gemma2_attention(struct alice_gb *gb, const struct alice_step *st, int il, int32_t x)
@@ -84,9 +109,10 @@ static int32_t gemma2_attention(struct alice_gb *gb, const struct alice_step *st
 	q = alice_gb_scale(gb, q, hp->attn_scale, 0.0f);
 	int32_t kc = alice_gb_kv_write(gb, alice_gb_external(gb, &st->k_cache[il]), k, st->inp_cells);
 	int32_t vc = alice_gb_kv_write(gb, alice_gb_external(gb, &st->v_cache[il]), v, st->inp_cells);
-	uint32_t p = hp->swa_period;
+	uint32_t p = priv(hp)->swa_period;
 	bool swa = st->inp_ranges_swa >= 0 && (p == 0 || (uint32_t)il % p < p - 1);
-	int32_t o = alice_gb_attention(gb, q, kc, vc, swa ? st->inp_ranges_swa : st->inp_ranges, 1.0f, hp->attn_softcap);
+	int32_t o = alice_gb_attention(gb, q, kc, vc, swa ? st->inp_ranges_swa : st->inp_ranges, 1.0f,
+				       priv(hp)->attn_softcap);
 	o = alice_gb_reshape(gb, o, (int64_t)hp->head_dim_v * hp->n_head, T, 1, 1);
 	return alice_gb_mul_mat(gb, alice_build_weight(gb, st, il, ALICE_W_ATTN_OUT), o);
 }
@@ -104,18 +130,19 @@ static int32_t gemma2_build(struct alice_gb *gb, const struct alice_step *st)
 			cur = alice_build_out_rows(gb, st, cur);
 			x = alice_build_out_rows(gb, st, x);
 		}
-		cur = alice_build_norm(gb, st, il, ALICE_W_ATTN_POST_NORM, cur);
+		cur = alice_build_norm(gb, st, il, G2_W_ATTN_POST_NORM, cur);
 		x = alice_gb_add(gb, cur, x);
 		cur = alice_build_norm(gb, st, il, ALICE_W_FFN_NORM, x);
 		cur = alice_build_ffn_glu(gb, st, il, cur, ALICE_ACT_GELU_TANH);
-		cur = alice_build_norm(gb, st, il, ALICE_W_FFN_POST_NORM, cur);
+		cur = alice_build_norm(gb, st, il, G2_W_FFN_POST_NORM, cur);
 		x = alice_gb_add(gb, cur, x);
 	}
 	int32_t logits = alice_build_lm_head(gb, st, x);
 	/* as llama.cpp: scale by 1/cap, tanh, scale by cap */
-	logits = alice_gb_scale(gb, logits, 1.0f / hp->final_softcap, 0.0f);
-	logits = alice_gb_softcap(gb, logits, 1.0f);
-	return alice_gb_scale(gb, logits, hp->final_softcap, 0.0f);
+	float cap = priv(hp)->final_softcap;
+	logits = alice_gb_scale(gb, logits, 1.0f / cap, 0.0f);
+	logits = softcap(gb, logits, 1.0f);
+	return alice_gb_scale(gb, logits, cap, 0.0f);
 }
 
 const struct alice_arch alice_arch_gemma2 = {
@@ -125,4 +152,7 @@ const struct alice_arch alice_arch_gemma2 = {
 	.n_tensors = sizeof(gemma2_tensors) / sizeof(gemma2_tensors[0]),
 	.hparams = gemma2_hparams,
 	.build = gemma2_build,
+	.priv_size = sizeof(struct gemma2_hp),
+	/* a window shorter than a test prompt, so it is exercised */
+	.synth_kv = "attn_logit_softcapping=50.0 final_logit_softcapping=30.0 attention.sliding_window=4",
 };

@@ -4,18 +4,13 @@
  * SwiGLU FFN, output tied to token_embd when output.weight is absent. */
 #include "arch/arch.h"
 
-#define L ALICE_TS_LAYER
-#define F32 ALICE_TS_F32
-#define OPT ALICE_TS_OPTIONAL
-
 static const struct alice_tensor_spec llama_tensors[] = {
 	ALICE_TS_LLAMA_GLOBAL_ROWS,
-	{ALICE_W_ROPE_FREQS, OPT | F32, {ALICE_D_ROT_HALF, ALICE_D_NONE}, "rope_freqs.weight"},
+	{ALICE_W_ROPE_FREQS, ALICE_TS_OPTIONAL | ALICE_TS_F32, {ALICE_D_ROT_HALF, ALICE_D_NONE}, "rope_freqs.weight",
+	 ALICE_TI_ROPE_FREQS},
 	ALICE_TS_LLAMA_ATTN_ROWS,
 	/* some Llama-family finetunes carry q/k/v biases; llama.cpp accepts them */
-	{ALICE_W_ATTN_Q_B, L | F32 | OPT, {ALICE_D_Q, ALICE_D_NONE}, "attn_q.bias"},
-	{ALICE_W_ATTN_K_B, L | F32 | OPT, {ALICE_D_K, ALICE_D_NONE}, "attn_k.bias"},
-	{ALICE_W_ATTN_V_B, L | F32 | OPT, {ALICE_D_V, ALICE_D_NONE}, "attn_v.bias"},
+	ALICE_TS_QKV_BIAS_ROWS(ALICE_TS_OPTIONAL),
 	ALICE_TS_LLAMA_FFN_ROWS,
 };
 

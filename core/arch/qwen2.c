@@ -3,15 +3,10 @@
  * output.weight is absent. */
 #include "arch/arch.h"
 
-#define L ALICE_TS_LAYER
-#define F32 ALICE_TS_F32
-
 static const struct alice_tensor_spec qwen2_tensors[] = {
 	ALICE_TS_LLAMA_GLOBAL_ROWS,
 	ALICE_TS_LLAMA_ATTN_ROWS,
-	{ALICE_W_ATTN_Q_B, L | F32, {ALICE_D_Q, ALICE_D_NONE}, "attn_q.bias"},
-	{ALICE_W_ATTN_K_B, L | F32, {ALICE_D_K, ALICE_D_NONE}, "attn_k.bias"},
-	{ALICE_W_ATTN_V_B, L | F32, {ALICE_D_V, ALICE_D_NONE}, "attn_v.bias"},
+	ALICE_TS_QKV_BIAS_ROWS(0),
 	ALICE_TS_LLAMA_FFN_ROWS,
 };
 

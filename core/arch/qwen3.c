@@ -3,14 +3,10 @@
  * in NEOX mode; tied output when output.weight is absent. */
 #include "arch/arch.h"
 
-#define L ALICE_TS_LAYER
-#define F32 ALICE_TS_F32
-
 static const struct alice_tensor_spec qwen3_tensors[] = {
 	ALICE_TS_LLAMA_GLOBAL_ROWS,
 	ALICE_TS_LLAMA_ATTN_ROWS,
-	{ALICE_W_ATTN_Q_NORM, L | F32, {ALICE_D_HEAD_K, ALICE_D_NONE}, "attn_q_norm.weight"},
-	{ALICE_W_ATTN_K_NORM, L | F32, {ALICE_D_HEAD_K, ALICE_D_NONE}, "attn_k_norm.weight"},
+	ALICE_TS_QK_NORM_ROWS(0),
 	ALICE_TS_LLAMA_FFN_ROWS,
 };
 

@@ -19,50 +19,98 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "alice/quant.h"
 #include "arch/arch.h"
-#include "graph_ext.h"
+
+/* qwen35's own hyper-parameters (hp->priv) */
+struct qwen35_hp {
+	int32_t rope_sections[4];    /* IMROPE sections t, h, w, e (rope dimension pairs) */
+	uint32_t ssm_d_conv;         /* conv kernel of the recurrent layers */
+	uint32_t ssm_d_state;        /* head size of the delta-rule k/v heads */
+	uint32_t ssm_n_group;        /* k heads */
+	uint32_t ssm_dt_rank;        /* v heads */
+	uint32_t ssm_d_inner;        /* v heads * head size */
+	uint32_t full_attn_interval; /* layer il is full attention when (il+1) % interval == 0 */
+};
+
+static const struct qwen35_hp *priv(const struct alice_hparams *hp)
+{
+	return hp->priv;
+}
+
+/* qwen35's own weight slots (the recurrent layers') */
+enum {
+	Q35_W_ATTN_QKV = ALICE_W_ARCH0, /* fused q|k|v projection */
+	Q35_W_ATTN_GATE,                /* z gate */
+	Q35_W_SSM_CONV1D,
+	Q35_W_SSM_DT_B,
+	Q35_W_SSM_A,
+	Q35_W_SSM_BETA,
+	Q35_W_SSM_ALPHA,
+	Q35_W_SSM_NORM,
+	Q35_W_SSM_OUT,
+	Q35_W_END
+};
+_Static_assert((int)Q35_W_END <= (int)ALICE_W_COUNT, "qwen35: too many family weight slots");
+
+/* qwen35's own table dimensions */
+enum {
+	Q35_D_Q_GATED = ALICE_D_ARCH0, /* 2 * n_head * head_dim_k (query and output gate per head) */
+	Q35_D_CONV_K,                  /* ssm_d_conv */
+	Q35_D_CONV_DIM,                /* 2 * ssm_n_group * ssm_d_state + ssm_d_inner */
+	Q35_D_INNER,                   /* ssm_d_inner */
+	Q35_D_HEADS_V,                 /* ssm_dt_rank */
+	Q35_D_HEAD_V,                  /* ssm_d_inner / ssm_dt_rank */
+};
+
+static int64_t conv_dim(const struct qwen35_hp *p)
+{
+	return 2 * (int64_t)p->ssm_n_group * p->ssm_d_state + p->ssm_d_inner;
+}
+
+static int64_t qwen35_dim(const struct alice_hparams *hp, uint8_t dim)
+{
+	const struct qwen35_hp *p = priv(hp);
+	switch (dim) {
+	case Q35_D_Q_GATED: return 2 * (int64_t)hp->n_head * hp->head_dim_k;
+	case Q35_D_CONV_K: return p->ssm_d_conv;
+	case Q35_D_CONV_DIM: return conv_dim(p);
+	case Q35_D_INNER: return p->ssm_d_inner;
+	case Q35_D_HEADS_V: return p->ssm_dt_rank;
+	case Q35_D_HEAD_V: return p->ssm_dt_rank ? (int64_t)(p->ssm_d_inner / p->ssm_dt_rank) : -1;
+	}
+	return -1;
+}
 
 #define L ALICE_TS_LAYER
 #define F32 ALICE_TS_F32
-#define OPT ALICE_TS_OPTIONAL
+#define KV (ALICE_TS_LAYER | ALICE_TS_KV_LAYERS)     /* full-attention layers */
+#define REC (ALICE_TS_LAYER | ALICE_TS_STATE_LAYERS) /* linear-attention layers */
 
 static const struct alice_tensor_spec qwen35_tensors[] = {
-	{ALICE_W_TOKEN_EMBD, 0, {ALICE_D_EMBD, ALICE_D_VOCAB}, "token_embd.weight"},
-	{ALICE_W_OUTPUT_NORM, F32, {ALICE_D_EMBD, ALICE_D_NONE}, "output_norm.weight"},
-	{ALICE_W_OUTPUT, OPT, {ALICE_D_EMBD, ALICE_D_VOCAB}, "output.weight"},
-	{ALICE_W_ATTN_NORM, L | F32, {ALICE_D_EMBD, ALICE_D_NONE}, "attn_norm.weight"},
-	{ALICE_W_ATTN_POST_NORM, L | F32, {ALICE_D_EMBD, ALICE_D_NONE}, "post_attention_norm.weight"},
-	/* full-attention layers (checked per layer in the builder) */
-	{ALICE_W_ATTN_Q, L | OPT, {ALICE_D_EMBD, ALICE_D_Q_GATED}, "attn_q.weight"},
-	{ALICE_W_ATTN_K, L | OPT, {ALICE_D_EMBD, ALICE_D_K}, "attn_k.weight"},
-	{ALICE_W_ATTN_V, L | OPT, {ALICE_D_EMBD, ALICE_D_V}, "attn_v.weight"},
-	{ALICE_W_ATTN_OUT, L | OPT, {ALICE_D_O, ALICE_D_EMBD}, "attn_output.weight"},
-	{ALICE_W_ATTN_Q_NORM, L | OPT | F32, {ALICE_D_HEAD_K, ALICE_D_NONE}, "attn_q_norm.weight"},
-	{ALICE_W_ATTN_K_NORM, L | OPT | F32, {ALICE_D_HEAD_K, ALICE_D_NONE}, "attn_k_norm.weight"},
-	/* linear-attention layers */
-	{ALICE_W_ATTN_QKV, L | OPT, {ALICE_D_EMBD, ALICE_D_SSM_CONV_DIM}, "attn_qkv.weight"},
-	{ALICE_W_ATTN_GATE, L | OPT, {ALICE_D_EMBD, ALICE_D_SSM_INNER}, "attn_gate.weight"},
-	{ALICE_W_SSM_CONV1D, L | OPT | F32, {ALICE_D_SSM_CONV_K, ALICE_D_SSM_CONV_DIM}, "ssm_conv1d.weight"},
-	{ALICE_W_SSM_DT_B, L | OPT | F32, {ALICE_D_SSM_HEADS_V, ALICE_D_NONE}, "ssm_dt.bias"},
-	{ALICE_W_SSM_A, L | OPT | F32, {ALICE_D_SSM_HEADS_V, ALICE_D_NONE}, "ssm_a"},
-	{ALICE_W_SSM_BETA, L | OPT, {ALICE_D_EMBD, ALICE_D_SSM_HEADS_V}, "ssm_beta.weight"},
-	{ALICE_W_SSM_ALPHA, L | OPT, {ALICE_D_EMBD, ALICE_D_SSM_HEADS_V}, "ssm_alpha.weight"},
-	{ALICE_W_SSM_NORM, L | OPT | F32, {ALICE_D_SSM_HEAD_V, ALICE_D_NONE}, "ssm_norm.weight"},
-	{ALICE_W_SSM_OUT, L | OPT, {ALICE_D_SSM_INNER, ALICE_D_EMBD}, "ssm_out.weight"},
-	{ALICE_W_FFN_GATE, L, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_gate.weight"},
-	{ALICE_W_FFN_UP, L, {ALICE_D_EMBD, ALICE_D_FF}, "ffn_up.weight"},
-	{ALICE_W_FFN_DOWN, L, {ALICE_D_FF, ALICE_D_EMBD}, "ffn_down.weight"},
+	ALICE_TS_LLAMA_GLOBAL_ROWS,
+	ALICE_TS_ATTN_NORM_ROW,
+	ALICE_TS_FFN_NORM_ROW("post_attention_norm.weight"), /* the pre-FFN norm */
+	{ALICE_W_ATTN_Q, KV, {ALICE_D_EMBD, Q35_D_Q_GATED}, "attn_q.weight", 0},
+	{ALICE_W_ATTN_K, KV, {ALICE_D_EMBD, ALICE_D_K}, "attn_k.weight", 0},
+	{ALICE_W_ATTN_V, KV, {ALICE_D_EMBD, ALICE_D_V}, "attn_v.weight", 0},
+	{ALICE_W_ATTN_OUT, KV, {ALICE_D_O, ALICE_D_EMBD}, "attn_output.weight", 0},
+	ALICE_TS_QK_NORM_ROWS(ALICE_TS_KV_LAYERS),
+	{Q35_W_ATTN_QKV, REC, {ALICE_D_EMBD, Q35_D_CONV_DIM}, "attn_qkv.weight", 0},
+	{Q35_W_ATTN_GATE, REC, {ALICE_D_EMBD, Q35_D_INNER}, "attn_gate.weight", 0},
+	{Q35_W_SSM_CONV1D, REC | F32, {Q35_D_CONV_K, Q35_D_CONV_DIM}, "ssm_conv1d.weight", 0},
+	{Q35_W_SSM_DT_B, REC | F32, {Q35_D_HEADS_V, ALICE_D_NONE}, "ssm_dt.bias", ALICE_TI_SMALL},
+	{Q35_W_SSM_A, REC | F32, {Q35_D_HEADS_V, ALICE_D_NONE}, "ssm_a", ALICE_TI_NEGATIVE},
+	{Q35_W_SSM_BETA, REC, {ALICE_D_EMBD, Q35_D_HEADS_V}, "ssm_beta.weight", 0},
+	{Q35_W_SSM_ALPHA, REC, {ALICE_D_EMBD, Q35_D_HEADS_V}, "ssm_alpha.weight", 0},
+	{Q35_W_SSM_NORM, REC | F32, {Q35_D_HEAD_V, ALICE_D_NONE}, "ssm_norm.weight", ALICE_TI_ONES},
+	{Q35_W_SSM_OUT, REC, {Q35_D_INNER, ALICE_D_EMBD}, "ssm_out.weight", 0},
+	ALICE_TS_GLU_ROWS,
 };
-
-static const int linear_slots[] = {ALICE_W_ATTN_QKV, ALICE_W_ATTN_GATE, ALICE_W_SSM_CONV1D, ALICE_W_SSM_DT_B,
-				   ALICE_W_SSM_A,    ALICE_W_SSM_BETA,  ALICE_W_SSM_ALPHA,  ALICE_W_SSM_NORM,
-				   ALICE_W_SSM_OUT};
-static const int attn_slots[] = {ALICE_W_ATTN_Q,   ALICE_W_ATTN_K,	  ALICE_W_ATTN_V,
-				 ALICE_W_ATTN_OUT, ALICE_W_ATTN_Q_NORM, ALICE_W_ATTN_K_NORM};
 
 static bool is_recurrent(const struct alice_hparams *hp, int il)
 {
-	return (uint32_t)(il + 1) % hp->full_attn_interval != 0;
+	return (uint32_t)(il + 1) % priv(hp)->full_attn_interval != 0;
 }
 
 #define KEY(name) "qwen35." name
@@ -86,22 +134,23 @@ static enum alice_status get_dim(const struct alice_gguf *g, const char *key, bo
 static enum alice_status qwen35_hparams(const struct alice_gguf *g, struct alice_hparams *hp, struct alice_error *err)
 {
 	const char *path = alice_gguf_path(g);
+	struct qwen35_hp *p = hp->priv;
 	enum alice_status st;
-	if ((st = get_dim(g, KEY("ssm.conv_kernel"), true, &hp->ssm_d_conv, err)) != ALICE_OK ||
-	    (st = get_dim(g, KEY("ssm.state_size"), true, &hp->ssm_d_state, err)) != ALICE_OK ||
-	    (st = get_dim(g, KEY("ssm.group_count"), true, &hp->ssm_n_group, err)) != ALICE_OK ||
-	    (st = get_dim(g, KEY("ssm.time_step_rank"), true, &hp->ssm_dt_rank, err)) != ALICE_OK ||
-	    (st = get_dim(g, KEY("ssm.inner_size"), true, &hp->ssm_d_inner, err)) != ALICE_OK)
+	if ((st = get_dim(g, KEY("ssm.conv_kernel"), true, &p->ssm_d_conv, err)) != ALICE_OK ||
+	    (st = get_dim(g, KEY("ssm.state_size"), true, &p->ssm_d_state, err)) != ALICE_OK ||
+	    (st = get_dim(g, KEY("ssm.group_count"), true, &p->ssm_n_group, err)) != ALICE_OK ||
+	    (st = get_dim(g, KEY("ssm.time_step_rank"), true, &p->ssm_dt_rank, err)) != ALICE_OK ||
+	    (st = get_dim(g, KEY("ssm.inner_size"), true, &p->ssm_d_inner, err)) != ALICE_OK)
 		return st;
-	hp->full_attn_interval = 4; /* llama.cpp's default */
-	if ((st = get_dim(g, KEY("full_attention_interval"), false, &hp->full_attn_interval, err)) != ALICE_OK)
+	p->full_attn_interval = 4; /* llama.cpp's default */
+	if ((st = get_dim(g, KEY("full_attention_interval"), false, &p->full_attn_interval, err)) != ALICE_OK)
 		return st;
-	if (hp->ssm_d_conv < 2 || hp->ssm_dt_rank % hp->ssm_n_group ||
-	    hp->ssm_d_inner != (uint64_t)hp->ssm_d_state * hp->ssm_dt_rank)
+	if (p->ssm_d_conv < 2 || p->ssm_dt_rank % p->ssm_n_group ||
+	    p->ssm_d_inner != (uint64_t)p->ssm_d_state * p->ssm_dt_rank)
 		return alice_fail(err, ALICE_ERR_INVALID,
 				  "%s: qwen35 ssm dims inconsistent (conv_kernel %u >= 2, time_step_rank %u a multiple of "
 				  "group_count %u, inner_size %u = state_size %u * time_step_rank)",
-				  path, hp->ssm_d_conv, hp->ssm_dt_rank, hp->ssm_n_group, hp->ssm_d_inner, hp->ssm_d_state);
+				  path, p->ssm_d_conv, p->ssm_dt_rank, p->ssm_n_group, p->ssm_d_inner, p->ssm_d_state);
 	if (hp->head_dim_k != hp->head_dim_v)
 		return alice_fail(err, ALICE_ERR_INVALID, "%s: qwen35 needs key_length == value_length (%u, %u)", path,
 				  hp->head_dim_k, hp->head_dim_v);
@@ -118,7 +167,7 @@ static enum alice_status qwen35_hparams(const struct alice_gguf *g, struct alice
 		if (v < 0 || v > (int64_t)hp->n_rot)
 			return alice_fail(err, ALICE_ERR_INVALID, "%s: %s[%llu] = %lld is out of range", path,
 					  KEY("rope.dimension_sections"), (unsigned long long)i, (long long)v);
-		hp->rope_sections[i] = (int32_t)v;
+		p->rope_sections[i] = (int32_t)v;
 		sum += (int)v;
 	}
 	if (sum <= 0)
@@ -130,13 +179,13 @@ static int qwen35_layer_state(const struct alice_hparams *hp, int il, int64_t ne
 {
 	if (!is_recurrent(hp, il))
 		return 0;
-	int64_t conv_dim = 2 * (int64_t)hp->ssm_n_group * hp->ssm_d_state + hp->ssm_d_inner;
-	ne[0][0] = hp->ssm_d_conv - 1; /* the previous inputs of each conv channel */
-	ne[0][1] = conv_dim;
+	const struct qwen35_hp *p = priv(hp);
+	ne[0][0] = p->ssm_d_conv - 1; /* the previous inputs of each conv channel */
+	ne[0][1] = conv_dim(p);
 	ne[0][2] = 1;
-	ne[1][0] = hp->ssm_d_state; /* one S x S delta-rule matrix per value head */
-	ne[1][1] = hp->ssm_d_state;
-	ne[1][2] = hp->ssm_dt_rank;
+	ne[1][0] = p->ssm_d_state; /* one S x S delta-rule matrix per value head */
+	ne[1][1] = p->ssm_d_state;
+	ne[1][2] = p->ssm_dt_rank;
 	return 2;
 }
 
@@ -144,6 +193,123 @@ static bool qwen35_layer_has_kv(const struct alice_hparams *hp, int il)
 {
 	return !is_recurrent(hp, il);
 }
+
+/* ---- qwen35's ops (backend.h): shapes checked, as graph.c's helpers ---- */
+
+static int64_t nel(const struct alice_tensor *t)
+{
+	return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+static bool f32(const struct alice_tensor *t)
+{
+	return t->type == ALICE_TYPE_F32;
+}
+
+/* x / max(||x||, eps) over dim 0 (x may be a strided view) */
+static int32_t l2_norm(struct alice_gb *gb, int32_t x, float eps)
+{
+	if (!alice_gb_valid(gb, &x, 1))
+		return -1;
+	if (!f32(alice_gb_tensor(gb, x)))
+		return alice_gb_error(gb, "graph: L2_NORM: x must be F32");
+	int32_t d = alice_gb_new_like(gb, x);
+	struct alice_node *n = alice_gb_node(gb, ALICE_OP_L2_NORM, d, &x, 1);
+	if (!n)
+		return -1;
+	n->fp[0] = eps;
+	return d;
+}
+
+/* IMROPE rope of x [head_dim, n_head, T]; pos I32 [4 * T] (t, h, w, e). */
+static int32_t rope_imrope(struct alice_gb *gb, int32_t x, int32_t pos, int n_dims, const int32_t sections[4],
+			   float freq_base, float freq_scale)
+{
+	int32_t ts[2] = {x, pos};
+	if (!alice_gb_valid(gb, ts, 2))
+		return -1;
+	const struct alice_tensor *tx = alice_gb_tensor(gb, x), *tp = alice_gb_tensor(gb, pos);
+	if (n_dims <= 0 || n_dims % 2 || n_dims > tx->ne[0])
+		return alice_gb_error(gb, "graph: ROPE: n_dims %d must be even and <= head_dim %lld", n_dims,
+				      (long long)tx->ne[0]);
+	if (tp->type != ALICE_TYPE_I32 || nel(tp) != 4 * tx->ne[2] || tx->ne[3] != 1)
+		return alice_gb_error(gb, "graph: ROPE: IMROPE positions must be I32 [4 * n_tokens]");
+	int sum = 0;
+	for (int i = 0; i < 4; i++) {
+		if (sections[i] < 0)
+			return alice_gb_error(gb, "graph: ROPE: negative IMROPE section");
+		sum += sections[i];
+	}
+	if (sum <= 0)
+		return alice_gb_error(gb, "graph: ROPE: IMROPE sections sum to 0");
+	int32_t d = alice_gb_new_like(gb, x);
+	int32_t src[3] = {x, pos, -1};
+	struct alice_node *n = alice_gb_node(gb, ALICE_OP_ROPE, d, src, 3);
+	if (!n)
+		return -1;
+	n->ip[0] = n_dims;
+	n->ip[1] = ALICE_ROPE_IMROPE;
+	for (int i = 0; i < 4; i++)
+		n->ip[2 + i] = sections[i];
+	n->fp[0] = freq_base;
+	n->fp[1] = freq_scale;
+	return d;
+}
+
+/* Causal depthwise conv with per-sequence state, updated in place
+ * (ALICE_OP_SSM_CONV): x [C, T], w [K, C], state [K-1, C, n_seq], seq I32 [T]. */
+static int32_t ssm_conv(struct alice_gb *gb, int32_t x, int32_t w, int32_t state, int32_t seq)
+{
+	int32_t src[4] = {x, w, state, seq};
+	if (!alice_gb_valid(gb, src, 4))
+		return -1;
+	const struct alice_tensor *tx = alice_gb_tensor(gb, x), *tw = alice_gb_tensor(gb, w), *ts = alice_gb_tensor(gb, state), *tq = alice_gb_tensor(gb, seq);
+	int64_t C = tx->ne[0], T = tx->ne[1], K = tw->ne[0];
+	if (!f32(tx) || !f32(tw) || !f32(ts) || tq->type != ALICE_TYPE_I32)
+		return alice_gb_error(gb, "graph: SSM_CONV: x, w, state must be F32 and seq I32");
+	if (tx->ne[2] * tx->ne[3] != 1 || K < 2 || tw->ne[1] != C || nel(tw) != K * C || ts->ne[0] != K - 1 ||
+	    ts->ne[1] != C || ts->ne[2] != 1 || nel(tq) != T)
+		return alice_gb_error(gb,
+				      "graph: SSM_CONV: shapes x [%lld, %lld], w [%lld, %lld], state [%lld, %lld, %lld] "
+				      "do not fit",
+				      (long long)C, (long long)T, (long long)tw->ne[0], (long long)tw->ne[1],
+				      (long long)ts->ne[0], (long long)ts->ne[1], (long long)ts->ne[2]);
+	int32_t d = alice_gb_new(gb, ALICE_TYPE_F32, C, T, 1, 1);
+	return alice_gb_node(gb, ALICE_OP_SSM_CONV, d, src, 4) ? d : -1;
+}
+
+/* Gated delta rule (ALICE_OP_GATED_DELTA_NET): qk [S, 2*H_k, T], v [S, H_v, T],
+ * g and beta [H_v, T], state [S, S, H_v, n_seq] (in place), seq I32 [T]. */
+static int32_t gated_delta_net(struct alice_gb *gb, int32_t qk, int32_t v, int32_t g, int32_t beta, int32_t state,
+				 int32_t seq, float scale)
+{
+	int32_t src[6] = {qk, v, g, beta, state, seq};
+	if (!alice_gb_valid(gb, src, 6))
+		return -1;
+	const struct alice_tensor *tqk = alice_gb_tensor(gb, qk), *tv = alice_gb_tensor(gb, v), *tg = alice_gb_tensor(gb, g), *tb = alice_gb_tensor(gb, beta),
+				  *ts = alice_gb_tensor(gb, state), *tq = alice_gb_tensor(gb, seq);
+	int64_t S = tv->ne[0], Hv = tv->ne[1], T = tv->ne[2], Hk2 = tqk->ne[1];
+	if (!f32(tqk) || !f32(tv) || !f32(tg) || !f32(tb) || !f32(ts) || tq->type != ALICE_TYPE_I32)
+		return alice_gb_error(gb, "graph: GATED_DELTA_NET: inputs must be F32 and seq I32");
+	if (tqk->ne[0] != S || Hk2 < 2 || Hk2 % 2 || Hv % (Hk2 / 2) || tqk->ne[2] != T || tqk->ne[3] != 1 ||
+	    tv->ne[3] != 1 || tg->ne[0] != Hv || tg->ne[1] != T || nel(tg) != Hv * T || tb->ne[0] != Hv ||
+	    tb->ne[1] != T || nel(tb) != Hv * T || ts->ne[0] != S || ts->ne[1] != S || ts->ne[2] != Hv ||
+	    nel(tq) != T)
+		return alice_gb_error(gb,
+				      "graph: GATED_DELTA_NET: shapes qk [%lld, %lld, %lld], v [%lld, %lld, %lld], "
+				      "state [%lld, %lld, %lld] do not fit",
+				      (long long)tqk->ne[0], (long long)Hk2, (long long)tqk->ne[2], (long long)S,
+				      (long long)Hv, (long long)T, (long long)ts->ne[0], (long long)ts->ne[1],
+				      (long long)ts->ne[2]);
+	int32_t d = alice_gb_new(gb, ALICE_TYPE_F32, S, Hv, T, 1);
+	struct alice_node *n = alice_gb_node(gb, ALICE_OP_GATED_DELTA_NET, d, src, 6);
+	if (!n)
+		return -1;
+	n->fp[0] = scale;
+	return d;
+}
+
+/* ---- the step ---- */
 
 static int32_t w_(struct alice_gb *gb, const struct alice_step *st, int il, int slot)
 {
@@ -153,33 +319,34 @@ static int32_t w_(struct alice_gb *gb, const struct alice_step *st, int il, int 
 static int32_t linear_attention(struct alice_gb *gb, const struct alice_step *st, int il, int32_t x)
 {
 	const struct alice_hparams *hp = st->hp;
-	const int64_t T = st->n_tokens, S = hp->ssm_d_state, Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank;
-	const int64_t conv_dim = 2 * Hk * S + hp->ssm_d_inner;
+	const struct qwen35_hp *p = priv(hp);
+	const int64_t T = st->n_tokens, S = p->ssm_d_state, Hk = p->ssm_n_group, Hv = p->ssm_dt_rank;
+	const int64_t C = conv_dim(p);
 	const struct alice_tensor *cs = &st->state[il * ALICE_LAYER_STATES], *ds = cs + 1;
 	if (!st->state || !cs->buf || !ds->buf)
 		return alice_gb_error(gb, "layer %d: recurrent state missing", il);
 
-	int32_t qkv = alice_gb_mul_mat(gb, w_(gb, st, il, ALICE_W_ATTN_QKV), x);
-	int32_t z = alice_gb_mul_mat(gb, w_(gb, st, il, ALICE_W_ATTN_GATE), x);
-	int32_t beta = alice_gb_unary(gb, alice_gb_mul_mat(gb, w_(gb, st, il, ALICE_W_SSM_BETA), x), ALICE_ACT_SIGMOID);
-	int32_t a = alice_gb_mul_mat(gb, w_(gb, st, il, ALICE_W_SSM_ALPHA), x);
-	a = alice_gb_unary(gb, alice_gb_add(gb, a, w_(gb, st, il, ALICE_W_SSM_DT_B)), ALICE_ACT_SOFTPLUS);
-	int32_t g = alice_gb_mul(gb, a, w_(gb, st, il, ALICE_W_SSM_A)); /* -exp(A_log) * softplus(...) */
+	int32_t qkv = alice_gb_mul_mat(gb, w_(gb, st, il, Q35_W_ATTN_QKV), x);
+	int32_t z = alice_gb_mul_mat(gb, w_(gb, st, il, Q35_W_ATTN_GATE), x);
+	int32_t beta = alice_gb_unary(gb, alice_gb_mul_mat(gb, w_(gb, st, il, Q35_W_SSM_BETA), x), ALICE_ACT_SIGMOID);
+	int32_t a = alice_gb_mul_mat(gb, w_(gb, st, il, Q35_W_SSM_ALPHA), x);
+	a = alice_gb_unary(gb, alice_gb_add(gb, a, w_(gb, st, il, Q35_W_SSM_DT_B)), ALICE_ACT_SOFTPLUS);
+	int32_t g = alice_gb_mul(gb, a, w_(gb, st, il, Q35_W_SSM_A)); /* -exp(A_log) * softplus(...) */
 
-	int32_t conv = alice_gb_ssm_conv(gb, qkv, w_(gb, st, il, ALICE_W_SSM_CONV1D), alice_gb_external(gb, cs),
+	int32_t conv = ssm_conv(gb, qkv, w_(gb, st, il, Q35_W_SSM_CONV1D), alice_gb_external(gb, cs),
 					 st->inp_seq);
 	conv = alice_gb_unary(gb, conv, ALICE_ACT_SILU);
 	/* channels: q (Hk heads), k (Hk heads), v (Hv heads), S each */
-	const int64_t nb[4] = {4, 4 * S, 4 * conv_dim, 4 * conv_dim * T};
+	const int64_t nb[4] = {4, 4 * S, 4 * C, 4 * C * T};
 	const int64_t ne_qk[4] = {S, 2 * Hk, T, 1}, ne_v[4] = {S, Hv, T, 1};
-	int32_t qk = alice_gb_l2_norm(gb, alice_gb_view(gb, conv, ne_qk, nb, 0), hp->rms_eps);
+	int32_t qk = l2_norm(gb, alice_gb_view(gb, conv, ne_qk, nb, 0), hp->rms_eps);
 	int32_t v = alice_gb_view(gb, conv, ne_v, nb, (uint64_t)(2 * Hk * S) * 4);
-	int32_t o = alice_gb_gated_delta_net(gb, qk, v, g, beta, alice_gb_external(gb, ds), st->inp_seq,
+	int32_t o = gated_delta_net(gb, qk, v, g, beta, alice_gb_external(gb, ds), st->inp_seq,
 					     1.0f / sqrtf((float)S));
-	o = alice_gb_rms_norm(gb, o, w_(gb, st, il, ALICE_W_SSM_NORM), hp->rms_eps);
+	o = alice_gb_rms_norm(gb, o, w_(gb, st, il, Q35_W_SSM_NORM), hp->rms_eps);
 	z = alice_gb_unary(gb, alice_gb_reshape(gb, z, S, Hv, T, 1), ALICE_ACT_SILU);
 	o = alice_gb_reshape(gb, alice_gb_mul(gb, o, z), S * Hv, T, 1, 1);
-	return alice_gb_mul_mat(gb, w_(gb, st, il, ALICE_W_SSM_OUT), o);
+	return alice_gb_mul_mat(gb, w_(gb, st, il, Q35_W_SSM_OUT), o);
 }
 
 static int32_t gated_attention(struct alice_gb *gb, const struct alice_step *st, int il, int32_t x)
@@ -197,9 +364,9 @@ static int32_t gated_attention(struct alice_gb *gb, const struct alice_step *st,
 			      hp->rms_eps);
 	int32_t v = alice_gb_mul_mat(gb, w_(gb, st, il, ALICE_W_ATTN_V), x);
 	v = alice_gb_reshape(gb, v, hp->head_dim_v, hp->n_head_kv, T, 1);
-	q = alice_gb_rope_imrope(gb, q, st->inp_pos, (int)hp->n_rot, hp->rope_sections, hp->rope_base,
+	q = rope_imrope(gb, q, st->inp_pos, (int)hp->n_rot, priv(hp)->rope_sections, hp->rope_base,
 				 hp->rope_freq_scale);
-	k = alice_gb_rope_imrope(gb, k, st->inp_pos, (int)hp->n_rot, hp->rope_sections, hp->rope_base,
+	k = rope_imrope(gb, k, st->inp_pos, (int)hp->n_rot, priv(hp)->rope_sections, hp->rope_base,
 				 hp->rope_freq_scale);
 	int32_t kc = alice_gb_kv_write(gb, alice_gb_external(gb, &st->k_cache[il]), k, st->inp_cells);
 	int32_t vc = alice_gb_kv_write(gb, alice_gb_external(gb, &st->v_cache[il]), v, st->inp_cells);
@@ -209,45 +376,15 @@ static int32_t gated_attention(struct alice_gb *gb, const struct alice_step *st,
 	return alice_gb_mul_mat(gb, w_(gb, st, il, ALICE_W_ATTN_OUT), o);
 }
 
-/* The layer has every tensor its kind needs (the table marks both kinds optional). */
-static bool layer_complete(struct alice_gb *gb, const struct alice_step *st, int il, bool recurrent)
+/* Each layer's mixer: gated DeltaNet or gated full attention. */
+static int32_t qwen35_mixer(struct alice_gb *gb, const struct alice_step *st, int il, int32_t x)
 {
-	const int *slots = recurrent ? linear_slots : attn_slots;
-	size_t n = recurrent ? sizeof(linear_slots) / sizeof(linear_slots[0]) : sizeof(attn_slots) / sizeof(attn_slots[0]);
-	for (size_t i = 0; i < n; i++) {
-		if (st->w->layer[il][slots[i]] >= 0)
-			continue;
-		const char *name = "?";
-		for (size_t k = 0; k < sizeof(qwen35_tensors) / sizeof(qwen35_tensors[0]); k++)
-			if (qwen35_tensors[k].slot == slots[i] && (qwen35_tensors[k].flags & ALICE_TS_LAYER))
-				name = qwen35_tensors[k].name;
-		alice_gb_error(gb, "qwen35: layer %d (%s) lacks tensor blk.%d.%s", il,
-			       recurrent ? "linear attention" : "full attention", il, name);
-		return false;
-	}
-	return true;
+	return is_recurrent(st->hp, il) ? linear_attention(gb, st, il, x) : gated_attention(gb, st, il, x);
 }
 
 static int32_t qwen35_build(struct alice_gb *gb, const struct alice_step *st)
 {
-	int n_layer = (int)st->hp->n_layer;
-	int32_t x = alice_build_inp_embd(gb, st);
-	for (int il = 0; il < n_layer; il++) {
-		bool rec = is_recurrent(st->hp, il);
-		if (!layer_complete(gb, st, il, rec))
-			return -1;
-		int32_t cur = alice_build_norm(gb, st, il, ALICE_W_ATTN_NORM, x);
-		cur = rec ? linear_attention(gb, st, il, cur) : gated_attention(gb, st, il, cur);
-		if (il == n_layer - 1) {
-			cur = alice_build_out_rows(gb, st, cur);
-			x = alice_build_out_rows(gb, st, x);
-		}
-		x = alice_gb_add(gb, cur, x);
-		cur = alice_build_norm(gb, st, il, ALICE_W_ATTN_POST_NORM, x);
-		cur = alice_build_ffn_glu(gb, st, il, cur, ALICE_ACT_SILU);
-		x = alice_gb_add(gb, cur, x);
-	}
-	return alice_build_lm_head(gb, st, x);
+	return alice_build_prenorm_decoder(gb, st, qwen35_mixer);
 }
 
 const struct alice_arch alice_arch_qwen35 = {
@@ -259,4 +396,9 @@ const struct alice_arch alice_arch_qwen35 = {
 	.build = qwen35_build,
 	.layer_state = qwen35_layer_state,
 	.layer_has_kv = qwen35_layer_has_kv,
+	.priv_size = sizeof(struct qwen35_hp),
+	.dim = qwen35_dim,
+	/* 2 layers: a linear-attention one, then a full-attention one */
+	.synth_kv = "full_attention_interval=2 ssm.conv_kernel=4 ssm.state_size=16 ssm.group_count=2 "
+		    "ssm.time_step_rank=4 ssm.inner_size=64 rope.dimension_sections=3,3,2,0",
 };

@@ -21,6 +21,11 @@ static const struct alice_arch *const archs[] = {
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))
 
+const struct alice_arch *alice_arch_at(size_t i)
+{
+	return i < N_ARCHS ? archs[i] : NULL;
+}
+
 const struct alice_arch *alice_arch_find(const char *name)
 {
 	for (size_t i = 0; i < N_ARCHS; i++)

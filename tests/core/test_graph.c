@@ -163,7 +163,7 @@ Test(graph, llama_8b_prefill_fits)
 		if ((sp->flags & ALICE_TS_OPTIONAL) && sp->slot != ALICE_W_OUTPUT)
 			continue;
 		uint32_t type = (sp->flags & ALICE_TS_F32) ? ALICE_TYPE_F32 : ALICE_TYPE_Q4_K;
-		struct alice_tensor t = weight(type, alice_dim_value(&hp, sp->ne[0]), alice_dim_value(&hp, sp->ne[1]));
+		struct alice_tensor t = weight(type, alice_dim_value(a, &hp, sp->ne[0]), alice_dim_value(a, &hp, sp->ne[1]));
 		if (sp->flags & ALICE_TS_LAYER) {
 			for (uint32_t il = 0; il < hp.n_layer; il++) {
 				tensors[n] = t;

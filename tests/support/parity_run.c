@@ -108,13 +108,7 @@ void alice_parity_run(const char *name, const struct alice_parity_bound *tb)
 
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/models/%s.gguf", alice_test_fixtures_dir(), name);
-	struct alice_model_params mp;
-	alice_model_params_default(&mp);
-	mp.path = path;
-	mp.backend = backend;
-	mp.n_threads = 2;
-	struct alice_model *m = NULL;
-	cr_assert_eq(alice_model_load(&mp, &m, &err), ALICE_OK, "%s: load: %s", name, err.msg);
+	struct alice_model *m = alice_test_load_model(path, backend); /* asserts, naming the file */
 	const int32_t n_vocab = alice_model_n_vocab(m);
 	cr_assert_eq(n_vocab, refs->n_vocab, "%s: n_vocab %d, reference %d", name, n_vocab, refs->n_vocab);
 

@@ -46,5 +46,9 @@ enum alice_status alice_gguf_writer_add_tensor(struct alice_gguf_writer *w, cons
 /* Write the whole file (alignment 32). Errors name the path. */
 enum alice_status alice_gguf_writer_write(struct alice_gguf_writer *w, const char *path,
 					  struct alice_error *err);
+/* The same bytes into memory: *data (malloc'd; the caller frees) of *size
+ * bytes, e.g. for alice_gguf_open_memory. */
+enum alice_status alice_gguf_writer_write_memory(struct alice_gguf_writer *w, void **data, size_t *size,
+						 struct alice_error *err);
 
 #endif
