@@ -60,6 +60,14 @@ static void load_metrics(struct evbuffer *b, const struct srv *s, const struct a
 	metric(b, "alice_kv_cache_usage_ratio", "gauge", "Used / total KV cache positions.");
 	evbuffer_add_printf(b, "alice_kv_cache_usage_ratio %.6f\n",
 			    st->kv_cells_total ? (double)st->kv_cells_used / (double)st->kv_cells_total : 0.0);
+	metric(b, "alice_time_to_first_token_ms", "gauge",
+	       "Time to first token (queue + prefill), p50 and p95 over the last 4096 requests.");
+	evbuffer_add_printf(b, "alice_time_to_first_token_ms{quantile=\"0.5\"} %.3f\n", st->ttft_p50_ms);
+	evbuffer_add_printf(b, "alice_time_to_first_token_ms{quantile=\"0.95\"} %.3f\n", st->ttft_p95_ms);
+	metric(b, "alice_inter_token_ms", "gauge",
+	       "Gap between consecutive tokens of a request, p50 and p95 over the last 4096 gaps.");
+	evbuffer_add_printf(b, "alice_inter_token_ms{quantile=\"0.5\"} %.3f\n", st->itl_p50_ms);
+	evbuffer_add_printf(b, "alice_inter_token_ms{quantile=\"0.95\"} %.3f\n", st->itl_p95_ms);
 	metric(b, "alice_requests_in_flight", "gauge", "Completion requests being answered.");
 	evbuffer_add_printf(b, "alice_requests_in_flight %d\n", s->n_gens);
 	metric(b, "alice_model_loaded", "gauge", "1 once the model is loaded and the server is ready.");

@@ -95,6 +95,13 @@ def test_metrics():
         check("metrics: KV cells", vals.get("alice_kv_cache_cells_total") == 4 * nctx and
               0 < vals.get("alice_kv_cache_cells_used", 0) <= ptoks + gtoks, (vals, ptoks, gtoks))
         check("metrics: first scrape had no generation yet", "alice_prompt_tokens_total 0" in text0, text0[:400])
+        ttft50 = vals.get('alice_time_to_first_token_ms{quantile="0.5"}', -1)
+        ttft95 = vals.get('alice_time_to_first_token_ms{quantile="0.95"}', -1)
+        itl50 = vals.get('alice_inter_token_ms{quantile="0.5"}', -1)
+        itl95 = vals.get('alice_inter_token_ms{quantile="0.95"}', -1)
+        check("metrics: latency quantiles", 0 < ttft50 <= ttft95 and (gtoks < 2 or 0 <= itl50 <= itl95) and
+              types.get("alice_time_to_first_token_ms") == "gauge" and types.get("alice_inter_token_ms") == "gauge",
+              (ttft50, ttft95, itl50, itl95))
         # busy slots and queue depth while requests run
         socks = []
         for i in range(6):
