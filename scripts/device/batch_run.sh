@@ -4,6 +4,7 @@
 # there: . scripts/device/setup.sh .devbuild && scripts/device/batch_run.sh [STAGES]
 # carry .devbuild .devlibs .devfix. Stages (default "tg batch prof server"):
 #   ops     backends_test_ops and backends_test_cuda_errors
+#   check   alice-cuda-bench --quick, fixture parity and the server test on cuda (carried fixtures)
 #   inv     core_test_batch_invariance on cuda (carried fixtures)
 #   tg      alice-bench -p 512 -n 128 (single stream)
 #   batch   alice-bench --batch 1,4,16,64,256
@@ -25,6 +26,20 @@ if has ops; then
   timeout 150 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops.log" 2>&1
   echo "ops: rc $? $(grep Synthesis "$out/ops.log")"; grep -E "FAIL|fail" "$out/ops.log" | head -10
   timeout 60 "$b/bin/backends_test_cuda_errors" > "$out/err.log" 2>&1; echo "cuda_errors: rc $? $(grep Synthesis "$out/err.log")"
+fi
+if has check; then
+  timeout 60 "$b/bin/alice-cuda-bench" "$b/lib/libalice-backend-cuda.so" --quick > "$out/cbench.log" 2>&1
+  echo "cuda-bench --quick: rc $? $(grep -E '^(PASS|FAIL)' "$out/cbench.log" | tail -1)"
+  ms=""
+  for m in .devfix/models/*.gguf; do
+    n=$(basename "$m" .gguf); id=$(echo "$n" | tr '-' '_')
+    case "$n" in gemma2*|qwen35*) t=core_test_parity_hybrid; f="parity_hybrid/$id" ;; *) t=core_test_parity; f="parity/$id"; ms="$ms${ms:+,}$n" ;; esac
+    ALICE_TEST_BACKEND=cuda timeout 90 "$b/bin/$t" --filter="$f" >> "$out/parity.log" 2>&1
+    echo "parity cuda $n: rc $?"
+  done
+  grep -hE "over the|FAIL" "$out/parity.log" | cut -c1-300 | head -10
+  timeout 200 python3 tests/server/test_backends.py --backend cuda --models "$ms" > "$out/srv.txt" 2>&1
+  echo "server cuda ($ms): rc $? $(tail -1 "$out/srv.txt")"; grep -E "^FAIL" "$out/srv.txt" | head -5
 fi
 if has inv; then
   ALICE_TEST_BACKEND=cuda timeout 200 "$b/bin/core_test_batch_invariance" --jobs=4 > "$out/inv.log" 2>&1
