@@ -666,10 +666,21 @@ static int mmvq_ldna(bool f16)
  * takes a multiple of nc columns. Work split only: no column's arithmetic
  * depends on it. */
 #define MMVQ_TARGET_BATCH_WARPS 8192
+static int64_t batch_warps(void)
+{
+	static long t = -1; /* ALICE_CUDA_MMVQ_GWARPS: for comparisons */
+	if (t < 0) {
+		const char *e = getenv("ALICE_CUDA_MMVQ_GWARPS");
+		t = e && atol(e) > 0 ? atol(e) : MMVQ_TARGET_BATCH_WARPS;
+	}
+	return t;
+}
+
 static dim3 col_groups(unsigned blocks, int ncols, int nc, int *cpg)
 {
 	int units = ncols / nc;
-	int64_t g = (MMVQ_TARGET_BATCH_WARPS + (int64_t)blocks * MMVQ_WARPS - 1) / ((int64_t)blocks * MMVQ_WARPS);
+	const int64_t tw = batch_warps();
+	int64_t g = (tw + (int64_t)blocks * MMVQ_WARPS - 1) / ((int64_t)blocks * MMVQ_WARPS);
 	if (g > units)
 		g = units;
 	if (g < 1)
@@ -694,11 +705,36 @@ static void launch_mmvq_nc(cudaStream_t s, const struct mmv_set &set, unsigned b
 /* columns per pass of the batched launch (M >= MMVQ_WIDE) */
 #define MMVQ_WIDE 8
 
-#define MMVQ_ROWS 4
-static int mmvq_rows_off(void)
+/* Rows per warp of the batched Q4_K / Q6_K kernel: 4 by default;
+ * ALICE_CUDA_MMVQ_ROWS=0 off, 2 or 4 (comparisons) */
+static int mmvq_rows(void)
 {
-	static int off = -1;
-	return cu_env_is("ALICE_CUDA_MMVQ_ROWS", '0', &off);
+	static int r = -1;
+	if (r < 0) {
+		const char *e = getenv("ALICE_CUDA_MMVQ_ROWS");
+		r = e && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 4;
+	}
+	return r;
+}
+
+template <int T, int R>
+static int64_t launch_rows_r(cudaStream_t s, struct mmv_set set, int n, const int8_t *x, const float *xd, int64_t dcs,
+			     int64_t K, int64_t M)
+{
+	unsigned b = 0;
+	for (int i = 0; i < MMV_MAX_SET; i++) {
+		set.bstart[i] = b;
+		set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);
+		int64_t rpb = (int64_t)(MMVQ_WARPS / set.split[i]) * R;
+		if (i < n)
+			b += (unsigned)((set.N[i] + rpb - 1) / rpb);
+	}
+	set.bstart[MMV_MAX_SET] = b;
+	int ncols = (int)(M / MMVQ_WIDE * MMVQ_WIDE);
+	int cpg;
+	dim3 grid = col_groups(b, ncols, MMVQ_WIDE, &cpg);
+	cu_launch(k_mmvq_rows<T, MMVQ_WIDE, R>, grid, MMVQ_WARPS * 32, s, set, x, xd, dcs, K, ncols, cpg);
+	return ncols;
 }
 
 /* Batched Q4_K / Q6_K columns, not GLU: R rows per warp group. Returns the
@@ -710,23 +746,12 @@ static int64_t launch_mmvq_rows(cudaStream_t s, struct mmv_set set, int n, const
 	if constexpr (T != ALICE_TYPE_Q4_K && T != ALICE_TYPE_Q6_K) {
 		return 0;
 	} else {
-		if (glu || M < MMVQ_WIDE || mmvq_rows_off())
+		int r = mmvq_rows();
+		if (glu || M < MMVQ_WIDE || r == 0)
 			return 0;
-		unsigned b = 0;
-		for (int i = 0; i < MMV_MAX_SET; i++) {
-			set.bstart[i] = b;
-			set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);
-			int64_t rpb = (int64_t)(MMVQ_WARPS / set.split[i]) * MMVQ_ROWS;
-			if (i < n)
-				b += (unsigned)((set.N[i] + rpb - 1) / rpb);
-		}
-		set.bstart[MMV_MAX_SET] = b;
-		int ncols = (int)(M / MMVQ_WIDE * MMVQ_WIDE);
-		int cpg;
-		dim3 grid = col_groups(b, ncols, MMVQ_WIDE, &cpg);
-		cu_launch(k_mmvq_rows<T, MMVQ_WIDE, MMVQ_ROWS>, grid, MMVQ_WARPS * 32, s, set, (const int8_t *)x, xd, dcs, K,
-			  ncols, cpg);
-		return ncols;
+		if (r == 2)
+			return launch_rows_r<T, 2>(s, set, n, (const int8_t *)x, xd, dcs, K, M);
+		return launch_rows_r<T, 4>(s, set, n, (const int8_t *)x, xd, dcs, K, M);
 	}
 }
 

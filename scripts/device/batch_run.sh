@@ -9,6 +9,7 @@
 #   tg      alice-bench -p 512 -n 128 (single stream)
 #   batch   alice-bench --batch 1,4,16,64,256
 #   ab      the batch stage again with ALICE_CUDA_MMVQ_ROWS=0
+#   variants the batch stage at B=16, 64 for mat-vec variants (rows per warp, column groups)
 #   prof    ALICE_CUDA_PROFILE=1 per-op time at B=64
 #   ncu     Nsight Compute on the batched mat-vec kernels at B=64
 #   server  loadgen.py at 1/16/64/256 clients through the server
@@ -55,6 +56,12 @@ fi
 if has ab; then
   echo "== ALICE_CUDA_MMVQ_ROWS=0 (one row per warp)"
   ALICE_CUDA_MMVQ_ROWS=0 timeout 240 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,4,16,64,256} 2>>"$out/err.log" | tee -a "$out/bench.log"
+fi
+if has variants; then
+  for v in "ALICE_CUDA_MMVQ_ROWS=2" "ALICE_CUDA_MMVQ_GWARPS=32768" "ALICE_CUDA_MMVQ_ROWS=2 ALICE_CUDA_MMVQ_GWARPS=32768" "ALICE_CUDA_MMVQ_GWARPS=65536"; do
+    echo "== $v"
+    env $v timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 64 -n 64 --batch 16,64 2>>"$out/err.log" | grep "^| Llama"
+  done
 fi
 if has prof; then
   ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 16 -n 32 --batch 64 > "$out/prof.log" 2>&1
