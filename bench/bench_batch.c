@@ -24,6 +24,23 @@ static int fail(struct batch_result *r, const char *what, const struct alice_err
 	return -1;
 }
 
+/* B random prompts of P tokens, sequence-major (seq q's tokens are
+ * consecutive), logits for each one's last token; returns the RNG state. */
+static unsigned make_prompts(int B, int P, int32_t n_vocab, int32_t *tok, int32_t *pos, int32_t *seq, bool *lg)
+{
+	unsigned s = 1234u + (unsigned)B;
+	for (int q = 0; q < B; q++)
+		for (int i = 0; i < P; i++) {
+			size_t k = (size_t)q * P + i;
+			s = s * 1103515245u + 12345u;
+			tok[k] = (int32_t)((s >> 8) % (unsigned)n_vocab);
+			pos[k] = i;
+			seq[k] = q;
+			lg[k] = i == P - 1;
+		}
+	return s;
+}
+
 /* Decode steps are timed to the end of alice_context_decode, which returns
  * after the logits rows are on the host (the engine samples from there). */
 int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_result *r)
@@ -50,17 +67,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 		goto out;
 	}
 	int32_t n_vocab = alice_model_n_vocab(m);
-	unsigned s = 1234u + (unsigned)B;
-	/* sequence-major: seq s's P tokens are consecutive */
-	for (int q = 0; q < B; q++)
-		for (int i = 0; i < P; i++) {
-			size_t k = (size_t)q * P + i;
-			s = s * 1103515245u + 12345u;
-			tok[k] = (int32_t)((s >> 8) % (unsigned)n_vocab);
-			pos[k] = i;
-			seq[k] = q;
-			lg[k] = i == P - 1;
-		}
+	unsigned s = 0;
 	/* warm-up: one decode step of B rows (loads kernels, sizes buffers),
 	 * then clear */
 	for (int q = 0; q < B; q++) {
@@ -94,17 +101,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 	for (int q = 0; q < B; q++)
 		alice_context_seq_clear(c, q);
 	if (P > 0) {
-		/* regenerate the prompt (the warm-up overwrote its first B entries) */
-		s = 1234u + (unsigned)B;
-		for (int q = 0; q < B; q++)
-			for (int i = 0; i < P; i++) {
-				size_t k = (size_t)q * P + i;
-				s = s * 1103515245u + 12345u;
-				tok[k] = (int32_t)((s >> 8) % (unsigned)n_vocab);
-				pos[k] = i;
-				seq[k] = q;
-				lg[k] = i == P - 1;
-			}
+		s = make_prompts(B, P, n_vocab, tok, pos, seq, lg);
 		struct alice_batch b = {(int32_t)nt, tok, pos, seq, lg};
 		double t0 = now_s();
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {

@@ -281,15 +281,9 @@ static const struct alice_bc_limits cpu_limits = {ALICE_BC_NE_MAX, ALICE_BC_NB_M
 
 /* Resolve a node's tensors; an error (with ctx->err) if indices or arity are bad. */
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
-				   const struct alice_node *n, struct cpu_op_args *a)
+				   const struct alice_node *n, struct alice_op_args *a)
 {
-	memset(a, 0, sizeof(*a));
-	a->ctx = ctx;
-	a->node = n;
-	enum alice_status st = alice_bc_node_tensors(g, n, "cpu", &a->dst, a->src, ctx->err, sizeof(ctx->err));
-	if (st == ALICE_OK && (n->op >= CPU_OP_COUNT || !op_fns[n->op]))
-		return cpu_fail(ctx, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the cpu backend", n->op);
-	return st;
+	return alice_bc_node_args(ctx, g, n, "cpu", n->op < CPU_OP_COUNT && op_fns[n->op], a, ctx->err, sizeof(ctx->err));
 }
 
 static enum alice_status check_tensor(struct alice_backend_ctx *ctx, const struct alice_tensor *t, int idx)
@@ -301,7 +295,7 @@ static bool cpu_supports_op(struct alice_backend_ctx *ctx, const struct alice_gr
 			    const struct alice_node *node)
 {
 	struct alice_backend_ctx dummy;
-	struct cpu_op_args a;
+	struct alice_op_args a;
 	if (!ctx)
 		ctx = &dummy;
 	if (node_args(ctx, g, node, &a) != ALICE_OK)
@@ -312,7 +306,7 @@ static bool cpu_supports_op(struct alice_backend_ctx *ctx, const struct alice_gr
 static enum alice_status run_node(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 				  const struct alice_node *n)
 {
-	struct cpu_op_args a;
+	struct alice_op_args a;
 	enum alice_status st = node_args(ctx, g, n, &a);
 	if (st != ALICE_OK)
 		return st;

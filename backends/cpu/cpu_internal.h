@@ -97,29 +97,23 @@ static inline bool chunk_next(atomic_long *ctr, long total, long step, long *b, 
 }
 
 /* ---- ops: each checks its node and returns a status (cpu_fail on error) ---- */
-struct cpu_op_args {
-	struct alice_backend_ctx *ctx;
-	const struct alice_node *node;
-	const struct alice_tensor *dst;
-	const struct alice_tensor *src[ALICE_MAX_SRC];
-};
 
-typedef enum alice_status (*cpu_op_fn)(const struct cpu_op_args *a);
-enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_get_rows(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_rms_norm(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_l2_norm(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_rope(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_attention(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_kv_write(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_binary(const struct cpu_op_args *a) CPU_HIDDEN; /* ADD, MUL */
-enum alice_status cpu_op_scale(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_softcap(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_glu(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_unary(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_copy(const struct cpu_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_ssm_conv(const struct cpu_op_args *a) CPU_HIDDEN;        /* ops_ssm.c */
-enum alice_status cpu_op_gated_delta_net(const struct cpu_op_args *a) CPU_HIDDEN;
+typedef enum alice_status (*cpu_op_fn)(const struct alice_op_args *a);
+enum alice_status cpu_op_mul_mat(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_get_rows(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_rms_norm(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_l2_norm(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_rope(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_attention(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_kv_write(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_binary(const struct alice_op_args *a) CPU_HIDDEN; /* ADD, MUL */
+enum alice_status cpu_op_scale(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_softcap(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_glu(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_unary(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_copy(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_ssm_conv(const struct alice_op_args *a) CPU_HIDDEN;        /* ops_ssm.c */
+enum alice_status cpu_op_gated_delta_net(const struct alice_op_args *a) CPU_HIDDEN;
 
 
 /* ---- activation formats for the dot products (llama.cpp-compatible

@@ -403,7 +403,7 @@ static cpu_task_fn attn_pick(void)
 	return attn_run_generic;
 }
 
-enum alice_status cpu_op_attention(const struct cpu_op_args *a)
+enum alice_status cpu_op_attention(const struct alice_op_args *a)
 {
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3],
 				  *d = a->dst;
@@ -522,7 +522,7 @@ static void kvw_run(void *arg, int ith, int nth)
 	}
 }
 
-enum alice_status cpu_op_kv_write(const struct cpu_op_args *a)
+enum alice_status cpu_op_kv_write(const struct alice_op_args *a)
 {
 	const struct alice_tensor *s = a->src[0], *idx = a->src[1], *d = a->dst;
 	struct alice_bc_kv_layout kl;

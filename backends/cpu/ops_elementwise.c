@@ -124,7 +124,7 @@ static cpu_task_fn ew_pick(void)
 	return ew_run_generic;
 }
 
-static enum alice_status ew(const struct cpu_op_args *a)
+static enum alice_status ew(const struct alice_op_args *a)
 {
 	struct ew_job j = {.n = a->node, .s0 = a->src[0], .s1 = a->src[1], .d = a->dst};
 	if (!tensor_same_shape(j.s0, j.d))
@@ -135,7 +135,7 @@ static enum alice_status ew(const struct cpu_op_args *a)
 	return ALICE_OK;
 }
 
-enum alice_status cpu_op_binary(const struct cpu_op_args *a)
+enum alice_status cpu_op_binary(const struct alice_op_args *a)
 {
 	const struct alice_tensor *s0 = a->src[0], *s1 = a->src[1];
 	for (int d = 0; d < ALICE_MAX_DIMS; d++)
@@ -146,12 +146,12 @@ enum alice_status cpu_op_binary(const struct cpu_op_args *a)
 	return ew(a);
 }
 
-enum alice_status cpu_op_scale(const struct cpu_op_args *a)
+enum alice_status cpu_op_scale(const struct alice_op_args *a)
 {
 	return ew(a);
 }
 
-enum alice_status cpu_op_softcap(const struct cpu_op_args *a)
+enum alice_status cpu_op_softcap(const struct alice_op_args *a)
 {
 	if (!(a->node->fp[0] != 0.0f) || !isfinite(a->node->fp[0]))
 		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "soft-cap %g must be finite and non-zero",
@@ -159,14 +159,14 @@ enum alice_status cpu_op_softcap(const struct cpu_op_args *a)
 	return ew(a);
 }
 
-enum alice_status cpu_op_glu(const struct cpu_op_args *a)
+enum alice_status cpu_op_glu(const struct alice_op_args *a)
 {
 	if (!tensor_same_shape(a->src[0], a->src[1]))
 		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "GLU: src1 shape differs from src0");
 	return ew(a);
 }
 
-enum alice_status cpu_op_unary(const struct cpu_op_args *a)
+enum alice_status cpu_op_unary(const struct alice_op_args *a)
 {
 	return ew(a);
 }
@@ -231,7 +231,7 @@ static void cp_run(void *arg, int ith, int nth)
 	}
 }
 
-enum alice_status cpu_op_copy(const struct cpu_op_args *a)
+enum alice_status cpu_op_copy(const struct alice_op_args *a)
 {
 	if (tensor_nelem(a->src[0]) != tensor_nelem(a->dst))
 		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "COPY: %lld elements into %lld",

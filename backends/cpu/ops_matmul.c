@@ -336,7 +336,7 @@ static void mm_dot(void *arg, int ith, int nth)
 	}
 }
 
-enum alice_status cpu_op_mul_mat(const struct cpu_op_args *a)
+enum alice_status cpu_op_mul_mat(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst;
@@ -487,7 +487,7 @@ static void gr_run(void *arg, int ith, int nth)
 	}
 }
 
-enum alice_status cpu_op_get_rows(const struct cpu_op_args *a)
+enum alice_status cpu_op_get_rows(const struct alice_op_args *a)
 {
 	const struct alice_tensor *s = a->src[0], *ids = a->src[1], *d = a->dst;
 	enum alice_status st = alice_bc_get_rows_shape(s, ids, d, a->ctx->err, sizeof(a->ctx->err));

@@ -53,7 +53,7 @@ static void norm_run(void *arg, int ith, int nth)
 	}
 }
 
-static enum alice_status norm(const struct cpu_op_args *a, bool l2)
+static enum alice_status norm(const struct alice_op_args *a, bool l2)
 {
 	const struct alice_tensor *x = a->src[0], *w = l2 ? NULL : a->src[1], *d = a->dst;
 	if (!tensor_same_shape(x, d))
@@ -69,12 +69,12 @@ static enum alice_status norm(const struct cpu_op_args *a, bool l2)
 	return ALICE_OK;
 }
 
-enum alice_status cpu_op_rms_norm(const struct cpu_op_args *a)
+enum alice_status cpu_op_rms_norm(const struct alice_op_args *a)
 {
 	return norm(a, false);
 }
 
-enum alice_status cpu_op_l2_norm(const struct cpu_op_args *a)
+enum alice_status cpu_op_l2_norm(const struct alice_op_args *a)
 {
 	return norm(a, true);
 }

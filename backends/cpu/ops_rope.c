@@ -118,7 +118,7 @@ static cpu_task_fn rope_pick(void)
 	return rope_run_generic;
 }
 
-enum alice_status cpu_op_rope(const struct cpu_op_args *a)
+enum alice_status cpu_op_rope(const struct alice_op_args *a)
 {
 	const struct alice_node *n = a->node;
 	const struct alice_tensor *x = a->src[0], *pos = a->src[1], *ff = a->src[2], *d = a->dst;

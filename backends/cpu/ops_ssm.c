@@ -35,7 +35,7 @@ static bool contiguous_f32(const struct alice_tensor *t)
 }
 
 /* Every sequence id of seq [T] is in [0, n_seq). */
-static enum alice_status check_seq(const struct cpu_op_args *a, const struct alice_tensor *seq, int64_t T,
+static enum alice_status check_seq(const struct alice_op_args *a, const struct alice_tensor *seq, int64_t T,
 				   int64_t n_seq)
 {
 	if (seq->ne[0] * seq->ne[1] * seq->ne[2] * seq->ne[3] != T || seq->ne[0] != T)
@@ -103,7 +103,7 @@ static bool have_fma(void)
 }
 #endif
 
-enum alice_status cpu_op_ssm_conv(const struct cpu_op_args *a)
+enum alice_status cpu_op_ssm_conv(const struct alice_op_args *a)
 {
 	const struct alice_tensor *x = a->src[0], *w = a->src[1], *state = a->src[2], *seq = a->src[3], *d = a->dst;
 	int64_t C = x->ne[0], T = x->ne[1], K = w->ne[0];
@@ -185,7 +185,7 @@ __attribute__((target("avx2,fma"))) static void gdn_run_fma(void *arg, int ith, 
 }
 #endif
 
-enum alice_status cpu_op_gated_delta_net(const struct cpu_op_args *a)
+enum alice_status cpu_op_gated_delta_net(const struct alice_op_args *a)
 {
 	const struct alice_tensor *qk = a->src[0], *v = a->src[1], *g = a->src[2], *beta = a->src[3],
 				  *state = a->src[4], *seq = a->src[5], *d = a->dst;

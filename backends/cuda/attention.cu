@@ -168,7 +168,7 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 /* Splits per token: enough blocks for a single decode token to fill the
  * GPU, at most one per 128 cells of the cache. Must not depend on the op's
  * token count (batch invariance). */
-static int att_splits(const struct cu_args *a)
+static int att_splits(const struct alice_op_args *a)
 {
 	const struct alice_tensor *q = a->src[0], *k = a->src[1];
 	int64_t want = (2 * (int64_t)a->ctx->n_sm + q->ne[1] - 1) / q->ne[1];
@@ -180,7 +180,7 @@ static int att_splits(const struct cu_args *a)
 	return want < 1 ? 1 : (int)want;
 }
 
-static size_t att_part_bytes(const struct cu_args *a)
+static size_t att_part_bytes(const struct alice_op_args *a)
 {
 	int ns = att_splits(a);
 	if (ns == 1)
@@ -190,18 +190,18 @@ static size_t att_part_bytes(const struct cu_args *a)
 	return (b + 255) & ~(size_t)255;
 }
 
-size_t cu_attention_counters(const struct cu_args *a)
+size_t cu_attention_counters(const struct alice_op_args *a)
 {
 	return att_splits(a) > 1 ? (size_t)(a->src[0]->ne[1] * a->src[0]->ne[2]) : 0;
 }
 
 /* split partials, then (flash attention) one regime byte per token */
-size_t cu_attention_scratch(const struct cu_args *a)
+size_t cu_attention_scratch(const struct alice_op_args *a)
 {
 	return att_part_bytes(a) + (cu_fattn_ok(a) ? (size_t)a->src[0]->ne[2] : 0);
 }
 
-enum alice_status cu_op_attention(const struct cu_args *a)
+enum alice_status cu_op_attention(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;

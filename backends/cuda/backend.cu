@@ -392,7 +392,7 @@ static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct a
 
 /* ---- ops ---- */
 
-typedef enum alice_status (*cu_op_fn)(const struct cu_args *a);
+typedef enum alice_status (*cu_op_fn)(const struct alice_op_args *a);
 
 static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_1] = {
 	NULL,		cu_op_get_rows, cu_op_mul_mat,	 cu_op_binary,	  cu_op_binary,
@@ -405,15 +405,10 @@ static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_1] = {
 static const struct alice_bc_limits cu_limits = {ALICE_BC_NE_MAX, ALICE_BC_NB_MAX};
 
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
-				   const struct alice_node *n, struct cu_args *a)
+				   const struct alice_node *n, struct alice_op_args *a)
 {
-	memset(a, 0, sizeof(*a));
-	a->ctx = ctx;
-	a->node = n;
-	enum alice_status st = alice_bc_node_tensors(g, n, "cuda", &a->dst, a->src, ctx->err, sizeof(ctx->err));
-	if (st == ALICE_OK && (n->op >= ALICE_OP_COUNT_V1_1 || !op_fns[n->op]))
-		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the cuda backend", n->op);
-	return st;
+	return alice_bc_node_args(ctx, g, n, "cuda", n->op < ALICE_OP_COUNT_V1_1 && op_fns[n->op] != NULL, a, ctx->err,
+				  sizeof(ctx->err));
 }
 
 /* Bounds, shape and alignment of one tensor against its buffer. */
@@ -440,7 +435,7 @@ static enum alice_status check_tensor(struct alice_backend_ctx *ctx, const struc
 }
 
 /* Shape limits of the kernels (the launchers check the rest). */
-static bool shapes_ok(const struct cu_args *a)
+static bool shapes_ok(const struct alice_op_args *a)
 {
 	const struct alice_tensor *d = a->dst, *const *s = a->src;
 	switch (a->node->op) {
@@ -467,7 +462,7 @@ static bool shapes_ok(const struct cu_args *a)
 static bool cu_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g, const struct alice_node *node)
 {
 	struct alice_backend_ctx dummy;
-	struct cu_args a;
+	struct alice_op_args a;
 	if (!ctx) {
 		memset(&dummy, 0, sizeof(dummy));
 		ctx = &dummy;
@@ -479,7 +474,7 @@ static bool cu_supports_op(struct alice_backend_ctx *ctx, const struct alice_gra
 
 /* Host-side checks of a node; the scratch it needs goes to *scratch. */
 static enum alice_status prepare_node(struct alice_backend_ctx *ctx, const struct alice_graph *g,
-				      const struct alice_node *n, struct cu_args *a, size_t *scratch)
+				      const struct alice_node *n, struct alice_op_args *a, size_t *scratch)
 {
 	enum alice_status st = node_args(ctx, g, n, a);
 	if (st != ALICE_OK)
@@ -553,7 +548,7 @@ static bool overlaps(const struct alice_tensor *a, const struct alice_tensor *b)
  * source that is itself a member's dst (the fused kernel orders that edge
  * itself). The graph's placer reuses dead tensors' memory, so e.g. a norm's
  * output can sit where the preceding add read its inputs. */
-static bool group_safe(const struct cu_args *a, int n, bool staged_x)
+static bool group_safe(const struct alice_op_args *a, int n, bool staged_x)
 {
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < n; j++) {
@@ -589,7 +584,7 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 	if (gst != ALICE_OK)
 		return gst;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
-		struct cu_args a[4];
+		struct alice_op_args a[4];
 		size_t scr;
 		if (ctx->prof)
 			cu_prof_mark(ctx, g, i);
@@ -608,12 +603,12 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			while (n > 1 && !group_safe(a, n, cu_mul_mat_stages_x(a, n)))
 				n--;
 			/* gate/up followed by their GLU: one launch for all three */
-			struct cu_args ga;
+			struct alice_op_args ga;
 			bool glu = n == 2 && i + 2 < g->n_nodes && g->nodes[i + 2].op == ALICE_OP_GLU &&
 				   prepare_node(ctx, g, &g->nodes[i + 2], &ga, &scr) == ALICE_OK &&
 				   cu_mul_mat_glu_fusable(a, &ga);
 			if (glu) {
-				struct cu_args all[3] = { a[0], a[1], ga };
+				struct alice_op_args all[3] = { a[0], a[1], ga };
 				glu = group_safe(all, 3, cu_mul_mat_stages_x(a, 2));
 			}
 			st = cu_mul_mat_multi(a, n, glu ? &ga : NULL);
@@ -759,7 +754,7 @@ static enum alice_status validate_and_size(struct alice_backend_ctx *ctx, const 
 {
 	size_t need = 0, need_cnt = 0, need_xq = 0;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
-		struct cu_args a;
+		struct alice_op_args a;
 		size_t scr = 0;
 		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a, &scr);
 		if (st != ALICE_OK) {

@@ -148,12 +148,6 @@ enum alice_status cu_inputs_flush(struct alice_backend_ctx *ctx) CU_HIDDEN;
 #define CU_FLAG_SEQ 8 /* SSM_CONV / GATED_DELTA_NET sequence id outside the state */
 
 /* ---- node arguments ---- */
-struct cu_args {
-	struct alice_backend_ctx *ctx;
-	const struct alice_node *node;
-	const struct alice_tensor *dst;
-	const struct alice_tensor *src[ALICE_MAX_SRC];
-};
 
 static inline uint8_t *tdata(const struct alice_tensor *t)
 {
@@ -207,39 +201,39 @@ static inline unsigned cu_blocks(int64_t n, int threads)
 
 /* Scratch bytes each op needs (0 for most); computed before any launch so
  * the scratch region is stable while a graph is captured. */
-size_t cu_mul_mat_scratch(const struct cu_args *a) CU_HIDDEN;
-size_t cu_attention_scratch(const struct cu_args *a) CU_HIDDEN;
+size_t cu_mul_mat_scratch(const struct alice_op_args *a) CU_HIDDEN;
+size_t cu_attention_scratch(const struct alice_op_args *a) CU_HIDDEN;
 /* zeroed unsigned counters ATTENTION needs (ctx->cnt) */
-size_t cu_attention_counters(const struct cu_args *a) CU_HIDDEN;
+size_t cu_attention_counters(const struct alice_op_args *a) CU_HIDDEN;
 
 /* ---- op launchers (one per op family file) ---- */
-enum alice_status cu_op_mul_mat(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_get_rows(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_rms_norm(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_l2_norm(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_rope(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_attention(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_kv_write(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_binary(const struct cu_args *a) CU_HIDDEN; /* ADD, MUL */
-enum alice_status cu_op_scale(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_softcap(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_glu(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_unary(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_copy(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_op_ssm_conv(const struct cu_args *a) CU_HIDDEN;        /* ssm.cu */
-enum alice_status cu_op_gated_delta_net(const struct cu_args *a) CU_HIDDEN;
+enum alice_status cu_op_mul_mat(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_get_rows(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_rms_norm(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_l2_norm(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_rope(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_attention(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_kv_write(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_binary(const struct alice_op_args *a) CU_HIDDEN; /* ADD, MUL */
+enum alice_status cu_op_scale(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_softcap(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_glu(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_unary(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_copy(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_ssm_conv(const struct alice_op_args *a) CU_HIDDEN;        /* ssm.cu */
+enum alice_status cu_op_gated_delta_net(const struct alice_op_args *a) CU_HIDDEN;
 
 /* How many of the n MUL_MAT nodes a[0..n) can run as one mat-vec launch
  * (>= 1), and that launch. */
-int cu_mul_mat_fusable(const struct cu_args *a, int n) CU_HIDDEN;
-enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n, const struct cu_args *glu) CU_HIDDEN;
-bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g) CU_HIDDEN;
+int cu_mul_mat_fusable(const struct alice_op_args *a, int n) CU_HIDDEN;
+enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const struct alice_op_args *glu) CU_HIDDEN;
+bool cu_mul_mat_glu_fusable(const struct alice_op_args *a, const struct alice_op_args *g) CU_HIDDEN;
 /* 256 / 32: this MUL_MAT runs as a quantized mat-vec with Q8_K / Q8_0
  * rounded activations; 0: anything else */
-int cu_mul_mat_xq(const struct cu_args *a) CU_HIDDEN;
+int cu_mul_mat_xq(const struct alice_op_args *a) CU_HIDDEN;
 /* The launch of a[0..n) (n >= 2) first copies its activations to scratch
  * (int8 quants, F16, or rounded F32), so its outputs may overlap them. */
-bool cu_mul_mat_stages_x(const struct cu_args *a, int n) CU_HIDDEN;
+bool cu_mul_mat_stages_x(const struct alice_op_args *a, int n) CU_HIDDEN;
 
 /* staged quantized activations (see alice_backend_ctx.xq): int8 quants
  * [M][K], then F32 scales [M][K/32] 256 bytes on */
@@ -268,23 +262,23 @@ static inline void cu_xq_set(struct alice_backend_ctx *ctx, const uint8_t *x, in
 }
 
 /* ADD whose result feeds the next node, an RMS_NORM: one pass. */
-bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
+bool cu_add_rms_fusable(const struct alice_op_args *add, const struct alice_op_args *norm) CU_HIDDEN;
 /* The fused pass stays right when its outputs alias its inputs row for row
  * (the graph placer reuses dead inputs' memory): each row is read by one
  * block, completely, before that block writes it. */
-bool cu_add_rms_alias_ok(const struct cu_args *add, const struct cu_args *norm) CU_HIDDEN;
+bool cu_add_rms_alias_ok(const struct alice_op_args *add, const struct alice_op_args *norm) CU_HIDDEN;
 /* qk 256 / 32: also writes the normalized rows quantized (Q8_K / Q8_0
  * rounding) where the next mat-vec looks for them (ctx->xq); 0: not */
-enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm, int qk) CU_HIDDEN;
+enum alice_status cu_add_rms_norm(const struct alice_op_args *add, const struct alice_op_args *norm, int qk) CU_HIDDEN;
 
 /* Two consecutive ROPEs (q, k) or KV_WRITEs (K, V) as one launch. */
-bool cu_rope_pairable(const struct cu_args *a, const struct cu_args *b) CU_HIDDEN;
-enum alice_status cu_rope_multi(const struct cu_args *a, int n) CU_HIDDEN;
-bool cu_kv_pairable(const struct cu_args *a, const struct cu_args *b) CU_HIDDEN;
+bool cu_rope_pairable(const struct alice_op_args *a, const struct alice_op_args *b) CU_HIDDEN;
+enum alice_status cu_rope_multi(const struct alice_op_args *a, int n) CU_HIDDEN;
+bool cu_kv_pairable(const struct alice_op_args *a, const struct alice_op_args *b) CU_HIDDEN;
 /* ROPE q, ROPE k, KV_WRITE K (of the rotated k), KV_WRITE V: one launch. */
-bool cu_rope_kv_fusable(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_rope_kv(const struct cu_args *a) CU_HIDDEN;
-enum alice_status cu_kv_write_multi(const struct cu_args *a, int n) CU_HIDDEN;
+bool cu_rope_kv_fusable(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_rope_kv(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_kv_write_multi(const struct alice_op_args *a, int n) CU_HIDDEN;
 
 /* Up to MMV_MAX_SET weight matrices multiplied with the same activations in
  * one mat-vec launch (Q/K/V, gate/up): blocks [bstart[m], bstart[m+1])
@@ -330,10 +324,10 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 
 /* fattn.cu: tensor-core ATTENTION for prefill batches (F16 cache, head
  * dims 64/128, no softcap); ALICE_CUDA_FATTN=0 turns it off. */
-bool cu_fattn_ok(const struct cu_args *a) CU_HIDDEN;
+bool cu_fattn_ok(const struct alice_op_args *a) CU_HIDDEN;
 /* flash attention for the tokens of runs of >= 16 (their flags, one byte
  * per token, are written to tiled); the others are left to the caller */
-enum alice_status cu_fattn(const struct cu_args *a, uint8_t *tiled) CU_HIDDEN;
+enum alice_status cu_fattn(const struct alice_op_args *a, uint8_t *tiled) CU_HIDDEN;
 
 /* prof.cu: ALICE_CUDA_PROFILE=1 times every launch group with events
  * (graphs off) and prints a per-op table when the context is freed. */

@@ -69,7 +69,7 @@ static bool same_shape(const struct alice_tensor *a, const struct alice_tensor *
 }
 
 template <int K>
-static enum alice_status launch_ew(const struct cu_args *a, float p0, float p1, int act)
+static enum alice_status launch_ew(const struct alice_op_args *a, float p0, float p1, int act)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *d = a->dst, *s0 = a->src[0], *s1 = a->src[1];
@@ -91,29 +91,29 @@ static enum alice_status launch_ew(const struct cu_args *a, float p0, float p1, 
 	return ALICE_OK;
 }
 
-enum alice_status cu_op_binary(const struct cu_args *a)
+enum alice_status cu_op_binary(const struct alice_op_args *a)
 {
 	return a->node->op == ALICE_OP_ADD ? launch_ew<EW_ADD>(a, 0, 0, 0) : launch_ew<EW_MUL>(a, 0, 0, 0);
 }
 
-enum alice_status cu_op_scale(const struct cu_args *a)
+enum alice_status cu_op_scale(const struct alice_op_args *a)
 {
 	return launch_ew<EW_SCALE>(a, a->node->fp[0], a->node->fp[1], 0);
 }
 
-enum alice_status cu_op_softcap(const struct cu_args *a)
+enum alice_status cu_op_softcap(const struct alice_op_args *a)
 {
 	if (a->node->fp[0] == 0.f)
 		return cu_fail(a->ctx, ALICE_ERR_INVALID, "SOFTCAP with a cap of 0");
 	return launch_ew<EW_SOFTCAP>(a, a->node->fp[0], 0, 0);
 }
 
-enum alice_status cu_op_glu(const struct cu_args *a)
+enum alice_status cu_op_glu(const struct alice_op_args *a)
 {
 	return launch_ew<EW_GLU>(a, 0, 0, a->node->ip[0]);
 }
 
-enum alice_status cu_op_unary(const struct cu_args *a)
+enum alice_status cu_op_unary(const struct alice_op_args *a)
 {
 	return launch_ew<EW_UNARY>(a, 0, 0, a->node->ip[0]);
 }
@@ -130,7 +130,7 @@ __global__ void k_copy(uint8_t *__restrict__ d, struct cu_view dv, uint32_t dt, 
 	st_float(d + view_off(dv, f), dt, ld_float(s + view_off(sv, f), st));
 }
 
-enum alice_status cu_op_copy(const struct cu_args *a)
+enum alice_status cu_op_copy(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *d = a->dst, *s = a->src[0];
@@ -178,7 +178,7 @@ __global__ void k_kv_write(struct kv_job j0, struct kv_job j1, const uint8_t *__
 	st_float(j.d + e0 * j.dv.nb[0] + e1 * j.dv.nb[1] + (int64_t)cell * j.dv.nb[2], j.dt, v);
 }
 
-static enum alice_status kv_check(const struct cu_args *a)
+static enum alice_status kv_check(const struct alice_op_args *a)
 {
 	const struct alice_tensor *d = a->dst, *s = a->src[0], *ids = a->src[1];
 	int64_t per_cell = d->ne[0] * d->ne[1], n = ids->ne[0];
@@ -190,14 +190,14 @@ static enum alice_status kv_check(const struct cu_args *a)
 	return ALICE_OK;
 }
 
-static struct kv_job kv_job_of(const struct cu_args *a)
+static struct kv_job kv_job_of(const struct alice_op_args *a)
 {
 	const struct alice_tensor *d = a->dst, *s = a->src[0];
 	struct kv_job j = { tdata(d), cu_view_of(d), d->type, tdata(s), cu_view_of(s), d->ne[0] * d->ne[1], d->ne[2] };
 	return j;
 }
 
-enum alice_status cu_kv_write_multi(const struct cu_args *a, int n)
+enum alice_status cu_kv_write_multi(const struct alice_op_args *a, int n)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	int64_t tot = 0, nr = a->src[1]->ne[0];
@@ -218,12 +218,12 @@ enum alice_status cu_kv_write_multi(const struct cu_args *a, int n)
 	return ALICE_OK;
 }
 
-enum alice_status cu_op_kv_write(const struct cu_args *a)
+enum alice_status cu_op_kv_write(const struct alice_op_args *a)
 {
 	return cu_kv_write_multi(a, 1);
 }
 
-bool cu_kv_pairable(const struct cu_args *a, const struct cu_args *b)
+bool cu_kv_pairable(const struct alice_op_args *a, const struct alice_op_args *b)
 {
 	/* same cell ids; b's rows are not a's cache, and the caches differ */
 	return b->node->op == ALICE_OP_KV_WRITE && b->node->src[1] == a->node->src[1] &&

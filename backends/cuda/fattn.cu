@@ -255,7 +255,7 @@ static bool al16(const struct alice_tensor *t)
 	return t->nb[0] == 2 && t->nb[1] % 16 == 0 && t->nb[2] % 16 == 0 && ((uintptr_t)tdata(t) & 15) == 0;
 }
 
-bool cu_fattn_ok(const struct cu_args *a)
+bool cu_fattn_ok(const struct alice_op_args *a)
 {
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
 	int64_t D = q->ne[0];
@@ -288,7 +288,7 @@ __global__ void k_fa_regime(const uint8_t *__restrict__ rng, int64_t rnb0, int64
 
 /* shapes were checked by cu_op_attention; tiled: n_tokens bytes of
  * device scratch, filled here with each token's regime */
-enum alice_status cu_fattn(const struct cu_args *a, uint8_t *tiled)
+enum alice_status cu_fattn(const struct alice_op_args *a, uint8_t *tiled)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;

@@ -472,7 +472,7 @@ static size_t align256(size_t x)
 	return (x + 255) & ~(size_t)255;
 }
 
-static bool mm_use_mmv(const struct cu_args *a)
+static bool mm_use_mmv(const struct alice_op_args *a)
 {
 	return cu_mm_decode(a->node, a->src[1]->ne[1]);
 }
@@ -504,7 +504,7 @@ static bool gemm_split(const struct alice_tensor *w)
 	return !gemm_f32(w->type) && w->type != ALICE_TYPE_F16 && gemm_precise();
 }
 
-size_t cu_mul_mat_scratch(const struct cu_args *a)
+size_t cu_mul_mat_scratch(const struct alice_op_args *a)
 {
 	const struct alice_tensor *w = a->src[0], *x = a->src[1];
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
@@ -773,7 +773,7 @@ static const int32_t *mm_regime(struct alice_backend_ctx *ctx, const struct alic
  * of exactly its own M; every other row (decode, short prompts) goes to the
  * mat-vec, whose per-column result does not depend on the launch's column
  * count. Without src2 the op's M decides, as for a single sequence. */
-enum alice_status cu_op_mul_mat(const struct cu_args *a)
+enum alice_status cu_op_mul_mat(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *w = a->src[0], *x = a->src[1], *dt = a->dst, *rg = a->src[2];
@@ -859,7 +859,7 @@ static bool t_overlap(const struct alice_tensor *a, const struct alice_tensor *b
 	return a->buf == b->buf && a->offset < b->offset + t_extent(b) && b->offset < a->offset + t_extent(a);
 }
 
-int cu_mul_mat_fusable(const struct cu_args *a, int n)
+int cu_mul_mat_fusable(const struct alice_op_args *a, int n)
 {
 	const struct alice_tensor *x = a[0].src[1];
 	if (!mm_use_mmv(&a[0]) || !mm_x_dense(x) || x->ne[2] * x->ne[3] != 1 || mm_plain_odd(a[0].src[0]))
@@ -885,7 +885,7 @@ int cu_mul_mat_fusable(const struct cu_args *a, int n)
 
 /* glu: the GLU node after a gate/up pair (n == 2), computed in the same
  * launch; NULL for none. */
-enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n, const struct cu_args *glu)
+enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const struct alice_op_args *glu)
 {
 	if (n == 1)
 		return cu_op_mul_mat(a);
@@ -932,7 +932,7 @@ enum alice_status cu_mul_mat_multi(const struct cu_args *a, int n, const struct 
 	return ALICE_OK;
 }
 
-bool cu_mul_mat_stages_x(const struct cu_args *a, int n)
+bool cu_mul_mat_stages_x(const struct alice_op_args *a, int n)
 {
 	/* F32 weights read x as it is; every other type's launch rounds or
 	 * quantizes it into scratch first (cu_mul_mat_multi) */
@@ -940,7 +940,7 @@ bool cu_mul_mat_stages_x(const struct cu_args *a, int n)
 }
 
 /* The GLU node g can be folded into the mat-vec launch of the pair a[0..2). */
-bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g)
+bool cu_mul_mat_glu_fusable(const struct alice_op_args *a, const struct alice_op_args *g)
 {
 	const struct alice_tensor *h = g->dst;
 	return g->node->op == ALICE_OP_GLU && g->node->src[0] == a[0].node->dst && g->node->src[1] == a[1].node->dst &&
@@ -949,7 +949,7 @@ bool cu_mul_mat_glu_fusable(const struct cu_args *a, const struct cu_args *g)
 	       a[0].dst->nb[1] == a[1].dst->nb[1];
 }
 
-int cu_mul_mat_xq(const struct cu_args *a)
+int cu_mul_mat_xq(const struct alice_op_args *a)
 {
 	const struct alice_tensor *w = a->src[0], *x = a->src[1];
 	if (!mm_use_mmv(a) || mm_plain_odd(w) || x->ne[2] * x->ne[3] != 1 || w->ne[2] * w->ne[3] != 1)
@@ -1017,7 +1017,7 @@ __global__ void k_get_rows_f(const uint8_t *__restrict__ src, uint32_t type, int
 	*(float *)(dst + t * dnb1 + k * dnb0) = v;
 }
 
-enum alice_status cu_op_get_rows(const struct cu_args *a)
+enum alice_status cu_op_get_rows(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *s = a->src[0], *ids = a->src[1], *d = a->dst;

@@ -130,7 +130,7 @@ static void with_regs(int64_t n, F f)
 		f(std::integral_constant<int, 0>());
 }
 
-static enum alice_status launch_norm(const struct cu_args *a, bool rms)
+static enum alice_status launch_norm(const struct alice_op_args *a, bool rms)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *d = a->dst, *x = a->src[0], *w = rms ? a->src[1] : NULL;
@@ -159,12 +159,12 @@ static enum alice_status launch_norm(const struct cu_args *a, bool rms)
 	return ALICE_OK;
 }
 
-enum alice_status cu_op_rms_norm(const struct cu_args *a)
+enum alice_status cu_op_rms_norm(const struct alice_op_args *a)
 {
 	return launch_norm(a, true);
 }
 
-enum alice_status cu_op_l2_norm(const struct cu_args *a)
+enum alice_status cu_op_l2_norm(const struct alice_op_args *a)
 {
 	return launch_norm(a, false);
 }
@@ -233,7 +233,7 @@ static bool v_same(const struct alice_tensor *a, const struct alice_tensor *b)
 	       !memcmp(a->nb, b->nb, sizeof(a->nb));
 }
 
-bool cu_add_rms_alias_ok(const struct cu_args *add, const struct cu_args *norm)
+bool cu_add_rms_alias_ok(const struct alice_op_args *add, const struct alice_op_args *norm)
 {
 	const struct alice_tensor *outs[2] = { add->dst, norm->dst };
 	const struct alice_tensor *ins[2] = { add->src[0], add->src[1] };
@@ -248,7 +248,7 @@ bool cu_add_rms_alias_ok(const struct cu_args *add, const struct cu_args *norm)
 	return !v_overlap(outs[0], outs[1]) || v_same(outs[0], outs[1]);
 }
 
-bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm)
+bool cu_add_rms_fusable(const struct alice_op_args *add, const struct alice_op_args *norm)
 {
 	const struct alice_tensor *s = add->dst, *a = add->src[0], *b = add->src[1], *x = norm->src[0];
 	if (add->node->op != ALICE_OP_ADD || norm->node->op != ALICE_OP_RMS_NORM ||
@@ -263,7 +263,7 @@ bool cu_add_rms_fusable(const struct cu_args *add, const struct cu_args *norm)
 	return s->ne[1] * s->ne[2] * s->ne[3] <= 0x7fffffff;
 }
 
-enum alice_status cu_add_rms_norm(const struct cu_args *add, const struct cu_args *norm, int qk)
+enum alice_status cu_add_rms_norm(const struct alice_op_args *add, const struct alice_op_args *norm, int qk)
 {
 	struct alice_backend_ctx *ctx = add->ctx;
 	const struct alice_tensor *s = add->dst, *a = add->src[0], *b = add->src[1], *d = norm->dst,

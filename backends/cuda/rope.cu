@@ -134,7 +134,7 @@ __global__ void k_rope(struct rope_job j0, struct rope_job j1, const int32_t *__
 	}
 }
 
-static enum alice_status rope_check(const struct cu_args *a, struct rope_params *p)
+static enum alice_status rope_check(const struct alice_op_args *a, struct rope_params *p)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *d = a->dst, *x = a->src[0], *pos = a->src[1], *ff = a->src[2];
@@ -166,14 +166,14 @@ static enum alice_status rope_check(const struct cu_args *a, struct rope_params 
 	return ALICE_OK;
 }
 
-static struct rope_job rope_job_of(const struct cu_args *a)
+static struct rope_job rope_job_of(const struct alice_op_args *a)
 {
 	struct rope_job j = { tdata(a->dst), cu_view_of(a->dst), tdata(a->src[0]), cu_view_of(a->src[0]) };
 	return j;
 }
 
 /* a[0..n), n = 1 or 2 nodes with the same positions, factors and params. */
-enum alice_status cu_rope_multi(const struct cu_args *a, int n)
+enum alice_status cu_rope_multi(const struct alice_op_args *a, int n)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	struct rope_params p;
@@ -198,7 +198,7 @@ enum alice_status cu_rope_multi(const struct cu_args *a, int n)
 	return ALICE_OK;
 }
 
-enum alice_status cu_op_rope(const struct cu_args *a)
+enum alice_status cu_op_rope(const struct alice_op_args *a)
 {
 	return cu_rope_multi(a, 1);
 }
@@ -213,7 +213,7 @@ static bool same_view(const struct alice_tensor *a, const struct alice_tensor *b
 	       !memcmp(a->nb, b->nb, sizeof(a->nb));
 }
 
-bool cu_rope_pairable(const struct cu_args *a, const struct cu_args *b)
+bool cu_rope_pairable(const struct alice_op_args *a, const struct alice_op_args *b)
 {
 	const struct alice_node *x = a->node, *y = b->node;
 	if (y->op != ALICE_OP_ROPE || !same_view(a->src[1], b->src[1]) || !same_view(a->src[2], b->src[2]) ||
@@ -230,7 +230,7 @@ bool cu_rope_pairable(const struct cu_args *a, const struct cu_args *b)
 
 /* ROPE q, ROPE k, KV_WRITE (K cache <- rotated k), KV_WRITE (V cache <- v)
  * as one launch: a[0..4) are those nodes in that order. */
-bool cu_rope_kv_fusable(const struct cu_args *a)
+bool cu_rope_kv_fusable(const struct alice_op_args *a)
 {
 	if (!cu_rope_pairable(&a[0], &a[1]) || a[2].node->op != ALICE_OP_KV_WRITE || a[3].node->op != ALICE_OP_KV_WRITE ||
 	    a[2].node->src[0] != a[1].node->dst || !cu_kv_pairable(&a[2], &a[3]) || a[3].node->src[0] == a[0].node->dst ||
@@ -245,7 +245,7 @@ bool cu_rope_kv_fusable(const struct cu_args *a)
 	       (vc->type == ALICE_TYPE_F16 || vc->type == ALICE_TYPE_F32);
 }
 
-enum alice_status cu_rope_kv(const struct cu_args *a)
+enum alice_status cu_rope_kv(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	struct rope_params p;

@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(128) k_ssm_conv_any(struct conv_p p)
 	}
 }
 
-enum alice_status cu_op_ssm_conv(const struct cu_args *a)
+enum alice_status cu_op_ssm_conv(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *x = a->src[0], *w = a->src[1], *state = a->src[2], *seq = a->src[3], *d = a->dst;
@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(GDN_WARPS * 32) k_gdn(struct gdn_p p)
 	}
 }
 
-enum alice_status cu_op_gated_delta_net(const struct cu_args *a)
+enum alice_status cu_op_gated_delta_net(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *qk = a->src[0], *v = a->src[1], *g = a->src[2], *beta = a->src[3],

@@ -71,7 +71,7 @@ enum alice_status vk_bind_raw(struct alice_backend_ctx *ctx, struct alice_buffer
 
 /* A node writes dst (and, for the recurrent ops, its state source): forget
  * rounded activations taken from memory it overwrites. */
-static void actq_invalidate(struct alice_backend_ctx *ctx, const struct vk_op_args *a)
+static void actq_invalidate(struct alice_backend_ctx *ctx, const struct alice_op_args *a)
 {
 	const struct alice_tensor *w[2] = {a->dst, NULL};
 	if (a->node->op == ALICE_OP_SSM_CONV)
@@ -114,19 +114,14 @@ static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, const str
 /* ---- node checks ---- */
 
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
-				   const struct alice_node *n, struct vk_op_args *a)
+				   const struct alice_node *n, struct alice_op_args *a)
 {
-	memset(a, 0, sizeof(*a));
-	a->ctx = ctx;
-	a->node = n;
-	enum alice_status st = alice_bc_node_tensors(g, n, "vulkan", &a->dst, a->src, ctx->err, sizeof(ctx->err));
-	if (st == ALICE_OK && (n->op >= ALICE_OP_COUNT_V1_1 || !op_fns[n->op]))
-		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the vulkan backend", n->op);
-	return st;
+	return alice_bc_node_args(ctx, g, n, "vulkan", n->op < ALICE_OP_COUNT_V1_1 && op_fns[n->op], a, ctx->err,
+				  sizeof(ctx->err));
 }
 
 /* Shapes outside what the shaders handle (the ops check the rest). */
-static bool shapes_ok(const struct vk_op_args *a)
+static bool shapes_ok(const struct alice_op_args *a)
 {
 	const struct alice_tensor *const *s = a->src;
 	switch (a->node->op) {
@@ -140,7 +135,7 @@ static bool shapes_ok(const struct vk_op_args *a)
 
 /* Everything but shapes that only the op itself knows. */
 static enum alice_status check_node(struct alice_backend_ctx *ctx, const struct alice_graph *g,
-				    const struct alice_node *n, struct vk_op_args *a)
+				    const struct alice_node *n, struct alice_op_args *a)
 {
 	enum alice_status st = node_args(ctx, g, n, a);
 	if (st != ALICE_OK)
@@ -156,7 +151,7 @@ static enum alice_status check_node(struct alice_backend_ctx *ctx, const struct 
 bool vk_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g, const struct alice_node *node)
 {
 	struct alice_backend_ctx dummy;
-	struct vk_op_args a;
+	struct alice_op_args a;
 	if (!ctx) {
 		memset(&dummy, 0, sizeof(dummy));
 		ctx = &dummy;
@@ -257,7 +252,7 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors))
 		return vk_fail(ctx, ALICE_ERR_INVALID, "graph_compute: malformed graph");
 	ctx->err[0] = '\0';
-	struct vk_op_args a;
+	struct alice_op_args a;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		enum alice_status st = check_node(ctx, g, &g->nodes[i], &a);
 		if (st != ALICE_OK) {

@@ -173,22 +173,16 @@ bool vk_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g) VK_HIDDEN;
 
 /* per-op recording (vk_ops_*.c): validate shapes, bind, dispatch */
-struct vk_op_args {
-	struct alice_backend_ctx *ctx;
-	const struct alice_node *node;
-	const struct alice_tensor *dst;
-	const struct alice_tensor *src[ALICE_MAX_SRC];
-};
-typedef enum alice_status (*vk_op_fn)(const struct vk_op_args *a);
-enum alice_status vk_op_mul_mat(const struct vk_op_args *a) VK_HIDDEN;
-enum alice_status vk_op_get_rows(const struct vk_op_args *a) VK_HIDDEN;
-enum alice_status vk_op_ew(const struct vk_op_args *a) VK_HIDDEN; /* ADD MUL SCALE SOFTCAP GLU UNARY COPY */
-enum alice_status vk_op_norm(const struct vk_op_args *a) VK_HIDDEN; /* RMS_NORM L2_NORM */
-enum alice_status vk_op_rope(const struct vk_op_args *a) VK_HIDDEN;
-enum alice_status vk_op_attention(const struct vk_op_args *a) VK_HIDDEN;
-enum alice_status vk_op_kv_write(const struct vk_op_args *a) VK_HIDDEN;
-enum alice_status vk_op_ssm_conv(const struct vk_op_args *a) VK_HIDDEN;
-enum alice_status vk_op_gated_delta_net(const struct vk_op_args *a) VK_HIDDEN;
+typedef enum alice_status (*vk_op_fn)(const struct alice_op_args *a);
+enum alice_status vk_op_mul_mat(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_get_rows(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_ew(const struct alice_op_args *a) VK_HIDDEN; /* ADD MUL SCALE SOFTCAP GLU UNARY COPY */
+enum alice_status vk_op_norm(const struct alice_op_args *a) VK_HIDDEN; /* RMS_NORM L2_NORM */
+enum alice_status vk_op_rope(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_attention(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_kv_write(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_ssm_conv(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_gated_delta_net(const struct alice_op_args *a) VK_HIDDEN;
 
 static inline int64_t vk_nelem(const struct alice_tensor *t)
 {

@@ -25,7 +25,7 @@ struct kvw_push {
 	uint32_t E, n, n_cells, dtype;
 };
 
-enum alice_status vk_op_attention(const struct vk_op_args *a)
+enum alice_status vk_op_attention(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;
@@ -53,7 +53,7 @@ enum alice_status vk_op_attention(const struct vk_op_args *a)
 	return vk_dispatch(ctx, "attn", b, 5, &p, sizeof(p), (uint32_t)(nh * nt));
 }
 
-enum alice_status vk_op_kv_write(const struct vk_op_args *a)
+enum alice_status vk_op_kv_write(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *s = a->src[0], *idx = a->src[1], *d = a->dst;

@@ -34,7 +34,7 @@ struct rope_push {
 	float theta_scale, fscale;
 };
 
-static enum alice_status bind_srcs(const struct vk_op_args *a, struct vk_bind *b, int n)
+static enum alice_status bind_srcs(const struct alice_op_args *a, struct vk_bind *b, int n)
 {
 	memset(b, 0, sizeof(*b) * (size_t)n);
 	enum alice_status st = vk_bind_tensor(a->ctx, a->dst, &b[0]);
@@ -49,7 +49,7 @@ static uint32_t groups_for(uint64_t n, uint32_t local)
 	return (uint32_t)((n + local - 1) / local);
 }
 
-enum alice_status vk_op_ew(const struct vk_op_args *a)
+enum alice_status vk_op_ew(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_node *n = a->node;
@@ -97,7 +97,7 @@ enum alice_status vk_op_ew(const struct vk_op_args *a)
 	return vk_dispatch(ctx, "ew", b, s1 ? 3 : 2, &p, sizeof(p), groups_for(total, 256));
 }
 
-enum alice_status vk_op_norm(const struct vk_op_args *a)
+enum alice_status vk_op_norm(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	bool l2 = a->node->op == ALICE_OP_L2_NORM;
@@ -127,7 +127,7 @@ enum alice_status vk_op_norm(const struct vk_op_args *a)
 	return vk_dispatch(ctx, "norm", b, w ? 3 : 2, &p, sizeof(p), (uint32_t)rows);
 }
 
-enum alice_status vk_op_rope(const struct vk_op_args *a)
+enum alice_status vk_op_rope(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_node *n = a->node;

@@ -82,7 +82,7 @@ struct mm_x {
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
 				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d);
 
-enum alice_status vk_op_mul_mat(const struct vk_op_args *a)
+enum alice_status vk_op_mul_mat(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst;
@@ -247,7 +247,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
 
-enum alice_status vk_op_get_rows(const struct vk_op_args *a)
+enum alice_status vk_op_get_rows(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *s = a->src[0], *ids = a->src[1], *d = a->dst;

@@ -30,7 +30,7 @@ static bool seq_ok(const struct alice_tensor *seq, int64_t T)
 	return vk_nelem(seq) == T && seq->ne[0] == T;
 }
 
-enum alice_status vk_op_ssm_conv(const struct vk_op_args *a)
+enum alice_status vk_op_ssm_conv(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *x = a->src[0], *w = a->src[1], *state = a->src[2], *seq = a->src[3], *d = a->dst;
@@ -62,7 +62,7 @@ enum alice_status vk_op_ssm_conv(const struct vk_op_args *a)
 	return vk_dispatch_rw(ctx, "ssmconv", b, 5, 1u << 3, &p, sizeof(p), (uint32_t)((C + 63) / 64));
 }
 
-enum alice_status vk_op_gated_delta_net(const struct vk_op_args *a)
+enum alice_status vk_op_gated_delta_net(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *qk = a->src[0], *v = a->src[1], *g = a->src[2], *beta = a->src[3],

@@ -257,6 +257,30 @@ static inline enum alice_status alice_bc_node_tensors(const struct alice_graph *
 	return ALICE_OK;
 }
 
+/* A node's operands as every backend's op functions take them; ctx is the
+ * backend's own context (opaque here). */
+struct alice_op_args {
+	struct alice_backend_ctx *ctx;
+	const struct alice_node *node;
+	const struct alice_tensor *dst;
+	const struct alice_tensor *src[ALICE_MAX_SRC];
+};
+
+/* Fill a for node n of g (alice_bc_node_tensors); `have`: whether the
+ * backend implements n->op, for the message of one it does not. */
+static inline enum alice_status alice_bc_node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+						   const struct alice_node *n, const char *backend, int have,
+						   struct alice_op_args *a, char *err, size_t err_len)
+{
+	a->ctx = ctx;
+	a->node = n;
+	enum alice_status st = alice_bc_node_tensors(g, n, backend, &a->dst, a->src, err, err_len);
+	if (st == ALICE_OK && !have)
+		return alice_bc_fail(err, err_len, ALICE_ERR_UNSUPPORTED, "op %u is not supported by the %s backend", n->op,
+				     backend);
+	return st;
+}
+
 /* ---- a tensor against its buffer ---- */
 
 /* The largest ne and nb a backend takes per dim (its own limits). */
