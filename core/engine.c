@@ -529,12 +529,12 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl)
 static void step(struct alice_engine *e)
 {
 	int32_t n = 0, n_rows = 0;
-	uint32_t budget = e->n_batch;
-	/* decode tokens first: one per generating slot */
+	/* decode tokens first: one per generating slot, outside the prefill
+	 * budget */
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		struct eng_slot *sl = &e->slots[i];
 		sl->row = -1;
-		if (!sl->r || !sl->generating || budget == 0)
+		if (!sl->r || !sl->generating)
 			continue;
 		e->b_tok[n] = sl->last_token;
 		e->b_pos[n] = sl->n_past;
@@ -542,15 +542,21 @@ static void step(struct alice_engine *e)
 		e->b_logits[n] = true;
 		sl->row = n_rows++;
 		n++;
-		budget--;
 	}
-	/* then prefill chunks with what is left of the batch */
+	/* then prefill chunks, up to n_batch tokens. A chunk is never cut to
+	 * fit: it is min(rest of the prompt, n_batch) tokens, as when the
+	 * request is alone, so its arithmetic (per-sequence kernel regimes)
+	 * is the same whatever shares the step; one that does not fit waits
+	 * for the next step. */
+	uint32_t budget = e->n_batch;
 	for (uint32_t i = 0; i < e->n_slots && budget > 0; i++) {
 		struct eng_slot *sl = &e->slots[i];
 		if (!sl->r || sl->generating)
 			continue;
 		int32_t left = sl->r->n_prompt - sl->n_past;
-		int32_t chunk = left < (int32_t)budget ? left : (int32_t)budget;
+		int32_t chunk = left < (int32_t)e->n_batch ? left : (int32_t)e->n_batch;
+		if (chunk > (int32_t)budget)
+			break;
 		for (int32_t k = 0; k < chunk; k++) {
 			e->b_tok[n] = sl->r->prompt[sl->n_past + k];
 			e->b_pos[n] = sl->n_past + k;
@@ -687,22 +693,22 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->n_batch = p->n_batch ? p->n_batch : def.n_batch;
 	e->max_queue = p->max_queue ? p->max_queue : def.max_queue;
 	e->prefix_cache = !p->no_prefix_cache;
-	if (e->n_batch < e->n_slots)
-		e->n_batch = e->n_slots; /* every generating slot fits in one step */
+	/* a step: one decode row per slot + up to n_batch prompt tokens */
+	uint32_t step_max = e->n_batch + e->n_slots;
 	struct alice_context_params cp;
 	alice_context_params_default(&cp);
 	cp.n_ctx = p->n_ctx;
 	cp.n_seq = e->n_slots;
-	cp.n_batch = e->n_batch;
+	cp.n_batch = step_max;
 	enum alice_status st = alice_context_create(model, &cp, &e->ctx, err);
 	if (st != ALICE_OK)
 		goto fail;
 	e->n_ctx = alice_context_n_ctx(e->ctx);
 	e->slots = calloc(e->n_slots, sizeof(*e->slots));
-	e->b_tok = malloc(e->n_batch * sizeof(*e->b_tok));
-	e->b_pos = malloc(e->n_batch * sizeof(*e->b_pos));
-	e->b_seq = malloc(e->n_batch * sizeof(*e->b_seq));
-	e->b_logits = malloc(e->n_batch * sizeof(*e->b_logits));
+	e->b_tok = malloc(step_max * sizeof(*e->b_tok));
+	e->b_pos = malloc(step_max * sizeof(*e->b_pos));
+	e->b_seq = malloc(step_max * sizeof(*e->b_seq));
+	e->b_logits = malloc(step_max * sizeof(*e->b_logits));
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));
 	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->picks) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");

@@ -30,7 +30,7 @@ static void usage(FILE *f)
 		"  --port N              port to listen on (default 8000)\n"
 		"  --ctx-size N          context positions per slot (default: the model's, at most 4096)\n"
 		"  --parallel N          requests decoded together, one slot each (default 4)\n"
-		"  --batch-size N        tokens per engine step (default 512)\n"
+		"  --batch-size N        prompt tokens per engine step (default 512)\n"
 		"  --threads N           CPU threads (default: physical cores)\n"
 		"  --queue N             requests waiting for a slot before 503 (default 64)\n"
 		"  --api-key KEY         require 'Authorization: Bearer KEY' on /v1/* (or env ALICE_API_KEY)\n"

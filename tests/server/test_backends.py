@@ -204,9 +204,10 @@ N_MANY = 64
 
 def many_concurrent(args, name, path, texts):
     """64 greedy requests at once (64 rows in each decode step), each equal
-    to the same request alone on the same server."""
+    to the same request alone on the same server. A small --batch-size makes
+    prompts share steps with decodes and longer prompts take several chunks."""
     b = args.backend
-    s = start(args, path, "--parallel", str(N_MANY), "--no-prefix-cache", "--ctx-size", "256")
+    s = start(args, path, "--parallel", str(N_MANY), "--no-prefix-cache", "--ctx-size", "256", "--batch-size", "24")
     try:
         prompts = [f"{texts[i % len(texts)]['text'][:60 + 7 * (i % 5)]} {i}" for i in range(N_MANY)]
         alone = [completion(s, q, max_tokens=12)[0] for q in prompts]

@@ -37,7 +37,7 @@ struct alice_engine;
 struct alice_engine_params {
 	uint32_t n_slots;   /* parallel sequences; 0 = 4 */
 	uint32_t n_ctx;     /* positions per slot; 0 = min(n_ctx_train, 4096) */
-	uint32_t n_batch;   /* tokens per step; 0 = 512 */
+	uint32_t n_batch;   /* prompt tokens per step (plus one decode token per slot); 0 = 512 */
 	uint32_t max_queue; /* requests waiting for a slot; 0 = 64 */
 	bool no_prefix_cache; /* clear each slot before reuse (no KV reuse) */
 	uint32_t n_sample_threads; /* threads sampling a step's rows; 0 = about half the CPUs, at most 8 */
