@@ -132,7 +132,8 @@ static struct jargs rest(struct jargs *a, int skip)
 
 static struct jv select_common(struct jrender *r, struct jv v, struct jargs *a, bool attr, bool want)
 {
-	struct jv items = jinja_iterable(r, v);
+	/* jinja2 iterates only a truthy sequence: none|selectattr(...) is empty */
+	struct jv items = jv_truthy(v) ? jinja_iterable(r, v) : jv_list(r);
 	struct jv out = jv_list(r);
 	out.gen = 1;
 	struct jv *an = attr ? opt(a, 0, NULL) : NULL;
@@ -295,11 +296,17 @@ static struct jv f_minmax(struct jrender *r, struct jv v, struct jargs *a, bool 
 	return best;
 }
 
+static struct jv filter_more(struct jrender *r, const char *name, struct jv v, struct jargs *a);
+
 struct jv jinja_filter(struct jrender *r, const char *name, struct jv v, struct jargs *a)
 {
 	jstep(r);
 	if (!strcmp(name, "tojson")) return f_tojson(r, v, a);
-	if (!strcmp(name, "safe")) return v;
+	if (!strcmp(name, "safe")) {
+		v = str_of(r, v);
+		v.safe = 1;
+		return v;
+	}
 	if (!strcmp(name, "default") || !strcmp(name, "d")) {
 		struct jv *d = opt(a, 0, "default_value");
 		bool boolean = bopt(a, 1, "boolean", false);
@@ -427,7 +434,7 @@ struct jv jinja_filter(struct jrender *r, const char *name, struct jv v, struct 
 		return l;
 	}
 	if (!strcmp(name, "map")) {
-		struct jv items = jinja_iterable(r, v);
+		struct jv items = jv_truthy(v) ? jinja_iterable(r, v) : jv_list(r);
 		struct jv out = jv_list(r);
 		out.gen = 1;
 		struct jv *attr = jarg(a, -1, "attribute");
@@ -510,7 +517,19 @@ struct jv jinja_filter(struct jrender *r, const char *name, struct jv v, struct 
 	if (!strcmp(name, "min")) return f_minmax(r, v, a, false);
 	if (!strcmp(name, "max")) return f_minmax(r, v, a, true);
 	if (!strcmp(name, "escape") || !strcmp(name, "e")) {
-		struct jv s = str_of(r, v);
+		struct jv e = jinja_html_escape(r, str_of(r, v));
+		e.safe = 1;
+		return e;
+	}
+	return filter_more(r, name, v, a);
+}
+
+/* markupsafe.escape of a str (a Markup is returned as it is) */
+struct jv jinja_html_escape(struct jrender *r, struct jv s)
+{
+	if (s.safe)
+		return s;
+	{
 		struct jsb b = {.a = &r->arena};
 		jsb_addn(&b, "", 0);
 		for (size_t i = 0; i < s.s->n; i++) {
@@ -524,6 +543,10 @@ struct jv jinja_filter(struct jrender *r, const char *name, struct jv v, struct 
 		}
 		return jv_sb_take(r, &b);
 	}
+}
+
+static struct jv filter_more(struct jrender *r, const char *name, struct jv v, struct jargs *a)
+{
 	if (!strcmp(name, "format")) {
 		struct jv t = jv_list(r);
 		t.tuple = 1;

@@ -47,6 +47,7 @@ struct jv {
 	uint8_t t;
 	uint8_t gen;    /* a list that is really a Python generator (map/select...) */
 	uint8_t tuple;
+	uint8_t safe;   /* a str that is markupsafe.Markup (the |safe filter) */
 	union {
 		bool b;
 		int64_t i;
@@ -86,6 +87,7 @@ struct jv jv_to_str(struct jrender *r, struct jv v);
 void jv_tojson(struct jrender *r, struct jsb *b, struct jv v, int indent, const char *isep,
 	       const char *ksep, bool sort, int depth);
 struct jv jv_from_json(struct jrender *r, const struct json_object *o, int depth);
+struct jv jinja_html_escape(struct jrender *r, struct jv s);
 struct jv jv_sb_take(struct jrender *r, struct jsb *b);
 void jv_fmt_float(struct jsb *b, double f);
 

@@ -499,10 +499,19 @@ static struct jv binop(struct jrender *r, int op, struct jv a, struct jv b)
 		}
 	}
 	if (op == JO_ADD && a.t == JT_STR && b.t == JT_STR) {
+		/* Markup + str escapes the str, as markupsafe does */
+		bool safe = a.safe || b.safe;
+		if (safe) {
+			a = jinja_html_escape(r, a);
+			b = jinja_html_escape(r, b);
+		}
 		struct jsb s = {.a = &r->arena};
+		jsb_addn(&s, "", 0);
 		jsb_addn(&s, a.s->p, a.s->n);
 		jsb_addn(&s, b.s->p, b.s->n);
-		return jv_sb_take(r, &s);
+		struct jv o = jv_sb_take(r, &s);
+		o.safe = safe;
+		return o;
 	}
 	if (op == JO_ADD && a.t == JT_LIST && b.t == JT_LIST && !a.gen && !b.gen) {
 		struct jv l = jv_list(r);
