@@ -241,6 +241,8 @@ static struct jv f_int(struct jrender *r, struct jv v, struct jargs *a)
 	case JT_STR: {
 		char *end;
 		const char *p = v.s->p;
+		if (strpbrk(p, "xXpP")) /* no hex: int(s, 10) and float(s) refuse it */
+			return def;
 		long long i = strtoll(p, &end, 10);
 		while (*end == ' ' || *end == '\t' || *end == '\n')
 			end++;
@@ -268,6 +270,8 @@ static struct jv f_float(struct jrender *r, struct jv v, struct jargs *a)
 	case JT_FLOAT: return v;
 	case JT_STR: {
 		char *end;
+		if (strpbrk(v.s->p, "xXpP"))
+			return def;
 		double f = strtod(v.s->p, &end);
 		while (*end == ' ' || *end == '\t' || *end == '\n')
 			end++;
@@ -635,5 +639,5 @@ static struct jv filter_more(struct jrender *r, const char *name, struct jv v, s
 		jsb_addn(&b, e.s->p, e.s->n);
 		return jv_sb_take(r, &b);
 	}
-	jfail(r, ALICE_ERR_INVALID, "TemplateRuntimeError: No filter named '%s'.", name);
+	jfail(r, ALICE_ERR_INVALID, "TemplateAssertionError: No filter named '%s'.", name);
 }

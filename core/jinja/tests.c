@@ -100,5 +100,5 @@ bool jinja_test(struct jrender *r, const char *name, struct jv v, struct jargs *
 	}
 	if (!strcmp(name, "filter")) return v.t == JT_STR && jinja_has_filter(v.s->p);
 	if (!strcmp(name, "test")) return v.t == JT_STR && jinja_has_test(v.s->p);
-	jfail(r, ALICE_ERR_INVALID, "TemplateRuntimeError: No test named '%s'.", name);
+	jfail(r, ALICE_ERR_INVALID, "TemplateAssertionError: No test named '%s'.", name);
 }
