@@ -728,8 +728,14 @@ static struct jn *parse_body(struct jparse *p, const char *const *ends)
 	while (1) {
 		struct jtok *t = cur(p);
 		if (t->type == JTT_EOF) {
-			if (ends)
-				pfail(p, "unexpected end of template, expected '%s'", ends[0]);
+			if (ends) {
+				char want[128] = "";
+				for (int i = 0; ends[i]; i++) {
+					size_t k = strlen(want);
+					snprintf(want + k, sizeof want - k, "%s'%s'", i ? " or " : "", ends[i]);
+				}
+				pfail(p, "unexpected end of template, expected %s", want);
+			}
 			break;
 		}
 		if (t->type == JTT_TEXT) {

@@ -677,22 +677,35 @@ static void assign(struct ctx *c, struct jstr **names, int nn, struct jv v)
 		scope_set(c->r, c->scope, names[i], v.l->v[i]);
 }
 
-static struct jv loop_obj(struct jrender *r, struct jv items, size_t i)
+/* The loop variable: one object per loop whose fields advance, as jinja2's
+ * LoopContext does. */
+static const char *const loop_keys[] = {"index", "index0", "revindex", "revindex0", "first", "last",
+					"length", "depth", "depth0", "previtem", "nextitem"};
+enum { LOOP_NKEYS = sizeof loop_keys / sizeof loop_keys[0] };
+
+static struct jv loop_new(struct jrender *r)
 {
 	struct jv d = jv_dict(r);
-	size_t n = items.l->n;
-	jdict_set(r, d.d, jv_cstr(r, "index"), jv_int((int64_t)i + 1));
-	jdict_set(r, d.d, jv_cstr(r, "index0"), jv_int((int64_t)i));
-	jdict_set(r, d.d, jv_cstr(r, "revindex"), jv_int((int64_t)(n - i)));
-	jdict_set(r, d.d, jv_cstr(r, "revindex0"), jv_int((int64_t)(n - i - 1)));
-	jdict_set(r, d.d, jv_cstr(r, "first"), jv_bool(i == 0));
-	jdict_set(r, d.d, jv_cstr(r, "last"), jv_bool(i + 1 == n));
-	jdict_set(r, d.d, jv_cstr(r, "length"), jv_int((int64_t)n));
-	jdict_set(r, d.d, jv_cstr(r, "depth"), jv_int(1));
-	jdict_set(r, d.d, jv_cstr(r, "depth0"), jv_int(0));
-	jdict_set(r, d.d, jv_cstr(r, "previtem"), i > 0 ? items.l->v[i - 1] : undef_msg(r, "there is no previous item"));
-	jdict_set(r, d.d, jv_cstr(r, "nextitem"), i + 1 < n ? items.l->v[i + 1] : undef_msg(r, "there is no next item"));
+	for (int k = 0; k < LOOP_NKEYS; k++)
+		jdict_set(r, d.d, jv_cstr(r, loop_keys[k]), jv_none());
 	return d;
+}
+
+static void loop_advance(struct jv d, struct jv items, size_t i)
+{
+	size_t n = items.l->n;
+	struct jv *v = d.d->v; /* in loop_keys order */
+	v[0] = jv_int((int64_t)i + 1);
+	v[1] = jv_int((int64_t)i);
+	v[2] = jv_int((int64_t)(n - i));
+	v[3] = jv_int((int64_t)(n - i - 1));
+	v[4] = jv_bool(i == 0);
+	v[5] = jv_bool(i + 1 == n);
+	v[6] = jv_int((int64_t)n);
+	v[7] = jv_int(1);
+	v[8] = jv_int(0);
+	v[9] = i > 0 ? items.l->v[i - 1] : jv_undef(NULL);
+	v[10] = i + 1 < n ? items.l->v[i + 1] : jv_undef(NULL);
 }
 
 static int exec_for(struct ctx *c, const struct jn *n)
@@ -716,10 +729,12 @@ static int exec_for(struct ctx *c, const struct jn *n)
 	}
 	size_t count = items.l->n;
 	struct jstr *loopname = jstr_new(&r->arena, "loop", 4);
+	struct jv loop = loop_new(r);
+	scope_set(r, c->scope, loopname, loop);
 	for (size_t i = 0; i < count; i++) {
 		jstep(r);
 		assign(c, n->names, n->nk, items.l->v[i]);
-		scope_set(r, c->scope, loopname, loop_obj(r, items, i));
+		loop_advance(loop, items, i);
 		int fl = exec_block(c, n->c);
 		if (fl == FLOW_BREAK)
 			break;
