@@ -224,6 +224,65 @@ static int lex_expr(struct lex *l, bool block)
 	}
 }
 
+/* At "{% raw %}" (l->pos just after "{%" and its sign): emit the text up to
+ * "{% endraw %}" and set *endsign from the endraw tag; false if this is no
+ * raw tag. */
+static bool lex_raw(struct lex *l, int *endsign)
+{
+	const char *s = l->s;
+	size_t p = l->pos;
+	while (p < l->len && is_ws(s[p]))
+		p++;
+	if (l->len - p < 3 || memcmp(s + p, "raw", 3) || (p + 3 < l->len && (is_id0(s[p + 3]) || is_dig(s[p + 3]))))
+		return false;
+	p += 3;
+	while (p < l->len && is_ws(s[p]))
+		p++;
+	if (p + 2 < l->len && s[p] == '-' && s[p + 1] == '%' && s[p + 2] == '}') {
+		p += 3;
+		while (p < l->len && is_ws(s[p]))
+			p++;
+	} else if (p + 1 < l->len && s[p] == '%' && s[p + 1] == '}') {
+		p += 2;
+	} else {
+		return false;
+	}
+	size_t body = p;
+	for (size_t k = body; k + 1 < l->len; k++) {
+		if (s[k] != '{' || s[k + 1] != '%')
+			continue;
+		size_t q = k + 2;
+		char sign = q < l->len && (s[q] == '-' || s[q] == '+') ? s[q] : 0;
+		if (sign)
+			q++;
+		while (q < l->len && is_ws(s[q]))
+			q++;
+		if (l->len - q < 6 || memcmp(s + q, "endraw", 6))
+			continue;
+		q += 6;
+		while (q < l->len && is_ws(s[q]))
+			q++;
+		int es = 0;
+		if (q < l->len && (s[q] == '-' || s[q] == '+'))
+			es = s[q++];
+		if (q + 1 >= l->len || s[q] != '%' || s[q + 1] != '}')
+			continue;
+		size_t end = k;
+		if (sign == '-')
+			while (end > body && is_ws(s[end - 1]))
+				end--;
+		if (end > body) {
+			struct jtok *t = push(l, JTT_TEXT);
+			t->s = jstr_new(l->a, s + body, end - body);
+		}
+		l->line += count_nl(s + l->pos, q + 2 - l->pos);
+		l->pos = q + 2;
+		*endsign = es;
+		return true;
+	}
+	lfail(l, "missing {% endraw %}");
+}
+
 struct jtok *jinja_lex(struct jarena *a, const char *src, size_t len, size_t *ntok,
 		       struct alice_error *err, jmp_buf *jb)
 {
@@ -292,6 +351,8 @@ struct jtok *jinja_lex(struct jarena *a, const char *src, size_t len, size_t *nt
 			endsign = k > l.pos && (s[k - 1] == '-' || s[k - 1] == '+') ? s[k - 1] : 0;
 			l.line += count_nl(s + l.pos, k - l.pos);
 			l.pos = k + 2;
+		} else if (kind == '%' && lex_raw(&l, &endsign)) {
+			/* {% raw %}...{% endraw %}: the text between, untouched */
 		} else {
 			push(&l, kind == '{' ? JTT_VAR_BEGIN : JTT_BLOCK_BEGIN);
 			endsign = lex_expr(&l, kind == '%');

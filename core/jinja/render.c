@@ -101,6 +101,8 @@ static bool item_of(struct jrender *r, struct jv obj, struct jv key, struct jv *
 		}
 		return false;
 	}
+	if (obj.t == JT_STR && (key.t == JT_INT || key.t == JT_BOOL))
+		obj = jinja_iterable(r, obj); /* index code points, as Python does */
 	if ((obj.t == JT_LIST || obj.t == JT_STR) && (key.t == JT_INT || key.t == JT_BOOL)) {
 		int64_t n = obj.t == JT_LIST ? (int64_t)obj.l->n : (int64_t)obj.s->n;
 		int64_t i = key.t == JT_INT ? key.i : key.b;
@@ -110,8 +112,6 @@ static bool item_of(struct jrender *r, struct jv obj, struct jv key, struct jv *
 			return false;
 		if (obj.t == JT_LIST && !obj.gen)
 			*out = obj.l->v[i];
-		else if (obj.t == JT_STR)
-			*out = jv_str(r, obj.s->p + i, 1); /* bytes; templates index ASCII */
 		else
 			return false;
 		return true;
@@ -311,7 +311,14 @@ struct jv jcall_value(struct jrender *r, struct jv fn, struct jargs *a)
 	jstep(r);
 	switch (fn.t) {
 	case JT_MACRO: return call_macro(r, fn.m, a);
-	case JT_METHOD: return jinja_method(r, fn.mt->self, fn.mt->name, a);
+	case JT_METHOD:
+		if (!strcmp(fn.mt->name, "cycle") && fn.mt->self.t == JT_DICT) {
+			struct jv *i0 = jdict_getc(fn.mt->self.d, "index0");
+			if (!a->n)
+				jfail(r, ALICE_ERR_INVALID, "TypeError: no items for cycling given");
+			return a->v[i0 && i0->t == JT_INT ? i0->i % a->n : 0];
+		}
+		return jinja_method(r, fn.mt->self, fn.mt->name, a);
 	case JT_FUNC:
 		switch (fn.fn) {
 		case FN_RANGE: return fn_range(r, a);
@@ -384,10 +391,13 @@ static struct jv eval_slice(struct ctx *c, const struct jn *n)
 		undef_fail(r, o);
 	if (o.t != JT_LIST && o.t != JT_STR)
 		jfail(r, ALICE_ERR_INVALID, "TypeError: '%s' object is not subscriptable", jv_typename(o));
-	int64_t len = o.t == JT_LIST ? (int64_t)o.l->n : (int64_t)o.s->n;
+	bool str = o.t == JT_STR;
+	if (str)
+		o = jinja_iterable(r, o); /* slice code points, as Python does */
+	int64_t len = (int64_t)o.l->n;
 	int64_t i0 = slice_idx(r, a, len, step > 0 ? 0 : len - 1, step);
 	int64_t i1 = slice_idx(r, b, len, step > 0 ? len : -1, step);
-	if (o.t == JT_LIST) {
+	if (!str) {
 		struct jv l = jv_list(r);
 		for (int64_t i = i0; step > 0 ? i < i1 : i > i1; i += step)
 			jlist_push(r, l.l, o.l->v[i]);
@@ -396,7 +406,7 @@ static struct jv eval_slice(struct ctx *c, const struct jn *n)
 	struct jsb sb = {.a = &r->arena};
 	jsb_addn(&sb, "", 0);
 	for (int64_t i = i0; step > 0 ? i < i1 : i > i1; i += step)
-		jsb_addn(&sb, o.s->p + i, 1);
+		jsb_addn(&sb, o.l->v[i].s->p, o.l->v[i].s->n);
 	return jv_sb_take(r, &sb);
 }
 
@@ -680,7 +690,7 @@ static void assign(struct ctx *c, struct jstr **names, int nn, struct jv v)
 /* The loop variable: one object per loop whose fields advance, as jinja2's
  * LoopContext does. */
 static const char *const loop_keys[] = {"index", "index0", "revindex", "revindex0", "first", "last",
-					"length", "depth", "depth0", "previtem", "nextitem"};
+					"length", "depth", "depth0", "previtem", "nextitem", "cycle"};
 enum { LOOP_NKEYS = sizeof loop_keys / sizeof loop_keys[0] };
 
 static struct jv loop_new(struct jrender *r)
@@ -691,7 +701,7 @@ static struct jv loop_new(struct jrender *r)
 	return d;
 }
 
-static void loop_advance(struct jv d, struct jv items, size_t i)
+static void loop_advance(struct jrender *r, struct jv d, struct jv items, size_t i)
 {
 	size_t n = items.l->n;
 	struct jv *v = d.d->v; /* in loop_keys order */
@@ -706,6 +716,12 @@ static void loop_advance(struct jv d, struct jv items, size_t i)
 	v[8] = jv_int(0);
 	v[9] = i > 0 ? items.l->v[i - 1] : jv_undef(NULL);
 	v[10] = i + 1 < n ? items.l->v[i + 1] : jv_undef(NULL);
+	if (v[11].t != JT_METHOD) { /* loop.cycle(a, b, ...): a method of the loop itself */
+		v[11].t = JT_METHOD;
+		v[11].mt = jarena_alloc(&r->arena, sizeof *v[11].mt);
+		v[11].mt->self = d;
+		v[11].mt->name = "cycle";
+	}
 }
 
 static int exec_for(struct ctx *c, const struct jn *n)
@@ -734,7 +750,7 @@ static int exec_for(struct ctx *c, const struct jn *n)
 	for (size_t i = 0; i < count; i++) {
 		jstep(r);
 		assign(c, n->names, n->nk, items.l->v[i]);
-		loop_advance(loop, items, i);
+		loop_advance(r, loop, items, i);
 		int fl = exec_block(c, n->c);
 		if (fl == FLOW_BREAK)
 			break;
