@@ -201,25 +201,89 @@ struct jv jinja_str_replace(struct jrender *r, struct jv s, struct jv old, struc
 	return jv_sb_take(r, &b);
 }
 
-static char lc(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
-static char uc(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 32) : c; }
 static bool alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+/* Simple case mapping of the scripts templates meet (ASCII, Latin-1,
+ * Latin Extended-A, Greek, Cyrillic, Armenian); other characters keep their
+ * case. All of these stay the same UTF-8 length. */
+static uint32_t cp_upper(uint32_t c)
+{
+	if (c >= 'a' && c <= 'z') return c - 32;
+	if (c < 0x80) return c;
+	if ((c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 0x20;
+	if (c == 0xFF) return 0x178;
+	if (c == 0xB5) return 0x39C;
+	if (c == 0x131) return 'I';
+	if (((c >= 0x101 && c <= 0x137) || (c >= 0x14B && c <= 0x177)) && (c & 1)) return c - 1;
+	if (((c >= 0x13A && c <= 0x148) || (c >= 0x17A && c <= 0x17E)) && !(c & 1)) return c - 1;
+	if ((c >= 0x3B1 && c <= 0x3C1) || (c >= 0x3C3 && c <= 0x3CB)) return c - 0x20;
+	if (c == 0x3C2) return 0x3A3;
+	if (c == 0x3AC) return 0x386;
+	if (c >= 0x3AD && c <= 0x3AF) return c - 0x25;
+	if (c == 0x3CC) return 0x38C;
+	if (c >= 0x3CD && c <= 0x3CE) return c - 0x3F;
+	if (c >= 0x430 && c <= 0x44F) return c - 0x20;
+	if (c >= 0x450 && c <= 0x45F) return c - 0x50;
+	if (((c >= 0x461 && c <= 0x481) || (c >= 0x48B && c <= 0x4BF)) && (c & 1)) return c - 1;
+	if (c >= 0x561 && c <= 0x586) return c - 0x30;
+	return c;
+}
+
+static uint32_t cp_lower(uint32_t c)
+{
+	if (c >= 'A' && c <= 'Z') return c + 32;
+	if (c < 0x80) return c;
+	if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 0x20;
+	if (c == 0x178) return 0xFF;
+	if (((c >= 0x100 && c <= 0x136 && c != 0x130) || (c >= 0x14A && c <= 0x176)) && !(c & 1)) return c + 1;
+	if (((c >= 0x139 && c <= 0x147) || (c >= 0x179 && c <= 0x17D)) && (c & 1)) return c + 1;
+	if ((c >= 0x391 && c <= 0x3A1) || (c >= 0x3A3 && c <= 0x3AB)) return c + 0x20;
+	if (c == 0x386) return 0x3AC;
+	if (c >= 0x388 && c <= 0x38A) return c + 0x25;
+	if (c == 0x38C) return 0x3CC;
+	if (c >= 0x38E && c <= 0x38F) return c + 0x3F;
+	if (c >= 0x410 && c <= 0x42F) return c + 0x20;
+	if (c >= 0x400 && c <= 0x40F) return c + 0x50;
+	if (((c >= 0x460 && c <= 0x480) || (c >= 0x48A && c <= 0x4BE)) && !(c & 1)) return c + 1;
+	if (c >= 0x531 && c <= 0x556) return c + 0x30;
+	return c;
+}
 
 struct jv jinja_case(struct jrender *r, struct jv s, int mode) /* 0 lower 1 upper 2 title 3 capitalize */
 {
 	struct jv o = jv_str(r, s.s->p, s.s->n);
-	char *p = o.s->p;
-	bool prev_cased = false;
-	for (size_t i = 0; i < o.s->n; i++) {
-		switch (mode) {
-		case 0: p[i] = lc(p[i]); break;
-		case 1: p[i] = uc(p[i]); break;
-		case 2:
-			p[i] = prev_cased ? lc(p[i]) : uc(p[i]);
-			prev_cased = alpha(p[i]) || (unsigned char)p[i] >= 0x80;
-			break;
-		case 3: p[i] = i == 0 ? uc(p[i]) : lc(p[i]); break;
+	unsigned char *p = (unsigned char *)o.s->p;
+	bool prev_cased = false, first = true;
+	for (size_t i = 0; i < o.s->n;) {
+		uint32_t c = p[i];
+		size_t len = 1;
+		if (c >= 0xC2 && c <= 0xDF && i + 1 < o.s->n && (p[i + 1] & 0xC0) == 0x80) {
+			c = ((c & 0x1F) << 6) | (p[i + 1] & 0x3F);
+			len = 2;
+		} else if (c >= 0x80) { /* other characters: copied, and they end a word */
+			size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 1;
+			i += i + n <= o.s->n ? n : 1;
+			prev_cased = false;
+			first = false;
+			continue;
 		}
+		uint32_t up = cp_upper(c), lo = cp_lower(c), m;
+		bool cased = up != c || lo != c;
+		switch (mode) {
+		case 0: m = lo; break;
+		case 1: m = up; break;
+		case 2: m = prev_cased ? lo : up; break;
+		default: m = first ? up : lo; break;
+		}
+		prev_cased = cased;
+		first = false;
+		if (len == 1) {
+			p[i] = (unsigned char)m;
+		} else {
+			p[i] = (unsigned char)(0xC0 | (m >> 6));
+			p[i + 1] = (unsigned char)(0x80 | (m & 0x3F));
+		}
+		i += len;
 	}
 	return o;
 }
