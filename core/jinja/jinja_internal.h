@@ -55,12 +55,18 @@ struct jv {
 		struct jstr *s;    /* JT_STR; JT_UNDEF: the name, or NULL */
 		struct jlist *l;
 		struct jdict *d;   /* JT_DICT, JT_NS */
-		const struct jn *m; /* JT_MACRO */
+		struct jmacro *m;  /* JT_MACRO: a macro, a call block's caller, a recursive loop */
 		int fn;            /* JT_FUNC: a global */
 		struct jmethod *mt;
 	};
 };
 struct jmethod { struct jv self; const char *name; };
+struct jscope;
+struct jmacro {
+	const struct jn *node;   /* JK_MACRO, JK_CALLBLOCK (caller) or JK_FOR (recursive loop) */
+	struct jscope *closure;  /* the scope it was defined in */
+	int loop_depth;          /* JK_FOR: the depth of the loop that made it */
+};
 
 struct jrender;
 struct jv jv_undef(struct jstr *name);

@@ -688,6 +688,39 @@ static struct jn *parse_stmt(struct jparse *p)
 		expect_block_end(p);
 		return n;
 	}
+	if (!strcmp(k, "call")) {
+		/* {% call[(params)] macro(args) %}body{% endcall %}: the body is `caller` */
+		n = node(p, JK_CALLBLOCK);
+		n->line = line;
+		n->s = jstr_new(p->a, "caller", 6);
+		struct vec v = {0};
+		if (accept_op(p, "(")) {
+			while (!is_op(p, ")")) {
+				if (v.n)
+					expect_op(p, ",");
+				if (is_op(p, ")"))
+					break;
+				struct jstr *pn = expect_ident(p);
+				struct jn *def = NULL;
+				if (accept_op(p, "="))
+					def = parse_expr(p);
+				vpush(p, &v, def, pn);
+			}
+			expect_op(p, ")");
+		}
+		n->kids = v.v;
+		n->names = v.names;
+		n->nk = v.n;
+		n->b = parse_expr(p);
+		if (n->b->k != JK_CALL)
+			pfail(p, "expected a call in the call block%s", "");
+		expect_block_end(p);
+		static const char *const ends[] = {"endcall", NULL};
+		n->a = parse_body(p, ends);
+		end_name(p);
+		expect_block_end(p);
+		return n;
+	}
 	if (!strcmp(k, "filter")) {
 		n = node(p, JK_FILTERBLOCK);
 		n->line = line;

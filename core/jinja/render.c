@@ -232,11 +232,26 @@ static void eval_args(struct ctx *c, const struct jn *n, struct jargs *a)
 		a->v[i] = eval(c, n->kids[i]);
 }
 
-static struct jv call_macro(struct jrender *r, const struct jn *m, struct jargs *a)
+static int run_for(struct ctx *c, const struct jn *n, struct jv iter, int depth);
+
+static struct jv call_macro(struct jrender *r, struct jmacro *mac, struct jargs *a, struct jv *caller)
 {
+	const struct jn *m = mac->node;
 	if (++r->depth > r->max_depth)
-		jfail(r, ALICE_ERR_RANGE, "RecursionError: macro calls nested deeper than %d", r->max_depth);
-	struct ctx c = {.r = r, .scope = scope_new(r, r->globals)};
+		jfail(r, ALICE_ERR_RANGE, "RecursionError: calls nested deeper than %d", r->max_depth);
+	struct ctx c = {.r = r, .scope = scope_new(r, mac->closure)};
+	struct jsb b = {.a = &r->arena};
+	jsb_addn(&b, "", 0);
+	c.out = &b;
+	int line = r->line;
+	if (m->k == JK_FOR) { /* loop(items) of a recursive for */
+		if (a->n != 1 || a->names[0])
+			jfail(r, ALICE_ERR_INVALID, "TypeError: loop() takes exactly one positional argument");
+		run_for(&c, m, a->v[0], mac->loop_depth + 1);
+		r->line = line;
+		r->depth--;
+		return jv_sb_take(r, &b);
+	}
 	int pos = 0;
 	for (int i = 0; i < a->n; i++)
 		if (!a->names[i]) {
@@ -263,9 +278,8 @@ static struct jv call_macro(struct jrender *r, const struct jn *m, struct jargs 
 			val = undef_msg(r, "parameter '%s' was not provided", m->names[k]->p);
 		scope_set(r, c.scope, m->names[k], val);
 	}
-	struct jsb b = {.a = &r->arena};
-	c.out = &b;
-	int line = r->line;
+	if (caller)
+		scope_set(r, c.scope, jstr_new(&r->arena, "caller", 6), *caller);
 	exec_block(&c, m->a);
 	r->line = line;
 	r->depth--;
@@ -310,7 +324,13 @@ struct jv jcall_value(struct jrender *r, struct jv fn, struct jargs *a)
 {
 	jstep(r);
 	switch (fn.t) {
-	case JT_MACRO: return call_macro(r, fn.m, a);
+	case JT_MACRO: return call_macro(r, fn.m, a, NULL);
+	case JT_DICT: { /* the loop variable of a recursive loop */
+		struct jv *lc = jdict_getc(fn.d, "\001call");
+		if (lc && lc->t == JT_MACRO)
+			return call_macro(r, lc->m, a, NULL);
+		break;
+	}
 	case JT_METHOD:
 		if (!strcmp(fn.mt->name, "cycle") && fn.mt->self.t == JT_DICT) {
 			struct jv *i0 = jdict_getc(fn.mt->self.d, "index0");
@@ -712,8 +732,6 @@ static void loop_advance(struct jrender *r, struct jv d, struct jv items, size_t
 	v[4] = jv_bool(i == 0);
 	v[5] = jv_bool(i + 1 == n);
 	v[6] = jv_int((int64_t)n);
-	v[7] = jv_int(1);
-	v[8] = jv_int(0);
 	v[9] = i > 0 ? items.l->v[i - 1] : jv_undef(NULL);
 	v[10] = i + 1 < n ? items.l->v[i + 1] : jv_undef(NULL);
 	if (v[11].t != JT_METHOD) { /* loop.cycle(a, b, ...): a method of the loop itself */
@@ -724,10 +742,10 @@ static void loop_advance(struct jrender *r, struct jv d, struct jv items, size_t
 	}
 }
 
-static int exec_for(struct ctx *c, const struct jn *n)
+static int run_for(struct ctx *c, const struct jn *n, struct jv iter, int depth)
 {
 	struct jrender *r = c->r;
-	struct jv src = jinja_iterable(r, eval(c, n->a));
+	struct jv src = jinja_iterable(r, iter);
 	if (src.t == JT_LIST && src.gen)
 		src.gen = 0;
 	struct jscope *saved = c->scope;
@@ -746,6 +764,16 @@ static int exec_for(struct ctx *c, const struct jn *n)
 	size_t count = items.l->n;
 	struct jstr *loopname = jstr_new(&r->arena, "loop", 4);
 	struct jv loop = loop_new(r);
+	loop.d->v[7] = jv_int(depth);
+	loop.d->v[8] = jv_int(depth - 1);
+	if (n->neg) { /* recursive: loop(items) renders the body again, one level down */
+		struct jv m = {.t = JT_MACRO};
+		m.m = jarena_alloc(&r->arena, sizeof *m.m);
+		m.m->node = n;
+		m.m->closure = saved;
+		m.m->loop_depth = depth;
+		jdict_set(r, loop.d, jv_cstr(r, "\001call"), m);
+	}
 	scope_set(r, c->scope, loopname, loop);
 	for (size_t i = 0; i < count; i++) {
 		jstep(r);
@@ -761,6 +789,8 @@ static int exec_for(struct ctx *c, const struct jn *n)
 		return exec_block(c, n->d);
 	return FLOW_NORMAL;
 }
+
+static int exec_for(struct ctx *c, const struct jn *n) { return run_for(c, n, eval(c, n->a), 1); }
 
 static struct jv render_to_string(struct ctx *c, const struct jn *body)
 {
@@ -828,8 +858,25 @@ static int exec_stmt(struct ctx *c, const struct jn *n)
 	}
 	case JK_MACRO: {
 		struct jv m = {.t = JT_MACRO};
-		m.m = n;
+		m.m = jarena_alloc(&r->arena, sizeof *m.m);
+		m.m->node = n;
+		m.m->closure = c->scope;
 		scope_set(r, c->scope, n->s, m);
+		return FLOW_NORMAL;
+	}
+	case JK_CALLBLOCK: {
+		struct jv caller = {.t = JT_MACRO};
+		caller.m = jarena_alloc(&r->arena, sizeof *caller.m);
+		caller.m->node = n;
+		caller.m->closure = c->scope;
+		struct jv fn = eval(c, n->b->a);
+		struct jargs a;
+		eval_args(c, n->b, &a);
+		r->line = n->line;
+		if (fn.t != JT_MACRO)
+			jfail(r, ALICE_ERR_INVALID, "TypeError: a call block needs a macro, not %s", jv_typename(fn));
+		struct jv v = call_macro(r, fn.m, &a, &caller);
+		emit(c, v.s->p, v.s->n);
 		return FLOW_NORMAL;
 	}
 	case JK_BREAK: return FLOW_BREAK;

@@ -242,7 +242,7 @@ bool jv_eq(struct jv a, struct jv b)
 		}
 		return true;
 	case JT_NS: return a.d == b.d;
-	case JT_MACRO: return a.m == b.m;
+	case JT_MACRO: return a.m->node == b.m->node;
 	case JT_FUNC: return a.fn == b.fn;
 	default: return false;
 	}

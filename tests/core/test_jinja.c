@@ -1,8 +1,8 @@
 /* test_jinja.c — the Jinja interpreter (core/jinja/, alice/jinja.h).
  *
  * 1. Language cases: each expected output (or error) below is what Python's
- *    jinja2 3.1 renders the transformers way (scripts/jinja_ref.py), pasted
- *    from its output, never hand-written.
+ *    jinja2 3.1 renders the transformers way (scripts/jinja_ref.py), generated
+ *    by scripts/gen_jinja_cases.py, never hand-written.
  * 2. Goldens: every template x context pair of $ALICE_TEMPLATES_DIR
  *    (../shared/templates: 53 real chat templates, 7 contexts) rendered and
  *    compared byte for byte with goldens/<template>__<context>.txt; for a
@@ -101,6 +101,30 @@ static const struct lang_case lang_cases[] = {
 	{"title_mixed", "{{ 'hello-world foo_bar 3rd'.title() }}", "{}", "Hello-World Foo_Bar 3Rd", NULL},
 	{"length_dict_none_err", "{{ none|length }}", "{}", NULL, "TypeError: object of type 'NoneType' has no len()"},
 	{"tuple_set", "{% set a, b = [1, 2] %}{{ b }}{{ a }}", "{}", "21", NULL},
+	{"utf8_index_slice", "{{ s[0] }}|{{ s[-1] }}|{{ s[1:3] }}|{{ s[::-1] }}|{{ s|length }}|{{ s|list }}", "{\"s\": \"h\303\251llo w\303\266rld \342\202\254\"}", "h|\342\202\254|\303\251l|\342\202\254 dlr\303\266w oll\303\251h|13|['h', '\303\251', 'l', 'l', 'o', ' ', 'w', '\303\266', 'r', 'l', 'd', ' ', '\342\202\254']", NULL},
+	{"raw_block", "{% raw %}{{ x }}{% endraw %}", "{}", "{{ x }}", NULL},
+	{"loop_cycle", "{% for x in [1,2,3] %}{{ loop.cycle('a', 'b') }}{% endfor %}", "{}", "aba", NULL},
+	{"recursive_loop", "{% for n in tree recursive %}{{ n.name }}({{ loop(n.kids) if n.kids }}){% endfor %}", "{\"tree\": [{\"name\": \"a\", \"kids\": [{\"name\": \"b\", \"kids\": []}]}]}", "a(b())", NULL},
+	{"call_block", "{% macro box() %}[{{ caller() }}]{% endmacro %}{% call box() %}in{% endcall %}", "{}", "[in]", NULL},
+	{"unicode_case", "{{ '\303\251a'.upper() }}{{ '\303\211A'|lower }}", "{}", "\303\211A\303\251a", NULL},
+	{"join_attr", "{{ users|join(', ', attribute='name') }}", "{\"users\": [{\"name\": \"a\"}, {\"name\": \"b\"}]}", "a, b", NULL},
+	{"dict_iter_items_filter", "{% for k, v in d|items %}{{ k }}{{ v }}{% endfor %}", "{\"d\": {\"z\": 1, \"a\": 2}}", "z1a2", NULL},
+	{"set_ns_in_macro", "{% set ns = namespace(v=[]) %}{% macro add(x) %}{% set ns.v = ns.v + [x] %}{% endmacro %}{{ add(1) }}{{ add(2) }}{{ ns.v }}", "{}", "[1, 2]", NULL},
+	{"tojson_ints_floats", "{{ [1, 1.0, 1e100, -0.5, 3.14159]|tojson }}", "{}", "[1, 1.0, 1e+100, -0.5, 3.14159]", NULL},
+	{"tojson_unicode", "{{ '\303\274\342\202\254\360\237\230\200\\u0000\\x7f'|tojson }}", "{}", "\"\303\274\342\202\254\360\237\230\200\\u0000\177\"", NULL},
+	{"string_compare_eq_types", "{{ 1 == '1' }}{{ none == false }}{{ [] == {} }}", "{}", "FalseFalseFalse", NULL},
+	{"default_none", "{{ none|default('x') }}|{{ none|default('x', true) }}", "{}", "None|x", NULL},
+	{"split_then_index", "{{ content.split('</think>')[-1].lstrip('\\n') }}", "{\"content\": \"<think>hm</think>\\n\\nanswer\"}", "answer", NULL},
+	{"items_sorted_keys", "{{ d|dictsort(reverse=true) }}{{ d|dictsort(by='value') }}", "{\"d\": {\"a\": 3, \"b\": 1, \"c\": 2}}", "[('c', 2), ('b', 1), ('a', 3)][('b', 1), ('c', 2), ('a', 3)]", NULL},
+	{"bool_arith", "{{ true + 1 }}{{ -true }}", "{}", "2-1", NULL},
+	{"nested_macro_default_ref", "{% macro f(x, y=x) %}{{ y }}{% endmacro %}{{ f(3) }}", "{}", "3", NULL},
+	{"whitespace_comment_trim", "a\n{#- c -#}\n b\n  {# x #}  \nc", "{}", "ab\n  \nc", NULL},
+	{"lstrip_var", "a\n   {{ 'v' }}\n   {% if true %}x{% endif %}", "{}", "a\n   v\nx", NULL},
+	{"unicode_case2", "{{ '\303\261and\303\272 \303\200\303\211\303\216 \303\277'.upper() }}|{{ '\316\221\316\222\316\223 \320\237\320\240\320\230\320\222\320\225\320\242 \320\201\320\266 \305\201\303\223D\305\271'.lower() }}|{{ '\303\251lan vital \303\261u'.title() }}|{{ '\303\251COLE'.capitalize() }}|{{ 'x3y z'.title() }}", "{}", "\303\221AND\303\232 \303\200\303\211\303\216 \305\270|\316\261\316\262\316\263 \320\277\321\200\320\270\320\262\320\265\321\202 \321\221\320\266 \305\202\303\263d\305\272|\303\211lan Vital \303\221u|\303\211cole|X3Y Z", NULL},
+	{"call_block_args", "{% macro each(xs) %}{% for x in xs %}{{ caller(x, loop.index) }}{% endfor %}{% endmacro %}{% call(v, i) each(['a','b']) %}{{ i }}={{ v }};{% endcall %}", "{}", "1=a;2=b;", NULL},
+	{"recursive_depth", "{% for n in t recursive %}{{ loop.depth }}{{ n.k }}[{% if n.c %}{{ loop(n.c) }}{% endif %}]{% endfor %}", "{\"t\": [{\"k\": \"a\", \"c\": [{\"k\": \"b\", \"c\": [{\"k\": \"c\"}]}]}, {\"k\": \"d\"}]}", "1a[2b[3c[]]]1d[]", NULL},
+	{"macro_closure_loopvar", "{% for i in [1, 2] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %}", "{}", "12", NULL},
+	{"raw_ws", "a\n  {% raw %}\n{{ x }}\n  {%- endraw %}\nb", "{}", "a\n\n{{ x }}b", NULL},
 };
 
 /* compile + render; returns the status, *out the output (caller frees) */
