@@ -183,7 +183,9 @@ static struct jv f_tojson(struct jrender *r, struct jv v, struct jargs *a)
 
 static struct jv f_indent(struct jrender *r, struct jv v, struct jargs *a)
 {
-	struct jv s = str_of(r, v);
+	if (v.t != JT_STR) /* jinja2 appends "\n" to its argument and splits the lines */
+		jfail(r, ALICE_ERR_INVALID, "TypeError: indent needs a string, not %s", jv_typename(v));
+	struct jv s = v;
 	struct jv *w = opt(a, 0, "width");
 	struct jv ind;
 	if (!w)
@@ -338,7 +340,7 @@ struct jv jinja_filter(struct jrender *r, const char *name, struct jv v, struct 
 	if (!strcmp(name, "string")) return str_of(r, v);
 	if (!strcmp(name, "upper")) return jinja_case(r, str_of(r, v), 1);
 	if (!strcmp(name, "lower")) return jinja_case(r, str_of(r, v), 0);
-	if (!strcmp(name, "title")) return jinja_case(r, str_of(r, v), 2);
+	if (!strcmp(name, "title")) return jinja_case(r, str_of(r, v), 4);
 	if (!strcmp(name, "capitalize")) return jinja_case(r, str_of(r, v), 3);
 	if (!strcmp(name, "replace")) {
 		struct jv *o = opt(a, 0, "old"), *n = opt(a, 1, "new"), *c = opt(a, 2, "count");
@@ -493,6 +495,8 @@ struct jv jinja_filter(struct jrender *r, const char *name, struct jv v, struct 
 		if (isnan(x) && v.t != JT_FLOAT)
 			jfail(r, ALICE_ERR_INVALID, "TypeError: round needs a number");
 		int p = pr && pr->t == JT_INT ? (int)(pr->i > 15 ? 15 : pr->i < -15 ? -15 : pr->i) : 0;
+		if ((v.t == JT_INT || v.t == JT_BOOL) && p >= 0) /* round(int, n) is that int */
+			return jv_int(v.t == JT_INT ? v.i : v.b);
 		double k = pow(10, p), y = x * k;
 		const char *mm = m && m->t == JT_STR ? m->s->p : "common";
 		if (!strcmp(mm, "floor")) y = floor(y);

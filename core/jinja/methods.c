@@ -249,7 +249,7 @@ static uint32_t cp_lower(uint32_t c)
 	return c;
 }
 
-struct jv jinja_case(struct jrender *r, struct jv s, int mode) /* 0 lower 1 upper 2 title 3 capitalize */
+struct jv jinja_case(struct jrender *r, struct jv s, int mode) /* 0 lower 1 upper 2 title 3 capitalize 4 |title */
 {
 	struct jv o = jv_str(r, s.s->p, s.s->n);
 	unsigned char *p = (unsigned char *)o.s->p;
@@ -273,10 +273,13 @@ struct jv jinja_case(struct jrender *r, struct jv s, int mode) /* 0 lower 1 uppe
 		case 0: m = lo; break;
 		case 1: m = up; break;
 		case 2: m = prev_cased ? lo : up; break;
+		case 4: m = first ? up : lo; break;
 		default: m = first ? up : lo; break;
 		}
 		prev_cased = cased;
-		first = false;
+		/* |title: words start after whitespace and - ( { [ < (jinja2's do_title) */
+		first = mode == 4 && len == 1 && (c == ' ' || (c >= 9 && c <= 13) || c == '-' || c == '(' ||
+						  c == '{' || c == '[' || c == '<');
 		if (len == 1) {
 			p[i] = (unsigned char)m;
 		} else {
@@ -548,7 +551,7 @@ struct jv jinja_str_format(struct jrender *r, struct jv fmt, struct jv args)
 			jfail(r, ALICE_ERR_INVALID, "ValueError: unsupported format character '%c'", conv);
 		}
 	}
-	if (tuple && ai < args.l->n)
+	if ((tuple && ai < args.l->n) || (!tuple && ai == 0 && args.t != JT_DICT && args.t != JT_LIST) /* a mapping or sequence may go unused */)
 		jfail(r, ALICE_ERR_INVALID, "TypeError: not all arguments converted during string formatting");
 	return jv_sb_take(r, &b);
 }

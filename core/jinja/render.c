@@ -456,7 +456,10 @@ static bool contains(struct jrender *r, struct jv hay, struct jv needle)
 			if (jv_eq(hay.l->v[i], needle))
 				return true;
 		return false;
-	case JT_DICT: return jdict_get(hay.d, needle) != NULL;
+	case JT_DICT:
+		if (needle.t == JT_LIST || needle.t == JT_DICT || needle.t == JT_NS)
+			jfail(r, ALICE_ERR_INVALID, "TypeError: unhashable type: '%s'", jv_typename(needle));
+		return jdict_get(hay.d, needle) != NULL;
 	case JT_UNDEF: return false;
 	default:
 		jfail(r, ALICE_ERR_INVALID, "TypeError: argument of type '%s' is not iterable", jv_typename(hay));
@@ -550,6 +553,11 @@ static struct jv binop(struct jrender *r, int op, struct jv a, struct jv b)
 		for (size_t i = 0; i < b.l->n; i++)
 			jlist_push(r, l.l, b.l->v[i]);
 		return l;
+	}
+	if (op == JO_MUL && (b.t == JT_STR || b.t == JT_LIST) && (a.t == JT_INT || a.t == JT_BOOL)) {
+		struct jv t = a; /* n * seq is seq * n */
+		a = b;
+		b = t;
 	}
 	if (op == JO_MUL && (a.t == JT_STR || a.t == JT_LIST) && (b.t == JT_INT || b.t == JT_BOOL)) {
 		int64_t k = inum(b);

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "jinja/jinja_internal.h"
 
+#include <math.h>
 #include <string.h>
 
 static struct jv arg0(struct jrender *r, const char *name, struct jargs *a)
@@ -77,8 +78,16 @@ bool jinja_test(struct jrender *r, const char *name, struct jv v, struct jargs *
 		jfail(r, ALICE_ERR_INVALID, "TypeError: argument of type '%s' is not iterable", jv_typename(h));
 	}
 	if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
+		if (v.t == JT_BOOL)
+			v = jv_int(v.b);
+		if (v.t == JT_FLOAT && strcmp(name, "divisibleby")) { /* value % 2 == 1 */
+			double m = fmod(v.f, 2.0);
+			if (m < 0)
+				m += 2.0;
+			return !strcmp(name, "odd") ? m == 1.0 : m == 0.0;
+		}
 		if (v.t != JT_INT)
-			jfail(r, ALICE_ERR_INVALID, "TypeError: test '%s' needs an integer", name);
+			jfail(r, ALICE_ERR_INVALID, "TypeError: test '%s' needs a number, not %s", name, jv_typename(v));
 		if (!strcmp(name, "odd")) return (v.i & 1) != 0;
 		if (!strcmp(name, "even")) return (v.i & 1) == 0;
 		struct jv d = arg0(r, name, a);

@@ -394,6 +394,8 @@ void jv_repr_append(struct jrender *r, struct jsb *b, struct jv v)
 			jv_repr_append(r, b, v.d->v[i]);
 		}
 		jsb_add(b, "}");
+	} else if (v.t == JT_UNDEF) {
+		jsb_add(b, "Undefined");
 	} else {
 		jv_str_append(r, b, v);
 	}
