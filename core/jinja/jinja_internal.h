@@ -137,6 +137,7 @@ struct jrender {
 	uint64_t steps, max_steps;
 	size_t max_output;
 	int depth, max_depth;
+	int edepth;           /* C recursion of expression evaluation and value walks */
 	int64_t now;
 	struct jscope *globals;
 	int line;
@@ -144,6 +145,11 @@ struct jrender {
 _Noreturn void jfail(struct jrender *r, enum alice_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void jstep(struct jrender *r);
+/* Enter/leave a recursive evaluation or value walk; fails past JINJA_MAX_EDEPTH
+ * (long filter or operator chains, deeply nested values) before the C stack. */
+#define JINJA_MAX_EDEPTH 1500
+void jenter(struct jrender *r);
+static inline void jleave(struct jrender *r) { r->edepth--; }
 struct jv jinja_render_root(struct jrender *r, const struct jn *root);
 
 /* calls: args are positional first then keywords (names[i] != NULL) */

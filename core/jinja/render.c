@@ -34,6 +34,13 @@ void jstep(struct jrender *r)
 		      (unsigned long long)r->max_steps);
 }
 
+void jenter(struct jrender *r)
+{
+	if (++r->edepth > JINJA_MAX_EDEPTH)
+		jfail(r, ALICE_ERR_RANGE, "RecursionError: expression or value nested deeper than %d",
+		      JINJA_MAX_EDEPTH);
+}
+
 _Noreturn static void undef_fail(struct jrender *r, struct jv u)
 {
 	jfail(r, ALICE_ERR_INVALID, "UndefinedError: %s", u.s ? u.s->p : "value is undefined");
@@ -593,7 +600,17 @@ static struct jv apply_filter(struct ctx *c, const struct jn *f, struct jv subje
 	return jinja_filter(c->r, f->s->p, subject, &a);
 }
 
+static struct jv eval_node(struct ctx *c, const struct jn *n);
+
 static struct jv eval(struct ctx *c, const struct jn *n)
+{
+	jenter(c->r);
+	struct jv v = eval_node(c, n);
+	jleave(c->r);
+	return v;
+}
+
+static struct jv eval_node(struct ctx *c, const struct jn *n)
 {
 	struct jrender *r = c->r;
 	jstep(r);

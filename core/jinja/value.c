@@ -213,8 +213,16 @@ static bool is_num(struct jv v) { return v.t == JT_INT || v.t == JT_FLOAT || v.t
 static double num_f(struct jv v) { return v.t == JT_FLOAT ? v.f : v.t == JT_INT ? (double)v.i : (double)v.b; }
 static int64_t num_i(struct jv v) { return v.t == JT_INT ? v.i : (int64_t)v.b; }
 
-bool jv_eq(struct jv a, struct jv b)
+static bool eq_d(struct jv a, struct jv b, int depth);
+
+bool jv_eq(struct jv a, struct jv b) { return eq_d(a, b, 0); }
+
+/* Beyond JINJA_MAX_EDEPTH levels two values count as different (Python
+ * would raise RecursionError; this keeps the C stack bounded). */
+static bool eq_d(struct jv a, struct jv b, int depth)
 {
+	if (depth > JINJA_MAX_EDEPTH)
+		return false;
 	if (is_num(a) && is_num(b)) {
 		if (a.t == JT_FLOAT || b.t == JT_FLOAT)
 			return num_f(a) == num_f(b);
@@ -229,7 +237,7 @@ bool jv_eq(struct jv a, struct jv b)
 		if (a.l->n != b.l->n)
 			return false;
 		for (size_t i = 0; i < a.l->n; i++)
-			if (!jv_eq(a.l->v[i], b.l->v[i]))
+			if (!eq_d(a.l->v[i], b.l->v[i], depth + 1))
 				return false;
 		return true;
 	case JT_DICT:
@@ -237,7 +245,7 @@ bool jv_eq(struct jv a, struct jv b)
 			return false;
 		for (size_t i = 0; i < a.d->n; i++) {
 			struct jv *o = jdict_get(b.d, a.d->k[i]);
-			if (!o || !jv_eq(a.d->v[i], *o))
+			if (!o || !eq_d(a.d->v[i], *o, depth + 1))
 				return false;
 		}
 		return true;
@@ -278,8 +286,12 @@ int jv_cmp(struct jrender *r, struct jv a, struct jv b)
 	}
 	if (a.t == JT_LIST && b.t == JT_LIST) {
 		for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
-			if (!jv_eq(a.l->v[i], b.l->v[i]))
-				return jv_cmp(r, a.l->v[i], b.l->v[i]);
+			if (!jv_eq(a.l->v[i], b.l->v[i])) {
+				jenter(r);
+				int c = jv_cmp(r, a.l->v[i], b.l->v[i]);
+				jleave(r);
+				return c;
+			}
 		}
 		return a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
 	}
@@ -371,7 +383,16 @@ static void repr_str(struct jsb *b, const struct jstr *s)
 	jsb_addn(b, &q, 1);
 }
 
+static void repr_rec(struct jrender *r, struct jsb *b, struct jv v);
+
 void jv_repr_append(struct jrender *r, struct jsb *b, struct jv v)
+{
+	jenter(r);
+	repr_rec(r, b, v);
+	jleave(r);
+}
+
+static void repr_rec(struct jrender *r, struct jsb *b, struct jv v)
 {
 	jstep(r);
 	if (v.t == JT_STR) {

@@ -222,6 +222,26 @@ Test(jinja, limits_stop_runaway_templates)
 	deep[k] = 0;
 	struct alice_jinja *t;
 	cr_expect_eq(alice_jinja_compile(deep, k, &t, &err), ALICE_ERR_INVALID, "%s", err.msg);
+	/* long operator and filter chains parse flat but evaluate recursively */
+	size_t cap = 600000;
+	char *chain = malloc(cap);
+	cr_assert(chain);
+	k = (size_t)snprintf(chain, cap, "{{ 1");
+	for (int i = 0; i < 100000; i++)
+		k += (size_t)snprintf(chain + k, cap - k, "+1");
+	k += (size_t)snprintf(chain + k, cap - k, " }}{{ 'a'");
+	for (int i = 0; i < 50000; i++)
+		k += (size_t)snprintf(chain + k, cap - k, "|e");
+	k += (size_t)snprintf(chain + k, cap - k, " }}");
+	cr_expect_eq(render(chain, k, "{}", NULL, &out, NULL, &err), ALICE_ERR_RANGE, "%s", err.msg);
+	free(chain);
+	/* values nested a million deep, then printed, compared and serialised */
+	const char *nest = "{% set ns = namespace(x=[]) %}{% for i in range(1000000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+			   "{{ ns.x == ns.x }}{{ ns.x }}";
+	cr_expect_eq(render(nest, strlen(nest), "{}", NULL, &out, NULL, &err), ALICE_ERR_RANGE, "%s", err.msg);
+	const char *nest2 = "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+			    "{{ ns.x|tojson }}";
+	cr_expect_eq(render(nest2, strlen(nest2), "{}", NULL, &out, NULL, &err), ALICE_ERR_RANGE, "%s", err.msg);
 }
 
 Test(jinja, hostile_bytes_are_errors_not_crashes)
