@@ -147,9 +147,7 @@ struct jv jinja_getattr(struct jrender *r, struct jv obj, struct jv key, bool at
 		if (key.t == JT_STR && jinja_has_method(obj, key.s->p))
 			return method_of(r, obj, key.s->p);
 	}
-	if (obj.t == JT_DICT && attr == false)
-		return obj_desc(r, obj, key);
-	return obj_desc(r, obj, key);
+	return obj_desc(r, obj, key); /* an Undefined that fails only when used */
 }
 
 struct jv jinja_iterable(struct jrender *r, struct jv v)
@@ -646,9 +644,7 @@ static struct jv eval_node(struct ctx *c, const struct jn *n)
 		return jinja_filter(r, n->s->p, v, &a);
 	}
 	case JK_TEST: {
-		struct jv v;
-		/* `x is defined` must not fail on an undefined attribute chain's last link */
-		v = eval(c, n->a);
+		struct jv v = eval(c, n->a);
 		struct jargs a;
 		eval_args(c, n, &a);
 		r->line = n->line;
