@@ -288,6 +288,8 @@ struct jv jinja_case(struct jrender *r, struct jv s, int mode) /* 0 lower 1 uppe
 		}
 		i += len;
 	}
+	if (mode == 1 && memmem(o.s->p, o.s->n, "\xc3\x9f", 2)) /* 'ß'.upper() is 'SS' */
+		o = jinja_str_replace(r, o, jv_str(r, "\xc3\x9f", 2), jv_str(r, "SS", 2), -1);
 	return o;
 }
 
