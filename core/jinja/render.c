@@ -435,9 +435,9 @@ static struct jv eval_slice(struct ctx *c, const struct jn *n)
 	return jv_sb_take(r, &sb);
 }
 
-static double fnum(struct jv v) { return v.t == JT_FLOAT ? v.f : v.t == JT_INT ? (double)v.i : (double)v.b; }
+static double fnum(struct jv v) { return v.t == JT_FLOAT ? v.f : v.t == JT_INT ? (double)v.i : v.t == JT_BOOL ? (double)v.b : 0; }
 static bool isnum(struct jv v) { return v.t == JT_INT || v.t == JT_FLOAT || v.t == JT_BOOL; }
-static int64_t inum(struct jv v) { return v.t == JT_INT ? v.i : v.b; }
+static int64_t inum(struct jv v) { return v.t == JT_INT ? v.i : v.t == JT_BOOL ? v.b : 0; }
 
 struct jv jinja_str_format(struct jrender *r, struct jv fmt, struct jv args);
 
