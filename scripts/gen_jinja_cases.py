@@ -120,6 +120,13 @@ CASES += [
  ("raw_ws", "a\n  {% raw %}\n{{ x }}\n  {%- endraw %}\nb", {}),
 ]
 
+CASES += [
+ ("differential_fixes", "{{ 3|round }}|{{ 'v' % [1] }}|{{ true is odd }}|{{ 2.0 is even }}|{{ \"{'role': 'x'} a-b (c\"|title }}|{{ 2 * 'ab' }}|{{ 'x'|map(attribute='a')|list }}|{{ 'straße'|upper }}", {}),
+ ("str_percent_unused", "{{ 'abc' % 1 }}", {}),
+ ("indent_non_string", "{{ [1]|indent }}", {}),
+ ("unhashable_in", "{{ {} in {} }}", {}),
+]
+
 
 def c_str(s):
     o = '"'

@@ -183,8 +183,12 @@ static struct jv f_tojson(struct jrender *r, struct jv v, struct jargs *a)
 
 static struct jv f_indent(struct jrender *r, struct jv v, struct jargs *a)
 {
-	if (v.t != JT_STR) /* jinja2 appends "\n" to its argument and splits the lines */
-		jfail(r, ALICE_ERR_INVALID, "TypeError: indent needs a string, not %s", jv_typename(v));
+	/* jinja2 does s += "\n"; s.splitlines(): a list grows, anything else fails */
+	if (v.t == JT_LIST)
+		jfail(r, ALICE_ERR_INVALID, "AttributeError: 'list' object has no attribute 'splitlines'");
+	if (v.t != JT_STR)
+		jfail(r, ALICE_ERR_INVALID, "TypeError: unsupported operand type(s) for +=: '%s' and 'str'",
+		      jv_typename(v));
 	struct jv s = v;
 	struct jv *w = opt(a, 0, "width");
 	struct jv ind;

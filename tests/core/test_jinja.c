@@ -125,6 +125,10 @@ static const struct lang_case lang_cases[] = {
 	{"recursive_depth", "{% for n in t recursive %}{{ loop.depth }}{{ n.k }}[{% if n.c %}{{ loop(n.c) }}{% endif %}]{% endfor %}", "{\"t\": [{\"k\": \"a\", \"c\": [{\"k\": \"b\", \"c\": [{\"k\": \"c\"}]}]}, {\"k\": \"d\"}]}", "1a[2b[3c[]]]1d[]", NULL},
 	{"macro_closure_loopvar", "{% for i in [1, 2] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %}", "{}", "12", NULL},
 	{"raw_ws", "a\n  {% raw %}\n{{ x }}\n  {%- endraw %}\nb", "{}", "a\n\n{{ x }}b", NULL},
+	{"differential_fixes", "{{ 3|round }}|{{ 'v' % [1] }}|{{ true is odd }}|{{ 2.0 is even }}|{{ \"{'role': 'x'} a-b (c\"|title }}|{{ 2 * 'ab' }}|{{ 'x'|map(attribute='a')|list }}|{{ 'stra\303\237e'|upper }}", "{}", "3|v|True|True|{'role': 'x'} A-B (C|abab|[Undefined]|STRASSE", NULL},
+	{"str_percent_unused", "{{ 'abc' % 1 }}", "{}", NULL, "TypeError: not all arguments converted during string formatting"},
+	{"indent_non_string", "{{ [1]|indent }}", "{}", NULL, "AttributeError: 'list' object has no attribute 'splitlines'"},
+	{"unhashable_in", "{{ {} in {} }}", "{}", NULL, "TypeError: unhashable type: 'dict'"},
 };
 
 /* compile + render; returns the status, *out the output (caller frees) */
