@@ -10,6 +10,9 @@
 #ifndef ALICE_SHARED_MODELS_DIR
 #define ALICE_SHARED_MODELS_DIR "../shared/models"
 #endif
+#ifndef ALICE_TEMPLATES_DIR
+#define ALICE_TEMPLATES_DIR "../shared/templates"
+#endif
 #ifndef ALICE_SOURCE_DIR
 #define ALICE_SOURCE_DIR "."
 #endif
@@ -25,6 +28,7 @@ static const char *env_or(const char *name, const char *def)
 
 const char *alice_test_fixtures_dir(void) { return env_or("ALICE_FIXTURES_DIR", ALICE_FIXTURES_DIR); }
 const char *alice_test_shared_models_dir(void) { return env_or("ALICE_SHARED_MODELS_DIR", ALICE_SHARED_MODELS_DIR); }
+const char *alice_test_templates_dir(void) { return env_or("ALICE_TEMPLATES_DIR", ALICE_TEMPLATES_DIR); }
 const char *alice_test_source_dir(void) { return env_or("ALICE_SOURCE_DIR", ALICE_SOURCE_DIR); }
 const char *alice_test_build_dir(void) { return env_or("ALICE_BUILD_DIR", ALICE_BUILD_DIR); }
 

@@ -8,6 +8,8 @@
 const char *alice_test_fixtures_dir(void);
 /* $ALICE_SHARED_MODELS_DIR or the configured ../shared/models. */
 const char *alice_test_shared_models_dir(void);
+/* $ALICE_TEMPLATES_DIR or the configured ../shared/templates (chat templates + goldens). */
+const char *alice_test_templates_dir(void);
 /* $ALICE_SOURCE_DIR or the configured source tree. */
 const char *alice_test_source_dir(void);
 /* $ALICE_BUILD_DIR or the configured build tree. */
