@@ -48,7 +48,10 @@ struct srv_config {
 	bool log_json;
 	bool no_prefix_cache;      /* engine: never reuse a slot's KV */
 	const char *cors_origin;   /* NULL = no CORS headers */
-	int timeout_s;             /* evhttp read/write timeout */
+	int timeout_s;             /* evhttp read/write timeout: client inactivity */
+	int max_connections;       /* open connections at most; the listener pauses beyond */
+	int request_deadline_s;    /* a request's head and body must arrive within this */
+	bool metrics_no_auth;      /* /metrics without the API key */
 	struct srv_limits limits;  /* request caps (openai.h) */
 };
 
@@ -68,6 +71,7 @@ enum {
 	SRV_ROUTE_PREFIX = 1 << 0,  /* path is a prefix of one more segment (/v1/models/{id}) */
 	SRV_ROUTE_AUTH = 1 << 1,    /* needs the API key (when --api-key is set) */
 	SRV_ROUTE_ANYTIME = 1 << 2, /* answered while loading / stopping too */
+	SRV_ROUTE_SCRAPE = 1 << 3,  /* /metrics: open under --metrics-no-auth */
 };
 struct srv_route {
 	const char *path;
@@ -97,6 +101,7 @@ struct srv {
 	struct event_base *base;
 	struct evhttp *http;
 	struct evhttp_bound_socket *listener;
+	struct srv_conns *conns; /* connection tracking (conn.c) */
 	struct event *ev_sigint, *ev_sigterm, *ev_notify, *ev_shutdown;
 	struct srv_msgq q;
 
