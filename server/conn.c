@@ -13,10 +13,13 @@
  *   - the early head check: our callback on the input buffer sees the
  *     bytes before evhttp parses them, so once a request head is complete
  *     (and before evhttp reads the body or sends "100 Continue") it answers
- *     a NUL byte in the head, a duplicate Content-Length, Content-Length
- *     together with Transfer-Encoding, a missing or wrong API key and a
- *     Content-Length over --max-body itself (JSON error, Connection: close)
- *     and discards whatever else the client sends.
+ *     a NUL byte in the head, a duplicate Content-Length, or Content-Length
+ *     together with Transfer-Encoding; and for a request with a body, an
+ *     unknown route (404), a wrong method (405), a missing or wrong API key
+ *     (401) and a Content-Length over --max-body (413), all itself (JSON
+ *     error, Connection: close), discarding whatever else the client sends.
+ *     Pipelined requests (sent before the previous reply ended) are not
+ *     seen whole here; the router checks their key and Content-Length.
  *
  * evhttp (libevent 2.1) has no connection hooks of its own; what we rely
  * on is public: the bufferevent is ours (we hold a reference, so it stays
@@ -117,11 +120,9 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 	double now = srv_now_ms();
 	if (now - cs->last_warn >= WARN_EVERY_MS) {
 		alice_log(ALICE_LOG_WARN,
-			  "accept: %s (%d connections open); pausing new connections for %d ms%s",
-			  strerror(err), cs->n, ACCEPT_BACKOFF_MS, cs->warn_repeats ? " (repeated" : "");
-		if (cs->warn_repeats)
-			alice_log(ALICE_LOG_WARN, "accept: %llu more errors since the last warning",
-				  cs->warn_repeats);
+			  "accept: %s (%d connections open); pausing new connections for %d ms each time "
+			  "(%llu more such errors since the last warning)",
+			  strerror(err), cs->n, ACCEPT_BACKOFF_MS, cs->warn_repeats);
 		cs->last_warn = now;
 		cs->warn_repeats = 0;
 	} else {
@@ -143,9 +144,35 @@ static void conn_discard(struct conn *c)
 		evbuffer_drain(in, n);
 }
 
+static const char *reason(int status)
+{
+	switch (status) {
+	case 401: return "Unauthorized";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 413: return "Payload Too Large";
+	default: return "Bad Request";
+	}
+}
+
+/* The method's command, for the ones evhttp lets through (else 0). */
+static enum evhttp_cmd_type method_cmd(const char *m)
+{
+	static const struct {
+		const char *name;
+		enum evhttp_cmd_type cmd;
+	} t[] = {{"GET", EVHTTP_REQ_GET},       {"POST", EVHTTP_REQ_POST},         {"HEAD", EVHTTP_REQ_HEAD},
+		 {"PUT", EVHTTP_REQ_PUT},       {"DELETE", EVHTTP_REQ_DELETE},     {"PATCH", EVHTTP_REQ_PATCH},
+		 {"OPTIONS", EVHTTP_REQ_OPTIONS}};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (strcmp(m, t[i].name) == 0)
+			return t[i].cmd;
+	return 0;
+}
+
 /* Answer the request from here (evhttp never sees the rest of it). */
 static void early_reply(struct conn *c, const char *method, const char *path, const struct srv_route *rt,
-			const struct srv_api_error *e)
+			const char *allow, const struct srv_api_error *e)
 {
 	struct srv *s = c->srv;
 	struct json_object *o = srv_api_error_json(e);
@@ -155,12 +182,11 @@ static void early_reply(struct conn *c, const char *method, const char *path, co
 	const char *origin = s->cfg.cors_origin;
 	int hn = snprintf(head, sizeof(head),
 			  "HTTP/1.1 %d %s\r\nServer: alice-llm/" ALICE_VERSION "\r\nContent-Type: application/json\r\n"
-			  "Content-Length: %zu\r\nConnection: close\r\n%s%s%s%s\r\n",
-			  e->status,
-			  e->status == 401 ? "Unauthorized" : e->status == 413 ? "Payload Too Large" : "Bad Request",
-			  blen + 1, e->status == 401 ? "WWW-Authenticate: Bearer\r\n" : "",
+			  "Content-Length: %zu\r\nConnection: close\r\n%s%s%s%s%s%s%s\r\n",
+			  e->status, reason(e->status), blen + 1, e->status == 401 ? "WWW-Authenticate: Bearer\r\n" : "",
+			  allow ? "Allow: " : "", allow ? allow : "", allow ? "\r\n" : "",
 			  origin && origin[0] ? "Access-Control-Allow-Origin: " : "", origin && origin[0] ? origin : "",
-			  origin && origin[0] ? "\r\n" : "");
+			  origin && origin[0] ? (strcmp(origin, "*") ? "\r\nVary: Origin\r\n" : "\r\n") : "");
 	evutil_socket_t fd = bufferevent_getfd(c->bev);
 	if (fd >= 0 && hn > 0 && (size_t)hn < sizeof(head)) {
 		struct iovec iov[3] = {{head, (size_t)hn}, {(void *)body, blen}, {"\n", 1}};
@@ -217,10 +243,10 @@ static bool check_head(struct conn *c, size_t end)
 	if (memchr(c->head, '\0', end)) {
 		srv_api_error_set(&e, 400, "invalid_request_error", "bad_header", NULL,
 				  "the request head contains a NUL byte");
-		early_reply(c, method, path, rt, &e);
+		early_reply(c, method, path, rt, NULL, &e);
 		return true;
 	}
-	int n_cl = 0, n_te = 0;
+	int n_cl = 0, n_te = 0, n_expect = 0;
 	const char *auth = NULL, *cl = NULL;
 	size_t auth_n = 0, cl_n = 0;
 	for (const char *l = eol + 1; l < lim;) {
@@ -243,6 +269,8 @@ static bool check_head(struct conn *c, size_t end)
 				n_cl++, cl = v, cl_n = (size_t)(vend - v);
 			else if (name_is(l, nl, "Transfer-Encoding"))
 				n_te++;
+			else if (name_is(l, nl, "Expect"))
+				n_expect++;
 			else if (name_is(l, nl, "Authorization") && !auth)
 				auth = v, auth_n = (size_t)(vend - v);
 		}
@@ -252,15 +280,33 @@ static bool check_head(struct conn *c, size_t end)
 		srv_api_error_set(&e, 400, "invalid_request_error", "bad_header", NULL,
 				  n_cl > 1 ? "more than one Content-Length header"
 					   : "both Content-Length and Transfer-Encoding");
-		early_reply(c, method, path, rt, &e);
+		early_reply(c, method, path, rt, NULL, &e);
 		return true;
 	}
-	bool options = strcmp(method, "OPTIONS") == 0;
-	if (rt && !options && srv_auth_required(s, rt) && !srv_auth_check(s, auth, auth_n, &e)) {
-		early_reply(c, method, path, rt, &e);
+	/* The rest only for a request with a body (a body-less one costs the
+	 * router nothing, and keeps its connection): route, method, key, size,
+	 * in the router's order. */
+	bool body = n_te || (cl && !(cl_n == 1 && cl[0] == '0')) || n_expect;
+	enum evhttp_cmd_type cmd = method_cmd(method);
+	if (!body || !cmd || cmd == EVHTTP_REQ_OPTIONS || t[0] != '/')
+		return false;
+	if (!rt) {
+		srv_api_error_set(&e, 404, "invalid_request_error", "not_found", NULL, "unknown route %s %.80s", method,
+				  path);
+		early_reply(c, method, path, rt, NULL, &e);
 		return true;
 	}
-	if (rt && !options && cl && cl_n < 20) {
+	if (cmd != rt->method && !(rt->method == EVHTTP_REQ_GET && cmd == EVHTTP_REQ_HEAD)) {
+		srv_api_error_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
+				  "%s is not allowed on %s; allowed: %s", method, rt->path, rt->allow);
+		early_reply(c, method, path, rt, rt->allow, &e);
+		return true;
+	}
+	if (srv_auth_required(s, rt) && !srv_auth_check(s, auth, auth_n, &e)) {
+		early_reply(c, method, path, rt, NULL, &e);
+		return true;
+	}
+	if (cl && cl_n < 20) {
 		char num[24];
 		snprintf(num, sizeof(num), "%.*s", (int)cl_n, cl);
 		char *endp;
@@ -269,7 +315,7 @@ static bool check_head(struct conn *c, size_t end)
 			srv_api_error_set(&e, 413, "invalid_request_error", "body_too_large", NULL,
 					  "the request body is %llu bytes; the limit is %zu (--max-body)", v,
 					  s->cfg.max_body);
-			early_reply(c, method, path, rt, &e);
+			early_reply(c, method, path, rt, NULL, &e);
 			return true;
 		}
 	}

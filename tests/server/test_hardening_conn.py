@@ -184,6 +184,13 @@ def test_bodies_before_auth():
         r = raw(s.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n"
                 b"Expect: 100-continue\r\n\r\n", timeout=5)
         check("100-continue without a key: 401", status_of(r) == 401 and b"100 Continue" not in r, r[:200])
+        # with a body: unknown route and wrong method are answered from the head too
+        r = raw(s.port, b"POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n\r\n", timeout=5)
+        check("body for an unknown route: 404 from the head", status_of(r) == 404 and ts.is_error(body_json(r)),
+              r[:200])
+        r = raw(s.port, b"POST /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n\r\n", timeout=5)
+        check("body for a GET route: 405 with Allow from the head",
+              status_of(r) == 405 and b"Allow: GET" in r and ts.is_error(body_json(r)), r[:300])
         # over --max-body with the key: JSON 413 before the body
         r = raw(s.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
                 b"\r\nContent-Length: 5000000\r\n\r\n", timeout=5)
