@@ -4,8 +4,11 @@
  * live in three layers, each calling only the ones below it:
  *
  *   top     http.c      router, model loader, signals, shutdown (srv_run)
+ *           conn.c      connections: cap, accept back-off, request deadline,
+ *                       the early head check (key, framing) before a body
  *   middle  routes.c    the route table; one route_*.c / gen*.c per route
  *   bottom  reply.c     JSON/error replies, CORS, srv_request_done (log + count)
+ *           auth.c      the API key check
  *           queue.c     messages into the event thread, the one drain loop
  *           metrics.c   request counters;  sse.c: SSE framing
  *           openai.c    the wire format;   limits.c: operator caps;
