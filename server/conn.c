@@ -118,6 +118,7 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 		return;
 	}
 	double now = srv_now_ms();
+	cs->srv->metrics.accept_errors++;
 	if (now - cs->last_warn >= WARN_EVERY_MS) {
 		alice_log(ALICE_LOG_WARN,
 			  "accept: %s (%d connections open); pausing new connections for %d ms each time "
@@ -410,6 +411,7 @@ static struct bufferevent *on_new_bev(struct event_base *base, void *arg)
 	if (cs->list)
 		cs->list->prev = c;
 	cs->list = c;
+	cs->srv->metrics.conns_open = cs->n + 1;
 	if (++cs->n >= cs->srv->cfg.max_connections && !(cs->paused & PAUSE_CAP)) {
 		cs->paused |= PAUSE_CAP;
 		update_listener(cs);
@@ -425,7 +427,7 @@ static void conn_free(struct srv_conns *cs, struct conn *c)
 		cs->list = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	cs->n--;
+	cs->srv->metrics.conns_open = --cs->n;
 	if (c->in_cb)
 		evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
 	bufferevent_decref(c->bev);
@@ -464,6 +466,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (dropped) {
+		s->metrics.conns_deadline_closed += dropped;
 		cs->deadline_drops += dropped;
 		if (now - cs->last_deadline_log >= WARN_EVERY_MS) {
 			alice_log(ALICE_LOG_INFO,

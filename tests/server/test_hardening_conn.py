@@ -99,6 +99,17 @@ def vm_rss_kb(pid):
     return 0
 
 
+def metric(s, name):
+    c = ts.http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
 def log_lines(s):
     return s.logtext().count("\n")
 
@@ -267,6 +278,8 @@ def test_deadline_and_cap():
         so.close()
         check(f"slowloris (a header line a second) dropped by --request-deadline 2 ({dt:.1f} s)",
               closed and dt < 6, dt)
+        v = metric(s, "alice_connections_deadline_closed_total")
+        check("/metrics counts the connection closed by the deadline", v is not None and v >= 1, v)
 
         # the cap: 8 idle connections fill it; a 9th waits, then is served
         idle = [socket.create_connection(("127.0.0.1", s.port), timeout=10) for _ in range(8)]
@@ -341,6 +354,8 @@ def test_fd_exhaustion():
         time.sleep(1.0)
         st, js, h = s.req("GET", "/health", timeout=10)
         check("serves again once the connections close", st == 200, st)
+        v = metric(s, "alice_accept_errors_total")
+        check("/metrics counts the accept errors", v is not None and v >= 1, v)
     finally:
         for so in socks:
             so.close()
