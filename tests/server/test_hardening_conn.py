@@ -256,7 +256,7 @@ def test_bodies_before_auth():
 # ---- slowloris and the cap ----
 
 def test_deadline_and_cap():
-    s = ts.Server("--request-deadline", "2", "--timeout", "30", "--max-connections", "8")
+    s = ts.Server("--request-deadline", "2", "--timeout", "30")
     try:
         so = socket.create_connection(("127.0.0.1", s.port), timeout=10)
         t0 = time.time()
@@ -281,6 +281,10 @@ def test_deadline_and_cap():
         v = metric(s, "alice_connections_deadline_closed_total")
         check("/metrics counts the connection closed by the deadline", v is not None and v >= 1, v)
 
+    finally:
+        s.stop()
+    s = ts.Server("--max-connections", "8")
+    try:
         # the cap: 8 idle connections fill it; a 9th waits, then is served
         idle = [socket.create_connection(("127.0.0.1", s.port), timeout=10) for _ in range(8)]
         time.sleep(0.5)
@@ -373,8 +377,8 @@ def test_fd_exhaustion():
 def test_stream_waits():
     s = ts.Server("--parallel", "1", "--timeout", "1")
     try:
-        # 4 choices of 400 tokens on one slot: several seconds ahead of the stream
-        long_body = chat_body("Tell me a long story.", max_tokens=400, ignore_eos=True, n=4)
+        # 4 choices of 480 tokens on one slot: several seconds ahead of the stream
+        long_body = chat_body("Tell me a long story.", max_tokens=480, ignore_eos=True, n=4)
         res = {}
 
         def long_req():
