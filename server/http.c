@@ -448,7 +448,7 @@ int srv_run(const struct srv_config *cfg)
 out:
 	teardown(s);
 	srv_msgq_close(&s->q);
-	srv_log_use_json(false);
+	alice_log_set_sink(NULL, NULL); /* the core's own sink again */
 	free(s);
 	return rc;
 }

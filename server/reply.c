@@ -193,7 +193,30 @@ static void json_log_sink(enum alice_log_level level, const char *msg, void *use
 	(void)user;
 }
 
+/* Text sink: the core's format, with control characters as \xNN so no
+ * client text (a path, an error quoting a prompt) can split or forge lines
+ * or drive a terminal. */
+static void text_log_sink(enum alice_log_level level, const char *msg, void *user)
+{
+	char ts[32], out[2048 * 4 + 1];
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	size_t o = 0;
+	for (const char *p = msg; *p && o + 5 < sizeof(out); p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c < 0x20 || c == 0x7f)
+			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", c);
+		else
+			out[o++] = (char)c;
+	}
+	out[o] = '\0';
+	fprintf(stderr, "%s %-5s %s\n", ts, alice_log_level_name(level), out);
+	(void)user;
+}
+
 void srv_log_use_json(bool json)
 {
-	alice_log_set_sink(json ? json_log_sink : NULL, NULL);
+	alice_log_set_sink(json ? json_log_sink : text_log_sink, NULL);
 }
