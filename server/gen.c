@@ -117,8 +117,17 @@ static void on_engine_event(const struct alice_engine_event *ev, void *user)
 
 /* ---- lifetime ---- */
 
+static void stop_heartbeat(struct srv_gen *g)
+{
+	if (g->heartbeat) {
+		event_free(g->heartbeat);
+		g->heartbeat = NULL;
+	}
+}
+
 static void gen_unwatch(struct srv_gen *g)
 {
+	stop_heartbeat(g);
 	if (g->watch) {
 		event_free(g->watch);
 		g->watch = NULL;
@@ -180,6 +189,7 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
 		event_free(g->watch);
 		g->watch = NULL;
 	}
+	stop_heartbeat(g);
 	g->evcon = NULL; /* being freed; our close callback goes with it */
 	if (g->http.req && !evhttp_request_get_connection(g->http.req)) {
 		/* detached by evhttp after a network error: the request is ours to free */
@@ -305,6 +315,7 @@ static void on_token(struct srv_gen *g, struct srv_choice *c, const struct alice
 	}
 	/* logprobs ride with the next chunk that has text */
 	if (ev->text_len > 0 && g->http.req && !g->client_gone) {
+		stop_heartbeat(g);
 		send_chunk(g, c, ev->text, ev->text_len, false, NULL, g->logprobs ? c->lp : NULL);
 		if (g->logprobs) {
 			json_object_put(c->lp);
@@ -485,12 +496,34 @@ static enum alice_status gen_submit(struct srv_gen *g, const struct gen_plan *p,
 	return ALICE_OK;
 }
 
+/* A stream waiting for its first token (queued, or in prefill) sends an SSE
+ * comment every interval: half of --timeout, between 0.5 and 5 s. */
+static void on_heartbeat(evutil_socket_t fd, short what, void *arg)
+{
+	struct srv_gen *g = arg;
+	if (g->http.req && !g->client_gone)
+		srv_sse_keepalive(g->http.req);
+	(void)fd;
+	(void)what;
+}
+
+static void start_heartbeat(struct srv_gen *g)
+{
+	long ms = (long)g->srv->cfg.timeout_s * 500;
+	ms = ms < 500 ? 500 : ms > 5000 ? 5000 : ms;
+	g->heartbeat = event_new(g->srv->base, -1, EV_PERSIST, on_heartbeat, g);
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	if (g->heartbeat)
+		event_add(g->heartbeat, &tv);
+}
+
 static void gen_start_reply(struct srv_gen *g)
 {
 	start_watch(g);
 	if (!g->stream)
 		return;
 	srv_reply_stream_start(&g->http);
+	start_heartbeat(g);
 	for (size_t i = 0; i < g->n_choices; i++) {
 		struct srv_choice *c = &g->choices[i];
 		if (g->kind == SRV_KIND_CHAT)

@@ -38,6 +38,7 @@ struct srv_gen {
 	struct srv_http http;
 	struct evhttp_connection *evcon;
 	struct event *watch;
+	struct event *heartbeat; /* stream: SSE comments until the first token */
 	enum srv_kind kind;
 	bool stream, include_usage, logprobs, echo;
 	int top_logprobs;

@@ -1,5 +1,6 @@
 /* http.c — the top of the server: the router (route table lookup, CORS
- * preflight, methods, API key, server state, body limit), the background
+ * preflight, methods, API key, server state, body limit; conn.c checks
+ * the head of most requests before their body is read), the background
  * model loader, signals and graceful shutdown, and srv_run. Routes live in
  * routes.c and route_*.c / gen*.c; replies in reply.c. */
 #define _GNU_SOURCE
@@ -14,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -22,6 +24,8 @@
 
 #include "alice/grammar.h"
 #include "alice/log.h"
+#include "auth.h"
+#include "conn.h"
 #include "reply.h"
 #include "routes.h"
 
@@ -29,39 +33,26 @@
 
 /* ---- router ---- */
 
-/* Constant-time comparison so the key cannot be guessed byte by byte. */
-static bool key_equal(const char *a, size_t na, const char *b, size_t nb)
-{
-	unsigned char d = na != nb;
-	for (size_t i = 0; i < na; i++)
-		d |= (unsigned char)(a[i] ^ b[i % (nb ? nb : 1)]);
-	return d == 0 && nb > 0;
-}
-
 static bool check_api_key(struct srv *s, struct evhttp_request *req, struct srv_api_error *e)
 {
-	const char *key = s->cfg.api_key;
-	if (!key || !key[0])
-		return true;
 	const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-	if (!auth) {
-		srv_api_error_set(e, 401, "authentication_error", "invalid_api_key", NULL,
-				  "missing API key: send the header 'Authorization: Bearer <key>'");
-		return false;
+	return srv_auth_check(s, auth, auth ? strlen(auth) : 0, e);
+}
+
+/* Framing the router refuses (the early check in conn.c sees most heads
+ * first; this covers pipelined ones): two Content-Length headers, or one
+ * with Transfer-Encoding. */
+static bool ambiguous_length(struct evhttp_request *req)
+{
+	int n_cl = 0, n_te = 0;
+	const struct evkeyval *kv;
+	for (kv = evhttp_request_get_input_headers(req)->tqh_first; kv; kv = kv->next.tqe_next) {
+		if (strcasecmp(kv->key, "Content-Length") == 0)
+			n_cl++;
+		else if (strcasecmp(kv->key, "Transfer-Encoding") == 0)
+			n_te++;
 	}
-	if (strncasecmp(auth, "Bearer ", 7) != 0) {
-		srv_api_error_set(e, 401, "authentication_error", "invalid_api_key", NULL,
-				  "the Authorization header must be 'Bearer <key>'");
-		return false;
-	}
-	const char *tok = auth + 7;
-	while (*tok == ' ')
-		tok++;
-	if (!key_equal(tok, strlen(tok), key, strlen(key))) {
-		srv_api_error_set(e, 401, "authentication_error", "invalid_api_key", NULL, "incorrect API key provided");
-		return false;
-	}
-	return true;
+	return n_cl > 1 || (n_cl && n_te);
 }
 
 /* CORS preflight: 204 with Allow (and the CORS headers with --cors-origin). */
@@ -92,7 +83,7 @@ static bool admit(struct srv *s, struct srv_http *h, enum evhttp_cmd_type cmd, s
 				  "%s is not allowed on %s; allowed: %s", h->method, rt->path, rt->allow);
 		return false;
 	}
-	if ((rt->flags & SRV_ROUTE_AUTH) && !check_api_key(s, h->req, e))
+	if (srv_auth_required(s, rt) && !check_api_key(s, h->req, e))
 		return false;
 	if (rt->flags & SRV_ROUTE_ANYTIME)
 		return true;
@@ -117,8 +108,17 @@ static void handle_request(struct evhttp_request *req, void *arg)
 	struct srv *s = arg;
 	struct srv_http hs, *h = &hs;
 	struct srv_api_error e;
+	if (!srv_conn_dispatched(s, req))
+		return;
 	srv_http_begin(h, s, req);
 	h->route = srv_route_find(h->path);
+	if (ambiguous_length(req)) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+		srv_api_error_set(&e, 400, "invalid_request_error", "bad_header", NULL,
+				  "more than one Content-Length, or Content-Length with Transfer-Encoding");
+		srv_reply_error(h, &e);
+		return;
+	}
 	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
 	if (h->route && cmd == EVHTTP_REQ_OPTIONS) {
 		reply_options(s, h);
@@ -323,20 +323,36 @@ static int http_setup(struct srv *s)
 		alice_log(ALICE_LOG_ERROR, "cannot create the event loop");
 		return -1;
 	}
-	/* Bodies a little over --max-body get a JSON 413 from the router;
-	 * evhttp itself cuts off (plain 413) only far beyond, to bound memory. */
-	size_t hard = cfg->max_body > (SIZE_MAX - (1u << 20)) / 4 ? SIZE_MAX / 2 : cfg->max_body * 4 + (1u << 20);
-	evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
+	/* A Content-Length over --max-body gets a JSON 413 from the early head
+	 * check (conn.c) before the body is read; evhttp reads no more than
+	 * --max-body of any body (a chunked one beyond gets its plain 413). */
+	evhttp_set_max_body_size(s->http, (ev_ssize_t)cfg->max_body);
 	evhttp_set_max_headers_size(s->http, 64 * 1024);
 	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
 						   EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
 	evhttp_set_timeout(s->http, cfg->timeout_s > 0 ? cfg->timeout_s : 600);
 	evhttp_set_gencb(s->http, handle_request, s);
-	s->listener = evhttp_bind_socket_with_handle(s->http, cfg->host, (ev_uint16_t)cfg->port);
-	if (!s->listener) {
-		alice_log(ALICE_LOG_ERROR, "cannot listen on %s:%d: %s", cfg->host, cfg->port, strerror(errno));
+	if (srv_conn_setup(s) != 0) {
+		alice_log(ALICE_LOG_ERROR, "out of memory");
 		return -1;
 	}
+	struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+	int gai = getaddrinfo(cfg->host, NULL, &hints, &ai);
+	if (gai != 0) {
+		alice_log(ALICE_LOG_ERROR, "cannot listen on %s:%d: cannot resolve the --host address '%s': %s", cfg->host,
+			  cfg->port, cfg->host, gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
+		return -1;
+	}
+	freeaddrinfo(ai);
+	errno = 0;
+	s->listener = evhttp_bind_socket_with_handle(s->http, cfg->host, (ev_uint16_t)cfg->port);
+	if (!s->listener) {
+		int err = errno;
+		alice_log(ALICE_LOG_ERROR, "cannot listen on %s:%d: %s", cfg->host, cfg->port,
+			  err ? strerror(err) : "the address cannot be bound");
+		return -1;
+	}
+	srv_conn_listening(s);
 	s->ev_notify = event_new(s->base, s->q.notify_rd, EV_READ | EV_PERSIST, on_notify, s);
 	s->ev_sigint = evsignal_new(s->base, SIGINT, on_signal, s);
 	s->ev_sigterm = evsignal_new(s->base, SIGTERM, on_signal, s);
@@ -396,6 +412,7 @@ static void teardown(struct srv *s)
 	srv_gen_cancel_all(s);
 	if (s->http)
 		evhttp_free(s->http); /* closes connections; close callbacks detach gens */
+	srv_conn_teardown(s);
 	alice_engine_free(s->engine); /* the cancelled requests' DONE events land in the queue */
 	free_events(s);               /* a late load message sees no event base */
 	srv_msgq_drain(&s->q, s);
@@ -431,7 +448,7 @@ int srv_run(const struct srv_config *cfg)
 out:
 	teardown(s);
 	srv_msgq_close(&s->q);
-	srv_log_use_json(false);
+	alice_log_set_sink(NULL, NULL); /* the core's own sink again */
 	free(s);
 	return rc;
 }

@@ -33,13 +33,20 @@ static void usage(FILE *f)
 		"  --batch-size N        prompt tokens per engine step (default 512)\n"
 		"  --threads N           CPU threads (default: physical cores)\n"
 		"  --queue N             requests waiting for a slot before 503 (default 64)\n"
-		"  --api-key KEY         require 'Authorization: Bearer KEY' on /v1/* (or env ALICE_API_KEY)\n"
+		"  --api-key KEY         require 'Authorization: Bearer KEY' on every route but /health\n"
+		"                        (or env ALICE_API_KEY)\n"
+		"  --metrics-no-auth     serve /metrics without the API key (for scrapers)\n"
 		"  --max-body BYTES      largest request body, suffix k/m allowed (default 1m)\n"
 		"  --chat-template NAME  override the detected chat template: %s\n"
 		"  --log-format FMT      text | json (default text)\n"
 		"  --cors-origin ORIGIN  send Access-Control-Allow-Origin: ORIGIN (or *) and answer CORS\n"
 		"                        preflights; default: no CORS headers\n"
-		"  --timeout SECONDS     drop a connection idle that long while reading or writing (default 600)\n"
+		"  --timeout SECONDS     drop a client inactive that long: not sending its request, or not\n"
+		"                        reading the reply (default 600); never counts the server's own work\n"
+		"  --request-deadline SECONDS  a request's head and body must arrive within this, counted from\n"
+		"                        the connection's start or the previous reply (default 60; 0 = none)\n"
+		"  --max-connections N   open connections at most; more wait in the kernel's backlog\n"
+		"                        (default 512)\n"
 		"  --max-n N             most choices ('n') per request, else 400 (default 16)\n"
 		"  --max-tokens-limit N  most max_tokens per request, else 400; also the default when\n"
 		"                        absent (default 0: up to the context)\n"
@@ -130,6 +137,7 @@ enum {
 	O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
 	O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
 	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
+	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH,
 };
 
 static const struct option opts[] = {
@@ -155,6 +163,9 @@ static const struct option opts[] = {
 	{"max-messages", required_argument, NULL, O_MAX_MESSAGES},
 	{"max-grammar-bytes", required_argument, NULL, O_MAX_GRAMMAR},
 	{"no-prefix-cache", no_argument, NULL, O_NO_PREFIX_CACHE},
+	{"max-connections", required_argument, NULL, O_MAX_CONNS},
+	{"request-deadline", required_argument, NULL, O_DEADLINE},
+	{"metrics-no-auth", no_argument, NULL, O_METRICS_NO_AUTH},
 	{"help", no_argument, NULL, O_HELP},
 	{"version", no_argument, NULL, O_VERSION},
 	{NULL, 0, NULL, 0},
@@ -177,6 +188,8 @@ static const struct num_opt {
 	{O_MAX_TOKENS, 0, INT32_MAX, "--max-tokens-limit: '%s' must be a number >= 0 (0: no cap)"},
 	{O_MAX_MESSAGES, 0, INT32_MAX, "--max-messages: '%s' must be a number >= 0 (0: no cap)"},
 	{O_MAX_GRAMMAR, 0, INT32_MAX, "--max-grammar-bytes: '%s' must be a number >= 0 (0: no cap)"},
+	{O_MAX_CONNS, 1, 1 << 20, "--max-connections: '%s' must be between 1 and 1048576"},
+	{O_DEADLINE, 0, 86400, "--request-deadline: '%s' must be between 0 and 86400 seconds"},
 };
 
 /* Where a numeric flag's value goes. */
@@ -194,6 +207,8 @@ static void set_num(struct srv_config *cfg, int id, long v)
 	case O_MAX_TOKENS: cfg->limits.max_tokens = v; break;
 	case O_MAX_MESSAGES: cfg->limits.max_messages = v; break;
 	case O_MAX_GRAMMAR: cfg->limits.max_grammar_bytes = v; break;
+	case O_MAX_CONNS: cfg->max_connections = (int)v; break;
+	case O_DEADLINE: cfg->request_deadline_s = (int)v; break;
 	}
 }
 
@@ -208,6 +223,8 @@ static void config_defaults(struct srv_config *cfg)
 	cfg->queue = 64;
 	cfg->max_body = 1024 * 1024;
 	cfg->timeout_s = 600;
+	cfg->max_connections = 512;
+	cfg->request_deadline_s = 60;
 	cfg->limits.max_n = SRV_MAX_N;
 	cfg->limits.max_messages = 1024;
 	cfg->limits.max_grammar_bytes = 128 * 1024;
@@ -251,6 +268,7 @@ static int apply_text_opt(int c, const char *a, struct srv_config *cfg, const ch
 		cfg->cors_origin = a;
 		break;
 	case O_NO_PREFIX_CACHE: cfg->no_prefix_cache = true; break;
+	case O_METRICS_NO_AUTH: cfg->metrics_no_auth = true; break;
 	case O_HELP: usage(stdout); return 0;
 	case O_VERSION: printf("alice-llm-server %s\n", ALICE_VERSION); return 0;
 	}

@@ -29,6 +29,10 @@ struct srv_metrics {
 	uint64_t dropped; /* observations beyond the series bound */
 	struct srv_request_counts recent[SRV_METRICS_RECENT];
 	size_t n_recent, next_recent;
+	/* connections (conn.c) */
+	int64_t conns_open;
+	uint64_t conns_deadline_closed; /* --request-deadline */
+	uint64_t accept_errors;         /* accept() failed (EMFILE, ...) */
 };
 
 void srv_metrics_observe(struct srv_metrics *m, const char *label, int status, const struct srv_request_counts *c);

@@ -278,6 +278,11 @@ static int parse_messages(struct json_object *o, struct srv_gen_request *r, stru
 			return -1;
 		}
 		const char *rs = json_object_get_string(role);
+		if (strlen(rs) != (size_t)json_object_get_string_len(role)) {
+			/* "user\u0000..." must not pass as "user" */
+			srv_api_error_invalid(e, "messages", "messages[%zu].role contains a NUL character", i);
+			return -1;
+		}
 		/* OpenAI's newer name for the system role */
 		if (strcmp(rs, "developer") == 0)
 			rs = "system";

@@ -131,6 +131,21 @@ static void json_escape_path(const char *in, char *out, size_t cap)
 	out[o] = '\0';
 }
 
+/* The text log: control characters, backslash and bytes >= 0x7f as \xNN,
+ * so a client cannot forge or split log lines. */
+static void text_escape_path(const char *in, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (const char *p = in; *p && o + 5 < cap; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c < 0x20 || c >= 0x7f || c == '\\')
+			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+		else
+			out[o++] = (char)c;
+	}
+	out[o] = '\0';
+}
+
 void srv_request_done(struct srv_http *h, int status)
 {
 	const struct srv_request_counts *c = &h->counts;
@@ -147,9 +162,11 @@ void srv_request_done(struct srv_http *h, int status)
 			  (unsigned long long)h->id, h->method, path, status, (long long)c->prompt_tokens,
 			  (long long)c->completion_tokens, c->prefill_ms, c->decode_ms, ms);
 	} else {
+		char path[400];
+		text_escape_path(h->path, path, sizeof(path));
 		alice_log(ALICE_LOG_INFO,
 			  "req %llu %s %s %d prompt=%lld completion=%lld prefill_ms=%.1f decode_ms=%.1f total_ms=%.1f",
-			  (unsigned long long)h->id, h->method, h->path, status, (long long)c->prompt_tokens,
+			  (unsigned long long)h->id, h->method, path, status, (long long)c->prompt_tokens,
 			  (long long)c->completion_tokens, c->prefill_ms, c->decode_ms, ms);
 	}
 }
@@ -176,7 +193,30 @@ static void json_log_sink(enum alice_log_level level, const char *msg, void *use
 	(void)user;
 }
 
+/* Text sink: the core's format, with control characters as \xNN so no
+ * client text (a path, an error quoting a prompt) can split or forge lines
+ * or drive a terminal. */
+static void text_log_sink(enum alice_log_level level, const char *msg, void *user)
+{
+	char ts[32], out[2048 * 4 + 1];
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	size_t o = 0;
+	for (const char *p = msg; *p && o + 5 < sizeof(out); p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c < 0x20 || c == 0x7f)
+			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", c);
+		else
+			out[o++] = (char)c;
+	}
+	out[o] = '\0';
+	fprintf(stderr, "%s %-5s %s\n", ts, alice_log_level_name(level), out);
+	(void)user;
+}
+
 void srv_log_use_json(bool json)
 {
-	alice_log_set_sink(json ? json_log_sink : NULL, NULL);
+	alice_log_set_sink(json ? json_log_sink : text_log_sink, NULL);
 }

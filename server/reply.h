@@ -28,7 +28,8 @@ void srv_reply_stream_start(struct srv_http *h);
  * log line and counters. Exactly once per request. */
 void srv_request_done(struct srv_http *h, int status);
 
-/* --log-format json: one JSON object per line on stderr. */
+/* --log-format json: one JSON object per line on stderr; text: the core's
+ * format with control characters escaped. */
 void srv_log_use_json(bool json);
 
 #endif

@@ -70,6 +70,14 @@ static void load_metrics(struct evbuffer *b, const struct srv *s, const struct a
 	evbuffer_add_printf(b, "alice_inter_token_ms{quantile=\"0.95\"} %.3f\n", st->itl_p95_ms);
 	metric(b, "alice_requests_in_flight", "gauge", "Completion requests being answered.");
 	evbuffer_add_printf(b, "alice_requests_in_flight %d\n", s->n_gens);
+	metric(b, "alice_connections_open", "gauge", "Open HTTP connections (at most --max-connections).");
+	evbuffer_add_printf(b, "alice_connections_open %lld\n", (long long)s->metrics.conns_open);
+	metric(b, "alice_connections_deadline_closed_total", "counter",
+	       "Connections closed for not sending a whole request within --request-deadline.");
+	evbuffer_add_printf(b, "alice_connections_deadline_closed_total %llu\n",
+			    (unsigned long long)s->metrics.conns_deadline_closed);
+	metric(b, "alice_accept_errors_total", "counter", "accept() failures (out of descriptors, ...).");
+	evbuffer_add_printf(b, "alice_accept_errors_total %llu\n", (unsigned long long)s->metrics.accept_errors);
 	metric(b, "alice_model_loaded", "gauge", "1 once the model is loaded and the server is ready.");
 	evbuffer_add_printf(b, "alice_model_loaded %d\n", s->state == SRV_READY ? 1 : 0);
 }

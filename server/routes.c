@@ -14,10 +14,11 @@ const struct srv_route srv_routes[] = {
 	{"/v1/chat/completions", "/v1/chat/completions", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH,
 	 srv_route_chat},
 	{"/v1/completions", "/v1/completions", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_completions},
-	{"/tokenize", "/tokenize", EVHTTP_REQ_POST, POST_ALLOW, 0, srv_route_tokenize},
-	{"/detokenize", "/detokenize", EVHTTP_REQ_POST, POST_ALLOW, 0, srv_route_detokenize},
-	/* also while loading: the engine gauges read 0 */
-	{"/metrics", "/metrics", EVHTTP_REQ_GET, GET_ALLOW, SRV_ROUTE_ANYTIME, srv_route_metrics},
+	{"/tokenize", "/tokenize", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_tokenize},
+	{"/detokenize", "/detokenize", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_detokenize},
+	/* also while loading: the engine gauges read 0; --metrics-no-auth opens it */
+	{"/metrics", "/metrics", EVHTTP_REQ_GET, GET_ALLOW, SRV_ROUTE_AUTH | SRV_ROUTE_ANYTIME | SRV_ROUTE_SCRAPE,
+	 srv_route_metrics},
 };
 const size_t srv_n_routes = sizeof(srv_routes) / sizeof(srv_routes[0]);
 

@@ -4,8 +4,11 @@
  * live in three layers, each calling only the ones below it:
  *
  *   top     http.c      router, model loader, signals, shutdown (srv_run)
+ *           conn.c      connections: cap, accept back-off, request deadline,
+ *                       the early head check (key, framing) before a body
  *   middle  routes.c    the route table; one route_*.c / gen*.c per route
  *   bottom  reply.c     JSON/error replies, CORS, srv_request_done (log + count)
+ *           auth.c      the API key check
  *           queue.c     messages into the event thread, the one drain loop
  *           metrics.c   request counters;  sse.c: SSE framing
  *           openai.c    the wire format;   limits.c: operator caps;
@@ -48,7 +51,10 @@ struct srv_config {
 	bool log_json;
 	bool no_prefix_cache;      /* engine: never reuse a slot's KV */
 	const char *cors_origin;   /* NULL = no CORS headers */
-	int timeout_s;             /* evhttp read/write timeout */
+	int timeout_s;             /* evhttp read/write timeout: client inactivity */
+	int max_connections;       /* open connections at most; the listener pauses beyond */
+	int request_deadline_s;    /* a request's head and body must arrive within this */
+	bool metrics_no_auth;      /* /metrics without the API key */
 	struct srv_limits limits;  /* request caps (openai.h) */
 };
 
@@ -68,6 +74,7 @@ enum {
 	SRV_ROUTE_PREFIX = 1 << 0,  /* path is a prefix of one more segment (/v1/models/{id}) */
 	SRV_ROUTE_AUTH = 1 << 1,    /* needs the API key (when --api-key is set) */
 	SRV_ROUTE_ANYTIME = 1 << 2, /* answered while loading / stopping too */
+	SRV_ROUTE_SCRAPE = 1 << 3,  /* /metrics: open under --metrics-no-auth */
 };
 struct srv_route {
 	const char *path;
@@ -97,6 +104,7 @@ struct srv {
 	struct event_base *base;
 	struct evhttp *http;
 	struct evhttp_bound_socket *listener;
+	struct srv_conns *conns; /* connection tracking (conn.c) */
 	struct event *ev_sigint, *ev_sigterm, *ev_notify, *ev_shutdown;
 	struct srv_msgq q;
 

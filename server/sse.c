@@ -34,6 +34,16 @@ void srv_sse_send_json(struct evhttp_request *req, struct json_object *obj)
 	evbuffer_free(b);
 }
 
+void srv_sse_keepalive(struct evhttp_request *req)
+{
+	struct evbuffer *b = evbuffer_new();
+	if (!b)
+		return;
+	evbuffer_add(b, ": keep-alive\n\n", 14);
+	evhttp_send_reply_chunk(req, b);
+	evbuffer_free(b);
+}
+
 void srv_sse_finish(struct evhttp_request *req)
 {
 	struct evbuffer *b = evbuffer_new();

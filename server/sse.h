@@ -12,6 +12,8 @@ void srv_sse_start(struct evhttp_request *req);
 /* One event carrying `obj` serialized on one line (obj is borrowed). */
 void srv_sse_send_json(struct evhttp_request *req, struct json_object *obj);
 /* "data: [DONE]" and the end of the chunked reply (req is done after this). */
+/* ": keep-alive" comment: clients ignore it; proxies see traffic. */
+void srv_sse_keepalive(struct evhttp_request *req);
 void srv_sse_finish(struct evhttp_request *req);
 /* JSON text as sent by every route: plain, no slash escaping. Borrowed from obj. */
 const char *srv_json_text(struct json_object *obj, size_t *len);
