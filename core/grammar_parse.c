@@ -339,6 +339,37 @@ static int64_t new_class(struct parser *p, uint32_t neg)
 	return p->n_classes++;
 }
 
+static int cmp_range(const void *a, const void *b)
+{
+	const uint32_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* Sort a class's ranges and merge overlapping or adjacent ones (the same set
+ * of code points), so matching is a binary search and a negated class one
+ * pass: a class of thousands of ranges cannot make each step quadratic. The
+ * class's ranges are the last ones pushed. */
+static void normalize_class(struct parser *p, struct gclass *c)
+{
+	if (c->n < 2)
+		return;
+	uint32_t *r = p->ranges + c->off;
+	qsort(r, c->n, 2 * sizeof *r, cmp_range);
+	uint32_t o = 0;
+	for (uint32_t i = 1; i < c->n; i++) {
+		if (r[2 * i] <= r[2 * o + 1] || r[2 * i] - 1 == r[2 * o + 1]) {
+			if (r[2 * i + 1] > r[2 * o + 1])
+				r[2 * o + 1] = r[2 * i + 1];
+		} else {
+			o++;
+			r[2 * o] = r[2 * i];
+			r[2 * o + 1] = r[2 * i + 1];
+		}
+	}
+	c->n = o + 1;
+	p->n_ranges = c->off + 2 * c->n;
+}
+
 static int parse_class(struct parser *p, struct evec *e)
 {
 	size_t open = p->pos;
@@ -376,6 +407,7 @@ static int parse_class(struct parser *p, struct evec *e)
 		p->classes[ci].n++;
 	}
 	p->pos++; /* ] */
+	normalize_class(p, &p->classes[ci]);
 	if (!neg && p->classes[ci].n == 0)
 		return fail_at(p, open, ALICE_ERR_INVALID, "empty character class '[]' matches nothing");
 	return evec_push(p, e, GELEM_CLASS, (uint32_t)ci);
