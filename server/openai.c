@@ -538,6 +538,7 @@ static int parse_grammar(struct json_object *o, struct srv_gen_request *r, const
 	struct alice_error aerr = {{0}};
 	enum alice_status st = alice_grammar_parse(json_object_get_string(v), (size_t)json_object_get_string_len(v),
 						   &r->grammar, &aerr, NULL);
+	r->grammar_param = "grammar";
 	if (st == ALICE_ERR_NOMEM) {
 		srv_api_error_nomem(e);
 		return -1;
@@ -615,6 +616,7 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 		return -1;
 	}
 	r->grammar = g;
+	r->grammar_param = P;
 	return 0;
 }
 
