@@ -48,15 +48,18 @@ static inline int gelem_match(const struct alice_grammar *g, const struct gelem 
 {
 	if (e->type == GELEM_CHAR)
 		return e->arg == cp;
+	/* ranges are sorted and disjoint (grammar_parse.c normalizes classes) */
 	const struct gclass *c = &g->classes[e->arg];
 	const uint32_t *r = g->ranges + c->off;
-	int in = 0;
-	for (uint32_t i = 0; i < c->n; i++) {
-		if (cp >= r[2 * i] && cp <= r[2 * i + 1]) {
-			in = 1;
-			break;
-		}
+	uint32_t lo = 0, hi = c->n;
+	while (lo < hi) { /* first range whose end is >= cp */
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (r[2 * mid + 1] < cp)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	int in = lo < c->n && cp >= r[2 * lo];
 	return in != (int)c->neg;
 }
 
@@ -68,6 +71,12 @@ static inline int gelem_match(const struct alice_grammar *g, const struct gelem 
  * A set is a sorted list of stack ids, interned. A DFA state is (set, pending
  * UTF-8 prefix), interned, with a lazily filled 256-entry byte transition table,
  * so repeated walks over the token trie are table lookups. */
+/* Work budget of one mask (and of an accept/check per 64 bytes): stacks
+ * scanned plus work items expanded. A JSON grammar on a 128k vocabulary
+ * needs at most ~15k in a step (alice-grammar-bench), a 3,000-property
+ * schema ~110k; past the budget the call fails with ALICE_ERR_RANGE. At
+ * ~20 ns a unit this bounds one mask's matcher work near 10 ms. */
+#define GRAMMAR_OP_BUDGET (1ull << 19)
 #define GDFA_UNKNOWN (-1)
 #define GDFA_DEAD (-2)
 #define GDFA_ERROR (-3)
@@ -125,7 +134,8 @@ struct alice_grammar_state {
 	uint64_t *adv_match;
 	int64_t *adv_next;
 	uint32_t cap_adv, n_adv;
-	uint64_t op_work; /* expansion work in the current public call (budgeted) */
+	uint64_t op_work;  /* matcher work in the current public call: stacks scanned + expanded */
+	uint64_t op_limit; /* its budget: GRAMMAR_OP_BUDGET (more for a long accept/check) */
 	/* scratch for expansion */
 	uint64_t *work;
 	uint32_t cap_work;

@@ -10,7 +10,6 @@
 #include "grammar_internal.h"
 
 #define EXPAND_BUDGET (1u << 20)    /* work items per code point */
-#define OP_BUDGET (1ull << 24)      /* work items per mask / accept / check */
 #define COMPACT_DFA 10000u          /* DFA states (~1 KiB each) before the caches are rebuilt */
 #define COMPACT_STACKS (1u << 20)
 #define COMPACT_SET_ITEMS (1u << 22)
@@ -259,7 +258,7 @@ static int64_t expand(struct alice_grammar_state *st, uint32_t n_work)
 	}
 	while (n_work) {
 		uint64_t item = st->work[--n_work];
-		if (++budget > EXPAND_BUDGET || ++st->op_work > OP_BUDGET)
+		if (++budget > EXPAND_BUDGET || ++st->op_work > st->op_limit)
 			return -3;
 		int f = seen_first(st, item, &n_seen);
 		if (f < 0)
@@ -318,6 +317,8 @@ static int64_t advance_uncached(struct alice_grammar_state *st, uint32_t set, ui
 	const struct alice_grammar *g = st->g;
 	uint32_t n_work = 0;
 	const struct gset *s = &st->sets[set];
+	if ((st->op_work += s->n) > st->op_limit)
+		return -3;
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint32_t id = st->set_items[s->off + i];
 		if (id == 0)
@@ -373,6 +374,8 @@ static int64_t advance_set(struct alice_grammar_state *st, uint32_t set, uint32_
 	const struct gset *s = &st->sets[set];
 	if (s->n > 64)
 		return advance_uncached(st, set, cp);
+	if ((st->op_work += s->n) > st->op_limit)
+		return -3;
 	uint64_t m = 0;
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint32_t id = st->set_items[s->off + i];
@@ -403,6 +406,8 @@ static int64_t advance_set(struct alice_grammar_state *st, uint32_t set, uint32_
 	return r;
 }
 
+/* Does element e accept some code point of [lo,hi]? Class ranges are sorted,
+ * disjoint and never adjacent (grammar_parse.c), so this is one binary search. */
 static int class_meets(const struct alice_grammar *g, const struct gelem *e, uint32_t lo, uint32_t hi)
 {
 	if (lo > hi)
@@ -411,36 +416,31 @@ static int class_meets(const struct alice_grammar *g, const struct gelem *e, uin
 		return e->arg >= lo && e->arg <= hi;
 	const struct gclass *c = &g->classes[e->arg];
 	const uint32_t *r = g->ranges + c->off;
-	if (!c->neg) {
-		for (uint32_t i = 0; i < c->n; i++)
-			if (r[2 * i] <= hi && r[2 * i + 1] >= lo)
-				return 1;
-		return 0;
+	uint32_t a = 0, b = c->n;
+	while (a < b) { /* first range whose end is >= lo */
+		uint32_t mid = a + (b - a) / 2;
+		if (r[2 * mid + 1] < lo)
+			a = mid + 1;
+		else
+			b = mid;
 	}
-	/* negated: is some point of [lo,hi] outside every range? */
-	uint32_t x = lo;
-	for (;;) {
-		int moved = 0;
-		for (uint32_t i = 0; i < c->n; i++) {
-			if (x >= r[2 * i] && x <= r[2 * i + 1]) {
-				if (r[2 * i + 1] >= hi)
-					return 0;
-				x = r[2 * i + 1] + 1;
-				moved = 1;
-			}
-		}
-		if (!moved)
-			return 1;
-	}
+	if (!c->neg)
+		return a < c->n && r[2 * a] <= hi;
+	/* negated: some point of [lo,hi] lies outside every range unless one
+	 * range covers all of it (ranges are separated by gaps) */
+	return !(a < c->n && r[2 * a] <= lo && r[2 * a + 1] >= hi);
 }
 
-/* Can some stack of `set` take a code point in [lo,hi] (surrogates excluded)? */
+/* Can some stack of `set` take a code point in [lo,hi] (surrogates excluded)?
+ * -1: the work budget is spent. */
 static int set_meets(struct alice_grammar_state *st, uint32_t set, uint32_t lo, uint32_t hi)
 {
 	const struct alice_grammar *g = st->g;
 	if (hi > 0x10FFFF)
 		hi = 0x10FFFF;
 	const struct gset *s = &st->sets[set];
+	if ((st->op_work += s->n) > st->op_limit)
+		return -1;
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint32_t id = st->set_items[s->off + i];
 		if (id == 0)
@@ -500,7 +500,10 @@ int32_t gstate_step_slow(struct alice_grammar_state *st, int32_t d, uint8_t b)
 		uint32_t lo = acc << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
 		if (lo < utf8_min[len])
 			lo = utf8_min[len];
-		if (lo <= hi && set_meets(st, cur.set, lo, hi))
+		int meets = lo <= hi ? set_meets(st, cur.set, lo, hi) : 0;
+		if (meets < 0)
+			return GDFA_ERROR; /* not cached: the caller reports it */
+		if (meets)
 			res = dfa_intern(st, cur.set, acc, need, len);
 		goto done;
 	}
@@ -524,6 +527,7 @@ static int state_init(struct alice_grammar_state *st, const struct alice_grammar
 {
 	memset(st, 0, sizeof *st);
 	st->g = g;
+	st->op_limit = GRAMMAR_OP_BUDGET;
 	if (tab_init(&st->stack_tab, 1024) < 0 || tab_init(&st->set_tab, 256) < 0 ||
 	    tab_init(&st->dfa_tab, 256) < 0)
 		return -1;
@@ -685,6 +689,16 @@ enum alice_status gstate_maybe_compact(struct alice_grammar_state *st, struct al
 	return ALICE_OK;
 }
 
+/* The budget of an accept/check of n bytes: one op's budget per started 64
+ * bytes (a token is short; a long text fed at once may do more work). The
+ * transitions along a sampled token were mostly computed by the mask already. */
+static void gstate_budget_bytes(struct alice_grammar_state *st, size_t n)
+{
+	st->op_work = 0;
+	uint64_t k = 1 + n / 64;
+	st->op_limit = k > UINT64_MAX / GRAMMAR_OP_BUDGET ? UINT64_MAX : k * GRAMMAR_OP_BUDGET;
+}
+
 /* Walk bytes from the current state: final DFA state, GDFA_DEAD or GDFA_ERROR. */
 static int32_t walk(struct alice_grammar_state *st, const uint8_t *b, size_t n)
 {
@@ -701,7 +715,7 @@ enum alice_status alice_grammar_state_accept_bytes(struct alice_grammar_state *s
 	enum alice_status rc = gstate_maybe_compact(st, err);
 	if (rc != ALICE_OK)
 		return rc;
-	st->op_work = 0;
+	gstate_budget_bytes(st, n);
 	int32_t d = walk(st, bytes, n);
 	if (d == GDFA_ERROR)
 		return expand_fail(-3, err);
@@ -713,7 +727,7 @@ enum alice_status alice_grammar_state_accept_bytes(struct alice_grammar_state *s
 
 bool alice_grammar_state_check_bytes(struct alice_grammar_state *st, const void *bytes, size_t n)
 {
-	st->op_work = 0;
+	gstate_budget_bytes(st, n);
 	return walk(st, bytes, n) >= 0;
 }
 

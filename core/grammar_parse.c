@@ -41,6 +41,8 @@ struct parser {
 	uint32_t n_classes;
 	size_t cap_classes;
 	uint64_t total_elems;
+	uint32_t *uhash; /* user rules by name: open addressing, rule index + 1 (0 = empty) */
+	uint32_t cap_uhash, n_uhash;
 	struct alice_error *err;
 	struct alice_grammar_errpos *epos;
 	enum alice_status st;
@@ -151,13 +153,59 @@ static int64_t add_rule(struct parser *p, const char *name, size_t nlen, size_t 
 	return p->n_rules++;
 }
 
+static uint32_t name_hash(const char *name, size_t nlen)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (size_t i = 0; i < nlen; i++)
+		h = (h ^ (unsigned char)name[i]) * 16777619u;
+	return h;
+}
+
+/* Insert rule `idx` (a user rule) into the name table, growing it at 1/2 load. */
+static int uhash_insert(struct parser *p, uint32_t idx)
+{
+	if ((uint64_t)(p->n_uhash + 1) * 2 > p->cap_uhash) {
+		uint32_t nc = p->cap_uhash ? p->cap_uhash * 2 : 256;
+		uint32_t *nt = calloc(nc, sizeof *nt);
+		if (!nt)
+			return nomem(p);
+		for (uint32_t i = 0; i < p->cap_uhash; i++) {
+			if (!p->uhash[i])
+				continue;
+			const char *nm = p->rules[p->uhash[i] - 1].name;
+			uint32_t h = name_hash(nm, strlen(nm)) & (nc - 1);
+			while (nt[h])
+				h = (h + 1) & (nc - 1);
+			nt[h] = p->uhash[i];
+		}
+		free(p->uhash);
+		p->uhash = nt;
+		p->cap_uhash = nc;
+	}
+	const char *nm = p->rules[idx].name;
+	uint32_t h = name_hash(nm, strlen(nm)) & (p->cap_uhash - 1);
+	while (p->uhash[h])
+		h = (h + 1) & (p->cap_uhash - 1);
+	p->uhash[h] = idx + 1;
+	p->n_uhash++;
+	return 0;
+}
+
+/* O(1) expected: a hash lookup (a linear scan made big grammars quadratic). */
 static int64_t find_or_add_user_rule(struct parser *p, const char *name, size_t nlen, size_t off)
 {
-	for (uint32_t i = 0; i < p->n_rules; i++)
-		if (p->rules[i].user && strlen(p->rules[i].name) == nlen &&
-		    memcmp(p->rules[i].name, name, nlen) == 0)
-			return i;
-	return add_rule(p, name, nlen, off, 0, 1);
+	if (p->cap_uhash) {
+		for (uint32_t h = name_hash(name, nlen) & (p->cap_uhash - 1); p->uhash[h];
+		     h = (h + 1) & (p->cap_uhash - 1)) {
+			const struct prule *r = &p->rules[p->uhash[h] - 1];
+			if (strncmp(r->name, name, nlen) == 0 && r->name[nlen] == 0)
+				return p->uhash[h] - 1;
+		}
+	}
+	int64_t idx = add_rule(p, name, nlen, off, 0, 1);
+	if (idx < 0 || uhash_insert(p, (uint32_t)idx) < 0)
+		return -1;
+	return idx;
 }
 
 static int64_t add_helper(struct parser *p, uint32_t origin, size_t off)
@@ -291,6 +339,37 @@ static int64_t new_class(struct parser *p, uint32_t neg)
 	return p->n_classes++;
 }
 
+static int cmp_range(const void *a, const void *b)
+{
+	const uint32_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* Sort a class's ranges and merge overlapping or adjacent ones (the same set
+ * of code points), so matching is a binary search and a negated class one
+ * pass: a class of thousands of ranges cannot make each step quadratic. The
+ * class's ranges are the last ones pushed. */
+static void normalize_class(struct parser *p, struct gclass *c)
+{
+	if (c->n < 2)
+		return;
+	uint32_t *r = p->ranges + c->off;
+	qsort(r, c->n, 2 * sizeof *r, cmp_range);
+	uint32_t o = 0;
+	for (uint32_t i = 1; i < c->n; i++) {
+		if (r[2 * i] <= r[2 * o + 1] || r[2 * i] - 1 == r[2 * o + 1]) {
+			if (r[2 * i + 1] > r[2 * o + 1])
+				r[2 * o + 1] = r[2 * i + 1];
+		} else {
+			o++;
+			r[2 * o] = r[2 * i];
+			r[2 * o + 1] = r[2 * i + 1];
+		}
+	}
+	c->n = o + 1;
+	p->n_ranges = c->off + 2 * c->n;
+}
+
 static int parse_class(struct parser *p, struct evec *e)
 {
 	size_t open = p->pos;
@@ -328,6 +407,7 @@ static int parse_class(struct parser *p, struct evec *e)
 		p->classes[ci].n++;
 	}
 	p->pos++; /* ] */
+	normalize_class(p, &p->classes[ci]);
 	if (!neg && p->classes[ci].n == 0)
 		return fail_at(p, open, ALICE_ERR_INVALID, "empty character class '[]' matches nothing");
 	return evec_push(p, e, GELEM_CLASS, (uint32_t)ci);
@@ -999,6 +1079,7 @@ enum alice_status alice_grammar_parse(const char *text, size_t len, struct alice
 	for (uint32_t r = 0; r < p.n_rules; r++)
 		free(p.rules[r].body.v);
 	free(p.rules);
+	free(p.uhash);
 	*out = g;
 	return ALICE_OK;
 fail:
@@ -1012,5 +1093,6 @@ fail:
 	free(p.rules);
 	free(p.ranges);
 	free(p.classes);
+	free(p.uhash);
 	return p.st ? p.st : ALICE_ERR_INVALID;
 }

@@ -183,6 +183,7 @@ enum alice_status alice_grammar_state_mask(struct alice_grammar_state *st,
 		return rc;
 	st->mstamp++;
 	st->op_work = 0;
+	st->op_limit = GRAMMAR_OP_BUDGET;
 	struct gmask_cache *slot = &st->mcache[0];
 	for (int i = 0; i < GMASK_CACHE; i++) {
 		struct gmask_cache *c = &st->mcache[i];

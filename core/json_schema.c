@@ -44,6 +44,8 @@ void js_sb_lit(struct alice_sbuf *s, const char *t, size_t n)
 struct rule {
 	char *name;
 	char *body;
+	char *base;      /* the cleaned hint the name was made from (for dedupe) */
+	uint32_t next_k; /* when this rule's name is a base: next "-k" suffix to try */
 };
 
 struct refent {
@@ -57,6 +59,12 @@ struct js_conv {
 	size_t n_rules, cap_rules;
 	struct refent *refs;
 	size_t n_refs, cap_refs;
+	/* hash tables (open addressing, rule index + 1; 0 = empty) so adding a
+	 * rule is O(1) expected: rules by name, and by (base, body) for dedupe */
+	uint32_t *by_name, *by_body;
+	uint32_t cap_hash;
+	size_t max_bytes; /* 0 = no cap; else the GBNF may not grow past this */
+	size_t bytes;     /* GBNF bytes of the rules added so far */
 	unsigned prims;
 	int depth;
 	int failed;
@@ -98,12 +106,84 @@ static void path_pop(struct js_conv *c, size_t old)
 	c->path[old] = 0;
 }
 
-/* Add rule `hint` ::= body (takes body). Same body as an earlier helper with
- * the same hint -> that rule. Returns the (borrowed) unique name. */
+static uint32_t str_hash(const char *t, uint32_t h)
+{
+	for (; *t; t++)
+		h = (h ^ (unsigned char)*t) * 16777619u; /* FNV-1a */
+	return h;
+}
+
+static uint32_t body_key(const char *base, const char *body)
+{
+	return str_hash(body, str_hash(base, 2166136261u) ^ 0x9e3779b9u);
+}
+
+static void hash_put(uint32_t *tab, uint32_t cap, uint32_t h, uint32_t idx)
+{
+	for (h &= cap - 1; tab[h]; h = (h + 1) & (cap - 1))
+		;
+	tab[h] = idx + 1;
+}
+
+/* Keep both tables at most half full. */
+static int hash_reserve(struct js_conv *c)
+{
+	if ((uint64_t)(c->n_rules + 1) * 2 <= c->cap_hash)
+		return 0;
+	uint32_t nc = c->cap_hash ? c->cap_hash * 2 : 256;
+	uint32_t *a = calloc(nc, sizeof *a), *b = calloc(nc, sizeof *b);
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return -1;
+	}
+	for (size_t i = 0; i < c->n_rules; i++) {
+		hash_put(a, nc, str_hash(c->rules[i].name, 2166136261u), (uint32_t)i);
+		hash_put(b, nc, body_key(c->rules[i].base, c->rules[i].body), (uint32_t)i);
+	}
+	free(c->by_name);
+	free(c->by_body);
+	c->by_name = a;
+	c->by_body = b;
+	c->cap_hash = nc;
+	return 0;
+}
+
+static int64_t find_name(const struct js_conv *c, const char *name)
+{
+	if (!c->cap_hash)
+		return -1;
+	for (uint32_t h = str_hash(name, 2166136261u) & (c->cap_hash - 1); c->by_name[h];
+	     h = (h + 1) & (c->cap_hash - 1))
+		if (strcmp(c->rules[c->by_name[h] - 1].name, name) == 0)
+			return c->by_name[h] - 1;
+	return -1;
+}
+
+/* Count `n` more bytes of GBNF; past the cap, fail with ALICE_ERR_RANGE. */
+static int count_bytes(struct js_conv *c, size_t n)
+{
+	c->bytes += n;
+	if (c->max_bytes && c->bytes > c->max_bytes) {
+		js_fail(c, ALICE_ERR_RANGE, "the grammar made from this schema is larger than %zu bytes",
+			c->max_bytes);
+		return -1;
+	}
+	return 0;
+}
+
+/* Add rule `hint` ::= body (takes body). Same body as an earlier rule with
+ * the same hint -> that rule. Returns the (borrowed) unique name. O(1)
+ * expected per call, and the GBNF size is counted against the cap here, so a
+ * big schema fails as soon as its grammar passes the cap. */
 const char *js_add_rule(struct js_conv *c, const char *hint, char *body)
 {
 	if (!body)
 		return js_oom(c);
+	if (c->failed) {
+		free(body);
+		return NULL;
+	}
 	char base[80];
 	size_t o = 0;
 	for (const char *h = hint; *h && o < sizeof base - 12; h++) {
@@ -119,35 +199,51 @@ const char *js_add_rule(struct js_conv *c, const char *hint, char *body)
 	base[o] = 0;
 	if (!o)
 		strcpy(base, "r");
-	char name[96];
-	snprintf(name, sizeof name, "%s", base);
-	for (unsigned k = 1;; k++) {
-		int taken = 0;
-		for (size_t i = 0; i < c->n_rules; i++) {
-			if (strcmp(c->rules[i].name, name) == 0) {
-				if (c->rules[i].body && strcmp(c->rules[i].body, body) == 0) {
-					free(body);
-					return c->rules[i].name;
-				}
-				taken = 1;
-				break;
+	if (c->cap_hash) {
+		for (uint32_t h = body_key(base, body) & (c->cap_hash - 1); c->by_body[h];
+		     h = (h + 1) & (c->cap_hash - 1)) {
+			const struct rule *r = &c->rules[c->by_body[h] - 1];
+			if (strcmp(r->base, base) == 0 && strcmp(r->body, body) == 0) {
+				free(body);
+				return r->name;
 			}
 		}
-		if (!taken)
-			break;
-		snprintf(name, sizeof name, "%s-%u", base, k);
 	}
-	if (!alice_grow((void **)&c->rules, &c->cap_rules, c->n_rules + 1, sizeof *c->rules)) {
+	char name[96];
+	snprintf(name, sizeof name, "%s", base);
+	int64_t b = find_name(c, name);
+	if (b >= 0) {
+		uint32_t k = c->rules[b].next_k ? c->rules[b].next_k : 1;
+		for (;; k++) {
+			snprintf(name, sizeof name, "%s-%u", base, k);
+			if (find_name(c, name) < 0)
+				break;
+		}
+		c->rules[b].next_k = k + 1;
+	}
+	if (count_bytes(c, strlen(name) + strlen(body) + 6) < 0) { /* "name ::= body\n" */
+		free(body);
+		return NULL;
+	}
+	if (!alice_grow((void **)&c->rules, &c->cap_rules, c->n_rules + 1, sizeof *c->rules) ||
+	    hash_reserve(c) < 0) {
 		free(body);
 		return js_oom(c);
 	}
-	char *nm = strdup(name);
-	if (!nm) {
+	char *nm = strdup(name), *bs = strdup(base);
+	if (!nm || !bs) {
+		free(nm);
+		free(bs);
 		free(body);
 		return js_oom(c);
 	}
-	c->rules[c->n_rules].name = nm;
-	c->rules[c->n_rules].body = body;
+	struct rule *r = &c->rules[c->n_rules];
+	r->name = nm;
+	r->body = body;
+	r->base = bs;
+	r->next_k = 0;
+	hash_put(c->by_name, c->cap_hash, str_hash(nm, 2166136261u), (uint32_t)c->n_rules);
+	hash_put(c->by_body, c->cap_hash, body_key(bs, body), (uint32_t)c->n_rules);
 	return c->rules[c->n_rules++].name;
 }
 
@@ -457,8 +553,12 @@ static char *resolve_ref(struct js_conv *c, const char *ref)
 	memcpy(c->path, saved, sizeof saved);
 	if (!body)
 		return NULL;
+	size_t old_len = strlen(c->rules[idx].body);
 	free(c->rules[idx].body);
-	c->rules[idx].body = body;
+	c->rules[idx].body = body; /* the by_body entry keeps the placeholder's key: it is never found */
+	if (count_bytes(c, strlen(body)) < 0)
+		return NULL;
+	c->bytes -= old_len;
 	return strdup(nmc);
 }
 
@@ -490,24 +590,38 @@ static char *visit_object(struct js_conv *c, struct json_object *o, const char *
 			return js_fail(c, ALICE_ERR_INVALID, "'additionalProperties' must be a boolean or a schema");
 		}
 	}
-	/* check required names */
+	/* check required names; reqset: the names as keys (O(1) lookups below) */
 	size_t n_req = req ? json_object_array_length(req) : 0;
+	struct json_object *reqset = json_object_new_object();
+	if (!reqset) {
+		free(addl_expr);
+		return js_oom(c);
+	}
 	for (size_t i = 0; i < n_req; i++) {
 		struct json_object *e = json_object_array_get_idx(req, i);
 		if (!json_object_is_type(e, json_type_string)) {
 			free(addl_expr);
+			json_object_put(reqset);
 			return js_fail(c, ALICE_ERR_INVALID, "'required' entries must be strings");
 		}
 		struct json_object *dummy;
 		if (!props || !json_object_object_get_ex(props, json_object_get_string(e), &dummy)) {
 			free(addl_expr);
+			json_object_put(reqset);
 			return js_fail(c, ALICE_ERR_UNSUPPORTED,
 				     "required property '%.60s' is not declared in 'properties'",
 				     json_object_get_string(e));
 		}
+		if (json_object_object_add(reqset, json_object_get_string(e), NULL) != 0) {
+			free(addl_expr);
+			json_object_put(reqset);
+			return js_oom(c);
+		}
 	}
-	if (!props && (!has_addl || (addl_any && !addl_expr)))
+	if (!props && (!has_addl || (addl_any && !addl_expr))) {
+		json_object_put(reqset);
 		return js_use(c, P_OBJECT); /* any object */
+	}
 	if (addl_any && !addl_expr)
 		addl_expr = js_use(c, P_VALUE);
 	free(js_use(c, P_SPACE));
@@ -553,9 +667,8 @@ static char *visit_object(struct js_conv *c, struct json_object *o, const char *
 				js_oom(c);
 				goto out;
 			}
-			for (size_t i = 0; i < n_req; i++)
-				if (strcmp(json_object_get_string(json_object_array_get_idx(req, i)), key) == 0)
-					required[k] = 1;
+			struct json_object *dummy;
+			required[k] = json_object_object_get_ex(reqset, key, &dummy);
 			k++;
 		}
 	}
@@ -573,7 +686,34 @@ static char *visit_object(struct js_conv *c, struct json_object *o, const char *
 		required[k] = 0;
 		k++;
 	}
-	/* rest_i: what may follow once something was written, from item i on */
+	/* Items in order; a required one cannot be skipped. rest_j is what may
+	 * follow once an item before j was written: item j (after a comma; optional
+	 * unless required) then rest_{j+1}. The object is kv_i rest_{i+1} for each
+	 * i up to the first required item: one rule per item and one alternative
+	 * per leading optional item, so the GBNF grows linearly with the number
+	 * of properties (listing every tail in every alternative was quadratic). */
+	char **rest = calloc(k + 1, sizeof *rest);
+	if (!rest) {
+		js_oom(c);
+		goto out;
+	}
+	for (size_t j = k; j-- > 1;) {
+		struct alice_sbuf rs = {0};
+		alice_sb_addf(&rs, required[j] ? "\",\" space %s" : "(\",\" space %s)?", kv[j]);
+		if (rest[j + 1])
+			alice_sb_addf(&rs, " %s", rest[j + 1]);
+		char hint[200];
+		snprintf(hint, sizeof hint, "%s-rest", kv[j]);
+		const char *rn = js_add_rule(c, hint, alice_sb_take(&rs));
+		if (!rn || !(rest[j] = strdup(rn))) {
+			if (rn)
+				js_oom(c);
+			for (size_t i = 0; i <= k; i++)
+				free(rest[i]);
+			free(rest);
+			goto out;
+		}
+	}
 	struct alice_sbuf body = {0};
 	int any_required = 0;
 	for (size_t i = 0; i < k; i++)
@@ -586,11 +726,14 @@ static char *visit_object(struct js_conv *c, struct json_object *o, const char *
 	for (size_t i = 0; i < k; i++) {
 		alice_sb_add(&body, alts++ ? " | " : "");
 		alice_sb_add(&body, kv[i]);
-		for (size_t j = i + 1; j < k; j++)
-			alice_sb_addf(&body, required[j] ? " \",\" space %s" : " (\",\" space %s)?", kv[j]);
+		if (rest[i + 1])
+			alice_sb_addf(&body, " %s", rest[i + 1]);
 		if (required[i])
 			break; /* a required item cannot be skipped */
 	}
+	for (size_t i = 0; i <= k; i++)
+		free(rest[i]);
+	free(rest);
 	alice_sb_add(&body, ")");
 	if (!any_required)
 		alice_sb_add(&body, " )?");
@@ -611,6 +754,7 @@ out:
 	free(kv);
 	free(required);
 	free(addl_expr);
+	json_object_put(reqset);
 	return res;
 }
 
@@ -969,8 +1113,11 @@ static void conv_free(struct js_conv *c)
 	for (size_t i = 0; i < c->n_rules; i++) {
 		free(c->rules[i].name);
 		free(c->rules[i].body);
+		free(c->rules[i].base);
 	}
 	free(c->rules);
+	free(c->by_name);
+	free(c->by_body);
 	for (size_t i = 0; i < c->n_refs; i++) {
 		free(c->refs[i].ref);
 		free(c->refs[i].name);
@@ -982,10 +1129,10 @@ static void conv_free(struct js_conv *c)
  * that the output is usable: e.g. a $ref cycle with no base case). The
  * text is the converter's intermediate form; callers that want a grammar
  * get the compiled one and never parse the text again. */
-static enum alice_status convert(struct json_object *schema, char **gbnf, struct alice_grammar **grammar,
-				 struct alice_error *err)
+static enum alice_status convert(struct json_object *schema, size_t max_bytes, char **gbnf,
+				 struct alice_grammar **grammar, struct alice_error *err)
 {
-	struct js_conv c = {.root = schema, .err = err};
+	struct js_conv c = {.root = schema, .err = err, .max_bytes = max_bytes};
 	*gbnf = NULL;
 	*grammar = NULL;
 	char *top = visit(&c, schema, "root");
@@ -1033,6 +1180,12 @@ static enum alice_status convert(struct json_object *schema, char **gbnf, struct
 	char *text = alice_sb_take(&s);
 	if (!text)
 		return alice_fail(err, ALICE_ERR_NOMEM, "json schema: out of memory");
+	if (max_bytes && strlen(text) > max_bytes) {
+		size_t n = strlen(text);
+		free(text);
+		return alice_fail(err, ALICE_ERR_RANGE, "json schema: the grammar made from this schema is %zu bytes, more than %zu",
+				  n, max_bytes);
+	}
 	struct alice_grammar *g = NULL;
 	struct alice_error gerr;
 	enum alice_status st = alice_grammar_parse(text, strlen(text), &g, &gerr, NULL);
@@ -1049,18 +1202,24 @@ enum alice_status alice_json_schema_obj_to_gbnf(struct json_object *schema, char
 						struct alice_error *err)
 {
 	struct alice_grammar *g = NULL;
-	enum alice_status st = convert(schema, gbnf, &g, err);
+	enum alice_status st = convert(schema, 0, gbnf, &g, err);
 	alice_grammar_free(g);
+	return st;
+}
+
+enum alice_status alice_json_schema_to_grammar_capped(struct json_object *schema, size_t max_bytes,
+						      struct alice_grammar **out, struct alice_error *err)
+{
+	char *text = NULL;
+	enum alice_status st = convert(schema, max_bytes, &text, out, err);
+	free(text);
 	return st;
 }
 
 enum alice_status alice_json_schema_to_grammar(struct json_object *schema, struct alice_grammar **out,
 					       struct alice_error *err)
 {
-	char *text = NULL;
-	enum alice_status st = convert(schema, &text, out, err);
-	free(text);
-	return st;
+	return alice_json_schema_to_grammar_capped(schema, 0, out, err);
 }
 
 /* One JSON document (a bare scalar too; trailing whitespace allowed). */
@@ -1108,7 +1267,7 @@ static enum alice_status convert_text(const char *json, size_t len, char **gbnf,
 	enum alice_status st = parse_json_text(json, len, &o, err);
 	if (st != ALICE_OK)
 		return st;
-	st = convert(o, &text, &g, err);
+	st = convert(o, 0, &text, &g, err);
 	json_object_put(o);
 	if (gbnf)
 		*gbnf = text;

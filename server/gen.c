@@ -15,6 +15,7 @@
  * event that cannot be copied cancels its choice, which then ends as a 500. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,8 +167,11 @@ static void gen_cancel(struct srv_gen *g)
 			alice_engine_cancel(g->srv->engine, g->choices[i].engine_id);
 }
 
+static void prep_wait_idle(void);
+
 void srv_gen_cancel_all(struct srv *s)
 {
+	prep_wait_idle(); /* no prep worker may touch the model after this */
 	for (struct srv_gen *g = s->gens; g; g = g->next)
 		gen_cancel(g);
 }
@@ -481,9 +485,12 @@ static enum alice_status gen_submit(struct srv_gen *g, const struct gen_plan *p,
 		q.on_event = on_engine_event;
 		q.user = c;
 		enum alice_status st = ALICE_OK;
-		if (p->r.grammar)
+		if (p->r.grammar) {
 			st = alice_grammar_constraint_create(p->r.grammar, s->grammar_vocab, alice_model_tokenizer(s->model),
 							     &q.grammar, aerr);
+			if (st == ALICE_ERR_RANGE) /* the grammar's fault (gen_prepare checks this first): 400 */
+				st = ALICE_ERR_INVALID;
+		}
 		if (st == ALICE_OK)
 			st = alice_engine_submit(s->engine, &q, &c->engine_id, aerr);
 		if (st != ALICE_OK) {
@@ -533,24 +540,19 @@ static void gen_start_reply(struct srv_gen *g)
 	}
 }
 
-static void gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const char *body, size_t len)
+/* A prepared plan on the event thread: create the generation, submit, reply. */
+static void gen_start(struct srv *s, struct srv_http *h, struct gen_plan *p)
 {
-	struct gen_plan p;
 	struct srv_api_error e;
-	if (gen_prepare(s, kind, body, len, &p, &e) != 0) {
-		gen_plan_free(&p);
-		srv_reply_error(h, &e);
-		return;
-	}
-	struct srv_gen *g = gen_create(s, h, &p);
+	struct srv_gen *g = gen_create(s, h, p);
 	if (!g) {
-		gen_plan_free(&p);
+		gen_plan_free(p);
 		srv_reply_nomem(h);
 		return;
 	}
 	struct alice_error aerr = {{0}};
-	enum alice_status st = gen_submit(g, &p, &aerr);
-	gen_plan_free(&p);
+	enum alice_status st = gen_submit(g, p, &aerr);
+	gen_plan_free(p);
 	if (st != ALICE_OK) {
 		submit_error(g, st, &aerr, &e);
 		gen_cancel(g);
@@ -561,6 +563,172 @@ static void gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, co
 		return;
 	}
 	gen_start_reply(g);
+}
+
+/* ---- preparing off the event thread ----
+ *
+ * gen_prepare (parse the body, convert a JSON schema, compile a grammar,
+ * render and tokenize) costs up to tens of ms on a large body, so it runs
+ * on a prep worker: the event thread copies the body, queues a job and goes
+ * back to serving (/health keeps answering); the worker posts the job back
+ * through the message queue and gen_prep_done finishes it on the event
+ * thread. At most PREP_WORKERS workers run; they exit when the queue is
+ * empty. A job counts in s->n_gens, so a graceful shutdown waits for it, and
+ * srv_gen_cancel_all waits until no worker touches the model any more (it
+ * runs before teardown frees the model). */
+#define PREP_WORKERS 2
+
+struct prep_job {
+	struct srv_msg base;
+	struct prep_job *qnext;
+	struct srv *srv;
+	struct srv_http http; /* http.req NULL once the connection closed */
+	struct evhttp_connection *evcon;
+	enum srv_kind kind;
+	char *body;
+	size_t len;
+	struct gen_plan plan;
+	struct srv_api_error e;
+	int rc;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t idle;
+	struct prep_job *head, *tail;
+	int n_workers;
+	int n_busy; /* jobs queued or being prepared */
+} prep = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0};
+
+static void prep_run(struct prep_job *j)
+{
+	j->rc = gen_prepare(j->srv, j->kind, j->body, j->len, &j->plan, &j->e);
+	free(j->body);
+	j->body = NULL;
+}
+
+static void *prep_worker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&prep.mu);
+		struct prep_job *j = prep.head;
+		if (!j) {
+			prep.n_workers--;
+			pthread_mutex_unlock(&prep.mu);
+			return NULL;
+		}
+		prep.head = j->qnext;
+		if (!prep.head)
+			prep.tail = NULL;
+		pthread_mutex_unlock(&prep.mu);
+		struct srv *s = j->srv;
+		prep_run(j);
+		srv_msgq_post(&s->q, &j->base); /* j belongs to the event thread now */
+		pthread_mutex_lock(&prep.mu);
+		if (--prep.n_busy == 0)
+			pthread_cond_broadcast(&prep.idle);
+		pthread_mutex_unlock(&prep.mu);
+	}
+}
+
+/* Wait until no job is queued or being prepared (bounded: a job's work is
+ * bounded by --max-body and the grammar caps). */
+static void prep_wait_idle(void)
+{
+	pthread_mutex_lock(&prep.mu);
+	while (prep.n_busy > 0)
+		pthread_cond_wait(&prep.idle, &prep.mu);
+	pthread_mutex_unlock(&prep.mu);
+}
+
+/* evhttp closes the connection while the job is out (client gone, shutdown). */
+static void prep_conn_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct prep_job *j = arg;
+	j->evcon = NULL;
+	if (j->http.req && !evhttp_request_get_connection(j->http.req))
+		evhttp_request_free(j->http.req); /* detached by evhttp: ours to free */
+	j->http.req = NULL;
+	(void)evcon;
+}
+
+static void gen_prep_done(struct srv_msg *m, void *ctx)
+{
+	struct prep_job *j = (struct prep_job *)m;
+	struct srv *s = ctx;
+	s->n_gens--;
+	if (j->evcon)
+		evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+	if (!s->base || !j->http.req) { /* torn down, or the client left meanwhile */
+		if (s->base)
+			srv_request_done(&j->http, 499);
+		gen_plan_free(&j->plan);
+		free(j);
+		return;
+	}
+	if (j->rc != 0) {
+		gen_plan_free(&j->plan);
+		srv_reply_error(&j->http, &j->e);
+	} else {
+		gen_start(s, &j->http, &j->plan);
+	}
+	free(j);
+}
+
+static void gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const char *body, size_t len)
+{
+	struct prep_job *j = calloc(1, sizeof(*j));
+	char *copy = j ? malloc(len + 1) : NULL;
+	if (!copy) {
+		free(j);
+		srv_reply_nomem(h);
+		return;
+	}
+	memcpy(copy, body, len);
+	copy[len] = 0;
+	j->base.run = gen_prep_done;
+	j->srv = s;
+	j->http = *h;
+	j->kind = kind;
+	j->body = copy;
+	j->len = len;
+	s->n_gens++;
+	pthread_mutex_lock(&prep.mu);
+	prep.n_busy++;
+	if (prep.tail)
+		prep.tail->qnext = j;
+	else
+		prep.head = j;
+	prep.tail = j;
+	bool spawn = prep.n_workers < PREP_WORKERS;
+	if (spawn)
+		prep.n_workers++;
+	pthread_mutex_unlock(&prep.mu);
+	if (spawn) {
+		pthread_t t;
+		pthread_attr_t at;
+		bool ok = pthread_attr_init(&at) == 0;
+		if (ok) {
+			pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+			ok = pthread_create(&t, &at, prep_worker, NULL) == 0;
+			pthread_attr_destroy(&at);
+		}
+		if (!ok) {
+			pthread_mutex_lock(&prep.mu);
+			bool none = prep.n_workers == 1; /* only the one we failed to start */
+			if (!none)
+				prep.n_workers--;
+			pthread_mutex_unlock(&prep.mu);
+			if (none) /* no worker at all: prepare here (it counts itself out) */
+				prep_worker(NULL);
+		}
+	}
+	/* after queueing: a job finished inline has already been posted, and its
+	 * closecb must not point at it; the message runs only after we return */
+	j->evcon = h->req ? evhttp_request_get_connection(h->req) : NULL;
+	if (j->evcon)
+		evhttp_connection_set_closecb(j->evcon, prep_conn_close, j);
 }
 
 void srv_route_chat(struct srv *s, struct srv_http *h, const char *body, size_t len)

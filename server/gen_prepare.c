@@ -106,6 +106,26 @@ static int check_context(struct srv *s, const struct gen_plan *p, struct srv_api
 	return 0;
 }
 
+/* The grammar can start: its initial state is within the matcher's limits
+ * (live stacks, work budget). A grammar too ambiguous to start is the
+ * request's fault, a 400, never a 503 a client would retry. Bounded: one
+ * state creation is one budgeted matcher operation (grammar.h). */
+static int check_grammar_starts(const struct gen_plan *p, struct srv_api_error *e)
+{
+	struct alice_grammar_state *gs = NULL;
+	struct alice_error aerr = {{0}};
+	enum alice_status st = alice_grammar_state_create(p->r.grammar, &gs, &aerr);
+	alice_grammar_state_free(gs);
+	if (st == ALICE_OK)
+		return 0;
+	if (st == ALICE_ERR_NOMEM)
+		srv_api_error_nomem(e);
+	else
+		srv_api_error_invalid(e, p->r.grammar_param ? p->r.grammar_param : "grammar",
+				      "the grammar cannot be used: %s", aerr.msg);
+	return -1;
+}
+
 /* Token ids of logit_bias, the choices against the server's capacity, and
  * whether a grammar can be used at all. */
 static int check_server(struct srv *s, const struct gen_plan *p, struct srv_api_error *e)
@@ -122,6 +142,8 @@ static int check_server(struct srv *s, const struct gen_plan *p, struct srv_api_
 				  "grammars are unavailable: the token trie could not be built at load");
 		return -1;
 	}
+	if (p->r.grammar && check_grammar_starts(p, e) != 0)
+		return -1;
 	size_t n_seq = p->n_prompts * (size_t)p->r.n;
 	if (n_seq > (size_t)s->cfg.queue + (size_t)s->cfg.n_parallel) {
 		srv_api_error_invalid(e, "n",

@@ -543,6 +543,7 @@ static int parse_grammar(struct json_object *o, struct srv_gen_request *r, const
 	struct alice_error aerr = {{0}};
 	enum alice_status st = alice_grammar_parse(json_object_get_string(v), (size_t)json_object_get_string_len(v),
 						   &r->grammar, &aerr, NULL);
+	r->grammar_param = "grammar";
 	if (st == ALICE_ERR_NOMEM) {
 		srv_api_error_nomem(e);
 		return -1;
@@ -555,8 +556,11 @@ static int parse_grammar(struct json_object *o, struct srv_gen_request *r, const
 }
 
 /* response_format: "text", "json_object" (any JSON object) or "json_schema"
- * (json_schema.schema). Both JSON modes become a compiled grammar. */
-static int parse_response_format(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+ * (json_schema.schema). Both JSON modes become a compiled grammar. The
+ * grammar-size cap is enforced while converting (a schema whose grammar
+ * passes it stops there: 413), so conversion and compile are bounded by it. */
+static int parse_response_format(struct json_object *o, struct srv_gen_request *r, const struct srv_limits *lim,
+				 struct srv_api_error *e)
 {
 	const char *P = "response_format";
 	struct json_object *v = field(o, P), *t, *js, *schema;
@@ -592,7 +596,8 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 			srv_api_error_invalid(e, P, "'response_format.json_schema.schema' must be a JSON Schema object");
 			return -1;
 		}
-		st = alice_json_schema_to_grammar(schema, &g, &aerr);
+		st = alice_json_schema_to_grammar_capped(
+			schema, lim && lim->max_grammar_bytes > 0 ? (size_t)lim->max_grammar_bytes : 0, &g, &aerr);
 	} else {
 		srv_api_error_invalid(e, P, "response_format type '%.40s' is not supported; use text, json_object or json_schema",
 				      type);
@@ -601,6 +606,11 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 	if (st != ALICE_OK) {
 		if (st == ALICE_ERR_NOMEM)
 			srv_api_error_nomem(e);
+		else if (st == ALICE_ERR_RANGE)
+			srv_api_error_set(e, 413, "invalid_request_error", "grammar_too_large", P,
+					  "the grammar made from this JSON schema is larger than this server allows: "
+					  "%lld bytes (--max-grammar-bytes)",
+					  lim ? (long long)lim->max_grammar_bytes : 0LL);
 		else
 			srv_api_error_invalid(e, P, "unsupported or invalid JSON schema: %s", aerr.msg);
 		return -1;
@@ -611,6 +621,7 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 		return -1;
 	}
 	r->grammar = g;
+	r->grammar_param = P;
 	return 0;
 }
 
@@ -681,7 +692,7 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, const
 		return -1;
 	if (parse_grammar(o, r, lim, e) < 0)
 		return -1;
-	return parse_response_format(o, r, e);
+	return parse_response_format(o, r, lim, e);
 }
 
 int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, const struct srv_limits *lim,

@@ -81,6 +81,7 @@ struct srv_gen_request {
 	size_t n_stop;
 	int64_t n;
 	struct alice_grammar *grammar; /* compiled GBNF or JSON response_format; NULL = none */
+	const char *grammar_param;     /* where it came from: "grammar" or "response_format" (static) */
 	bool echo;         /* completions: prepend the prompt to the text */
 	bool ignore_eos;   /* llama-server's extension: generate past end-of-generation tokens */
 };

@@ -45,6 +45,7 @@ static int bench_at(const struct alice_grammar *g, const struct alice_grammar_vo
 	uint8_t *mask = malloc(n);
 	double best = 1e30, warm = 1e30, hit = 1e30;
 	size_t allowed = 0;
+	uint64_t work = 0;
 	for (int it = 0; it < iters && mask; it++) {
 		struct alice_grammar_state *st;
 		if (alice_grammar_state_create(g, &st, &err) != ALICE_OK ||
@@ -58,6 +59,7 @@ static int bench_at(const struct alice_grammar *g, const struct alice_grammar_vo
 		double t = now_ms() - t0;
 		if (t < best)
 			best = t;
+		work = st->op_work;
 		for (int k = 0; k < GMASK_CACHE; k++)
 			st->mcache[k].vocab = NULL;
 		t0 = now_ms();
@@ -74,8 +76,8 @@ static int bench_at(const struct alice_grammar *g, const struct alice_grammar_vo
 	}
 	for (size_t i = 0; i < n && mask; i++)
 		allowed += mask[i];
-	printf("  %-24s cold %7.3f ms  warm %7.3f ms  hit %6.3f ms  (%zu tokens allowed)\n", label,
-	       best, warm, hit, allowed);
+	printf("  %-24s cold %7.3f ms  warm %7.3f ms  hit %6.3f ms  (%zu tokens allowed; cold work %llu)\n",
+	       label, best, warm, hit, allowed, (unsigned long long)work);
 	free(mask);
 	return 0;
 }
@@ -98,6 +100,7 @@ static int bench_decode(const struct alice_grammar *g, const struct alice_gramma
 	if (!mask || alice_grammar_state_create(g, &st, &err) != ALICE_OK)
 		return -1;
 	double total = 0, worst = 0, str_total = 0, times[4096];
+	uint64_t worst_work = 0;
 	int steps = 0, str_steps = 0, in_str = 0;
 	while (pos < len) {
 		double t0 = now_ms();
@@ -107,6 +110,8 @@ static int bench_decode(const struct alice_grammar *g, const struct alice_gramma
 		}
 		double t = now_ms() - t0;
 		total += t;
+		if (st->op_work > worst_work)
+			worst_work = st->op_work;
 		if (steps < 4096)
 			times[steps] = t;
 		steps++;
@@ -138,10 +143,10 @@ static int bench_decode(const struct alice_grammar *g, const struct alice_gramma
 	int ns = steps < 4096 ? steps : 4096;
 	qsort(times, (size_t)ns, sizeof *times, cmp_double);
 	printf("  decode %d steps: mean %.3f ms/step, median %.3f, p90 %.3f, worst %.3f ms; steps inside a "
-	       "string: mean %.3f ms (%d); can_end at the end: %d\n",
+	       "string: mean %.3f ms (%d); can_end at the end: %d; most matcher work in a step %llu\n",
 	       steps, total / (steps ? steps : 1), ns ? times[ns / 2] : 0, ns ? times[ns * 9 / 10] : 0,
 	       worst, str_total / (str_steps ? str_steps : 1), str_steps,
-	       (int)alice_grammar_state_can_end(st));
+	       (int)alice_grammar_state_can_end(st), (unsigned long long)worst_work);
 	alice_grammar_state_free(st);
 	free(mask);
 	return 0;

@@ -654,3 +654,74 @@ Test(grammar_match, json_grammar_agrees_with_json_c)
 	alice_grammar_state_free(st0);
 	alice_grammar_free(g);
 }
+
+/* Classes are sorted and merged at parse time (binary-searched when
+ * matching): overlapping, adjacent and unordered ranges mean the same set. */
+Test(grammar_match, class_ranges_normalized)
+{
+	const char *g = "root ::= [x-zc-ea-cq0-3]+";
+	cr_expect(accepts(g, "abcdexyzq0123"));
+	cr_expect(!accepts(g, "f"));
+	cr_expect(!accepts(g, "w"));
+	cr_expect(!accepts(g, "4"));
+	const char *n = "root ::= [^d-fa-cb-e]+";
+	cr_expect(accepts(n, "gxyz`"));
+	for (const char *c = "abcdef"; *c; c++) {
+		char t[2] = {*c, 0};
+		cr_expect(!accepts(n, t), "negated class must reject '%s'", t);
+	}
+	/* many ranges in one class */
+	char big[8192];
+	size_t o = (size_t)snprintf(big, sizeof big, "root ::= [");
+	for (unsigned cp = 0x4E00; cp < 0x4E00 + 2 * 900; cp += 2)
+		o += (size_t)snprintf(big + o, sizeof big - o, "\\u%04X", cp);
+	snprintf(big + o, sizeof big - o, "]");
+	cr_expect(accepts(big, "\xE4\xB8\x80"));  /* U+4E00 */
+	cr_expect(!accepts(big, "\xE4\xB8\x81")); /* U+4E01 */
+	cr_expect(accepts(big, "\xE4\xB8\x82"));  /* U+4E02 */
+}
+
+/* A grammar that keeps hundreds of stacks live, in sets that differ with
+ * every letter, makes every new DFA transition scan them all: one mask is limited to a fixed budget of
+ * matcher work and fails with ALICE_ERR_RANGE past it, instead of costing
+ * tens of ms a step (and slowing every other sequence of the batch). */
+Test(grammar_match, mask_work_is_budgeted)
+{
+	char *gb = malloc(64 * 1024);
+	size_t o = (size_t)sprintf(gb, "root ::= (");
+	for (int i = 0; i < 400; i++)
+		o += (size_t)sprintf(gb + o, "%sr%d", i ? " | " : "", i);
+	o += (size_t)sprintf(gb + o, ")+\n");
+	for (int i = 0; i < 400; i++)
+		o += (size_t)sprintf(gb + o, "r%d ::= [a-%c]{1,10} \"%d\"\n", i, 'a' + i % 26, i);
+	struct alice_grammar *g = parse_ok(gb);
+	free(gb);
+	/* every 3-letter lowercase token */
+	size_t n = 26 * 26 * 26;
+	char *buf = malloc(n * 3);
+	const char **pieces = malloc(n * sizeof *pieces);
+	size_t *lens = malloc(n * sizeof *lens);
+	for (size_t i = 0; i < n; i++) {
+		buf[3 * i] = (char)('a' + i / 676);
+		buf[3 * i + 1] = (char)('a' + i / 26 % 26);
+		buf[3 * i + 2] = (char)('a' + i % 26);
+		pieces[i] = buf + 3 * i;
+		lens[i] = 3;
+	}
+	struct alice_grammar_vocab *v;
+	struct alice_error err;
+	cr_assert_eq(alice_grammar_vocab_build(pieces, lens, NULL, n, &v, &err), ALICE_OK, "%s", err.msg);
+	struct alice_grammar_state *st;
+	cr_assert_eq(alice_grammar_state_create(g, &st, &err), ALICE_OK, "%s", err.msg);
+	uint8_t *mask = malloc(n);
+	enum alice_status rc = alice_grammar_state_mask(st, v, mask, &err);
+	cr_expect_eq(rc, ALICE_ERR_RANGE, "status %d: %s", rc, err.msg);
+	cr_expect(strstr(err.msg, "budget") != NULL, "%s", err.msg);
+	free(mask);
+	alice_grammar_state_free(st);
+	alice_grammar_vocab_free(v);
+	free(buf);
+	free(pieces);
+	free(lens);
+	alice_grammar_free(g);
+}

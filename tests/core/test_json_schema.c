@@ -359,3 +359,95 @@ Test(json_schema, to_grammar)
 	cr_assert_null(g);
 	cr_assert(strstr(err.msg, "tuple"), "%s", err.msg);
 }
+
+/* Optional properties chain in linear size (issue 26): every subset in the
+ * given order, with required ones in between, and nothing else. */
+Test(json_schema, optional_properties_chain)
+{
+	struct alice_grammar *g = compile(
+		"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},"
+		"\"c\":{\"type\":\"integer\"},\"d\":{\"type\":\"integer\"},\"e\":{\"type\":\"integer\"}},"
+		"\"required\":[\"c\"]}");
+	OK(g, "{\"c\": 3}");
+	OK(g, "{\"a\": 1, \"c\": 3}");
+	OK(g, "{\"b\": 2, \"c\": 3, \"e\": 5}");
+	OK(g, "{\"a\": 1, \"b\": 2, \"c\": 3, \"d\": 4, \"e\": 5}");
+	OK(g, "{\"c\": 3, \"d\": 4}");
+	NO(g, "{}");
+	NO(g, "{\"a\": 1}");                   /* c is required */
+	NO(g, "{\"a\": 1, \"e\": 5}");         /* c skipped */
+	NO(g, "{\"c\": 3, \"a\": 1}");         /* order */
+	NO(g, "{\"c\": 3, \"e\": 5, \"d\": 4}"); /* order */
+	NO(g, "{\"c\": 3, \"c\": 3}");         /* once */
+	NO(g, "{\"c\": 3,}");
+	alice_grammar_free(g);
+
+	/* all optional: the empty object and any ordered subset */
+	g = compile("{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"null\"},\"y\":{\"type\":\"null\"},"
+		    "\"z\":{\"type\":\"null\"}}}");
+	OK(g, "{}");
+	OK(g, "{\"z\": null}");
+	OK(g, "{\"x\": null, \"z\": null}");
+	OK(g, "{\"y\": null, \"z\": null}");
+	NO(g, "{\"z\": null, \"x\": null}");
+	NO(g, "{\"x\": null, \"x\": null}");
+	alice_grammar_free(g);
+}
+
+static char *many_props(size_t n, int required)
+{
+	size_t cap = n * 64 + 128, o = 0;
+	char *s = malloc(cap);
+	cr_assert_not_null(s);
+	o += (size_t)snprintf(s + o, cap - o, "{\"type\":\"object\",\"properties\":{");
+	for (size_t i = 0; i < n; i++)
+		o += (size_t)snprintf(s + o, cap - o, "%s\"p%zu\":{\"type\":\"string\"}", i ? "," : "", i);
+	o += (size_t)snprintf(s + o, cap - o, "}");
+	if (required) {
+		o += (size_t)snprintf(s + o, cap - o, ",\"required\":[");
+		for (size_t i = 0; i < n; i++)
+			o += (size_t)snprintf(s + o, cap - o, "%s\"p%zu\"", i ? "," : "", i);
+		o += (size_t)snprintf(s + o, cap - o, "]");
+	}
+	snprintf(s + o, cap - o, "}");
+	return s;
+}
+
+/* The grammar grows linearly with the number of properties, and a cap stops
+ * the conversion with ALICE_ERR_RANGE (a 20,000-property schema used to take
+ * seconds and gigabytes before any cap was checked). */
+Test(json_schema, many_properties_linear_and_capped)
+{
+	for (int req = 0; req < 2; req++) {
+		size_t sizes[2] = {500, 2000}, len[2];
+		for (int k = 0; k < 2; k++) {
+			char *schema = many_props(sizes[k], req), *gbnf = NULL;
+			struct alice_error err = {{0}};
+			cr_assert_eq(alice_json_schema_to_gbnf(schema, strlen(schema), &gbnf, &err), ALICE_OK, "%s",
+				     err.msg);
+			len[k] = strlen(gbnf);
+			free(gbnf);
+			free(schema);
+		}
+		/* 4x the properties: about 4x the text (quadratic would be 16x) */
+		cr_expect(len[1] < len[0] * 5, "required=%d: %zu bytes for 500, %zu for 2000", req, len[0], len[1]);
+		cr_expect(len[1] < 2000 * 200, "required=%d: %zu bytes for 2000 properties", req, len[1]);
+
+		char *schema = many_props(20000, req);
+		struct json_object *o = json_tokener_parse(schema);
+		cr_assert_not_null(o);
+		struct alice_grammar *g = NULL;
+		struct alice_error err = {{0}};
+		enum alice_status st = alice_json_schema_to_grammar_capped(o, 131072, &g, &err);
+		cr_expect_eq(st, ALICE_ERR_RANGE, "required=%d: status %d (%s)", req, st, err.msg);
+		cr_expect_null(g);
+		cr_expect(strstr(err.msg, "larger than 131072 bytes") != NULL, "%s", err.msg);
+		/* a small schema under the same cap converts */
+		struct json_object *small = json_tokener_parse("{\"properties\":{\"a\":{\"type\":\"string\"}}}");
+		cr_expect_eq(alice_json_schema_to_grammar_capped(small, 131072, &g, &err), ALICE_OK, "%s", err.msg);
+		alice_grammar_free(g);
+		json_object_put(small);
+		json_object_put(o);
+		free(schema);
+	}
+}

@@ -137,7 +137,9 @@ size_t alice_grammar_vocab_trie_nodes(const struct alice_grammar_vocab *v);
  * states it is used with). An all-zero mask means the vocabulary cannot spell
  * anything the grammar accepts here: the engine should fail the request.
  * Errors: ALICE_ERR_RANGE (grammar too ambiguous: too many stacks, or more
- * than a fixed budget of expansion work in one call), ALICE_ERR_NOMEM.
+ * than a fixed budget of matcher work in one call: 2^19 units of stacks
+ * scanned plus items expanded, ~10 ms; accept/check get that per 64 bytes),
+ * ALICE_ERR_NOMEM.
  * Cost on the 128k llama-bpe vocab with a JSON grammar (alice-grammar-bench):
  * ~0.5-0.7 ms inside a string, < 0.1 ms elsewhere, ~2 us for a cached state. */
 enum alice_status alice_grammar_state_mask(struct alice_grammar_state *st,

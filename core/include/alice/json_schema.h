@@ -49,6 +49,14 @@ struct alice_grammar;
  * frees with alice_grammar_free. Errors as below. */
 enum alice_status alice_json_schema_to_grammar(struct json_object *schema, struct alice_grammar **out,
 					       struct alice_error *err);
+/* The same with a cap on the grammar's size: max_bytes of GBNF (0 = none).
+ * The size is counted while converting, so an oversized schema stops as soon
+ * as its grammar passes the cap: ALICE_ERR_RANGE. Conversion is linear in the
+ * schema's size (hash lookups, objects' optional properties chained), so its
+ * time and memory are O(schema bytes + max_bytes); the compile that follows
+ * is bounded by max_bytes (see alice_grammar_parse). */
+enum alice_status alice_json_schema_to_grammar_capped(struct json_object *schema, size_t max_bytes,
+						      struct alice_grammar **out, struct alice_error *err);
 /* The same from `len` bytes of JSON text. */
 enum alice_status alice_json_schema_text_to_grammar(const char *json, size_t len, struct alice_grammar **out,
 						    struct alice_error *err);
