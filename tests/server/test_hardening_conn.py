@@ -377,24 +377,27 @@ def test_fd_exhaustion():
 def test_stream_waits():
     s = ts.Server("--parallel", "1", "--timeout", "1")
     try:
-        # 4 choices of 480 tokens on one slot: several seconds ahead of the stream
-        long_body = chat_body("Tell me a long story.", max_tokens=480, ignore_eos=True, n=4)
+        # 3 x 16 choices of 480 tokens on one slot: seconds ahead of the
+        # stream even on a fast machine (~5 s at 4.6k tokens/s)
+        long_body = chat_body("Tell me a long story.", max_tokens=480, ignore_eos=True, n=16)
         res = {}
 
-        def long_req():
-            res["long"] = s.post(CHAT, long_body, timeout=120)[0]
+        def long_req(k):
+            res[k] = s.post(CHAT, long_body, timeout=300)[0]
 
-        th = threading.Thread(target=long_req)
-        th.start()
-        time.sleep(0.3)
+        ths = [threading.Thread(target=long_req, args=(k,)) for k in range(3)]
+        for t in ths:
+            t.start()
+        time.sleep(0.5)
         t0 = time.time()
         head, body, _ = ts.raw_stream(s.port, CHAT, chat_body("Hi", max_tokens=4, stream=True))
         dt = time.time() - t0
-        th.join(120)
+        for t in ths:
+            t.join(300)
         check(f"a stream queued {dt:.1f} s (>= 3x --timeout 1) ends with [DONE]",
               dt >= 3 and body.rstrip().endswith(b"data: [DONE]"), (dt, body[-200:]))
         check("the stream carried keep-alive comments while it waited", b": keep-alive" in body, body[:200])
-        check("the long request completed", res.get("long") == 200, res)
+        check("the long requests completed", [res.get(k) for k in range(3)] == [200] * 3, res)
     finally:
         s.stop()
 
