@@ -1,5 +1,6 @@
 /* main.c — alice-llm-server: command-line flags, then srv_run().
- * Exit codes: 0 clean shutdown, 1 runtime failure (model load, socket),
+ * Exit codes: 0 clean shutdown, 1 runtime failure (model load, a
+ * --chat-template-file that does not compile, socket),
  * 2 bad command line. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,6 +12,8 @@
 #include <unistd.h>
 
 #include "alice/chat.h"
+#include "alice/jinja.h"
+#include "alice/sbuf.h"
 #include "server.h"
 
 #define DEFAULT_MODEL "tiny-tolstoy-Q8_0.gguf"
@@ -35,7 +38,9 @@ static void usage(FILE *f)
 		"  --queue N             requests waiting for a slot before 503 (default 64)\n"
 		"  --api-key KEY         require 'Authorization: Bearer KEY' on /v1/* (or env ALICE_API_KEY)\n"
 		"  --max-body BYTES      largest request body, suffix k/m allowed (default 1m)\n"
-		"  --chat-template NAME  override the detected chat template: %s\n"
+		"  --chat-template NAME  render chats with a built-in format instead of the model's own\n"
+		"                        Jinja template (tokenizer.chat_template): %s\n"
+		"  --chat-template-file F  render chats with the Jinja template in file F\n"
 		"  --log-format FMT      text | json (default text)\n"
 		"  --cors-origin ORIGIN  send Access-Control-Allow-Origin: ORIGIN (or *) and answer CORS\n"
 		"                        preflights; default: no CORS headers\n"
@@ -129,7 +134,7 @@ static char *find_default_model(void)
 enum {
 	O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
 	O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
-	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
+	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE, O_TEMPLATE_FILE,
 };
 
 static const struct option opts[] = {
@@ -147,6 +152,7 @@ static const struct option opts[] = {
 	{"api-key", required_argument, NULL, O_API_KEY},
 	{"max-body", required_argument, NULL, O_MAX_BODY},
 	{"chat-template", required_argument, NULL, O_TEMPLATE},
+	{"chat-template-file", required_argument, NULL, O_TEMPLATE_FILE},
 	{"log-format", required_argument, NULL, O_LOG_FORMAT},
 	{"cors-origin", required_argument, NULL, O_CORS},
 	{"timeout", required_argument, NULL, O_TIMEOUT},
@@ -240,6 +246,7 @@ static int apply_text_opt(int c, const char *a, struct srv_config *cfg, const ch
 		cfg->chat_template = a;
 		break;
 	}
+	case O_TEMPLATE_FILE: cfg->chat_template_file = a; break;
 	case O_LOG_FORMAT:
 		if (strcmp(a, "text") && strcmp(a, "json"))
 			return bad("--log-format: '%s' is not text or json%s", a, "");
@@ -284,7 +291,50 @@ static int parse_args(int argc, char **argv, struct srv_config *cfg, const char 
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s'%s", argv[optind], "");
+	if (cfg->chat_template && cfg->chat_template_file)
+		return bad("--chat-template %s and --chat-template-file %s cannot be combined", cfg->chat_template,
+			   cfg->chat_template_file);
 	return -1;
+}
+
+/* --chat-template-file: read and compile it now, so a bad file stops the
+ * server before it loads the model. 0, or 1 with the file and the error on
+ * standard error. */
+static int load_template_file(struct srv_config *cfg)
+{
+	const char *path = cfg->chat_template_file;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "alice-llm-server: --chat-template-file %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	struct alice_sbuf b = {0};
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		alice_sb_addn(&b, buf, n);
+	int rd_err = ferror(f);
+	fclose(f);
+	size_t len = b.n;
+	char *src = alice_sb_take(&b);
+	if (rd_err || !src) {
+		fprintf(stderr, "alice-llm-server: --chat-template-file %s: %s\n", path,
+			rd_err ? "read error" : "out of memory");
+		free(src);
+		return 1;
+	}
+	struct alice_jinja *tpl = NULL;
+	struct alice_error err = {{0}};
+	if (alice_jinja_compile(src, len, &tpl, &err) != ALICE_OK) {
+		fprintf(stderr, "alice-llm-server: --chat-template-file %s: the template does not compile: %s\n", path,
+			err.msg);
+		free(src);
+		return 1;
+	}
+	alice_jinja_free(tpl);
+	cfg->chat_template_src = src;
+	cfg->chat_template_len = len;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -305,7 +355,12 @@ int main(int argc, char **argv)
 	}
 	if (!cfg.model_path)
 		return 1;
+	if (cfg.chat_template_file && load_template_file(&cfg) != 0) {
+		free(cfg.model_path);
+		return 1;
+	}
 	rc = srv_run(&cfg);
+	free(cfg.chat_template_src);
 	free(cfg.model_path);
 	return rc;
 }
