@@ -62,7 +62,7 @@ out:
 	return st;
 }
 
-int srv_chat_prompt(struct srv *s, const struct srv_gen_request *r, int32_t **tokens, size_t *n_tokens,
+int srv_chat_render(struct srv *s, const struct srv_gen_request *r, char **text, size_t *len,
 		    struct srv_api_error *e)
 {
 	const struct alice_tokenizer *tok = alice_model_tokenizer(s->model);
@@ -74,9 +74,7 @@ int srv_chat_prompt(struct srv *s, const struct srv_gen_request *r, int32_t **to
 		.strip_leading_bos = alice_tokenizer_add_bos(tok),
 	};
 	struct alice_error aerr = {{0}};
-	char *text = NULL;
-	size_t len = 0;
-	enum alice_status st = alice_chat_template_render(s->chat_tmpl, &in, &text, &len, &aerr);
+	enum alice_status st = alice_chat_template_render(s->chat_tmpl, &in, text, len, &aerr);
 	if (st != ALICE_OK) {
 		if (st == ALICE_ERR_NOMEM)
 			srv_api_error_nomem(e);
@@ -86,7 +84,19 @@ int srv_chat_prompt(struct srv *s, const struct srv_gen_request *r, int32_t **to
 			srv_api_error_invalid(e, "messages", "chat template: %s", aerr.msg);
 		return -1;
 	}
-	st = alice_tokenizer_encode(tok, text, len, true, true, tokens, n_tokens, &aerr);
+	return 0;
+}
+
+int srv_chat_prompt(struct srv *s, const struct srv_gen_request *r, int32_t **tokens, size_t *n_tokens,
+		    struct srv_api_error *e)
+{
+	char *text = NULL;
+	size_t len = 0;
+	if (srv_chat_render(s, r, &text, &len, e) != 0)
+		return -1;
+	struct alice_error aerr = {{0}};
+	enum alice_status st = alice_tokenizer_encode(alice_model_tokenizer(s->model), text, len, true, true, tokens,
+						      n_tokens, &aerr);
 	free(text);
 	if (st != ALICE_OK) {
 		srv_api_error_invalid(e, "messages", "cannot tokenize the messages: %s", aerr.msg);

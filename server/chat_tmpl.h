@@ -17,6 +17,13 @@
  * (checked in main already) or no memory is an error, msg[cap] says why. */
 enum alice_status srv_chat_setup(struct srv *s, char *msg, size_t cap);
 
+/* The text of chat request r's prompt: rendered (messages,
+ * chat_template_kwargs, a trailing assistant message continued), a leading
+ * BOS text removed when the tokenizer adds BOS itself. *text is malloc'd
+ * (caller frees). 0, or -1 with e filled as srv_chat_prompt. */
+int srv_chat_render(struct srv *s, const struct srv_gen_request *r, char **text, size_t *len,
+		    struct srv_api_error *e);
+
 /* The prompt of chat request r: rendered (messages, chat_template_kwargs,
  * a trailing assistant message continued) and tokenized with parse_special,
  * one BOS at most. *tokens is malloc'd (caller frees). 0, or -1 with e filled
