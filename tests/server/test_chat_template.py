@@ -14,6 +14,7 @@
   - a trailing assistant message is continued (prefill): the text ends with
     its content, the template's end-of-turn cut; an empty one is just the
     generation prompt;
+  - a GGUF template that does not compile: a warning, the built-in family;
   - --chat-template NAME forces a built-in format (no kwargs: 400), and
     --chat-template-file with a broken file stops the server at startup
     naming the file and the line.
@@ -24,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_server as ts  # noqa: E402
@@ -190,6 +192,37 @@ def test_builtin_and_default():
         s.stop()
 
 
+def test_gguf_fallback():
+    """A GGUF whose template does not compile: a warning naming the file and
+    the error, then the built-in family (here ChatML) renders."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "tiny-tolstoy-Q8_0.gguf")
+    if not os.path.exists(src):
+        print("skip gguf fallback: no bundled model")
+        return
+    with open(src, "rb") as f:
+        b = bytearray(f.read())
+    i = b.find(b"{% endfor %}{% if add_generation_prompt %}")
+    if not check("fallback: the bundled model's template found", i > 0):
+        return
+    b[i:i + 12] = b"{% endfxr %}"  # same length: the GGUF stays valid
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "broken-template.gguf")
+        with open(path, "wb") as f:
+            f.write(b)
+        s = ts.Server("--model", path)
+        try:
+            st, h, _ = s.req("GET", "/health")
+            check("fallback: built-in chatml", h["chat_template"] == "chatml", h)
+            log = s.logtext()
+            check("fallback: a warning naming the file and the error",
+                  "warn" in log and path in log and "endfxr" in log and "built-in 'chatml'" in log, log)
+            st, js = apply(s, [{"role": "user", "content": "Hi"}])
+            check("fallback: renders", st == 200 and js["prompt"] == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+                  (st, js))
+        finally:
+            s.stop()
+
+
 def run_bad(*args):
     env = dict(os.environ, ALICE_BACKEND_PATH=ts.LIBDIR)
     p = subprocess.run([ts.BIN, "--port", str(ts.free_port()), *args], env=env, capture_output=True, text=True,
@@ -213,7 +246,8 @@ def main():
         sys.exit(__doc__)
     ts.configure(sys.argv[1:3])
     fixtures, data = sys.argv[3], sys.argv[4]
-    for t in (lambda: test_startup(data), lambda: test_file(data), test_builtin_and_default):
+    for t in (lambda: test_startup(data), lambda: test_file(data), test_builtin_and_default,
+              test_gguf_fallback):
         try:
             t()
         except Exception as ex:
