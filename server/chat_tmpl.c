@@ -5,8 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+
 #include "alice/chat_template.h"
+#include "alice/jinja.h"
 #include "alice/log.h"
+#include "alice/sbuf.h"
 #include "alice/tokenizer.h"
 
 /* A special token's text as a NUL-terminated copy ("" when there is none). */
@@ -102,5 +106,40 @@ int srv_chat_prompt(struct srv *s, const struct srv_gen_request *r, int32_t **to
 		srv_api_error_invalid(e, "messages", "cannot tokenize the messages: %s", aerr.msg);
 		return -1;
 	}
+	return 0;
+}
+
+int srv_chat_read_file(struct srv_config *cfg, char *msg, size_t cap)
+{
+	const char *path = cfg->chat_template_file;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(msg, cap, "--chat-template-file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	struct alice_sbuf b = {0};
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		alice_sb_addn(&b, buf, n);
+	int rd_err = ferror(f);
+	fclose(f);
+	size_t len = b.n;
+	char *src = alice_sb_take(&b);
+	if (rd_err || !src) {
+		snprintf(msg, cap, "--chat-template-file %s: %s", path, rd_err ? "read error" : "out of memory");
+		free(src);
+		return -1;
+	}
+	struct alice_jinja *tpl = NULL;
+	struct alice_error err = {{0}};
+	if (alice_jinja_compile(src, len, &tpl, &err) != ALICE_OK) {
+		snprintf(msg, cap, "--chat-template-file %s: the template does not compile: %s", path, err.msg);
+		free(src);
+		return -1;
+	}
+	alice_jinja_free(tpl);
+	cfg->chat_template_src = src;
+	cfg->chat_template_len = len;
 	return 0;
 }

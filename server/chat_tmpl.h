@@ -11,6 +11,12 @@
 
 #include "server.h"
 
+/* --chat-template-file: read cfg->chat_template_file into
+ * cfg->chat_template_src/len (the caller frees src) and compile it, so that a
+ * bad file stops the server before the model loads. 0, or -1 with msg[cap]
+ * naming the file and the error (the line for a syntax error). */
+int srv_chat_read_file(struct srv_config *cfg, char *msg, size_t cap);
+
 /* Sets s->chat_tmpl and s->chat_format (the family: stop strings) for the
  * loaded s->model. A GGUF template that does not compile is a warning (the
  * built-in family is used); a --chat-template-file that does not compile

@@ -12,8 +12,7 @@
 #include <unistd.h>
 
 #include "alice/chat.h"
-#include "alice/jinja.h"
-#include "alice/sbuf.h"
+#include "chat_tmpl.h"
 #include "server.h"
 
 #define DEFAULT_MODEL "tiny-tolstoy-Q8_0.gguf"
@@ -297,46 +296,6 @@ static int parse_args(int argc, char **argv, struct srv_config *cfg, const char 
 	return -1;
 }
 
-/* --chat-template-file: read and compile it now, so a bad file stops the
- * server before it loads the model. 0, or 1 with the file and the error on
- * standard error. */
-static int load_template_file(struct srv_config *cfg)
-{
-	const char *path = cfg->chat_template_file;
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "alice-llm-server: --chat-template-file %s: %s\n", path, strerror(errno));
-		return 1;
-	}
-	struct alice_sbuf b = {0};
-	char buf[65536];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		alice_sb_addn(&b, buf, n);
-	int rd_err = ferror(f);
-	fclose(f);
-	size_t len = b.n;
-	char *src = alice_sb_take(&b);
-	if (rd_err || !src) {
-		fprintf(stderr, "alice-llm-server: --chat-template-file %s: %s\n", path,
-			rd_err ? "read error" : "out of memory");
-		free(src);
-		return 1;
-	}
-	struct alice_jinja *tpl = NULL;
-	struct alice_error err = {{0}};
-	if (alice_jinja_compile(src, len, &tpl, &err) != ALICE_OK) {
-		fprintf(stderr, "alice-llm-server: --chat-template-file %s: the template does not compile: %s\n", path,
-			err.msg);
-		free(src);
-		return 1;
-	}
-	alice_jinja_free(tpl);
-	cfg->chat_template_src = src;
-	cfg->chat_template_len = len;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct srv_config cfg;
@@ -355,7 +314,9 @@ int main(int argc, char **argv)
 	}
 	if (!cfg.model_path)
 		return 1;
-	if (cfg.chat_template_file && load_template_file(&cfg) != 0) {
+	char msg[600];
+	if (cfg.chat_template_file && srv_chat_read_file(&cfg, msg, sizeof(msg)) != 0) {
+		fprintf(stderr, "alice-llm-server: %s\n", msg);
 		free(cfg.model_path);
 		return 1;
 	}
