@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "alice/tokenizer.h"
+#include "chat_tmpl.h"
 #include "gen.h"
 
 uint64_t gen_random64(void)
@@ -25,26 +26,7 @@ uint64_t gen_random64(void)
 
 static int tokenize_chat(struct srv *s, struct gen_plan *p, struct srv_api_error *e)
 {
-	struct alice_error aerr = {{0}};
-	char *text = NULL;
-	size_t len = 0;
-	enum alice_status st = alice_chat_render(s->chat_format, p->r.messages, p->r.n_messages, true, NULL, &text,
-						 &len, &aerr);
-	if (st != ALICE_OK) {
-		if (st == ALICE_ERR_NOMEM)
-			srv_api_error_nomem(e);
-		else
-			srv_api_error_invalid(e, "messages", "%s", aerr.msg);
-		return -1;
-	}
-	st = alice_tokenizer_encode(alice_model_tokenizer(s->model), text, len, true, true, &p->prompts[0].tokens,
-				    &p->prompts[0].n, &aerr);
-	free(text);
-	if (st != ALICE_OK) {
-		srv_api_error_invalid(e, "messages", "cannot tokenize the messages: %s", aerr.msg);
-		return -1;
-	}
-	return 0;
+	return srv_chat_prompt(s, &p->r, &p->prompts[0].tokens, &p->prompts[0].n, e);
 }
 
 static int tokenize_prompts(struct srv *s, struct gen_plan *p, struct srv_api_error *e)

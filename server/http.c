@@ -22,9 +22,11 @@
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
 
+#include "alice/chat_template.h"
 #include "alice/grammar.h"
 #include "alice/log.h"
 #include "auth.h"
+#include "chat_tmpl.h"
 #include "conn.h"
 #include "reply.h"
 #include "routes.h"
@@ -171,6 +173,8 @@ static enum alice_status load_model(struct srv *s, struct load_msg *m)
 		snprintf(m->error, sizeof(m->error), "cannot start the engine for %s: %s", s->cfg.model_path, err.msg);
 		return st;
 	}
+	if ((st = srv_chat_setup(s, m->error, sizeof(m->error))) != ALICE_OK)
+		return st;
 	if (alice_grammar_vocab_from_tokenizer(alice_model_tokenizer(s->model), &s->grammar_vocab, &err) != ALICE_OK)
 		alice_log(ALICE_LOG_WARN, "grammar token trie: %s; grammar requests will fail", err.msg);
 	return ALICE_OK;
@@ -185,7 +189,9 @@ static void *loader_main(void *arg)
 	m->ok = load_model(s, m) == ALICE_OK;
 	if (!m->ok) {
 		alice_engine_free(s->engine);
+		alice_chat_template_free(s->chat_tmpl);
 		alice_model_free(s->model);
+		s->chat_tmpl = NULL;
 		s->engine = NULL;
 		s->model = NULL;
 	}
@@ -206,10 +212,6 @@ static void set_model_id(struct srv *s)
 
 static void on_loaded(struct srv *s)
 {
-	if (s->cfg.chat_template) /* validated in main(); cannot fail here */
-		alice_chat_format_from_name(s->cfg.chat_template, &s->chat_format, NULL);
-	else
-		alice_chat_detect_gguf(alice_model_gguf(s->model), alice_model_arch(s->model), &s->chat_format);
 	set_model_id(s);
 	s->created = (int64_t)time(NULL);
 	if ((int64_t)alice_engine_n_ctx(s->engine) > (int64_t)alice_model_n_ctx_train(s->model))
@@ -217,10 +219,10 @@ static void on_loaded(struct srv *s)
 			  alice_engine_n_ctx(s->engine), alice_model_n_ctx_train(s->model));
 	if (s->state == SRV_LOADING)
 		s->state = SRV_READY;
-	alice_log(ALICE_LOG_INFO, "model %s loaded: arch %s, backend %s (%s), %d slots x %u positions, chat template %s",
+	alice_log(ALICE_LOG_INFO, "model %s loaded: arch %s, backend %s (%s), %d slots x %u positions, chat template %s (%s)",
 		  s->model_id, alice_model_arch(s->model), alice_model_backend_name(s->model),
 		  alice_model_device_name(s->model), s->cfg.n_parallel, alice_engine_n_ctx(s->engine),
-		  alice_chat_format_name(s->chat_format));
+		  alice_chat_template_name(s->chat_tmpl), alice_chat_format_name(s->chat_format));
 }
 
 static void on_load_msg(struct srv_msg *base, void *ctx)
@@ -417,6 +419,7 @@ static void teardown(struct srv *s)
 	free_events(s);               /* a late load message sees no event base */
 	srv_msgq_drain(&s->q, s);
 	alice_grammar_vocab_free(s->grammar_vocab);
+	alice_chat_template_free(s->chat_tmpl);
 	alice_model_free(s->model);
 }
 

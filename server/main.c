@@ -1,5 +1,6 @@
 /* main.c — alice-llm-server: command-line flags, then srv_run().
- * Exit codes: 0 clean shutdown, 1 runtime failure (model load, socket),
+ * Exit codes: 0 clean shutdown, 1 runtime failure (model load, a
+ * --chat-template-file that does not compile, socket),
  * 2 bad command line. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "alice/chat.h"
+#include "chat_tmpl.h"
 #include "server.h"
 
 #define DEFAULT_MODEL "tiny-tolstoy-Q8_0.gguf"
@@ -37,7 +39,9 @@ static void usage(FILE *f)
 		"                        (or env ALICE_API_KEY)\n"
 		"  --metrics-no-auth     serve /metrics without the API key (for scrapers)\n"
 		"  --max-body BYTES      largest request body, suffix k/m allowed (default 1m)\n"
-		"  --chat-template NAME  override the detected chat template: %s\n"
+		"  --chat-template NAME  render chats with a built-in format instead of the model's own\n"
+		"                        Jinja template (tokenizer.chat_template): %s\n"
+		"  --chat-template-file F  render chats with the Jinja template in file F\n"
 		"  --log-format FMT      text | json (default text)\n"
 		"  --cors-origin ORIGIN  send Access-Control-Allow-Origin: ORIGIN (or *) and answer CORS\n"
 		"                        preflights; default: no CORS headers\n"
@@ -137,7 +141,7 @@ enum {
 	O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
 	O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
 	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
-	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH,
+	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH, O_TEMPLATE_FILE,
 };
 
 static const struct option opts[] = {
@@ -155,6 +159,7 @@ static const struct option opts[] = {
 	{"api-key", required_argument, NULL, O_API_KEY},
 	{"max-body", required_argument, NULL, O_MAX_BODY},
 	{"chat-template", required_argument, NULL, O_TEMPLATE},
+	{"chat-template-file", required_argument, NULL, O_TEMPLATE_FILE},
 	{"log-format", required_argument, NULL, O_LOG_FORMAT},
 	{"cors-origin", required_argument, NULL, O_CORS},
 	{"timeout", required_argument, NULL, O_TIMEOUT},
@@ -257,6 +262,7 @@ static int apply_text_opt(int c, const char *a, struct srv_config *cfg, const ch
 		cfg->chat_template = a;
 		break;
 	}
+	case O_TEMPLATE_FILE: cfg->chat_template_file = a; break;
 	case O_LOG_FORMAT:
 		if (strcmp(a, "text") && strcmp(a, "json"))
 			return bad("--log-format: '%s' is not text or json%s", a, "");
@@ -302,6 +308,9 @@ static int parse_args(int argc, char **argv, struct srv_config *cfg, const char 
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s'%s", argv[optind], "");
+	if (cfg->chat_template && cfg->chat_template_file)
+		return bad("--chat-template %s and --chat-template-file %s cannot be combined", cfg->chat_template,
+			   cfg->chat_template_file);
 	return -1;
 }
 
@@ -323,7 +332,14 @@ int main(int argc, char **argv)
 	}
 	if (!cfg.model_path)
 		return 1;
+	char msg[600];
+	if (cfg.chat_template_file && srv_chat_read_file(&cfg, msg, sizeof(msg)) != 0) {
+		fprintf(stderr, "alice-llm-server: %s\n", msg);
+		free(cfg.model_path);
+		return 1;
+	}
 	rc = srv_run(&cfg);
+	free(cfg.chat_template_src);
 	free(cfg.model_path);
 	return rc;
 }

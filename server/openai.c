@@ -190,7 +190,8 @@ static char *dup_string(struct json_object *v, const char *param, const char *wh
 
 /* ---- messages ---- */
 
-static int parse_content(struct json_object *c, size_t i, const char **out, struct srv_api_error *e)
+static int parse_content(struct json_object *c, size_t i, const char **out, struct json_object **parts,
+			 struct srv_api_error *e)
 {
 	char what[64];
 	struct alice_sbuf b = {0};
@@ -239,6 +240,8 @@ static int parse_content(struct json_object *c, size_t i, const char **out, stru
 		srv_api_error_nomem(e);
 		return -1;
 	}
+	if (c)
+		*parts = json_object_get(c);
 	return 0;
 fail:
 	free(b.p);
@@ -262,7 +265,8 @@ static int parse_messages(struct json_object *o, struct srv_gen_request *r, stru
 		return -1;
 	}
 	r->messages = calloc(n, sizeof(*r->messages));
-	if (!r->messages) {
+	r->parts = calloc(n, sizeof(*r->parts));
+	if (!r->messages || !r->parts) {
 		srv_api_error_nomem(e);
 		return -1;
 	}
@@ -298,7 +302,7 @@ static int parse_messages(struct json_object *o, struct srv_gen_request *r, stru
 			srv_api_error_nomem(e);
 			return -1;
 		}
-		if (parse_content(field(msg, "content"), i, &r->messages[i].content, e) != 0)
+		if (parse_content(field(msg, "content"), i, &r->messages[i].content, &r->parts[i], e) != 0)
 			return -1;
 	}
 	return 0;
@@ -625,6 +629,33 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 	return 0;
 }
 
+/* chat_template_kwargs: an object merged into the chat template's context;
+ * the keys the server sets itself are refused. */
+static int parse_template_kwargs(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	static const char P[] = "chat_template_kwargs";
+	static const char *const reserved[] = {"messages", "add_generation_prompt", "bos_token", "eos_token"};
+	struct json_object *v = field(o, P);
+	if (!v)
+		return 0;
+	if (r->kind != SRV_KIND_CHAT) {
+		srv_api_error_invalid(e, P, "'chat_template_kwargs' applies to /v1/chat/completions only");
+		return -1;
+	}
+	if (!json_object_is_type(v, json_type_object)) {
+		srv_api_error_invalid(e, P, "'chat_template_kwargs' must be an object, got %s", type_name(v));
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (json_object_object_get_ex(v, reserved[i], NULL)) {
+			srv_api_error_invalid(e, P, "'chat_template_kwargs.%s' is set by the server and cannot be given",
+					      reserved[i]);
+			return -1;
+		}
+	r->chat_template_kwargs = json_object_get(v);
+	return 0;
+}
+
 static int parse_options(struct json_object *o, struct srv_gen_request *r, const struct srv_limits *lim,
 			 struct srv_api_error *e)
 {
@@ -690,7 +721,7 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, const
 		return -1;
 	if (srv_json_get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0)
 		return -1;
-	if (parse_grammar(o, r, lim, e) < 0)
+	if (parse_grammar(o, r, lim, e) < 0 || parse_template_kwargs(o, r, e) < 0)
 		return -1;
 	return parse_response_format(o, r, lim, e);
 }
@@ -728,6 +759,10 @@ void srv_gen_request_clear(struct srv_gen_request *r)
 		free((char *)r->messages[i].content);
 	}
 	free(r->messages);
+	for (size_t i = 0; r->parts && i < r->n_messages; i++)
+		json_object_put(r->parts[i]);
+	free(r->parts);
+	json_object_put(r->chat_template_kwargs);
 	for (size_t i = 0; i < r->n_prompts; i++) {
 		free(r->prompts[i].text);
 		free(r->prompts[i].tokens);

@@ -63,6 +63,11 @@ struct srv_gen_request {
 
 	struct alice_chat_message *messages; /* chat: role and content (text parts joined) owned here */
 	size_t n_messages;
+	/* chat: per message, the content as given when it was an array of text
+	 * parts (a reference held here), else NULL; for Jinja templates that
+	 * read typed content */
+	struct json_object **parts;
+	struct json_object *chat_template_kwargs; /* chat: an object (reference held), NULL when absent */
 	struct srv_prompt *prompts; /* completions: one or more */
 	size_t n_prompts;
 

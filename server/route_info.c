@@ -1,6 +1,8 @@
 /* route_info.c — GET /health, GET /v1/models and GET /v1/models/{id}. */
 #include <string.h>
 
+#include "alice/chat_template.h"
+
 #include "reply.h"
 #include "routes.h"
 
@@ -26,8 +28,8 @@ void srv_route_health(struct srv *s, struct srv_http *h, const char *body, size_
 	json_object_object_add(o, "device", json_object_new_string(alice_model_device_name(s->model)));
 	json_object_object_add(o, "vocab_size", json_object_new_int(alice_model_n_vocab(s->model)));
 	json_object_object_add(o, "n_ctx", json_object_new_int((int32_t)alice_engine_n_ctx(s->engine)));
-	json_object_object_add(o, "chat_template",
-			       json_object_new_string(alice_chat_format_name(s->chat_format)));
+	json_object_object_add(o, "chat_template", json_object_new_string(alice_chat_template_name(s->chat_tmpl)));
+	json_object_object_add(o, "chat_format", json_object_new_string(alice_chat_format_name(s->chat_format)));
 	json_object_object_add(o, "slots_total", json_object_new_int((int32_t)st.n_slots));
 	json_object_object_add(o, "slots_busy", json_object_new_int((int32_t)st.slots_busy));
 	json_object_object_add(o, "queued", json_object_new_int((int32_t)st.queued));
@@ -55,8 +57,8 @@ static struct json_object *model_entry(struct srv *s)
 	json_object_object_add(meta, "n_params", json_object_new_int64((int64_t)alice_model_n_params(s->model)));
 	json_object_object_add(meta, "size", json_object_new_int64((int64_t)alice_model_weight_bytes(s->model)));
 	json_object_object_add(meta, "n_slots", json_object_new_int(s->cfg.n_parallel));
-	json_object_object_add(meta, "chat_template",
-			       json_object_new_string(alice_chat_format_name(s->chat_format)));
+	json_object_object_add(meta, "chat_template", json_object_new_string(alice_chat_template_name(s->chat_tmpl)));
+	json_object_object_add(meta, "chat_format", json_object_new_string(alice_chat_format_name(s->chat_format)));
 	json_object_object_add(m, "meta", meta);
 	return m;
 }

@@ -16,6 +16,7 @@ const struct srv_route srv_routes[] = {
 	{"/v1/completions", "/v1/completions", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_completions},
 	{"/tokenize", "/tokenize", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_tokenize},
 	{"/detokenize", "/detokenize", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_detokenize},
+	{"/apply-template", "/apply-template", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_apply_template},
 	/* also while loading: the engine gauges read 0; --metrics-no-auth opens it */
 	{"/metrics", "/metrics", EVHTTP_REQ_GET, GET_ALLOW, SRV_ROUTE_AUTH | SRV_ROUTE_ANYTIME | SRV_ROUTE_SCRAPE,
 	 srv_route_metrics},

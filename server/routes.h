@@ -17,6 +17,8 @@ const struct srv_route *srv_route_find(const char *path);
 void srv_route_health(struct srv *s, struct srv_http *h, const char *body, size_t len);
 void srv_route_models(struct srv *s, struct srv_http *h, const char *body, size_t len);
 void srv_route_model(struct srv *s, struct srv_http *h, const char *body, size_t len);
+/* route_template.c: POST /apply-template (a chat request's prompt text) */
+void srv_route_apply_template(struct srv *s, struct srv_http *h, const char *body, size_t len);
 /* route_tokenize.c */
 void srv_route_tokenize(struct srv *s, struct srv_http *h, const char *body, size_t len);
 void srv_route_detokenize(struct srv *s, struct srv_http *h, const char *body, size_t len);

@@ -48,6 +48,9 @@ struct srv_config {
 	size_t max_body;
 	int queue;
 	const char *chat_template; /* NULL = detect */
+	const char *chat_template_file; /* --chat-template-file: its path, NULL = none */
+	char *chat_template_src;        /* that file's text (main.c owns it) */
+	size_t chat_template_len;
 	bool log_json;
 	bool no_prefix_cache;      /* engine: never reuse a slot's KV */
 	const char *cors_origin;   /* NULL = no CORS headers */
@@ -117,7 +120,8 @@ struct srv {
 	struct alice_model *model;
 	struct alice_engine *engine;
 	struct alice_grammar_vocab *grammar_vocab; /* NULL if it could not be built */
-	enum alice_chat_format chat_format;
+	struct alice_chat_template *chat_tmpl; /* chosen at load (chat_tmpl.c) */
+	enum alice_chat_format chat_format;   /* its family: end-of-turn stop strings */
 	char model_id[128];
 	int64_t created;
 

@@ -211,7 +211,7 @@ def test_info(s):
     for k in ("model", "architecture", "backend", "vocab_size", "chat_template", "slots_busy", "slots_total"):
         check(f"health has {k}", k in js, js)
     check("health values", js["architecture"] == "llama" and js["backend"] == "cpu" and js["vocab_size"] == 4096
-          and js["chat_template"] == "chatml" and js["slots_total"] == 4, js)
+          and js["chat_template"] == "gguf" and js["chat_format"] == "chatml" and js["slots_total"] == 4, js)
     st, js, h = s.req("GET", "/v1/models")
     ok = st == 200 and js["object"] == "list" and len(js["data"]) == 1
     check("models list", ok, js)

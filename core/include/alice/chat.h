@@ -2,7 +2,8 @@
  * content) into the prompt text a model was trained on.
  *
  * Formats are native C renderers of the common template families, not a Jinja
- * engine. alice_chat_detect() picks one from a GGUF's `tokenizer.chat_template`
+ * engine: the fallback of alice/chat_template.h, which renders a model's own
+ * Jinja template (alice/jinja.h) when it has one. alice_chat_detect() picks one from a GGUF's `tokenizer.chat_template`
  * (substring markers) or, when none is stored, from the architecture name.
  *
  * Reference: for the fixture models the render equals byte for byte the text
