@@ -553,6 +553,23 @@ static const char *end_name(struct jparse *p)
 	return next(p)->s->p;
 }
 
+/* name[=default], ... ) of a macro or call block, after its "(" */
+static void parse_params(struct jparse *p, struct vec *v)
+{
+	while (!is_op(p, ")")) {
+		if (v->n)
+			expect_op(p, ",");
+		if (is_op(p, ")"))
+			break;
+		struct jstr *pn = expect_ident(p);
+		struct jn *def = NULL;
+		if (accept_op(p, "="))
+			def = parse_expr(p);
+		vpush(p, v, def, pn);
+	}
+	expect_op(p, ")");
+}
+
 static struct jn *parse_stmt(struct jparse *p)
 {
 	struct jtok *kw = cur(p);
@@ -664,18 +681,7 @@ static struct jn *parse_stmt(struct jparse *p)
 		n->s = expect_ident(p);
 		struct vec v = {0};
 		expect_op(p, "(");
-		while (!is_op(p, ")")) {
-			if (v.n)
-				expect_op(p, ",");
-			if (is_op(p, ")"))
-				break;
-			struct jstr *pn = expect_ident(p);
-			struct jn *def = NULL;
-			if (accept_op(p, "="))
-				def = parse_expr(p);
-			vpush(p, &v, def, pn);
-		}
-		expect_op(p, ")");
+		parse_params(p, &v);
 		n->kids = v.v;
 		n->names = v.names;
 		n->nk = v.n;
@@ -694,20 +700,8 @@ static struct jn *parse_stmt(struct jparse *p)
 		n->line = line;
 		n->s = jstr_new(p->a, "caller", 6);
 		struct vec v = {0};
-		if (accept_op(p, "(")) {
-			while (!is_op(p, ")")) {
-				if (v.n)
-					expect_op(p, ",");
-				if (is_op(p, ")"))
-					break;
-				struct jstr *pn = expect_ident(p);
-				struct jn *def = NULL;
-				if (accept_op(p, "="))
-					def = parse_expr(p);
-				vpush(p, &v, def, pn);
-			}
-			expect_op(p, ")");
-		}
+		if (accept_op(p, "("))
+			parse_params(p, &v);
 		n->kids = v.v;
 		n->names = v.names;
 		n->nk = v.n;
