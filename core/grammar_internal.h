@@ -43,23 +43,30 @@ struct alice_grammar {
 	int refs;            /* atomic; alice_grammar_free drops one */
 };
 
-/* Does code point cp match the terminal element e? */
-static inline int gelem_match(const struct alice_grammar *g, const struct gelem *e, uint32_t cp)
+/* Index of class c's first range whose end is >= cp (c->n: none). Ranges
+ * are sorted and disjoint (grammar_parse.c normalizes classes). */
+static inline uint32_t gclass_first_end_ge(const struct alice_grammar *g, const struct gclass *c, uint32_t cp)
 {
-	if (e->type == GELEM_CHAR)
-		return e->arg == cp;
-	/* ranges are sorted and disjoint (grammar_parse.c normalizes classes) */
-	const struct gclass *c = &g->classes[e->arg];
 	const uint32_t *r = g->ranges + c->off;
 	uint32_t lo = 0, hi = c->n;
-	while (lo < hi) { /* first range whose end is >= cp */
+	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		if (r[2 * mid + 1] < cp)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	int in = lo < c->n && cp >= r[2 * lo];
+	return lo;
+}
+
+/* Does code point cp match the terminal element e? */
+static inline int gelem_match(const struct alice_grammar *g, const struct gelem *e, uint32_t cp)
+{
+	if (e->type == GELEM_CHAR)
+		return e->arg == cp;
+	const struct gclass *c = &g->classes[e->arg];
+	uint32_t lo = gclass_first_end_ge(g, c, cp);
+	int in = lo < c->n && cp >= g->ranges[c->off + 2 * lo];
 	return in != (int)c->neg;
 }
 

@@ -416,14 +416,7 @@ static int class_meets(const struct alice_grammar *g, const struct gelem *e, uin
 		return e->arg >= lo && e->arg <= hi;
 	const struct gclass *c = &g->classes[e->arg];
 	const uint32_t *r = g->ranges + c->off;
-	uint32_t a = 0, b = c->n;
-	while (a < b) { /* first range whose end is >= lo */
-		uint32_t mid = a + (b - a) / 2;
-		if (r[2 * mid + 1] < lo)
-			a = mid + 1;
-		else
-			b = mid;
-	}
+	uint32_t a = gclass_first_end_ge(g, c, lo);
 	if (!c->neg)
 		return a < c->n && r[2 * a] <= hi;
 	/* negated: some point of [lo,hi] lies outside every range unless one
