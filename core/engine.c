@@ -27,7 +27,9 @@ struct eng_req {
 	struct alice_logit_bias *bias; /* sp.logit_bias points here */
 	char **stop;
 	size_t *stop_len;
+	int32_t *stop_src; /* each stop's index in the request's list (empty ones are dropped) */
 	size_t n_stop;
+	int32_t stop_hit;  /* the request's index of the stop string that ended it, -1 none */
 	struct alice_grammar_constraint *grammar;
 	bool ignore_eos;
 	alice_engine_event_fn on_event;
@@ -156,6 +158,7 @@ static void req_free(struct eng_req *r)
 		free(r->stop[i]);
 	free(r->stop);
 	free(r->stop_len);
+	free(r->stop_src);
 	free(r->bias);
 	free(r->prompt);
 	free(r);
@@ -177,6 +180,7 @@ static void emit_done(struct eng_req *r, enum alice_engine_finish f, const char 
 	ev.n_completion = n_completion;
 	ev.error = error;
 	ev.error_status = f == ALICE_ENGINE_FINISH_ERROR ? error_status : ALICE_OK;
+	ev.stop_index = f == ALICE_ENGINE_FINISH_STOP ? r->stop_hit : -1;
 	if (sl) {
 		ev.n_cached = sl->n_reused;
 		ev.queue_ms = sl->t_start - r->t_submit;
@@ -254,8 +258,9 @@ static void slot_finish(struct alice_engine *e, struct eng_slot *sl, enum alice_
 	slot_finish_status(e, sl, f, text, len, error, ALICE_ERR_BACKEND);
 }
 
-/* First occurrence of any stop string in the pending text: its offset, or -1. */
-static ptrdiff_t find_stop(const struct eng_slot *sl, const struct eng_req *r)
+/* First occurrence of any stop string in the pending text: its offset, or -1
+ * (*which: the request's index of that stop string). */
+static ptrdiff_t find_stop(const struct eng_slot *sl, const struct eng_req *r, int32_t *which)
 {
 	ptrdiff_t best = -1;
 	for (size_t i = 0; i < r->n_stop; i++) {
@@ -267,6 +272,7 @@ static ptrdiff_t find_stop(const struct eng_slot *sl, const struct eng_req *r)
 				break;
 			if (memcmp(sl->pending.p + at, r->stop[i], n) == 0) {
 				best = (ptrdiff_t)at;
+				*which = r->stop_src[i];
 				break;
 			}
 		}
@@ -497,7 +503,7 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl)
 	ev.top = res.top;
 	ev.n_top = r->sp.logprobs ? res.n_top : 0;
 
-	ptrdiff_t stop_at = find_stop(sl, r);
+	ptrdiff_t stop_at = find_stop(sl, r, &r->stop_hit);
 	if (stop_at >= 0) {
 		ev.text = sl->pending.p;
 		ev.text_len = (size_t)stop_at;
@@ -814,7 +820,8 @@ enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice
 	if (q->n_stop) {
 		r->stop = calloc(q->n_stop, sizeof(*r->stop));
 		r->stop_len = calloc(q->n_stop, sizeof(*r->stop_len));
-		if (!r->stop || !r->stop_len)
+		r->stop_src = calloc(q->n_stop, sizeof(*r->stop_src));
+		if (!r->stop || !r->stop_len || !r->stop_src)
 			goto nomem;
 		for (size_t i = 0; i < q->n_stop; i++) {
 			size_t n = strlen(q->stop[i]);
@@ -824,12 +831,14 @@ enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice
 			if (!r->stop[r->n_stop])
 				goto nomem;
 			memcpy(r->stop[r->n_stop], q->stop[i], n + 1);
+			r->stop_src[r->n_stop] = (int32_t)i;
 			r->stop_len[r->n_stop++] = n;
 		}
 	}
 	r->on_event = q->on_event;
 	r->user = q->user;
 	r->ignore_eos = q->ignore_eos;
+	r->stop_hit = -1;
 	r->t_submit = now_ms();
 
 	pthread_mutex_lock(&e->mu);

@@ -21,12 +21,21 @@ bool srv_auth_required(const struct srv *s, const struct srv_route *rt)
 	return !((rt->flags & SRV_ROUTE_SCRAPE) && s->cfg.metrics_no_auth);
 }
 
-bool srv_auth_check(const struct srv *s, const char *auth, size_t len, struct srv_api_error *e)
+bool srv_auth_check(const struct srv *s, const char *auth, size_t len, const char *xkey, size_t xlen,
+		    struct srv_api_error *e)
 {
 	const char *key = s->cfg.api_key;
+	if (!auth && xkey) { /* Anthropic's header: the key itself */
+		if (memchr(xkey, '\0', xlen) || !key_equal(xkey, xlen, key, strlen(key))) {
+			srv_api_error_set(e, 401, "authentication_error", "invalid_api_key", NULL,
+					  "incorrect API key provided");
+			return false;
+		}
+		return true;
+	}
 	if (!auth) {
 		srv_api_error_set(e, 401, "authentication_error", "invalid_api_key", NULL,
-				  "missing API key: send the header 'Authorization: Bearer <key>'");
+				  "missing API key: send the header 'Authorization: Bearer <key>' (or 'x-api-key: <key>')");
 		return false;
 	}
 	if (memchr(auth, '\0', len) || len < 7 || strncasecmp(auth, "Bearer ", 7) != 0) {

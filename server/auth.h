@@ -12,7 +12,10 @@
  * the route is not /health, and not /metrics under --metrics-no-auth). */
 bool srv_auth_required(const struct srv *s, const struct srv_route *rt);
 /* Whether the Authorization value auth (len bytes, NULL = absent) carries
- * the configured key; else e is the 401. Constant time in the key. */
-bool srv_auth_check(const struct srv *s, const char *auth, size_t len, struct srv_api_error *e);
+ * the configured key, or, without an Authorization header, the x-api-key
+ * value xkey (Anthropic's clients; NULL = absent) is the key; else e is the
+ * 401. Constant time in the key. */
+bool srv_auth_check(const struct srv *s, const char *auth, size_t len, const char *xkey, size_t xlen,
+		    struct srv_api_error *e);
 
 #endif

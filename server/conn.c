@@ -176,7 +176,7 @@ static void early_reply(struct conn *c, const char *method, const char *path, co
 			const char *allow, const struct srv_api_error *e)
 {
 	struct srv *s = c->srv;
-	struct json_object *o = srv_api_error_json(e);
+	struct json_object *o = srv_route_error_json(rt, e);
 	size_t blen = 0;
 	const char *body = o ? srv_json_text(o, &blen) : "";
 	char head[512];
@@ -248,8 +248,8 @@ static bool check_head(struct conn *c, size_t end)
 		return true;
 	}
 	int n_cl = 0, n_te = 0, n_expect = 0;
-	const char *auth = NULL, *cl = NULL;
-	size_t auth_n = 0, cl_n = 0;
+	const char *auth = NULL, *cl = NULL, *xkey = NULL;
+	size_t auth_n = 0, cl_n = 0, xkey_n = 0;
 	for (const char *l = eol + 1; l < lim;) {
 		const char *le = memchr(l, '\n', (size_t)(lim - l));
 		if (!le)
@@ -274,6 +274,8 @@ static bool check_head(struct conn *c, size_t end)
 				n_expect++;
 			else if (name_is(l, nl, "Authorization") && !auth)
 				auth = v, auth_n = (size_t)(vend - v);
+			else if (name_is(l, nl, "x-api-key") && !xkey)
+				xkey = v, xkey_n = (size_t)(vend - v);
 		}
 		l = le + 1;
 	}
@@ -303,7 +305,7 @@ static bool check_head(struct conn *c, size_t end)
 		early_reply(c, method, path, rt, rt->allow, &e);
 		return true;
 	}
-	if (srv_auth_required(s, rt) && !srv_auth_check(s, auth, auth_n, &e)) {
+	if (srv_auth_required(s, rt) && !srv_auth_check(s, auth, auth_n, xkey, xkey_n, &e)) {
 		early_reply(c, method, path, rt, NULL, &e);
 		return true;
 	}

@@ -157,6 +157,8 @@ static void gen_free(struct srv_gen *g)
 		gen_msg_free(g->choices[i].done_msg);
 	}
 	free(g->choices);
+	if (g->api && g->api_state)
+		g->api->free_state(g->api_state);
 	free(g);
 }
 
@@ -261,7 +263,14 @@ static void send_json_event(struct srv_gen *g, struct json_object *o)
 
 static void finish_stream(struct srv_gen *g, const struct srv_choice *failed)
 {
-	if (g->http.req) {
+	if (g->api && g->http.req) {
+		struct srv_api_error e;
+		if (failed)
+			failure_error(failed, &e);
+		if (!g->client_gone)
+			g->api->stream_end(g, failed ? &e : NULL);
+		srv_sse_end(g->http.req);
+	} else if (g->http.req) {
 		if (failed) {
 			struct srv_api_error e;
 			failure_error(failed, &e);
@@ -296,7 +305,7 @@ static void gen_complete(struct srv_gen *g)
 					  "the client closed the connection");
 		srv_reply_error(&g->http, &e);
 	} else {
-		srv_reply_json(&g->http, 200, gen_body(g));
+		srv_reply_json(&g->http, 200, g->api ? g->api->body(g) : gen_body(g));
 	}
 }
 
@@ -313,12 +322,15 @@ static void on_token(struct srv_gen *g, struct srv_choice *c, const struct alice
 {
 	if (g->logprobs)
 		gen_logprobs_add(g, c, ev);
-	if (!g->stream) {
+	if (!g->stream || g->api) /* an api's closing events repeat the whole text */
 		alice_sb_addn(&c->text, ev->text, ev->text_len);
+	if (!g->stream)
 		return;
-	}
 	/* logprobs ride with the next chunk that has text */
-	if (ev->text_len > 0 && g->http.req && !g->client_gone) {
+	if (ev->text_len > 0 && g->http.req && !g->client_gone && g->api) {
+		stop_heartbeat(g);
+		g->api->stream_text(g, ev->text, ev->text_len);
+	} else if (ev->text_len > 0 && g->http.req && !g->client_gone) {
 		stop_heartbeat(g);
 		send_chunk(g, c, ev->text, ev->text_len, false, NULL, g->logprobs ? c->lp : NULL);
 		if (g->logprobs) {
@@ -351,13 +363,19 @@ static void on_done(struct srv_gen *g, struct srv_choice *c, const struct gen_ms
 	if (c->finish == ALICE_ENGINE_FINISH_ERROR)
 		alice_log(request_fault(c) ? ALICE_LOG_INFO : ALICE_LOG_ERROR, "req %llu choice %d: %s",
 			  (unsigned long long)g->http.id, c->index, c->error ? c->error : "failed");
-	if (!g->stream) {
+	c->stop_index = ev->stop_index;
+	if (!g->stream || g->api)
 		alice_sb_addn(&c->text, ev->text, ev->text_len);
+	if (!g->stream)
 		return;
-	}
 	if (!g->http.req || g->client_gone || c->finish == ALICE_ENGINE_FINISH_ERROR ||
 	    c->finish == ALICE_ENGINE_FINISH_CANCELLED)
 		return;
+	if (g->api) { /* its closing events come with the end of the stream */
+		if (ev->text_len > 0)
+			g->api->stream_text(g, ev->text, ev->text_len);
+		return;
+	}
 	bool has_lp = g->logprobs && (g->kind != SRV_KIND_CHAT || json_object_array_length(c->lp) > 0);
 	if (ev->text_len > 0)
 		send_chunk(g, c, ev->text, ev->text_len, false, NULL, has_lp ? c->lp : NULL);
@@ -419,6 +437,7 @@ static struct srv_gen *gen_create(struct srv *s, struct srv_http *h, const struc
 	g->logprobs = r->sampling.logprobs;
 	g->top_logprobs = r->sampling.n_probs;
 	g->echo = r->echo;
+	g->api = p->api;
 	g->created = (int64_t)time(NULL);
 	snprintf(g->id, sizeof(g->id), "%s-%016llx", r->kind == SRV_KIND_CHAT ? "chatcmpl" : "cmpl",
 		 (unsigned long long)gen_random64());
@@ -531,6 +550,10 @@ static void gen_start_reply(struct srv_gen *g)
 		return;
 	srv_reply_stream_start(&g->http);
 	start_heartbeat(g);
+	if (g->api) {
+		g->api->stream_start(g);
+		return;
+	}
 	for (size_t i = 0; i < g->n_choices; i++) {
 		struct srv_choice *c = &g->choices[i];
 		if (g->kind == SRV_KIND_CHAT)
@@ -550,6 +573,8 @@ static void gen_start(struct srv *s, struct srv_http *h, struct gen_plan *p)
 		srv_reply_nomem(h);
 		return;
 	}
+	g->api_state = p->api_state; /* the generation's now */
+	p->api_state = NULL;
 	struct alice_error aerr = {{0}};
 	enum alice_status st = gen_submit(g, p, &aerr);
 	gen_plan_free(p);
@@ -585,6 +610,7 @@ struct prep_job {
 	struct srv_http http; /* http.req NULL once the connection closed */
 	struct evhttp_connection *evcon;
 	enum srv_kind kind;
+	const struct gen_api *api; /* NULL: chat/completions */
 	char *body;
 	size_t len;
 	struct gen_plan plan;
@@ -602,7 +628,8 @@ static struct {
 
 static void prep_run(struct prep_job *j)
 {
-	j->rc = gen_prepare(j->srv, j->kind, j->body, j->len, &j->plan, &j->e);
+	j->rc = j->api ? gen_prepare_api(j->srv, j->api, j->body, j->len, &j->plan, &j->e)
+		       : gen_prepare(j->srv, j->kind, j->body, j->len, &j->plan, &j->e);
 	free(j->body);
 	j->body = NULL;
 }
@@ -676,7 +703,8 @@ static void gen_prep_done(struct srv_msg *m, void *ctx)
 	free(j);
 }
 
-static void gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const char *body, size_t len)
+static void gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, const struct gen_api *api,
+		       const char *body, size_t len)
 {
 	struct prep_job *j = calloc(1, sizeof(*j));
 	char *copy = j ? malloc(len + 1) : NULL;
@@ -691,6 +719,7 @@ static void gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, co
 	j->srv = s;
 	j->http = *h;
 	j->kind = kind;
+	j->api = api;
 	j->body = copy;
 	j->len = len;
 	s->n_gens++;
@@ -733,10 +762,15 @@ static void gen_handle(struct srv *s, struct srv_http *h, enum srv_kind kind, co
 
 void srv_route_chat(struct srv *s, struct srv_http *h, const char *body, size_t len)
 {
-	gen_handle(s, h, SRV_KIND_CHAT, body, len);
+	gen_handle(s, h, SRV_KIND_CHAT, NULL, body, len);
 }
 
 void srv_route_completions(struct srv *s, struct srv_http *h, const char *body, size_t len)
 {
-	gen_handle(s, h, SRV_KIND_COMPLETION, body, len);
+	gen_handle(s, h, SRV_KIND_COMPLETION, NULL, body, len);
+}
+
+void srv_gen_handle_api(struct srv *s, struct srv_http *h, const struct gen_api *api, const char *body, size_t len)
+{
+	gen_handle(s, h, SRV_KIND_CHAT, api, body, len);
 }

@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "alice/sbuf.h"
+#include "gen_api.h"
 #include "queue.h"
 #include "server.h"
 
@@ -25,6 +26,7 @@ struct srv_choice {
 	struct gen_msg *done_msg;   /* the DONE event's message, allocated before submit */
 	int lost;                   /* atomic: a token event could not be copied (out of memory) */
 	enum alice_engine_finish finish;
+	int32_t stop_index; /* FINISH_STOP: the plan's stops[] entry that ended it, -1 none */
 	int32_t n_prompt, n_completion;
 	int32_t n_cached; /* prompt tokens reused from the prefix cache */
 	double prefill_ms, decode_ms;
@@ -48,6 +50,8 @@ struct srv_gen {
 	size_t n_choices, n_live;
 	int64_t prompt_tokens; /* counted once per prompt */
 	bool client_gone, replied;
+	const struct gen_api *api; /* NULL: the chat/completions wire format */
+	void *api_state;           /* the api's own, freed by api->free_state */
 };
 
 struct gen_msg; /* an engine event copied for the event thread (gen.c) */
@@ -64,12 +68,18 @@ struct gen_plan {
 	const char **stops; /* the request's and the chat template's; borrowed strings */
 	size_t n_stops;
 	uint64_t seed;      /* the first choice's (the request's, or random) */
+	const struct gen_api *api; /* see gen_api.h; NULL for the OpenAI chat/completions routes */
+	void *api_state;
 };
 /* Parse, cap and validate a body against the model and server, render and
  * tokenize its prompts: 0, or -1 with e filled. The plan is freed with
  * gen_plan_free either way. */
 int gen_prepare(struct srv *s, enum srv_kind kind, const char *body, size_t len, struct gen_plan *p,
 		struct srv_api_error *e);
+/* The same for a request of another API (gen_api.h): its body translated
+ * into a chat request first; p->api and p->api_state set. */
+int gen_prepare_api(struct srv *s, const struct gen_api *api, const char *body, size_t len, struct gen_plan *p,
+		    struct srv_api_error *e);
 void gen_plan_free(struct gen_plan *p);
 /* 64 random bits (ids, seeds). */
 uint64_t gen_random64(void);

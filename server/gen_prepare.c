@@ -158,7 +158,11 @@ static int collect_stops(struct srv *s, struct gen_plan *p, struct srv_api_error
 int gen_prepare(struct srv *s, enum srv_kind kind, const char *body, size_t len, struct gen_plan *p,
 		struct srv_api_error *e)
 {
+	const struct gen_api *api = p->api;
+	void *api_state = p->api_state; /* a translated request's (gen_prepare_api) */
 	memset(p, 0, sizeof(*p));
+	p->api = api;
+	p->api_state = api_state;
 	if (srv_openai_parse(kind, body, len, &s->cfg.limits, &p->r, e) != 0)
 		return -1;
 	p->n_prompts = kind == SRV_KIND_CHAT ? 1 : p->r.n_prompts;
@@ -173,8 +177,33 @@ int gen_prepare(struct srv *s, enum srv_kind kind, const char *body, size_t len,
 	return 0;
 }
 
+int gen_prepare_api(struct srv *s, const struct gen_api *api, const char *body, size_t len, struct gen_plan *p,
+		    struct srv_api_error *e)
+{
+	memset(p, 0, sizeof(*p));
+	p->api = api;
+	struct json_object *in = srv_json_parse_object(body, len, e);
+	if (!in)
+		return -1;
+	struct json_object *chat = api->translate(s, in, &p->api_state, e);
+	json_object_put(in);
+	if (!chat)
+		return -1;
+	size_t n = 0;
+	const char *text = json_object_to_json_string_length(chat, JSON_C_TO_STRING_PLAIN, &n);
+	int rc = text ? gen_prepare(s, SRV_KIND_CHAT, text, n, p, e) : -1;
+	if (!text)
+		srv_api_error_nomem(e);
+	else if (rc != 0 && api->rename_error)
+		api->rename_error(e);
+	json_object_put(chat);
+	return rc;
+}
+
 void gen_plan_free(struct gen_plan *p)
 {
+	if (p->api && p->api_state)
+		p->api->free_state(p->api_state);
 	for (size_t i = 0; p->prompts && i < p->n_prompts; i++)
 		free(p->prompts[i].tokens);
 	free(p->prompts);

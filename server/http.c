@@ -29,6 +29,7 @@
 #include "chat_tmpl.h"
 #include "conn.h"
 #include "reply.h"
+#include "responses_store.h"
 #include "routes.h"
 
 #define SHUTDOWN_GRACE_MS 5000.0
@@ -37,8 +38,9 @@
 
 static bool check_api_key(struct srv *s, struct evhttp_request *req, struct srv_api_error *e)
 {
-	const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-	return srv_auth_check(s, auth, auth ? strlen(auth) : 0, e);
+	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+	const char *auth = evhttp_find_header(in, "Authorization"), *xkey = evhttp_find_header(in, "x-api-key");
+	return srv_auth_check(s, auth, auth ? strlen(auth) : 0, xkey, xkey ? strlen(xkey) : 0, e);
 }
 
 /* Framing the router refuses (the early check in conn.c sees most heads
@@ -64,7 +66,8 @@ static void reply_options(struct srv *s, struct srv_http *h)
 	evhttp_add_header(oh, "Allow", h->route->allow);
 	if (s->cfg.cors_origin && s->cfg.cors_origin[0]) {
 		evhttp_add_header(oh, "Access-Control-Allow-Methods", h->route->allow);
-		evhttp_add_header(oh, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+		evhttp_add_header(oh, "Access-Control-Allow-Headers",
+				  "Authorization, Content-Type, x-api-key, anthropic-version");
 		evhttp_add_header(oh, "Access-Control-Max-Age", "86400");
 	}
 	srv_reply_body(h, 204, NULL, NULL);
@@ -421,6 +424,7 @@ static void teardown(struct srv *s)
 	alice_grammar_vocab_free(s->grammar_vocab);
 	alice_chat_template_free(s->chat_tmpl);
 	alice_model_free(s->model);
+	srv_responses_store_free(s->responses);
 }
 
 int srv_run(const struct srv_config *cfg)
@@ -434,6 +438,10 @@ int srv_run(const struct srv_config *cfg)
 	signal(SIGPIPE, SIG_IGN);
 	if (srv_msgq_init(&s->q) != 0) {
 		alice_log(ALICE_LOG_ERROR, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	if (!(s->responses = srv_responses_store_new(cfg->responses_store))) {
+		alice_log(ALICE_LOG_ERROR, "out of memory");
 		goto out;
 	}
 	if (http_setup(s) != 0 || start_loader(s) != 0)

@@ -58,6 +58,9 @@ static void usage(FILE *f)
 		"  --max-grammar-bytes N largest grammar (GBNF or from a JSON schema), else 413\n"
 		"                        (default 131072; 0 = no cap)\n"
 		"  --no-prefix-cache     never reuse a slot's KV cache for a new request's common prefix\n"
+		"  --responses-store N   /v1/responses kept for previous_response_id and GET, least recently\n"
+		"                        used dropped first (default 256; 0 = none kept)\n"
+		"  --no-webui            no chat page at / (then / is a 404)\n"
 		"  --help                this text\n"
 		"  --version             print the version\n",
 		DEFAULT_MODEL, alice_chat_format_names());
@@ -141,7 +144,7 @@ enum {
 	O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
 	O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
 	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
-	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH, O_TEMPLATE_FILE,
+	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH, O_TEMPLATE_FILE, O_RESPONSES_STORE, O_NO_WEBUI,
 };
 
 static const struct option opts[] = {
@@ -171,6 +174,8 @@ static const struct option opts[] = {
 	{"max-connections", required_argument, NULL, O_MAX_CONNS},
 	{"request-deadline", required_argument, NULL, O_DEADLINE},
 	{"metrics-no-auth", no_argument, NULL, O_METRICS_NO_AUTH},
+	{"responses-store", required_argument, NULL, O_RESPONSES_STORE},
+	{"no-webui", no_argument, NULL, O_NO_WEBUI},
 	{"help", no_argument, NULL, O_HELP},
 	{"version", no_argument, NULL, O_VERSION},
 	{NULL, 0, NULL, 0},
@@ -195,6 +200,7 @@ static const struct num_opt {
 	{O_MAX_GRAMMAR, 0, INT32_MAX, "--max-grammar-bytes: '%s' must be a number >= 0 (0: no cap)"},
 	{O_MAX_CONNS, 1, 1 << 20, "--max-connections: '%s' must be between 1 and 1048576"},
 	{O_DEADLINE, 0, 86400, "--request-deadline: '%s' must be between 0 and 86400 seconds"},
+	{O_RESPONSES_STORE, 0, 1 << 20, "--responses-store: '%s' must be between 0 and 1048576"},
 };
 
 /* Where a numeric flag's value goes. */
@@ -214,6 +220,7 @@ static void set_num(struct srv_config *cfg, int id, long v)
 	case O_MAX_GRAMMAR: cfg->limits.max_grammar_bytes = v; break;
 	case O_MAX_CONNS: cfg->max_connections = (int)v; break;
 	case O_DEADLINE: cfg->request_deadline_s = (int)v; break;
+	case O_RESPONSES_STORE: cfg->responses_store = (int)v; break;
 	}
 }
 
@@ -230,6 +237,7 @@ static void config_defaults(struct srv_config *cfg)
 	cfg->timeout_s = 600;
 	cfg->max_connections = 512;
 	cfg->request_deadline_s = 60;
+	cfg->responses_store = 256;
 	cfg->limits.max_n = SRV_MAX_N;
 	cfg->limits.max_messages = 1024;
 	cfg->limits.max_grammar_bytes = 128 * 1024;
@@ -275,6 +283,7 @@ static int apply_text_opt(int c, const char *a, struct srv_config *cfg, const ch
 		break;
 	case O_NO_PREFIX_CACHE: cfg->no_prefix_cache = true; break;
 	case O_METRICS_NO_AUTH: cfg->metrics_no_auth = true; break;
+	case O_NO_WEBUI: cfg->no_webui = true; break;
 	case O_HELP: usage(stdout); return 0;
 	case O_VERSION: printf("alice-llm-server %s\n", ALICE_VERSION); return 0;
 	}

@@ -44,6 +44,9 @@ void srv_api_error_invalid(struct srv_api_error *e, const char *param, const cha
 void srv_api_error_nomem(struct srv_api_error *e);
 /* {"error":{"message","type","param","code"}}; the caller puts the object. */
 struct json_object *srv_api_error_json(const struct srv_api_error *e);
+/* Anthropic's shape, {"type":"error","error":{"type","message"}}, the type
+ * from the status (invalid_request_error, authentication_error, ...). */
+struct json_object *srv_anthropic_error_json(const struct srv_api_error *e);
 
 enum srv_kind {
 	SRV_KIND_CHAT = 0,

@@ -97,7 +97,12 @@ void srv_reply_error(struct srv_http *h, const struct srv_api_error *e)
 		evhttp_add_header(hd, "Retry-After", "1");
 	if (e->status == 401)
 		evhttp_add_header(hd, "WWW-Authenticate", "Bearer");
-	srv_reply_json(h, e->status, srv_api_error_json(e));
+	srv_reply_json(h, e->status, srv_route_error_json(h->route, e));
+}
+
+struct json_object *srv_route_error_json(const struct srv_route *rt, const struct srv_api_error *e)
+{
+	return rt && (rt->flags & SRV_ROUTE_ANTHROPIC) ? srv_anthropic_error_json(e) : srv_api_error_json(e);
 }
 
 void srv_reply_nomem(struct srv_http *h)

@@ -19,6 +19,9 @@ void srv_add_common_headers(struct srv *s, struct evhttp_request *req);
 void srv_reply_json(struct srv_http *h, int status, struct json_object *obj);
 void srv_reply_error(struct srv_http *h, const struct srv_api_error *e);
 void srv_reply_body(struct srv_http *h, int status, const char *content_type, struct evbuffer *b);
+/* An error body in route rt's API shape (OpenAI's, or Anthropic's for a
+ * SRV_ROUTE_ANTHROPIC route; rt NULL: OpenAI's). */
+struct json_object *srv_route_error_json(const struct srv_route *rt, const struct srv_api_error *e);
 /* 500 "out of memory". */
 void srv_reply_nomem(struct srv_http *h);
 /* Headers and status line of an SSE stream (sse.h writes the events). */

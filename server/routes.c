@@ -16,6 +16,15 @@ const struct srv_route srv_routes[] = {
 	{"/v1/completions", "/v1/completions", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_completions},
 	{"/tokenize", "/tokenize", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_tokenize},
 	{"/detokenize", "/detokenize", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_detokenize},
+	{"/v1/responses", "/v1/responses", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_responses},
+	{"/v1/responses/", "/v1/responses/{id}", EVHTTP_REQ_GET, GET_ALLOW, SRV_ROUTE_AUTH | SRV_ROUTE_PREFIX,
+	 srv_route_response_get},
+	{"/v1/messages", "/v1/messages", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH | SRV_ROUTE_ANTHROPIC,
+	 srv_route_messages},
+	{"/v1/messages/count_tokens", "/v1/messages/count_tokens", EVHTTP_REQ_POST, POST_ALLOW,
+	 SRV_ROUTE_AUTH | SRV_ROUTE_ANTHROPIC, srv_route_count_tokens},
+	/* the chat page: no key (it asks for one when the API answers 401) */
+	{"/", "/", EVHTTP_REQ_GET, GET_ALLOW, SRV_ROUTE_ANYTIME, srv_route_webui},
 	{"/apply-template", "/apply-template", EVHTTP_REQ_POST, POST_ALLOW, SRV_ROUTE_AUTH, srv_route_apply_template},
 	/* also while loading: the engine gauges read 0; --metrics-no-auth opens it */
 	{"/metrics", "/metrics", EVHTTP_REQ_GET, GET_ALLOW, SRV_ROUTE_AUTH | SRV_ROUTE_ANYTIME | SRV_ROUTE_SCRAPE,

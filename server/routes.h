@@ -27,6 +27,14 @@ void srv_route_metrics(struct srv *s, struct srv_http *h, const char *body, size
 /* gen.c: /v1/chat/completions and /v1/completions */
 void srv_route_chat(struct srv *s, struct srv_http *h, const char *body, size_t len);
 void srv_route_completions(struct srv *s, struct srv_http *h, const char *body, size_t len);
+/* route_responses.c: POST /v1/responses, GET /v1/responses/{id} */
+void srv_route_responses(struct srv *s, struct srv_http *h, const char *body, size_t len);
+void srv_route_response_get(struct srv *s, struct srv_http *h, const char *body, size_t len);
+/* route_messages.c: POST /v1/messages, /v1/messages/count_tokens (Anthropic) */
+void srv_route_messages(struct srv *s, struct srv_http *h, const char *body, size_t len);
+void srv_route_count_tokens(struct srv *s, struct srv_http *h, const char *body, size_t len);
+/* webui.c: GET / (the chat page; 404 under --no-webui) */
+void srv_route_webui(struct srv *s, struct srv_http *h, const char *body, size_t len);
 /* gen.c, for the top layer: cancel every live generation (shutdown). */
 void srv_gen_cancel_all(struct srv *s);
 

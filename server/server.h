@@ -58,6 +58,8 @@ struct srv_config {
 	int max_connections;       /* open connections at most; the listener pauses beyond */
 	int request_deadline_s;    /* a request's head and body must arrive within this */
 	bool metrics_no_auth;      /* /metrics without the API key */
+	bool no_webui;             /* --no-webui: no chat page at / */
+	int responses_store;       /* --responses-store: responses kept for previous_response_id */
 	struct srv_limits limits;  /* request caps (openai.h) */
 };
 
@@ -78,6 +80,7 @@ enum {
 	SRV_ROUTE_AUTH = 1 << 1,    /* needs the API key (when --api-key is set) */
 	SRV_ROUTE_ANYTIME = 1 << 2, /* answered while loading / stopping too */
 	SRV_ROUTE_SCRAPE = 1 << 3,  /* /metrics: open under --metrics-no-auth */
+	SRV_ROUTE_ANTHROPIC = 1 << 4, /* every error it answers (router's included) in Anthropic's shape */
 };
 struct srv_route {
 	const char *path;
@@ -130,6 +133,7 @@ struct srv {
 	int n_gens;
 	struct srv_metrics metrics;
 	int exit_code;
+	struct srv_responses_store *responses; /* /v1/responses: stored responses (responses_store.h) */
 };
 
 /* ---- entry (http.c) ---- */

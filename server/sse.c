@@ -54,3 +54,22 @@ void srv_sse_finish(struct evhttp_request *req)
 	}
 	evhttp_send_reply_end(req);
 }
+
+void srv_sse_send_event(struct evhttp_request *req, const char *name, struct json_object *obj)
+{
+	struct evbuffer *b = evbuffer_new();
+	if (!b)
+		return;
+	size_t len = 0;
+	const char *s = srv_json_text(obj, &len);
+	evbuffer_add_printf(b, "event: %s\ndata: ", name);
+	evbuffer_add(b, s, len);
+	evbuffer_add(b, "\n\n", 2);
+	evhttp_send_reply_chunk(req, b);
+	evbuffer_free(b);
+}
+
+void srv_sse_end(struct evhttp_request *req)
+{
+	evhttp_send_reply_end(req);
+}

@@ -15,6 +15,10 @@ void srv_sse_send_json(struct evhttp_request *req, struct json_object *obj);
 /* ": keep-alive" comment: clients ignore it; proxies see traffic. */
 void srv_sse_keepalive(struct evhttp_request *req);
 void srv_sse_finish(struct evhttp_request *req);
+/* An event with a name, "event: NAME\ndata: JSON\n\n" (the Responses and
+ * Messages APIs; obj borrowed), and the end of such a stream (no [DONE]). */
+void srv_sse_send_event(struct evhttp_request *req, const char *name, struct json_object *obj);
+void srv_sse_end(struct evhttp_request *req);
 /* JSON text as sent by every route: plain, no slash escaping. Borrowed from obj. */
 const char *srv_json_text(struct json_object *obj, size_t *len);
 

@@ -90,6 +90,10 @@ struct alice_engine_event {
 	/* DONE: prompt tokens whose KV was reused from the slot's cache
 	 * (not prefilled again); <= n_prompt - 1. */
 	int32_t n_cached;
+	/* DONE with FINISH_STOP: the index in the request's `stop` list of the
+	 * stop string that ended it; -1 for an end-of-generation token or a
+	 * grammar's end (and for every other finish). */
+	int32_t stop_index;
 };
 
 typedef void (*alice_engine_event_fn)(const struct alice_engine_event *ev, void *user);

@@ -1,0 +1,40 @@
+/* api_chat.h — pieces shared by the translators of gen_api.h (the Responses
+ * and Messages APIs): building the chat completion body they turn into
+ * (messages, assistant tool calls, tool results), typed field access with
+ * errors naming the caller's field, ids, and the usage both report. */
+#ifndef ALICE_SERVER_API_CHAT_H
+#define ALICE_SERVER_API_CHAT_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+
+#include "openai.h"
+
+struct srv_gen;
+
+/* A JSON value's type in words ("a string", "an array", ...). */
+const char *api_type_name(struct json_object *v);
+/* Member key of o when present and not null, else NULL. */
+struct json_object *api_field(struct json_object *o, const char *key);
+/* Copy member `from` of in (when present and not null) to out as `to`. */
+void api_copy(struct json_object *out, struct json_object *in, const char *from, const char *to);
+
+/* Append {"role","content"} to the chat messages array. */
+void api_add_message(struct json_object *messages, const char *role, const char *content, size_t len);
+/* An assistant tool call: joins the last message when it is the
+ * assistant's (a text answer then its calls), else a new assistant message
+ * with "content": null. */
+void api_add_tool_call(struct json_object *messages, const char *id, const char *name, const char *arguments);
+/* A tool's result: {"role":"tool","tool_call_id","content"}. */
+void api_add_tool_result(struct json_object *messages, const char *id, const char *content, size_t len);
+/* A chat tool {"type":"function","function":{name, description, parameters}}. */
+struct json_object *api_function_tool(struct json_object *name, struct json_object *description,
+				      struct json_object *parameters);
+
+/* PREFIX + 24 random hex digits into out[cap]. */
+void api_new_id(char *out, size_t cap, const char *prefix);
+/* The chat pipeline names fields by their chat completion names; an error
+ * on field `from` is reported as the caller's `to` (message included). */
+void api_error_rename(struct srv_api_error *e, const char *from, const char *to);
+
+#endif
