@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alice/backend_loader.h"
 #include "alice/log.h"
@@ -120,6 +121,34 @@ static enum alice_status bind_tensors(struct alice_model *m, struct alice_error 
 	return ALICE_OK;
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Upload progress in the log: nothing for a load under a second, then one
+ * line a second (percent of the bytes, tensors done) and a last one at 100%. */
+struct load_progress {
+	double t0, t_next;
+	bool shown;
+};
+
+static void load_progress(struct load_progress *p, const char *path, uint32_t done, uint32_t n, uint64_t bytes,
+			  uint64_t total)
+{
+	double t = mono_s();
+	bool last = done == n;
+	if (t < p->t_next && !(last && p->shown))
+		return;
+	p->t_next = t + 1.0;
+	p->shown = true;
+	alice_log(ALICE_LOG_INFO, "loading %s: %3.0f%% (%u/%u tensors, %.1f/%.1f MB, %.1f s)", path,
+		  total ? 100.0 * (double)bytes / (double)total : 100.0, done, n, (double)bytes / 1e6,
+		  (double)total / 1e6, t - p->t0);
+}
+
 /* Weights in place (buffer_import of the mapping) or copied (alloc+write). */
 static enum alice_status upload_weights(struct alice_model *m, struct alice_error *err)
 {
@@ -148,8 +177,12 @@ static enum alice_status upload_weights(struct alice_model *m, struct alice_erro
 		return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: cannot allocate %llu bytes of weights: %s",
 				  path, m->be->name, (unsigned long long)total, vt->last_error(m->bctx));
 	uint64_t off = 0;
+	struct load_progress prog = {0};
+	prog.t0 = mono_s();
+	prog.t_next = prog.t0 + 1.0;
 	for (uint32_t i = 0; i < m->n_tensors; i++) {
 		const struct alice_gguf_tensor_info *info = m->src_info[i];
+		load_progress(&prog, path, i, m->n_tensors, off, total);
 		if (vt->buffer_write(m->bctx, m->wbuf, off, info->data, info->nbytes) != ALICE_OK)
 			return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: writing tensor %s failed: %s", path,
 					  m->be->name, info->name, vt->last_error(m->bctx));
@@ -157,6 +190,7 @@ static enum alice_status upload_weights(struct alice_model *m, struct alice_erro
 		m->tensors[i].offset = off;
 		off += (info->nbytes + 255) / 256 * 256;
 	}
+	load_progress(&prog, path, m->n_tensors, m->n_tensors, off, total);
 	return ALICE_OK;
 }
 
