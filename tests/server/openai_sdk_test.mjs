@@ -148,5 +148,68 @@ await group('errors', async () => {
   }
 });
 
+// ---- Responses API (issue 21): responses.create, streamed and not ----
+let responseText = null;
+await group('responses', async () => {
+  const r = await client.responses.create({
+    model: 'tiny-tolstoy', instructions: 'You are terse.', input: 'Who is Pierre?', max_output_tokens: 12,
+    temperature: 0,
+  });
+  responseText = r.output_text;
+  check('responses: object/id', r.object === 'response' && r.id.startsWith('resp_'), r);
+  check('responses: output_text', typeof r.output_text === 'string' && r.output_text.length > 0, r);
+  check('responses: status', ['completed', 'incomplete'].includes(r.status), r.status);
+  check('responses: usage', r.usage.output_tokens > 0 &&
+    r.usage.total_tokens === r.usage.input_tokens + r.usage.output_tokens, r.usage);
+  const chat = await client.chat.completions.create({
+    model: 'x', max_tokens: 12, temperature: 0,
+    messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Who is Pierre?' }],
+  });
+  check('responses: text equals the chat completion', r.output_text === chat.choices[0].message.content,
+    { a: r.output_text, b: chat.choices[0].message.content });
+  const again = await client.responses.retrieve(r.id);
+  check('responses: retrieve', again.id === r.id && again.output_text === r.output_text, again);
+  const next = await client.responses.create({
+    model: 'x', input: 'And Natasha?', previous_response_id: r.id, max_output_tokens: 4, temperature: 0,
+  });
+  check('responses: previous_response_id', next.previous_response_id === r.id &&
+    next.usage.input_tokens > r.usage.input_tokens, next.usage);
+});
+
+await group('responses stream', async () => {
+  const stream = await client.responses.create({
+    model: 'tiny-tolstoy', instructions: 'You are terse.', input: 'Who is Pierre?', max_output_tokens: 12,
+    temperature: 0, stream: true,
+  });
+  const types = [];
+  let text = '';
+  let final = null;
+  for await (const ev of stream) {
+    types.push(ev.type);
+    if (ev.type === 'response.output_text.delta') text += ev.delta;
+    if (ev.type === 'response.completed' || ev.type === 'response.incomplete') final = ev.response;
+  }
+  check('responses stream: text equals non-streamed', text === responseText, { text, responseText });
+  check('responses stream: starts created, in_progress', types[0] === 'response.created' &&
+    types[1] === 'response.in_progress', types);
+  check('responses stream: ends with the final response', final !== null &&
+    final.output[0].content[0].text === text && final.status !== 'in_progress', types.slice(-4));
+  const s2 = client.responses.stream({
+    model: 'x', input: 'Who is Pierre?', instructions: 'You are terse.', max_output_tokens: 12, temperature: 0,
+  });
+  const done = await s2.finalResponse();
+  check('responses.stream helper: finalResponse', done.output_text === responseText, done.output_text);
+});
+
+await group('responses errors', async () => {
+  try {
+    await client.responses.create({ model: 'x', input: 'hi', previous_response_id: 'resp_unknown' });
+    check('responses: unknown previous_response_id rejected', false, 'no error');
+  } catch (e) {
+    check('responses: unknown previous_response_id -> 400', e instanceof OpenAI.BadRequestError &&
+      e.param === 'previous_response_id', String(e));
+  }
+});
+
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

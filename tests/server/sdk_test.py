@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Run openai_sdk_test.mjs (the official `openai` npm package) against the
-real alice-llm-server.
+"""Run an npm end-to-end test (default openai_sdk_test.mjs, the official
+`openai` npm package; anthropic_sdk_test.mjs, `@anthropic-ai/sdk`) against
+the real alice-llm-server.
 
-usage: sdk_test.py SERVER_BINARY BACKEND_LIB_DIR NPM_DIR
-Installs package.json's exact openai version into NPM_DIR (git-ignored, in
-the build tree) when it is not there yet, starts the server with an API key
-and runs the test with node. Fails (never skips) when node/npm are missing.
+usage: sdk_test.py SERVER_BINARY BACKEND_LIB_DIR NPM_DIR [TEST.mjs]
+Installs package.json's exact dependency versions into NPM_DIR (git-ignored,
+in the build tree) when they are not there yet (one install at a time: the
+tests share NPM_DIR), starts the server with an API key and runs the test
+with node. Fails (never skips) when node/npm are missing.
 """
+import fcntl
 import json
 import os
 import shutil
@@ -20,35 +23,49 @@ import test_server  # noqa: E402
 APT = "apt-get update && apt-get install -y nodejs npm"
 
 
-def main():
-    if len(sys.argv) != 4:
-        sys.exit(__doc__)
-    binary, libdir, npm_dir = sys.argv[1:]
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node or not npm:
-        print(f"FAIL node and npm are needed for the openai SDK test. Run as root:\n  {APT}")
-        print("0 passed, 1 failed")
-        return 1
+def npm_install(npm, npm_dir):
+    """package.json's dependencies into npm_dir unless every exact version is
+    there already; None, or the failure's text."""
     os.makedirs(npm_dir, exist_ok=True)
     with open(os.path.join(HERE, "package.json")) as f:
-        want = json.load(f)["dependencies"]["openai"]
-    have = None
-    try:
-        with open(os.path.join(npm_dir, "node_modules", "openai", "package.json")) as f:
-            have = json.load(f)["version"]
-    except OSError:
-        pass
-    if have != want:
+        want = json.load(f)["dependencies"]
+    with open(os.path.join(npm_dir, ".install.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # ctest may run the npm tests side by side
+        have = {}
+        for name in want:
+            try:
+                with open(os.path.join(npm_dir, "node_modules", name, "package.json")) as f:
+                    have[name] = json.load(f)["version"]
+            except OSError:
+                pass
+        if have == want:
+            return None
         shutil.copy(os.path.join(HERE, "package.json"), os.path.join(npm_dir, "package.json"))
         r = subprocess.run([npm, "install", "--prefix", npm_dir, "--no-audit", "--no-fund",
                             "--no-package-lock"], capture_output=True, text=True)
         if r.returncode != 0:
-            print(f"FAIL npm install openai@{want} into {npm_dir}:\n{r.stdout}\n{r.stderr}")
-            print("0 passed, 1 failed")
-            return 1
+            return f"npm install {want} into {npm_dir}:\n{r.stdout}\n{r.stderr}"
+    return None
+
+
+def main():
+    if len(sys.argv) not in (4, 5):
+        sys.exit(__doc__)
+    binary, libdir, npm_dir = sys.argv[1:4]
+    name = sys.argv[4] if len(sys.argv) == 5 else "openai_sdk_test.mjs"
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        print(f"FAIL node and npm are needed for the SDK tests. Run as root:\n  {APT}")
+        print("0 passed, 1 failed")
+        return 1
+    err = npm_install(npm, npm_dir)
+    if err:
+        print(f"FAIL {err}")
+        print("0 passed, 1 failed")
+        return 1
     # run the test from NPM_DIR so `import 'openai'` resolves there
-    test = os.path.join(npm_dir, "openai_sdk_test.mjs")
-    shutil.copy(os.path.join(HERE, "openai_sdk_test.mjs"), test)
+    test = os.path.join(npm_dir, name)
+    shutil.copy(os.path.join(HERE, name), test)
 
     test_server.configure([binary, libdir])
     key = "sk-alice-test"
