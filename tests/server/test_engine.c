@@ -29,6 +29,7 @@ struct run {
 	char text[8192];
 	size_t text_len;
 	enum alice_engine_finish finish;
+	int32_t stop_index; /* DONE: which stop string ended it */
 	int32_t n_completion, n_prompt;
 	int n_done_events;
 	struct alice_engine *engine; /* for cancel-after-first-token */
@@ -52,6 +53,7 @@ static void on_event(const struct alice_engine_event *ev, void *user)
 			alice_engine_cancel(r->engine, ev->id); /* allowed from a callback */
 	} else {
 		r->finish = ev->finish;
+		r->stop_index = ev->stop_index;
 		r->n_completion = ev->n_completion;
 		r->n_prompt = ev->n_prompt;
 		r->n_done_events++;
@@ -234,6 +236,7 @@ Test(engine, stop_strings_and_max_tokens)
 	run_wait(&full);
 	cr_assert_eq(full.finish, ALICE_ENGINE_FINISH_LENGTH);
 	cr_assert_eq(full.n_completion, 30);
+	cr_assert_eq(full.stop_index, -1, "no stop string ended it");
 	cr_assert_gt(full.text_len, 20);
 	/* a stop string from the middle of the text (spanning token pieces) */
 	char stop[8];
@@ -245,6 +248,7 @@ Test(engine, stop_strings_and_max_tokens)
 	cr_assert_eq(submit(e, &cut, "Prince Andrew looked at", 30, stops, 2, true), ALICE_OK);
 	run_wait(&cut);
 	cr_assert_eq(cut.finish, ALICE_ENGINE_FINISH_STOP);
+	cr_assert_eq(cut.stop_index, 1, "the event names the stop string that matched");
 	const char *first = strstr(full.text, stop);
 	cr_assert_not_null(first);
 	cr_assert_eq(cut.text_len, (size_t)(first - full.text), "got '%s' for stop '%s' in '%s'", cut.text, stop,
