@@ -389,6 +389,9 @@ static void on_done(struct srv_gen *g, struct srv_choice *c, const struct gen_ms
 		return;
 	if (g->parse) {
 		send_parsed(g, c, ev->text, ev->text_len, true);
+		/* logprobs of tokens whose text sent nothing (a call's closing tag) */
+		if (g->logprobs && json_object_array_length(c->lp) > 0)
+			send_chunk(g, c, "", 0, false, NULL, c->lp);
 		send_chunk(g, c, NULL, 0, false, gen_choice_finish(g, c), NULL);
 		return;
 	}
