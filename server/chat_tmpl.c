@@ -75,6 +75,8 @@ int srv_chat_render(struct srv *s, const struct srv_gen_request *r, char **text,
 		.n = r->n_messages,
 		.parts = r->parts,
 		.kwargs = r->chat_template_kwargs,
+		.extra = r->extra,
+		.tools = r->tool_choice == SRV_TOOL_CHOICE_NONE ? NULL : r->tools,
 		.strip_leading_bos = alice_tokenizer_add_bos(tok),
 	};
 	struct alice_error aerr = {{0}};
@@ -83,7 +85,8 @@ int srv_chat_render(struct srv *s, const struct srv_gen_request *r, char **text,
 		if (st == ALICE_ERR_NOMEM)
 			srv_api_error_nomem(e);
 		else if (st == ALICE_ERR_UNSUPPORTED)
-			srv_api_error_invalid(e, "chat_template_kwargs", "%s", aerr.msg);
+			srv_api_error_invalid(e, strncmp(aerr.msg, "tools", 5) == 0 ? "tools" : "chat_template_kwargs",
+					      "%s", aerr.msg);
 		else
 			srv_api_error_invalid(e, "messages", "chat template: %s", aerr.msg);
 		return -1;
@@ -92,12 +95,13 @@ int srv_chat_render(struct srv *s, const struct srv_gen_request *r, char **text,
 }
 
 int srv_chat_prompt(struct srv *s, const struct srv_gen_request *r, int32_t **tokens, size_t *n_tokens,
-		    struct srv_api_error *e)
+		    bool *think_open, struct srv_api_error *e)
 {
 	char *text = NULL;
 	size_t len = 0;
 	if (srv_chat_render(s, r, &text, &len, e) != 0)
 		return -1;
+	*think_open = alice_tool_think_open(text, len);
 	struct alice_error aerr = {{0}};
 	enum alice_status st = alice_tokenizer_encode(alice_model_tokenizer(s->model), text, len, true, true, tokens,
 						      n_tokens, &aerr);

@@ -152,6 +152,7 @@ static void gen_free(struct srv_gen *g)
 	s->n_gens--;
 	for (size_t i = 0; i < g->n_choices; i++) {
 		free(g->choices[i].text.p);
+		free(g->choices[i].raw.p);
 		free(g->choices[i].error);
 		json_object_put(g->choices[i].lp);
 		gen_msg_free(g->choices[i].done_msg);
@@ -159,6 +160,7 @@ static void gen_free(struct srv_gen *g)
 	free(g->choices);
 	if (g->api && g->api_state)
 		g->api->free_state(g->api_state);
+	json_object_put(g->parse_opts.tools);
 	free(g);
 }
 
@@ -318,6 +320,26 @@ static void send_chunk(struct srv_gen *g, const struct srv_choice *c, const char
 		send_json_event(g, gen_chunk(g, c, text, len, role, finish, lp));
 }
 
+/* A parsed chat stream: the text so far into c->raw, and the deltas of its
+ * parse out (logprobs ride with the first of them). */
+static void send_parsed(struct srv_gen *g, struct srv_choice *c, const char *text, size_t len, bool final)
+{
+	if (!alice_sb_addn(&c->raw, text, len) && len) {
+		__atomic_store_n(&c->lost, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	bool lp_used = false;
+	struct json_object *lp = g->logprobs && json_object_array_length(c->lp) > 0 ? c->lp : NULL;
+	struct json_object *chunks = gen_tools_deltas(g, c, final, lp, &lp_used);
+	for (size_t i = 0; chunks && i < json_object_array_length(chunks); i++)
+		send_json_event(g, json_object_get(json_object_array_get_idx(chunks, i)));
+	json_object_put(chunks);
+	if (lp_used) {
+		json_object_put(c->lp);
+		c->lp = gen_logprobs_new(g);
+	}
+}
+
 static void on_token(struct srv_gen *g, struct srv_choice *c, const struct alice_engine_event *ev)
 {
 	if (g->logprobs)
@@ -326,11 +348,22 @@ static void on_token(struct srv_gen *g, struct srv_choice *c, const struct alice
 		alice_sb_addn(&c->text, ev->text, ev->text_len);
 	if (!g->stream)
 		return;
+	if (g->api) {
+		if (ev->text_len > 0 && g->http.req && !g->client_gone) {
+			stop_heartbeat(g);
+			g->api->stream_text(g, ev->text, ev->text_len);
+		}
+		return;
+	}
+	if (g->parse) {
+		if (ev->text_len > 0 && g->http.req && !g->client_gone) {
+			stop_heartbeat(g);
+			send_parsed(g, c, ev->text, ev->text_len, false);
+		}
+		return;
+	}
 	/* logprobs ride with the next chunk that has text */
-	if (ev->text_len > 0 && g->http.req && !g->client_gone && g->api) {
-		stop_heartbeat(g);
-		g->api->stream_text(g, ev->text, ev->text_len);
-	} else if (ev->text_len > 0 && g->http.req && !g->client_gone) {
+	if (ev->text_len > 0 && g->http.req && !g->client_gone) {
 		stop_heartbeat(g);
 		send_chunk(g, c, ev->text, ev->text_len, false, NULL, g->logprobs ? c->lp : NULL);
 		if (g->logprobs) {
@@ -374,6 +407,14 @@ static void on_done(struct srv_gen *g, struct srv_choice *c, const struct gen_ms
 	if (g->api) { /* its closing events come with the end of the stream */
 		if (ev->text_len > 0)
 			g->api->stream_text(g, ev->text, ev->text_len);
+		return;
+	}
+	if (g->parse) {
+		send_parsed(g, c, ev->text, ev->text_len, true);
+		/* logprobs of tokens whose text sent nothing (a call's closing tag) */
+		if (g->logprobs && json_object_array_length(c->lp) > 0)
+			send_chunk(g, c, "", 0, false, NULL, c->lp);
+		send_chunk(g, c, NULL, 0, false, gen_choice_finish(g, c), NULL);
 		return;
 	}
 	bool has_lp = g->logprobs && (g->kind != SRV_KIND_CHAT || json_object_array_length(c->lp) > 0);
@@ -438,6 +479,9 @@ static struct srv_gen *gen_create(struct srv *s, struct srv_http *h, const struc
 	g->top_logprobs = r->sampling.n_probs;
 	g->echo = r->echo;
 	g->api = p->api;
+	g->parse = p->parse;
+	g->parse_opts = p->parse_opts;
+	g->parse_opts.tools = json_object_get(p->parse_opts.tools);
 	g->created = (int64_t)time(NULL);
 	snprintf(g->id, sizeof(g->id), "%s-%016llx", r->kind == SRV_KIND_CHAT ? "chatcmpl" : "cmpl",
 		 (unsigned long long)gen_random64());

@@ -454,7 +454,8 @@ void srv_route_count_tokens(struct srv *s, struct srv_http *h, const char *body,
 	}
 	int32_t *tokens = NULL;
 	size_t n_tokens = 0;
-	rc = srv_chat_prompt(s, &r, &tokens, &n_tokens, &e);
+	bool think_open = false;
+	rc = srv_chat_prompt(s, &r, &tokens, &n_tokens, &think_open, &e);
 	srv_gen_request_clear(&r);
 	free(tokens);
 	if (rc != 0) {

@@ -51,6 +51,7 @@ struct srv_config {
 	const char *chat_template_file; /* --chat-template-file: its path, NULL = none */
 	char *chat_template_src;        /* that file's text (main.c owns it) */
 	size_t chat_template_len;
+	bool reasoning_none;       /* --reasoning-format none: <think> blocks stay in content */
 	bool log_json;
 	bool no_prefix_cache;      /* engine: never reuse a slot's KV */
 	const char *cors_origin;   /* NULL = no CORS headers */

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Run an npm end-to-end test (default openai_sdk_test.mjs, the official
-`openai` npm package; anthropic_sdk_test.mjs, `@anthropic-ai/sdk`) against
-the real alice-llm-server.
+"""Run an npm end-to-end test against the real alice-llm-server:
+openai_sdk_test.mjs (the official `openai` npm package; the default) or
+anthropic_sdk_test.mjs (`@anthropic-ai/sdk`).
 
-usage: sdk_test.py SERVER_BINARY BACKEND_LIB_DIR NPM_DIR [TEST.mjs]
+usage: sdk_test.py SERVER_BINARY BACKEND_LIB_DIR NPM_DIR FIXTURES_DIR [TEST.mjs]
 Installs package.json's exact dependency versions into NPM_DIR (git-ignored,
 in the build tree) when they are not there yet (one install at a time: the
 tests share NPM_DIR), starts the server with an API key and runs the test
-with node. Fails (never skips) when node/npm are missing.
+with node; a second server on the qwen3 fixture (a template with tools)
+serves the tool-calling parts (ALICE_TOOLS_BASE_URL). Fails (never skips)
+when node/npm are missing.
 """
 import fcntl
 import json
@@ -49,10 +51,10 @@ def npm_install(npm, npm_dir):
 
 
 def main():
-    if len(sys.argv) not in (4, 5):
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__)
-    binary, libdir, npm_dir = sys.argv[1:4]
-    name = sys.argv[4] if len(sys.argv) == 5 else "openai_sdk_test.mjs"
+    binary, libdir, npm_dir, fixtures = sys.argv[1:5]
+    name = sys.argv[5] if len(sys.argv) == 6 else "openai_sdk_test.mjs"
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         print(f"FAIL node and npm are needed for the SDK tests. Run as root:\n  {APT}")
@@ -63,21 +65,27 @@ def main():
         print(f"FAIL {err}")
         print("0 passed, 1 failed")
         return 1
-    # run the test from NPM_DIR so `import 'openai'` resolves there
+    # run the test from NPM_DIR so its imports resolve there
     test = os.path.join(npm_dir, name)
     shutil.copy(os.path.join(HERE, name), test)
 
     test_server.configure([binary, libdir])
     key = "sk-alice-test"
     s = test_server.Server("--api-key", key)
+    t = None
+    rc = 1
     try:
-        env = dict(os.environ, ALICE_BASE_URL=f"http://127.0.0.1:{s.port}/v1", ALICE_API_KEY_FOR_TEST=key)
+        t = test_server.Server("--api-key", key, "--model", os.path.join(fixtures, "models", "qwen3-BF16.gguf"),
+                               "--ctx-size", "1024", "--no-prefix-cache")
+        env = dict(os.environ, ALICE_BASE_URL=f"http://127.0.0.1:{s.port}/v1", ALICE_API_KEY_FOR_TEST=key,
+                   ALICE_TOOLS_BASE_URL=f"http://127.0.0.1:{t.port}/v1")
         r = subprocess.run([node, test], env=env, timeout=600)
         rc = r.returncode
     finally:
-        if s.stop() != 0:
-            print("FAIL server did not exit 0")
-            rc = 1
+        for srv in (s, t):
+            if srv and srv.stop() != 0:
+                print("FAIL server did not exit 0")
+                rc = 1
     return rc
 
 
