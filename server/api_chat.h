@@ -8,9 +8,11 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 
+#include "alice/tool_call.h"
 #include "openai.h"
 
 struct srv_gen;
+struct srv_choice;
 
 /* A JSON value's type in words ("a string", "an array", ...). */
 const char *api_type_name(struct json_object *v);
@@ -25,11 +27,24 @@ void api_add_message(struct json_object *messages, const char *role, const char 
  * assistant's (a text answer then its calls), else a new assistant message
  * with "content": null. */
 void api_add_tool_call(struct json_object *messages, const char *id, const char *name, const char *arguments);
-/* A tool's result: {"role":"tool","tool_call_id","content"}. */
+/* A tool's result: {"role":"tool","tool_call_id","content"}, with "name"
+ * when an earlier assistant call of that id names its function. */
 void api_add_tool_result(struct json_object *messages, const char *id, const char *content, size_t len);
 /* A chat tool {"type":"function","function":{name, description, parameters}}. */
 struct json_object *api_function_tool(struct json_object *name, struct json_object *description,
 				      struct json_object *parameters);
+
+/* A choice's text split as the chat route splits it (content, reasoning,
+ * tool calls; alice/tool_call.h) when the request is parsed (tools, or a
+ * reasoning template), else all of it as content. partial: a stream in
+ * progress (only what can no longer change). *out is cleared by the caller
+ * with alice_chat_parsed_clear; out of memory leaves the raw text as content. */
+void api_parse(const struct srv_gen *g, const struct srv_choice *c, bool partial, struct alice_chat_parsed *out);
+/* What of p's content is past *sent bytes (advancing *sent): false when
+ * nothing new. */
+bool api_fresh(const struct alice_chat_parsed *p, size_t *sent, const char **s, size_t *n);
+/* A call's arguments as a JSON object (a new one; {} when they do not parse). */
+struct json_object *api_arguments_object(const char *arguments);
 
 /* PREFIX + 24 random hex digits into out[cap]. */
 void api_new_id(char *out, size_t cap, const char *prefix);

@@ -20,6 +20,8 @@
 
 struct msg_state {
 	char id[64];
+	bool text_open; /* stream: the text block was started */
+	size_t sent;    /* stream: bytes of its text sent */
 	struct json_object *stops; /* the request's stop_sequences (reference), NULL none */
 };
 
@@ -295,11 +297,13 @@ static void msg_rename_error(struct srv_api_error *e)
 /* ---- response ---- */
 
 /* stop_reason and stop_sequence (NULL when none). */
-static const char *stop_reason(const struct srv_gen *g, struct json_object **seq)
+static const char *stop_reason(const struct srv_gen *g, const struct alice_chat_parsed *p, struct json_object **seq)
 {
 	const struct msg_state *st = g->api_state;
 	const struct srv_choice *c = &g->choices[0];
 	*seq = NULL;
+	if (p->n_calls > 0)
+		return "tool_use";
 	if (c->finish == ALICE_ENGINE_FINISH_LENGTH)
 		return "max_tokens";
 	/* the plan's stops begin with the request's stop_sequences */
@@ -332,22 +336,37 @@ static struct json_object *text_block(const char *text, size_t len)
 	return b;
 }
 
-/* The message object; done: with its content, stop reason and usage. */
-static struct json_object *message_json(const struct srv_gen *g, bool done)
+/* Call i as a tool_use block; input: the arguments, or {} (stream start). */
+static struct json_object *tool_use_block(const struct msg_state *st, size_t i, const struct alice_tool_call *tc,
+					  bool with_input)
+{
+	char id[96];
+	snprintf(id, sizeof(id), "toolu_%s_%zu", st->id + 4, i);
+	struct json_object *b = json_object_new_object();
+	json_object_object_add(b, "type", json_object_new_string("tool_use"));
+	json_object_object_add(b, "id", json_object_new_string(id));
+	json_object_object_add(b, "name", json_object_new_string(tc->name));
+	json_object_object_add(b, "input", with_input ? api_arguments_object(tc->arguments) : json_object_new_object());
+	return b;
+}
+
+/* The message object; p NULL: at the stream's start (no content, no stop reason). */
+static struct json_object *message_json(const struct srv_gen *g, const struct alice_chat_parsed *p)
 {
 	const struct msg_state *st = g->api_state;
-	const struct srv_choice *c = &g->choices[0];
 	struct json_object *o = json_object_new_object(), *content = json_object_new_array(), *seq = NULL;
 	json_object_object_add(o, "id", json_object_new_string(st->id));
 	json_object_object_add(o, "type", json_object_new_string("message"));
 	json_object_object_add(o, "role", json_object_new_string("assistant"));
 	json_object_object_add(o, "model", json_object_new_string(g->srv->model_id));
-	if (done)
-		json_object_array_add(content, text_block(c->text.p, c->text.n));
+	if (p && (p->content.n > 0 || p->n_calls == 0))
+		json_object_array_add(content, text_block(p->content.p, p->content.n));
+	for (size_t i = 0; p && i < p->n_calls; i++)
+		json_object_array_add(content, tool_use_block(st, i, &p->calls[i], true));
 	json_object_object_add(o, "content", content);
-	json_object_object_add(o, "stop_reason", done ? json_object_new_string(stop_reason(g, &seq)) : NULL);
+	json_object_object_add(o, "stop_reason", p ? json_object_new_string(stop_reason(g, p, &seq)) : NULL);
 	json_object_object_add(o, "stop_sequence", seq);
-	if (done) {
+	if (p) {
 		json_object_object_add(o, "usage", usage_json(g, true));
 	} else {
 		struct json_object *u = json_object_new_object();
@@ -360,7 +379,11 @@ static struct json_object *message_json(const struct srv_gen *g, bool done)
 
 static struct json_object *msg_body(struct srv_gen *g)
 {
-	return message_json(g, true);
+	struct alice_chat_parsed p;
+	api_parse(g, &g->choices[0], false, &p);
+	struct json_object *o = message_json(g, &p);
+	alice_chat_parsed_clear(&p);
+	return o;
 }
 
 static void emit(struct srv_gen *g, const char *type, struct json_object *o)
@@ -377,44 +400,103 @@ static struct json_object *ev_new(const char *type)
 	return o;
 }
 
-static void msg_stream_start(struct srv_gen *g)
+static struct json_object *block_event(const char *type, int index)
 {
-	struct json_object *o = ev_new("message_start");
-	json_object_object_add(o, "message", message_json(g, false));
-	emit(g, "message_start", o);
-	o = ev_new("content_block_start");
-	json_object_object_add(o, "index", json_object_new_int(0));
-	json_object_object_add(o, "content_block", text_block("", 0));
-	emit(g, "content_block_start", o);
-	emit(g, "ping", ev_new("ping"));
+	struct json_object *o = ev_new(type);
+	json_object_object_add(o, "index", json_object_new_int(index));
+	return o;
 }
 
-static void msg_stream_text(struct srv_gen *g, const char *text, size_t len)
+/* The text block (index 0) is opened once, before its first text. */
+static void open_text(struct srv_gen *g)
 {
-	struct json_object *o = ev_new("content_block_delta"), *d = json_object_new_object();
-	json_object_object_add(o, "index", json_object_new_int(0));
+	struct msg_state *st = g->api_state;
+	if (st->text_open)
+		return;
+	st->text_open = true;
+	struct json_object *o = block_event("content_block_start", 0);
+	json_object_object_add(o, "content_block", text_block("", 0));
+	emit(g, "content_block_start", o);
+}
+
+static void send_delta(struct srv_gen *g, const char *text, size_t len)
+{
+	open_text(g);
+	struct json_object *o = block_event("content_block_delta", 0), *d = json_object_new_object();
 	json_object_object_add(d, "type", json_object_new_string("text_delta"));
 	json_object_object_add(d, "text", json_object_new_string_len(text, (int)len));
 	json_object_object_add(o, "delta", d);
 	emit(g, "content_block_delta", o);
 }
 
+static void send_fresh(struct srv_gen *g, const struct alice_chat_parsed *p)
+{
+	struct msg_state *st = g->api_state;
+	const char *s;
+	size_t n;
+	if (api_fresh(p, &st->sent, &s, &n))
+		send_delta(g, s, n);
+}
+
+static void msg_stream_start(struct srv_gen *g)
+{
+	struct json_object *o = ev_new("message_start");
+	json_object_object_add(o, "message", message_json(g, NULL));
+	emit(g, "message_start", o);
+	if (!g->parse) /* plain text: its block opens at once (with tools: at its first text) */
+		open_text(g);
+	emit(g, "ping", ev_new("ping"));
+}
+
+static void msg_stream_text(struct srv_gen *g, const char *text, size_t len)
+{
+	struct msg_state *st = g->api_state;
+	struct alice_chat_parsed p;
+	if (!g->parse) {
+		send_delta(g, text, len);
+		st->sent += len;
+		return;
+	}
+	api_parse(g, &g->choices[0], true, &p);
+	send_fresh(g, &p);
+	alice_chat_parsed_clear(&p);
+}
+
 static void msg_stream_end(struct srv_gen *g, const struct srv_api_error *failed)
 {
+	struct msg_state *st = g->api_state;
 	if (failed) {
 		emit(g, "error", srv_anthropic_error_json(failed));
 		return;
 	}
-	struct json_object *o = ev_new("content_block_stop"), *d = json_object_new_object(), *seq = NULL;
-	json_object_object_add(o, "index", json_object_new_int(0));
-	emit(g, "content_block_stop", o);
-	o = ev_new("message_delta");
-	json_object_object_add(d, "stop_reason", json_object_new_string(stop_reason(g, &seq)));
+	struct alice_chat_parsed p;
+	api_parse(g, &g->choices[0], false, &p);
+	send_fresh(g, &p);
+	int index = 0;
+	if (st->text_open || p.n_calls == 0) {
+		open_text(g);
+		emit(g, "content_block_stop", block_event("content_block_stop", 0));
+		index = 1;
+	}
+	for (size_t i = 0; i < p.n_calls; i++, index++) {
+		struct json_object *o = block_event("content_block_start", index), *d = json_object_new_object();
+		json_object_object_add(o, "content_block", tool_use_block(st, i, &p.calls[i], false));
+		emit(g, "content_block_start", o);
+		o = block_event("content_block_delta", index);
+		json_object_object_add(d, "type", json_object_new_string("input_json_delta"));
+		json_object_object_add(d, "partial_json", json_object_new_string(p.calls[i].arguments));
+		json_object_object_add(o, "delta", d);
+		emit(g, "content_block_delta", o);
+		emit(g, "content_block_stop", block_event("content_block_stop", index));
+	}
+	struct json_object *o = ev_new("message_delta"), *d = json_object_new_object(), *seq = NULL;
+	json_object_object_add(d, "stop_reason", json_object_new_string(stop_reason(g, &p, &seq)));
 	json_object_object_add(d, "stop_sequence", seq);
 	json_object_object_add(o, "delta", d);
 	json_object_object_add(o, "usage", usage_json(g, false));
 	emit(g, "message_delta", o);
 	emit(g, "message_stop", ev_new("message_stop"));
+	alice_chat_parsed_clear(&p);
 }
 
 static const struct gen_api messages_api = {

@@ -25,6 +25,8 @@ struct resp_state {
 	int64_t created;
 	bool store;
 	int64_t seq;                 /* stream events' sequence_number */
+	bool msg_open;               /* stream: the message item was announced */
+	size_t sent;                 /* stream: bytes of its text sent */
 	struct json_object *echo;    /* request fields every response object repeats */
 	struct json_object *history; /* the conversation's chat messages (no instructions) */
 };
@@ -377,7 +379,7 @@ static struct json_object *text_part(const char *text, size_t len)
 	return p;
 }
 
-/* The assistant's message item; text NULL: still empty (in progress). */
+/* The assistant's message item; with_part false: still empty (in progress). */
 static struct json_object *message_item(const struct resp_state *st, const char *status, const char *text,
 					size_t len, bool with_part)
 {
@@ -392,13 +394,41 @@ static struct json_object *message_item(const struct resp_state *st, const char 
 	return m;
 }
 
-/* A response object: status "in_progress" (no output, no usage yet),
- * "completed", "incomplete" or "failed" (err). */
-static struct json_object *response_json(const struct srv_gen *g, const char *status, const struct srv_api_error *err)
+/* Call i's ids: "call_" / "fc_" and the response's own hex, so the stream
+ * and the stored response name them alike. */
+static void call_ids(const struct resp_state *st, size_t i, char *call_id, char *item_id, size_t cap)
+{
+	snprintf(call_id, cap, "call_%s_%zu", st->id + 5, i);
+	snprintf(item_id, cap, "fc_%s_%zu", st->id + 5, i);
+}
+
+static struct json_object *call_item(const struct resp_state *st, size_t i, const struct alice_tool_call *tc,
+				     const char *status, bool with_arguments)
+{
+	char call_id[96], item_id[96];
+	call_ids(st, i, call_id, item_id, sizeof(call_id));
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "id", json_object_new_string(item_id));
+	json_object_object_add(o, "type", json_object_new_string("function_call"));
+	json_object_object_add(o, "status", json_object_new_string(status));
+	json_object_object_add(o, "call_id", json_object_new_string(call_id));
+	json_object_object_add(o, "name", json_object_new_string(tc->name));
+	json_object_object_add(o, "arguments", json_object_new_string(with_arguments ? tc->arguments : ""));
+	return o;
+}
+
+/* Whether the output has a message item: text, or no call (an empty answer). */
+static bool has_message(const struct alice_chat_parsed *p)
+{
+	return p->content.n > 0 || p->n_calls == 0;
+}
+
+/* A response object: status "in_progress" (p NULL: no output, no usage yet),
+ * "completed" / "incomplete" (p: the parsed output), or "failed" (err). */
+static struct json_object *response_json(const struct srv_gen *g, const char *status, const struct srv_api_error *err,
+					 const struct alice_chat_parsed *p)
 {
 	const struct resp_state *st = g->api_state;
-	const struct srv_choice *c = &g->choices[0];
-	bool done = strcmp(status, "in_progress") != 0;
 	struct json_object *o = json_object_new_object(), *out = json_object_new_array();
 	json_object_object_add(o, "id", json_object_new_string(st->id));
 	json_object_object_add(o, "object", json_object_new_string("response"));
@@ -417,23 +447,30 @@ static struct json_object *response_json(const struct srv_gen *g, const char *st
 	}
 	json_object_object_add(o, "incomplete_details", inc);
 	json_object_object_add(o, "model", json_object_new_string(g->srv->model_id));
-	if (done && !err)
-		json_object_array_add(out, message_item(st, status, c->text.p, c->text.n, true));
+	if (p && has_message(p))
+		json_object_array_add(out, message_item(st, status, p->content.p, p->content.n, true));
+	for (size_t i = 0; p && i < p->n_calls; i++)
+		json_object_array_add(out, call_item(st, i, &p->calls[i], "completed", true));
 	json_object_object_add(o, "output", out);
 	json_object_object_foreach(st->echo, k, v) json_object_object_add(o, k, json_object_get(v));
 	json_object_object_add(o, "store", json_object_new_boolean(st->store));
-	json_object_object_add(o, "usage", done && !err ? usage_json(g) : NULL);
+	json_object_object_add(o, "usage", p ? usage_json(g) : NULL);
 	return o;
 }
 
-/* The finished response: stored (unless store: false) with its conversation. */
-static struct json_object *finish_response(struct srv_gen *g)
+/* The finished response: stored (unless store: false) with its conversation
+ * (the answer as an assistant message with its tool calls). */
+static struct json_object *finish_response(struct srv_gen *g, const struct alice_chat_parsed *p)
 {
 	struct resp_state *st = g->api_state;
-	const struct srv_choice *c = &g->choices[0];
-	struct json_object *o = response_json(g, incomplete(g) ? "incomplete" : "completed", NULL);
+	struct json_object *o = response_json(g, incomplete(g) ? "incomplete" : "completed", NULL, p);
 	if (st->store) {
-		api_add_message(st->history, "assistant", c->text.p ? c->text.p : "", c->text.n);
+		api_add_message(st->history, "assistant", p->content.p ? p->content.p : "", p->content.n);
+		for (size_t i = 0; i < p->n_calls; i++) {
+			char call_id[96], item_id[96];
+			call_ids(st, i, call_id, item_id, sizeof(call_id));
+			api_add_tool_call(st->history, call_id, p->calls[i].name, p->calls[i].arguments);
+		}
 		srv_responses_store_put(g->srv->responses, st->id, o, st->history);
 	}
 	return o;
@@ -441,7 +478,11 @@ static struct json_object *finish_response(struct srv_gen *g)
 
 static struct json_object *resp_body(struct srv_gen *g)
 {
-	return finish_response(g);
+	struct alice_chat_parsed p;
+	api_parse(g, &g->choices[0], false, &p);
+	struct json_object *o = finish_response(g, &p);
+	alice_chat_parsed_clear(&p);
+	return o;
 }
 
 /* ---- stream ---- */
@@ -470,61 +511,122 @@ static void emit_response(struct srv_gen *g, const char *type, struct json_objec
 	emit(g, o);
 }
 
-/* Fields of the events about the one text part. */
-static struct json_object *part_event(const struct srv_gen *g, const char *type, bool content_index)
+/* Fields of the events about one output item (content_index: of its text part). */
+static struct json_object *item_event(const char *type, const char *item_id, int output_index, bool content_index)
 {
-	const struct resp_state *st = g->api_state;
 	struct json_object *o = ev_new(type);
-	json_object_object_add(o, "item_id", json_object_new_string(st->msg_id));
-	json_object_object_add(o, "output_index", json_object_new_int(0));
+	json_object_object_add(o, "item_id", json_object_new_string(item_id));
+	json_object_object_add(o, "output_index", json_object_new_int(output_index));
 	if (content_index)
 		json_object_object_add(o, "content_index", json_object_new_int(0));
 	return o;
 }
 
-static void resp_stream_start(struct srv_gen *g)
+/* The message item and its text part are announced (once, before its first text). */
+static void open_message(struct srv_gen *g)
 {
-	const struct resp_state *st = g->api_state;
-	emit_response(g, "response.created", response_json(g, "in_progress", NULL));
-	emit_response(g, "response.in_progress", response_json(g, "in_progress", NULL));
+	struct resp_state *st = g->api_state;
+	if (st->msg_open)
+		return;
+	st->msg_open = true;
 	struct json_object *o = ev_new("response.output_item.added");
 	json_object_object_add(o, "output_index", json_object_new_int(0));
 	json_object_object_add(o, "item", message_item(st, "in_progress", NULL, 0, false));
 	emit(g, o);
-	o = part_event(g, "response.content_part.added", true);
+	o = item_event("response.content_part.added", st->msg_id, 0, true);
 	json_object_object_add(o, "part", text_part("", 0));
 	emit(g, o);
 }
 
-static void resp_stream_text(struct srv_gen *g, const char *text, size_t len)
+static void send_delta(struct srv_gen *g, const char *s, size_t n)
 {
-	struct json_object *o = part_event(g, "response.output_text.delta", true);
-	json_object_object_add(o, "delta", json_object_new_string_len(text, (int)len));
+	struct resp_state *st = g->api_state;
+	open_message(g);
+	struct json_object *o = item_event("response.output_text.delta", st->msg_id, 0, true);
+	json_object_object_add(o, "delta", json_object_new_string_len(s, (int)n));
 	json_object_object_add(o, "logprobs", json_object_new_array());
 	emit(g, o);
 }
 
+/* Send the text of p past what was sent. */
+static void send_fresh(struct srv_gen *g, const struct alice_chat_parsed *p)
+{
+	struct resp_state *st = g->api_state;
+	const char *s;
+	size_t n;
+	if (api_fresh(p, &st->sent, &s, &n))
+		send_delta(g, s, n);
+}
+
+static void resp_stream_start(struct srv_gen *g)
+{
+	emit_response(g, "response.created", response_json(g, "in_progress", NULL, NULL));
+	emit_response(g, "response.in_progress", response_json(g, "in_progress", NULL, NULL));
+	if (!g->parse) /* plain text: the message opens at once */
+		open_message(g);
+}
+
+static void resp_stream_text(struct srv_gen *g, const char *text, size_t len)
+{
+	struct resp_state *st = g->api_state;
+	struct alice_chat_parsed p;
+	if (!g->parse) { /* the text as it comes */
+		send_delta(g, text, len);
+		st->sent += len;
+		return;
+	}
+	api_parse(g, &g->choices[0], true, &p); /* the text so far, in c->text */
+	send_fresh(g, &p);
+	alice_chat_parsed_clear(&p);
+}
+
 static void resp_stream_end(struct srv_gen *g, const struct srv_api_error *failed)
 {
-	const struct resp_state *st = g->api_state;
-	const struct srv_choice *c = &g->choices[0];
+	struct resp_state *st = g->api_state;
 	if (failed) {
-		emit_response(g, "response.failed", response_json(g, "failed", failed));
+		emit_response(g, "response.failed", response_json(g, "failed", failed, NULL));
 		return;
 	}
 	const char *status = incomplete(g) ? "incomplete" : "completed";
-	struct json_object *o = part_event(g, "response.output_text.done", true);
-	json_object_object_add(o, "text", json_object_new_string_len(c->text.p ? c->text.p : "", (int)c->text.n));
-	json_object_object_add(o, "logprobs", json_object_new_array());
-	emit(g, o);
-	o = part_event(g, "response.content_part.done", true);
-	json_object_object_add(o, "part", text_part(c->text.p, c->text.n));
-	emit(g, o);
-	o = ev_new("response.output_item.done");
-	json_object_object_add(o, "output_index", json_object_new_int(0));
-	json_object_object_add(o, "item", message_item(st, status, c->text.p, c->text.n, true));
-	emit(g, o);
-	emit_response(g, incomplete(g) ? "response.incomplete" : "response.completed", finish_response(g));
+	struct alice_chat_parsed p;
+	api_parse(g, &g->choices[0], false, &p);
+	send_fresh(g, &p);
+	int index = 0;
+	if (st->msg_open || has_message(&p)) {
+		open_message(g);
+		struct json_object *o = item_event("response.output_text.done", st->msg_id, 0, true);
+		json_object_object_add(o, "text", json_object_new_string_len(p.content.p ? p.content.p : "", (int)p.content.n));
+		json_object_object_add(o, "logprobs", json_object_new_array());
+		emit(g, o);
+		o = item_event("response.content_part.done", st->msg_id, 0, true);
+		json_object_object_add(o, "part", text_part(p.content.p, p.content.n));
+		emit(g, o);
+		o = ev_new("response.output_item.done");
+		json_object_object_add(o, "output_index", json_object_new_int(0));
+		json_object_object_add(o, "item", message_item(st, status, p.content.p, p.content.n, true));
+		emit(g, o);
+		index = 1;
+	}
+	for (size_t i = 0; i < p.n_calls; i++, index++) {
+		char call_id[96], item_id[96];
+		call_ids(st, i, call_id, item_id, sizeof(call_id));
+		struct json_object *o = ev_new("response.output_item.added");
+		json_object_object_add(o, "output_index", json_object_new_int(index));
+		json_object_object_add(o, "item", call_item(st, i, &p.calls[i], "in_progress", false));
+		emit(g, o);
+		o = item_event("response.function_call_arguments.delta", item_id, index, false);
+		json_object_object_add(o, "delta", json_object_new_string(p.calls[i].arguments));
+		emit(g, o);
+		o = item_event("response.function_call_arguments.done", item_id, index, false);
+		json_object_object_add(o, "arguments", json_object_new_string(p.calls[i].arguments));
+		emit(g, o);
+		o = ev_new("response.output_item.done");
+		json_object_object_add(o, "output_index", json_object_new_int(index));
+		json_object_object_add(o, "item", call_item(st, i, &p.calls[i], "completed", true));
+		emit(g, o);
+	}
+	emit_response(g, incomplete(g) ? "response.incomplete" : "response.completed", finish_response(g, &p));
+	alice_chat_parsed_clear(&p);
 }
 
 static const struct gen_api responses_api = {

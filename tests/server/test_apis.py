@@ -13,7 +13,15 @@ store / previous_response_id / GET /v1/responses/{id} and the LRU bound
 router errors included), x-api-key, a client that drops a stream cancels its
 generation, and the page (served, --no-webui).
 
-usage: test_apis.py SERVER_BINARY BACKEND_LIB_DIR
+Tool round trips run on the qwen3 fixture (its template teaches Hermes
+<tool_call> JSON; the chat route's tool calling parses them): a forced call
+(tool_choice required / any) becomes a function_call output item / tool_use
+block with valid arguments, streamed (function_call_arguments.* events,
+input_json_delta) as not, and the call plus its result go back in
+(function_call + function_call_output items, previous_response_id +
+function_call_output, tool_use + tool_result blocks).
+
+usage: test_apis.py SERVER_BINARY BACKEND_LIB_DIR FIXTURES_DIR
 """
 import json
 import os
@@ -325,6 +333,135 @@ def test_api_key():
         s.stop()
 
 
+# ---- tools (qwen3 fixture) ----
+
+WX = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                       "days": {"type": "integer", "minimum": 1, "maximum": 3}},
+      "required": ["city", "days"], "additionalProperties": False}
+
+
+def valid_args(a):
+    return (isinstance(a, dict) and set(a) == {"city", "days"} and isinstance(a["city"], str)
+            and len(a["city"]) <= 12 and isinstance(a["days"], int) and 1 <= a["days"] <= 3)
+
+
+def test_responses_tools(s):
+    tools = [{"type": "function", "name": "wx", "description": "weather", "parameters": WX}]
+    body = {"input": "Weather in Oslo?", "tools": tools, "tool_choice": "required", "temperature": 0,
+            "max_output_tokens": 120}
+    st, js, _ = s.post(RESP, body)
+    calls = [o for o in (js or {}).get("output", []) if o["type"] == "function_call"] if st == 200 else []
+    ok = check("responses tools: a forced call is a function_call item", st == 200 and len(calls) == 1
+               and calls[0]["name"] == "wx" and calls[0]["call_id"].startswith("call_")
+               and calls[0]["status"] == "completed", (st, js))
+    if not ok:
+        return
+    call = calls[0]
+    try:
+        args = json.loads(call["arguments"])
+    except ValueError:
+        args = None
+    check("responses tools: arguments valid against the schema", valid_args(args), call["arguments"])
+    check("responses tools: no empty message item beside the call",
+          all(o["type"] != "message" or o["content"][0]["text"] for o in js["output"]), js["output"])
+    # streamed: the same call through output_item / function_call_arguments events
+    head, raw, _ = ts.raw_stream(s.port, RESP, dict(body, stream=True))
+    evs, err = named_sse(raw)
+    if check("responses tools stream framing", evs is not None, err):
+        names = [n for n, _ in evs]
+        check("responses tools stream: function call events in order",
+              names[:2] == ["response.created", "response.in_progress"] and names[-1] == "response.completed"
+              and ["response.output_item.added", "response.function_call_arguments.delta",
+                   "response.function_call_arguments.done", "response.output_item.done"] == names[-5:-1], names)
+        done = next((o for n, o in evs if n == "response.function_call_arguments.done"), {})
+        final = evs[-1][1]["response"]["output"]
+        check("responses tools stream == non-stream (arguments, name)",
+              done.get("arguments") == call["arguments"] and final[-1]["name"] == "wx"
+              and final[-1]["arguments"] == call["arguments"], (done, final, call))
+    # round trip: the call and its result as input items
+    result = json.dumps({"temp_c": 21})
+    st, js2, _ = s.post(RESP, {"input": [{"role": "user", "content": "Weather in Oslo?"}, call,
+                                         {"type": "function_call_output", "call_id": call["call_id"], "output": result}],
+                               "tools": tools, "temperature": 0, "max_output_tokens": 8})
+    check("responses tools: function_call + function_call_output items are accepted", st == 200
+          and js2["status"] in ("completed", "incomplete"), (st, js2))
+    # the same through previous_response_id: the stored response holds the call
+    st, js3, _ = s.post(RESP, {"previous_response_id": js["id"], "tools": tools, "temperature": 0,
+                               "max_output_tokens": 8,
+                               "input": [{"type": "function_call_output", "call_id": call["call_id"], "output": result}]})
+    def gist(r):  # the output without its ids
+        return [(o["type"], o["content"][0]["text"] if o["type"] == "message" else (o["name"], o["arguments"]))
+                for o in r["output"]]
+    check("responses tools: previous_response_id + function_call_output == the explicit history",
+          st == 200 and gist(js3) == gist(js2) and js3["usage"]["input_tokens"] == js2["usage"]["input_tokens"],
+          (js3, js2))
+    st, ap, _ = s.post("/apply-template", {"messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": call["call_id"], "type": "function",
+                                                               "function": {"name": "wx", "arguments": call["arguments"]}}]},
+        {"role": "tool", "tool_call_id": call["call_id"], "content": result}]})
+    check("responses tools: the tool result reaches the prompt (as the chat route renders it)",
+          st == 200 and "temp_c" in ap["prompt"] and js2["usage"]["input_tokens"] > js["usage"]["input_tokens"],
+          (st, ap))
+
+
+def test_messages_tools(s):
+    tools = [{"name": "wx", "description": "weather", "input_schema": WX}]
+    body = {"max_tokens": 120, "temperature": 0, "tools": tools, "tool_choice": {"type": "any"},
+            "messages": [{"role": "user", "content": "Weather in Oslo?"}]}
+    st, js, _ = s.post(MSGS, body)
+    uses = [b for b in (js or {}).get("content", []) if b["type"] == "tool_use"] if st == 200 else []
+    ok = check("messages tools: tool_choice any -> a tool_use block, stop_reason tool_use",
+               st == 200 and len(uses) == 1 and uses[0]["name"] == "wx" and js["stop_reason"] == "tool_use"
+               and uses[0]["id"].startswith("toolu_"), (st, js))
+    if not ok:
+        return
+    use = uses[0]
+    check("messages tools: input is an object valid against input_schema", valid_args(use["input"]), use)
+    head, raw, _ = ts.raw_stream(s.port, MSGS, dict(body, stream=True))
+    evs, err = named_sse(raw)
+    if check("messages tools stream framing", evs is not None, err):
+        starts = [o["content_block"] for n, o in evs if n == "content_block_start"]
+        partial = "".join(o["delta"]["partial_json"] for n, o in evs
+                          if n == "content_block_delta" and o["delta"]["type"] == "input_json_delta")
+        delta = next((o for n, o in evs if n == "message_delta"), {})
+        check("messages tools stream: a tool_use block whose input_json_delta == the non-stream input",
+              any(b["type"] == "tool_use" and b["name"] == "wx" for b in starts)
+              and json.loads(partial or "null") == use["input"]
+              and delta.get("delta", {}).get("stop_reason") == "tool_use", (starts, partial, delta))
+        names = [n for n, _ in evs]
+        check("messages tools stream: starts and stops pair up, message_stop last",
+              names.count("content_block_start") == names.count("content_block_stop") and names[-1] == "message_stop",
+              names)
+    # round trip: tool_use in the assistant turn, tool_result in the next user turn
+    st, js2, _ = s.post(MSGS, {"max_tokens": 8, "temperature": 0, "tools": tools, "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Let me look."}, use]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"],
+                                      "content": [{"type": "text", "text": "21 C, clear"}]}]}]})
+    check("messages tools: tool_use + tool_result round trip", st == 200 and js2["type"] == "message", (st, js2))
+    st, n1, _ = s.post(MSGS + "/count_tokens", {"tools": tools, "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": "21 C, clear"}]}]})
+    st2, n0, _ = s.post(MSGS + "/count_tokens", {"tools": tools, "messages": [{"role": "user", "content": "Weather in Oslo?"}]})
+    check("messages tools: the call and its result count as input tokens", st == 200 and st2 == 200
+          and n1["input_tokens"] > n0["input_tokens"] + 5, (n0, n1))
+
+
+def test_tools(fixtures):
+    model = os.path.join(fixtures, "models", "qwen3-BF16.gguf")
+    s = ts.Server("--model", model, "--ctx-size", "1024", "--no-prefix-cache")
+    try:
+        for t in (test_responses_tools, test_messages_tools):
+            try:
+                t(s)
+            except Exception as ex:
+                check(f"{t.__name__} raised", False, repr(ex))
+    finally:
+        s.stop()
+
+
 # ---- the page ----
 
 def test_webui(s):
@@ -358,7 +495,9 @@ def http_get_raw(port, path):
 
 
 def main():
-    ts.configure(sys.argv[1:])
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    ts.configure(sys.argv[1:3])
     s = ts.Server()
     try:
         for t in (test_responses_basic, test_responses_stream, test_responses_store, test_responses_format_and_errors,
@@ -371,11 +510,11 @@ def main():
     finally:
         rc = s.stop()
         check("server exits 0 on SIGTERM", rc == 0, rc)
-    for t in (test_responses_lru, test_api_key):
+    for t in (test_responses_lru, test_api_key, lambda: test_tools(sys.argv[3])):
         try:
             t()
         except Exception as ex:
-            check(f"{t.__name__} raised", False, repr(ex))
+            check(f"{getattr(t, '__name__', 'tools')} raised", False, repr(ex))
     print(f"{ts.passed} passed, {ts.failed} failed")
     sys.exit(1 if ts.failed else 0)
 
