@@ -84,5 +84,41 @@ await group('errors', async () => {
   }
 });
 
+// tool_use -> tool_result round trip on the server whose model's template
+// has tools (the qwen3 fixture, ALICE_TOOLS_BASE_URL): tool_choice any makes
+// the random-weight model call the tool.
+const toolsURL = process.env.ALICE_TOOLS_BASE_URL;
+const tools = [{
+  name: 'get_weather', description: 'Current weather of a city',
+  input_schema: {
+    type: 'object', properties: { city: { type: 'string', maxLength: 10 }, days: { type: 'integer', minimum: 1, maximum: 3 } },
+    required: ['city', 'days'],
+  },
+}];
+
+async function agent(tc, stream) {
+  const tag = stream ? 'tool_use stream' : 'tool_use';
+  const convo = [{ role: 'user', content: 'What is the weather in Oslo?' }];
+  const req = { model: 'qwen3', max_tokens: 200, temperature: 0, tools, tool_choice: { type: 'any' }, messages: convo };
+  const m = stream ? await tc.messages.stream(req).finalMessage() : await tc.messages.create(req);
+  const use = m.content.find((b) => b.type === 'tool_use');
+  check(`${tag}: a tool_use block, stop_reason tool_use`, use && use.name === 'get_weather' &&
+    m.stop_reason === 'tool_use', m);
+  check(`${tag}: input valid`, use && typeof use.input.city === 'string' && Number.isInteger(use.input.days), use);
+  convo.push({ role: 'assistant', content: m.content });
+  convo.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '21 C, clear' }] });
+  const fin = await tc.messages.create({ model: 'qwen3', max_tokens: 16, temperature: 0, tools, messages: convo });
+  check(`${tag}: an answer after the tool_result`, fin.type === 'message' &&
+    fin.usage.input_tokens > m.usage.input_tokens, fin);
+}
+
+if (toolsURL) {
+  const tc = new Anthropic({ baseURL: toolsURL.replace(/\/v1$/, ''), apiKey, maxRetries: 0, timeout: 120000 });
+  await group('tool_use', () => agent(tc, false));
+  await group('tool_use stream', () => agent(tc, true));
+} else {
+  check('ALICE_TOOLS_BASE_URL set (the tools server)', false);
+}
+
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

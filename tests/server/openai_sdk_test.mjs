@@ -287,5 +287,36 @@ if (toolsURL) {
   check('ALICE_TOOLS_BASE_URL set (the tools server)', false);
 }
 
+// ---- Responses API tool round trip (issue 21) on the tools server: a
+// function tool -> a function_call item -> function_call_output -> answer,
+// streamed through the SDK's helper too.
+async function responsesAgent(tc, stream) {
+  const tag = stream ? 'responses agent stream' : 'responses agent';
+  const rtools = [{ type: 'function', name: 'get_weather', description: 'Current weather of a city',
+    parameters: tools[0].function.parameters }];
+  const req = { model: 'qwen3', input: 'What is the weather in Oslo?', tools: rtools, tool_choice: 'required',
+    max_output_tokens: 200, temperature: 0 };
+  const r = stream ? await tc.responses.stream(req).finalResponse() : await tc.responses.create(req);
+  const call = r.output.find((o) => o.type === 'function_call');
+  check(`${tag}: a function_call item`, call && call.name === 'get_weather' && /^call_/.test(call.call_id), r.output);
+  let args = null;
+  try {
+    args = JSON.parse(call.arguments);
+  } catch (e) { /* checked below */ }
+  check(`${tag}: arguments valid`, args && typeof args.city === 'string' && Number.isInteger(args.days), call);
+  const next = await tc.responses.create({
+    model: 'qwen3', previous_response_id: r.id, tools: rtools, max_output_tokens: 16, temperature: 0,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: JSON.stringify({ temperature_c: 21 }) }],
+  });
+  check(`${tag}: an answer after function_call_output`, ['completed', 'incomplete'].includes(next.status) &&
+    next.usage.input_tokens > r.usage.input_tokens, next);
+}
+
+if (toolsURL) {
+  const tc = new OpenAI({ baseURL: toolsURL, apiKey, maxRetries: 0, timeout: 120000 });
+  await group('responses agent', () => responsesAgent(tc, false));
+  await group('responses agent stream', () => responsesAgent(tc, true));
+}
+
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
