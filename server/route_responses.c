@@ -270,7 +270,8 @@ static struct json_object *echo_fields(struct json_object *in)
 	static const char *const keys[] = {"instructions", "max_output_tokens", "previous_response_id"};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		json_object_object_add(o, keys[i], json_object_get(api_field(in, keys[i])));
-	json_object_object_add(o, "parallel_tool_calls", json_object_new_boolean(1));
+	v = api_field(in, "parallel_tool_calls"); /* the chat route's default: false */
+	json_object_object_add(o, "parallel_tool_calls", v ? json_object_get(v) : json_object_new_boolean(0));
 	v = api_field(in, "temperature");
 	json_object_object_add(o, "temperature", v ? json_object_get(v) : json_object_new_double(1.0));
 	v = api_field(in, "top_p");
@@ -334,6 +335,7 @@ static struct json_object *resp_translate(struct srv *s, struct json_object *in,
 	api_copy(chat, in, "top_p", "top_p");
 	api_copy(chat, in, "top_k", "top_k");
 	api_copy(chat, in, "seed", "seed");
+	api_copy(chat, in, "parallel_tool_calls", "parallel_tool_calls");
 	st->echo = echo_fields(in);
 	return chat;
 fail:

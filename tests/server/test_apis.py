@@ -333,6 +333,49 @@ def test_api_key():
         s.stop()
 
 
+# ---- hostile bodies ----
+
+def test_type_confusion(s):
+    """Every field of a valid body replaced by values of every JSON type, and
+    nested items / blocks likewise: a 200 or a 4xx in the API's shape, never
+    a crash or a 500."""
+    weird = [None, True, -1, 0, 2.5, "", "x" * 300, [], [1, "a", None], {}, {"type": "text"}, {"a": {"b": []}}]
+    resp = {"input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+                      {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                      {"type": "function_call_output", "call_id": "c1", "output": "ok"}],
+            "instructions": "be brief", "max_output_tokens": 2, "temperature": 0, "top_p": 1, "store": False,
+            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}], "tool_choice": "auto",
+            "text": {"format": {"type": "text"}}, "previous_response_id": None, "stream": False}
+    msgs = {"system": [{"type": "text", "text": "be brief"}], "max_tokens": 2, "temperature": 0,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}],
+            "tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "auto"},
+            "stop_sequences": ["zz"], "top_k": 5}
+    bad = []
+    n = 0
+    for path, base, shape_ok in ((RESP, resp, ts.is_error), (MSGS, msgs, is_anthropic_error),
+                                 (MSGS + "/count_tokens", msgs, is_anthropic_error)):
+        bodies = []
+        for k in base:
+            for w in weird:
+                bodies.append(dict(base, **{k: w}))
+        first = "input" if path == RESP else "messages"
+        for i in range(len(base[first])):
+            for k in base[first][i]:
+                for w in weird:
+                    items = json.loads(json.dumps(base[first]))
+                    items[i][k] = w
+                    bodies.append(dict(base, **{first: items}))
+        for b in bodies:
+            st, js, _ = s.post(path, b)
+            n += 1
+            if not (st == 200 or (400 <= st < 500 and (shape_ok(js) if path != RESP else ts.is_error(js)))):
+                bad.append((path, b, st, js))
+    check(f"{n} type-confused bodies: each a 200 or a 4xx in the API's shape", not bad, bad[:3])
+    check("the server is healthy after them", s.req("GET", "/health")[0] == 200)
+
+
 # ---- tools (qwen3 fixture) ----
 
 WX = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
@@ -501,7 +544,7 @@ def main():
     s = ts.Server()
     try:
         for t in (test_responses_basic, test_responses_stream, test_responses_store, test_responses_format_and_errors,
-                  test_responses_disconnect, test_messages_basic, test_messages_stream, test_messages_errors,
+                  test_responses_disconnect, test_type_confusion, test_messages_basic, test_messages_stream, test_messages_errors,
                   test_webui):
             try:
                 t(s)
