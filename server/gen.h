@@ -33,6 +33,8 @@ struct srv_choice {
 	 * of its parse has been sent (bytes of reasoning and content, calls) */
 	struct alice_sbuf raw;
 	size_t sent_reasoning, sent_content, sent_calls;
+	bool call_open;   /* call sent_calls's id and name went out ... */
+	size_t sent_args; /* ... and this many bytes of its arguments */
 	char *error;
 	enum alice_status error_status;
 };
@@ -57,6 +59,7 @@ struct srv_gen {
 	 * parse.tools holds a reference */
 	bool parse;
 	struct alice_chat_parse_opts parse_opts;
+	bool forced_call; /* a grammar makes the calls well formed: stream arguments as written */
 };
 
 struct gen_msg; /* an engine event copied for the event thread (gen.c) */
@@ -75,6 +78,7 @@ struct gen_plan {
 	uint64_t seed;      /* the first choice's (the request's, or random) */
 	bool think_open;    /* chat: the prompt leaves a <think> block open */
 	bool parse;         /* chat: the output is parsed (reasoning, tool calls) */
+	bool forced_call;   /* chat: tool_choice required or named (a grammar) */
 	struct alice_chat_parse_opts parse_opts; /* tools borrowed from r */
 };
 /* Parse, cap and validate a body against the model and server, render and
