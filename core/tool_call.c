@@ -845,7 +845,7 @@ enum alice_status alice_chat_parse(const struct alice_chat_parse_opts *o, const 
 			if (have >= 7 && memcmp(s + j, "<think>", 7) == 0) {
 				in_think = true;
 				r0 = j + 7;
-			} else if (partial && memcmp(s + j, "<think>", have) == 0) {
+			} else if (partial && have < 7 && memcmp(s + j, "<think>", have) == 0) {
 				return ALICE_OK; /* may still open a block */
 			}
 		}
