@@ -1,9 +1,10 @@
 /* gen.h — the completion routes' own pieces, shared by gen.c (the request
  * lifecycle: submit, engine events, disconnects, the end), gen_prepare.c
  * (body -> validated plan: prompts rendered and tokenized, every check that
- * needs the model or the server) and gen_response.c (the OpenAI response
- * JSON: bodies, chunks, usage, logprobs). gen.c calls the other two; they
- * call nothing in gen.c. */
+ * needs the model or the server), gen_response.c (the OpenAI response
+ * JSON: bodies, chunks, usage, logprobs) and gen_tools.c (a chat text as
+ * reasoning, content and tool calls, whole or as stream deltas). gen.c
+ * calls the others; they call nothing in gen.c. */
 #ifndef ALICE_SERVER_GEN_H
 #define ALICE_SERVER_GEN_H
 
