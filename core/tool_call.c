@@ -66,6 +66,8 @@ void alice_chat_parsed_clear(struct alice_chat_parsed *p)
 		free(p->calls[i].arguments);
 	}
 	free(p->calls);
+	free(p->partial.name);
+	free(p->partial.arguments);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -188,9 +190,12 @@ static enum scan take_json(struct cur *c, struct json_object **out)
 
 /* ---- calls ------------------------------------------------------------- */
 
+/* Calls of one block, and (partial parse) the call it is still writing. */
 struct pending {
 	struct alice_tool_call calls[16];
 	size_t n;
+	struct alice_tool_call part; /* name known; arguments: a prefix of the final text */
+	bool has_part;
 	bool oom;
 };
 
@@ -201,6 +206,63 @@ static void pending_free(struct pending *p)
 		free(p->calls[i].arguments);
 	}
 	p->n = 0;
+	free(p->part.name);
+	free(p->part.arguments);
+	memset(&p->part, 0, sizeof(p->part));
+	p->has_part = false;
+}
+
+static char *dupn(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+/* Add a call with arguments text a[0..n) (a JSON object's text). */
+static bool pending_add_raw(struct pending *p, const char *name, const char *a, size_t n)
+{
+	if (!name || !name[0] || p->n == sizeof(p->calls) / sizeof(p->calls[0]))
+		return false;
+	struct alice_tool_call *tc = &p->calls[p->n];
+	tc->name = strdup(name);
+	tc->arguments = dupn(a, n);
+	if (!tc->name || !tc->arguments) {
+		free(tc->name);
+		free(tc->arguments);
+		p->oom = true;
+		return false;
+	}
+	p->n++;
+	return true;
+}
+
+/* The call being written: name and the arguments text so far. */
+static void pending_part(struct pending *p, const char *name, const char *a, size_t n)
+{
+	free(p->part.name);
+	free(p->part.arguments);
+	p->part.name = strdup(name);
+	p->part.arguments = dupn(a, n);
+	p->has_part = p->part.name && p->part.arguments;
+	if (!p->has_part)
+		p->oom = true;
+}
+
+/* The last call added becomes the one being written (its closing tag has
+ * not arrived yet). */
+static void pending_last_to_part(struct pending *p)
+{
+	if (p->n == 0)
+		return;
+	struct alice_tool_call *tc = &p->calls[--p->n];
+	free(p->part.name);
+	free(p->part.arguments);
+	p->part = *tc;
+	p->has_part = true;
 }
 
 /* Add a call: args an object (serialized) or a string holding one. */
@@ -250,6 +312,147 @@ static bool call_from_object(struct pending *p, struct json_object *o, const cha
 	return pending_add(p, json_object_get_string(name), args);
 }
 
+/* The end of the string at c->i (a '"'). */
+static enum scan scan_string(const struct cur *c, size_t i, size_t *end)
+{
+	for (i++; i < c->n; i++) {
+		if (c->s[i] == '\\')
+			i++;
+		else if (c->s[i] == '"') {
+			*end = i + 1;
+			return SCAN_OK;
+		}
+	}
+	return SCAN_MORE;
+}
+
+/* The end of any JSON value at position i (checked by the parse after). */
+static enum scan scan_value(const struct cur *c, size_t i, size_t *end)
+{
+	if (i >= c->n)
+		return SCAN_MORE;
+	char ch = c->s[i];
+	if (ch == '"')
+		return scan_string(c, i, end);
+	if (ch == '{' || ch == '[') {
+		struct cur k = {c->s, c->n, i};
+		return scan_json(&k, end);
+	}
+	size_t j = i;
+	while (j < c->n && ((c->s[j] >= 'a' && c->s[j] <= 'z') || (c->s[j] >= '0' && c->s[j] <= '9') ||
+			    c->s[j] == '-' || c->s[j] == '+' || c->s[j] == '.' || c->s[j] == 'E'))
+		j++;
+	if (j == i)
+		return SCAN_BAD;
+	if (j == c->n)
+		return SCAN_MORE; /* a number may go on */
+	*end = j;
+	return SCAN_OK;
+}
+
+static bool span_is(const char *s, size_t a, size_t b, const char *key)
+{
+	return key && b - a == strlen(key) + 2 && memcmp(s + a + 1, key, b - a - 2) == 0;
+}
+
+/* A call object {"name": N, k1|k2: {...}} at c->i: the call is added with
+ * its arguments' text as written (a string holding an object: that string).
+ * Partial: the text ends in the arguments object after the name, which
+ * makes the call being written. */
+static enum scan scan_call_obj(struct cur *c, const char *k1, const char *k2, struct pending *p)
+{
+	size_t i = c->i + 1, na = 0, nb = 0, aa = 0, ab = 0, end = 0;
+	char *name = NULL;
+	enum scan st = SCAN_BAD;
+	if (c->i >= c->n || c->s[c->i] != '{')
+		return c->i >= c->n ? SCAN_MORE : SCAN_BAD;
+	for (;;) {
+		struct cur k = {c->s, c->n, i};
+		skip_ws(&k);
+		i = k.i;
+		if (i == c->n) {
+			st = SCAN_MORE;
+			goto out;
+		}
+		if (c->s[i] == '}' && na == 0 && ab == 0 && nb == 0) {
+			i++;
+			break;
+		}
+		if (c->s[i] != '"')
+			goto out;
+		size_t ka = i, kb = 0;
+		if ((st = scan_string(c, i, &kb)) != SCAN_OK)
+			goto out;
+		k.i = kb;
+		skip_ws(&k);
+		if ((st = expect(&k, ":")) != SCAN_OK)
+			goto out;
+		skip_ws(&k);
+		size_t v = k.i;
+		bool is_args = span_is(c->s, ka, kb, k1) || span_is(c->s, ka, kb, k2);
+		st = scan_value(c, v, &end);
+		if (st == SCAN_MORE && is_args && name && v < c->n && c->s[v] == '{')
+			pending_part(p, name, c->s + v, c->n - v);
+		if (st != SCAN_OK)
+			goto out;
+		if (span_is(c->s, ka, kb, "name") && !name) {
+			struct json_object *j = parse_json(c->s + v, end - v);
+			if (j && json_object_is_type(j, json_type_string))
+				name = strdup(json_object_get_string(j));
+			json_object_put(j);
+			if (!name) {
+				st = SCAN_BAD;
+				goto out;
+			}
+			na = v;
+			nb = end;
+		} else if (is_args && !ab) {
+			aa = v;
+			ab = end;
+		}
+		k.i = end;
+		skip_ws(&k);
+		i = k.i;
+		st = SCAN_MORE;
+		if (i == c->n)
+			goto out;
+		st = SCAN_BAD;
+		if (c->s[i] == '}') {
+			i++;
+			break;
+		}
+		if (c->s[i] != ',')
+			goto out;
+		i++;
+	}
+	st = SCAN_BAD;
+	struct json_object *whole = parse_json(c->s + c->i, i - c->i), *args = NULL;
+	if (!whole || !name)
+		goto whole_out;
+	if (!ab) {
+		st = pending_add_raw(p, name, "{}", 2) ? SCAN_OK : SCAN_BAD;
+	} else if (c->s[aa] == '{') {
+		st = pending_add_raw(p, name, c->s + aa, ab - aa) ? SCAN_OK : SCAN_BAD;
+	} else if (c->s[aa] == '"' && (args = parse_json(c->s + aa, ab - aa))) {
+		struct json_object *in = parse_json(json_object_get_string(args), (size_t)json_object_get_string_len(args));
+		if (in && json_object_is_type(in, json_type_object))
+			st = pending_add_raw(p, name, json_object_get_string(args), (size_t)json_object_get_string_len(args))
+				     ? SCAN_OK
+				     : SCAN_BAD;
+		json_object_put(in);
+	}
+	if (st == SCAN_OK)
+		c->i = i;
+whole_out:
+	json_object_put(whole);
+	json_object_put(args);
+out:
+	free(name);
+	(void)na;
+	(void)nb;
+	return st;
+}
+
 /* An optional closing tag after a call: consumed, missing (the call still
  * counts), or MORE when the text ends inside it. */
 static enum scan close_tag(struct cur *c, const char *tag, bool partial)
@@ -268,14 +471,13 @@ static enum scan close_tag(struct cur *c, const char *tag, bool partial)
 
 static enum scan block_hermes(struct cur *c, struct pending *p, bool partial)
 {
-	struct json_object *o = NULL;
 	skip_ws(c);
-	enum scan st = take_json(c, &o);
+	enum scan st = scan_call_obj(c, "arguments", "parameters", p);
 	if (st != SCAN_OK)
 		return st;
-	bool ok = call_from_object(p, o, "arguments", "parameters");
-	json_object_put(o);
-	return ok ? close_tag(c, "</tool_call>", partial) : SCAN_BAD;
+	if ((st = close_tag(c, "</tool_call>", partial)) == SCAN_MORE)
+		pending_last_to_part(p);
+	return st;
 }
 
 /* The schema type of tool `fn`'s parameter `key` is (or allows) string. */
@@ -332,11 +534,10 @@ static enum scan block_qwen35(struct cur *c, struct pending *p, bool partial, st
 	memcpy(fn, name, nl);
 	fn[nl] = '\0';
 	c->i += nl + 1;
-	struct json_object *args = json_object_new_object();
-	if (!args) {
-		p->oom = true;
-		return SCAN_BAD;
-	}
+	/* the arguments' text, one member per complete parameter, so that a
+	 * partial parse's text is a prefix of the final one */
+	struct alice_sbuf args = {0};
+	alice_sb_add(&args, "{");
 	for (;;) {
 		skip_ws(c);
 		struct cur k = *c;
@@ -346,14 +547,14 @@ static enum scan block_qwen35(struct cur *c, struct pending *p, bool partial, st
 		}
 		if (st == SCAN_MORE || c->i == c->n) {
 			st = SCAN_MORE;
-			goto out;
+			goto more;
 		}
 		if ((st = expect(c, "<parameter=")) != SCAN_OK)
-			goto out;
+			goto fail;
 		const char *key = c->s + c->i, *kgt = memchr(key, '>', c->n - c->i);
 		if (!kgt) {
 			st = SCAN_MORE;
-			goto out;
+			goto more;
 		}
 		size_t kl = (size_t)(kgt - key);
 		if (kl == 0 || kl > 128 || memchr(key, '\n', kl) || memchr(key, '<', kl)) {
@@ -374,17 +575,36 @@ static enum scan block_qwen35(struct cur *c, struct pending *p, bool partial, st
 			}
 		if (!endp) {
 			st = SCAN_MORE;
-			goto out;
+			goto more;
 		}
 		size_t vl = (size_t)(endp - v);
 		if (vl && v[vl - 1] == '\n')
 			vl--;
-		json_object_object_add(args, kname, xml_value(v, vl, param_is_string(tools, fn, kname)));
+		struct json_object *jk = json_object_new_string(kname), *jv = xml_value(v, vl, param_is_string(tools, fn, kname));
+		const int fl = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
+		alice_sb_addf(&args, "%s%s:%s", args.n > 1 ? "," : "", json_object_to_json_string_ext(jk, fl),
+			      jv ? json_object_to_json_string_ext(jv, fl) : "null");
+		json_object_put(jk);
+		json_object_put(jv);
 		c->i = (size_t)(endp - c->s) + 12;
 	}
-	st = pending_add(p, fn, args) ? close_tag(c, "</tool_call>", partial) : SCAN_BAD;
+	alice_sb_add(&args, "}");
+	if (args.oom || !pending_add_raw(p, fn, args.p, args.n)) {
+		p->oom |= args.oom;
+		st = SCAN_BAD;
+		goto out;
+	}
+	if ((st = close_tag(c, "</tool_call>", partial)) == SCAN_MORE)
+		pending_last_to_part(p);
+	goto out;
+fail:
+	if (st != SCAN_MORE)
+		goto out;
+more:
+	if (!args.oom)
+		pending_part(p, fn, args.p, args.n);
 out:
-	json_object_put(args);
+	free(args.p);
 	return st;
 }
 
@@ -417,24 +637,24 @@ static enum scan block_mistral(struct cur *c, struct pending *p)
 	fn[nl] = '\0';
 	c->i += nl;
 	enum scan st = expect(c, "[ARGS]");
-	struct json_object *o = NULL;
-	if (st != SCAN_OK || (st = take_json(c, &o)) != SCAN_OK)
+	size_t end = 0;
+	if (st != SCAN_OK)
 		return st;
-	bool ok = pending_add(p, fn, o);
+	if ((st = scan_json(c, &end)) == SCAN_MORE && c->i < c->n && c->s[c->i] == '{')
+		pending_part(p, fn, c->s + c->i, c->n - c->i);
+	if (st != SCAN_OK)
+		return st;
+	struct json_object *o = parse_json(c->s + c->i, end - c->i);
+	bool ok = o && json_object_is_type(o, json_type_object) && pending_add_raw(p, fn, c->s + c->i, end - c->i);
 	json_object_put(o);
+	c->i = end;
 	return ok ? SCAN_OK : SCAN_BAD;
 }
 
 static enum scan block_llama3(struct cur *c, struct pending *p)
 {
-	struct json_object *o = NULL;
 	skip_ws(c);
-	enum scan st = take_json(c, &o);
-	if (st != SCAN_OK)
-		return st;
-	bool ok = call_from_object(p, o, "parameters", "arguments");
-	json_object_put(o);
-	return ok ? SCAN_OK : SCAN_BAD;
+	return scan_call_obj(c, "parameters", "arguments", p);
 }
 
 static enum scan block_generic(struct cur *c, struct pending *p)
@@ -518,6 +738,19 @@ static bool calls_commit(struct alice_chat_parsed *out, struct pending *p)
 	return true;
 }
 
+/* A partial parse's call being written (calls of the same block that are
+ * complete come first). */
+static void keep_part(struct alice_chat_parsed *out, struct pending *p)
+{
+	calls_commit(out, p);
+	if (p->has_part) {
+		out->partial = p->part;
+		out->has_partial = true;
+		memset(&p->part, 0, sizeof(p->part));
+		p->has_part = false;
+	}
+}
+
 static enum scan run_block(const struct alice_chat_parse_opts *o, struct cur *c, struct pending *p, bool partial)
 {
 	switch (o->format) {
@@ -547,8 +780,11 @@ static bool parse_body(const struct alice_chat_parse_opts *o, const char *s, siz
 		if (j < n && s[j] == '{') {
 			struct cur c = {s, n, j};
 			enum scan st = run_block(o, &c, &p, partial);
-			if (st == SCAN_MORE && partial)
+			if (st == SCAN_MORE && partial) {
+				keep_part(out, &p);
+				pending_free(&p);
 				return !p.oom;
+			}
 			if (st == SCAN_OK) {
 				if (!calls_commit(out, &p))
 					goto nomem;
@@ -571,6 +807,7 @@ static bool parse_body(const struct alice_chat_parse_opts *o, const char *s, siz
 		struct cur c = {s, n, at + strlen(mk.tag)};
 		enum scan st = run_block(o, &c, &p, partial);
 		if (st == SCAN_MORE && partial) {
+			keep_part(out, &p);
 			pending_free(&p);
 			break;
 		}
@@ -608,7 +845,7 @@ enum alice_status alice_chat_parse(const struct alice_chat_parse_opts *o, const 
 			if (have >= 7 && memcmp(s + j, "<think>", 7) == 0) {
 				in_think = true;
 				r0 = j + 7;
-			} else if (partial && memcmp(s + j, "<think>", have) == 0) {
+			} else if (partial && have < 7 && memcmp(s + j, "<think>", have) == 0) {
 				return ALICE_OK; /* may still open a block */
 			}
 		}

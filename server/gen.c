@@ -480,6 +480,7 @@ static struct srv_gen *gen_create(struct srv *s, struct srv_http *h, const struc
 	g->echo = r->echo;
 	g->api = p->api;
 	g->parse = p->parse;
+	g->forced_call = p->forced_call;
 	g->parse_opts = p->parse_opts;
 	g->parse_opts.tools = json_object_get(p->parse_opts.tools);
 	g->created = (int64_t)time(NULL);

@@ -1,9 +1,10 @@
 /* gen.h — the completion routes' own pieces, shared by gen.c (the request
  * lifecycle: submit, engine events, disconnects, the end), gen_prepare.c
  * (body -> validated plan: prompts rendered and tokenized, every check that
- * needs the model or the server) and gen_response.c (the OpenAI response
- * JSON: bodies, chunks, usage, logprobs). gen.c calls the other two; they
- * call nothing in gen.c. */
+ * needs the model or the server), gen_response.c (the OpenAI response
+ * JSON: bodies, chunks, usage, logprobs) and gen_tools.c (a chat text as
+ * reasoning, content and tool calls, whole or as stream deltas). gen.c
+ * calls the others; they call nothing in gen.c. */
 #ifndef ALICE_SERVER_GEN_H
 #define ALICE_SERVER_GEN_H
 
@@ -35,6 +36,8 @@ struct srv_choice {
 	 * of its parse has been sent (bytes of reasoning and content, calls) */
 	struct alice_sbuf raw;
 	size_t sent_reasoning, sent_content, sent_calls;
+	bool call_open;   /* call sent_calls's id and name went out ... */
+	size_t sent_args; /* ... and this many bytes of its arguments */
 	char *error;
 	enum alice_status error_status;
 };
@@ -61,6 +64,7 @@ struct srv_gen {
 	 * parse.tools holds a reference */
 	bool parse;
 	struct alice_chat_parse_opts parse_opts;
+	bool forced_call; /* a grammar makes the calls well formed: stream arguments as written */
 };
 
 struct gen_msg; /* an engine event copied for the event thread (gen.c) */
@@ -81,6 +85,7 @@ struct gen_plan {
 	void *api_state;
 	bool think_open;    /* chat: the prompt leaves a <think> block open */
 	bool parse;         /* chat: the output is parsed (reasoning, tool calls) */
+	bool forced_call;   /* chat: tool_choice required or named (a grammar) */
 	struct alice_chat_parse_opts parse_opts; /* tools borrowed from r */
 };
 /* Parse, cap and validate a body against the model and server, render and

@@ -79,7 +79,8 @@ static int tokenize_chat(struct srv *s, struct gen_plan *p, struct srv_api_error
 	p->parse_opts.think_open = p->think_open;
 	p->parse_opts.tools = p->r.tools;
 	p->parse = p->parse_opts.format != ALICE_TOOL_FORMAT_NONE || p->parse_opts.reasoning;
-	if (p->r.tool_choice == SRV_TOOL_CHOICE_REQUIRED || p->r.tool_choice == SRV_TOOL_CHOICE_NAMED)
+	p->forced_call = p->r.tool_choice == SRV_TOOL_CHOICE_REQUIRED || p->r.tool_choice == SRV_TOOL_CHOICE_NAMED;
+	if (p->forced_call)
 		return tool_grammar(s, p, f, e);
 	return 0;
 }

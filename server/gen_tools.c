@@ -124,26 +124,45 @@ struct json_object *gen_tools_deltas(const struct srv_gen *g, struct srv_choice 
 		json_object_object_add(d, "content", str_n(s, n));
 		PUSH(d);
 	}
-	/* each new call: its id, type and name, then its arguments */
-	for (size_t i = c->sent_calls; i < p.n_calls; i++) {
-		struct json_object *a = json_object_new_array();
-		json_object_array_add(a, call_json(&p.calls[i], (int)i, true));
-		d = json_object_new_object();
-		json_object_object_add(d, "tool_calls", a);
-		PUSH(d);
-		struct json_object *f = json_object_new_object(), *tc = json_object_new_object();
-		json_object_object_add(f, "arguments", json_object_new_string(p.calls[i].arguments));
-		json_object_object_add(tc, "index", json_object_new_int((int)i));
-		json_object_object_add(tc, "function", f);
-		a = json_object_new_array();
-		json_object_array_add(a, tc);
-		d = json_object_new_object();
-		json_object_object_add(d, "tool_calls", a);
-		PUSH(d);
+	/* each call: its id, type and name once, then its arguments as they
+	 * grow. Only a forced call (grammar: well formed) is sent while being
+	 * written; otherwise a call goes out once complete, since free text
+	 * that starts like a call may still turn out to be text. */
+	for (size_t i = c->sent_calls; i <= p.n_calls; i++) {
+		const struct alice_tool_call *tc = i < p.n_calls ? &p.calls[i] : NULL;
+		if (!tc && (final || !g->forced_call || !p.has_partial))
+			break;
+		if (!tc)
+			tc = &p.partial;
+		if (!c->call_open) {
+			struct json_object *a = json_object_new_array();
+			json_object_array_add(a, call_json(tc, (int)i, true));
+			d = json_object_new_object();
+			json_object_object_add(d, "tool_calls", a);
+			PUSH(d);
+			c->call_open = true;
+			c->sent_args = 0;
+		}
+		size_t al = strlen(tc->arguments);
+		if (al > c->sent_args) {
+			struct json_object *f = json_object_new_object(), *o = json_object_new_object();
+			json_object_object_add(f, "arguments", str_n(tc->arguments + c->sent_args, al - c->sent_args));
+			json_object_object_add(o, "index", json_object_new_int((int)i));
+			json_object_object_add(o, "function", f);
+			struct json_object *a = json_object_new_array();
+			json_object_array_add(a, o);
+			d = json_object_new_object();
+			json_object_object_add(d, "tool_calls", a);
+			PUSH(d);
+			c->sent_args = al;
+		}
+		if (i < p.n_calls) {
+			c->sent_calls = i + 1;
+			c->call_open = false;
+			c->sent_args = 0;
+		}
 	}
 #undef PUSH
-	if (p.n_calls > c->sent_calls)
-		c->sent_calls = p.n_calls;
 	alice_chat_parsed_clear(&p);
 	return out;
 }

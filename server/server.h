@@ -11,7 +11,8 @@
  *           auth.c      the API key check
  *           queue.c     messages into the event thread, the one drain loop
  *           metrics.c   request counters;  sse.c: SSE framing
- *           openai.c    the wire format;   limits.c: operator caps;
+ *           openai.c    the wire format (openai_tools.c: its tool fields);
+ *                       limits.c: operator caps;
  *           api_error.c OpenAI-shaped errors
  *
  * Threads: the event thread owns every evhttp object and every struct

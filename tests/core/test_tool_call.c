@@ -12,6 +12,9 @@
 #include "alice/grammar.h"
 #include "alice/tool_call.h"
 
+/* struct want literals leave stream_args out when false */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 static char *read_template(const char *name)
 {
 	char path[512];
@@ -62,6 +65,7 @@ struct want {
 	const char *reasoning, *content; /* NULL: empty */
 	size_t n_calls;
 	const char *names[4], *args[4];
+	bool stream_args; /* some prefix reports a call being written */
 };
 
 static void check_parsed(const struct alice_chat_parsed *p, const struct want *w, const char *text)
@@ -88,7 +92,7 @@ static void check(enum alice_tool_format f, bool think_open, const char *text, c
 	struct alice_chat_parse_opts o = {f, true, think_open, tools};
 	struct alice_chat_parsed full = {0};
 	struct alice_error err = {{0}};
-	size_t n = strlen(text);
+	size_t n = strlen(text), n_partial = 0;
 	cr_assert_eq(alice_chat_parse(&o, text, n, false, &full, &err), ALICE_OK);
 	check_parsed(&full, w, text);
 	for (size_t k = 0; k <= n; k++) {
@@ -100,8 +104,20 @@ static void check(enum alice_tool_format f, bool think_open, const char *text, c
 		cr_expect(p.n_calls <= full.n_calls);
 		for (size_t i = 0; i < p.n_calls; i++)
 			cr_expect_str_eq(p.calls[i].arguments, full.calls[i].arguments);
+		/* a call being written: the next call's name, a prefix of its
+		 * arguments (when it completes: text that breaks off later, as in
+		 * the malformed cases, cannot be known here) */
+		if (p.has_partial && p.n_calls < full.n_calls) {
+			const struct alice_tool_call *f = &full.calls[p.n_calls];
+			cr_expect_str_eq(p.partial.name, f->name);
+			cr_expect(strncmp(f->arguments, p.partial.arguments, strlen(p.partial.arguments)) == 0,
+				  "prefix %zu of %s: arguments so far '%s' start '%s'", k, text, p.partial.arguments, f->arguments);
+			n_partial++;
+		}
 		alice_chat_parsed_clear(&p);
 	}
+	if (w->stream_args)
+		cr_expect(n_partial > 0, "%s: a call's arguments stream before it is complete", text);
 	alice_chat_parsed_clear(&full);
 	json_object_put(tools);
 }
@@ -110,13 +126,13 @@ Test(tool_call, hermes)
 {
 	check(ALICE_TOOL_FORMAT_HERMES, false,
 	      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>",
-	      &(struct want){NULL, NULL, 1, {"get_weather"}, {"{\"city\":\"Paris\",\"days\":3}"}});
+	      &(struct want){NULL, NULL, 1, {"get_weather"}, {"{\"city\": \"Paris\", \"days\": 3}"}, true});
 	/* text before, two parallel calls, a tag-like text that is no call */
 	check(ALICE_TOOL_FORMAT_HERMES, false,
 	      "Let me check <tool. <tool_call>{\"name\":\"ping\",\"arguments\":{}}</tool_call>\n<tool_call>\n"
 	      "{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\", \\\"days\\\": 1}\"}\n</tool_call>",
 	      &(struct want){NULL, "Let me check <tool. \n", 2, {"ping", "get_weather"},
-			     {"{}", "{\"city\":\"Oslo\",\"days\":1}"}});
+			     {"{}", "{\"city\": \"Oslo\", \"days\": 1}"}});
 	/* malformed JSON and a missing name stay text; a call cut off at the end too */
 	check(ALICE_TOOL_FORMAT_HERMES, false, "<tool_call>{\"name\": }</tool_call> ok",
 	      &(struct want){NULL, "<tool_call>{\"name\": }</tool_call> ok", 0, {0}, {0}});
@@ -161,7 +177,7 @@ Test(tool_call, qwen35_xml)
 	      "</parameter>\n<parameter=days>\n2\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n</function>\n"
 	      "</tool_call>",
 	      &(struct want){"Need weather.\n", NULL, 1, {"get_weather"},
-			     {"{\"city\":\"New York\",\"days\":2,\"metric\":true}"}});
+			     {"{\"city\":\"New York\",\"days\":2,\"metric\":true}"}, true});
 	/* a string parameter that looks like a number stays a string; two calls */
 	check(ALICE_TOOL_FORMAT_QWEN35, false,
 	      "<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</parameter>\n</function>\n</tool_call>\n"
@@ -175,7 +191,7 @@ Test(tool_call, qwen35_xml)
 Test(tool_call, llama3_mistral_generic)
 {
 	check(ALICE_TOOL_FORMAT_LLAMA3, false, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\", \"days\": 1}}",
-	      &(struct want){NULL, NULL, 1, {"get_weather"}, {"{\"city\":\"Rome\",\"days\":1}"}});
+	      &(struct want){NULL, NULL, 1, {"get_weather"}, {"{\"city\": \"Rome\", \"days\": 1}"}, true});
 	check(ALICE_TOOL_FORMAT_LLAMA3, false, "<|python_tag|>{\"name\": \"ping\", \"parameters\": {}}",
 	      &(struct want){NULL, NULL, 1, {"ping"}, {"{}"}});
 	check(ALICE_TOOL_FORMAT_LLAMA3, false, "Sure: {\"name\": \"ping\"}",
@@ -185,7 +201,7 @@ Test(tool_call, llama3_mistral_generic)
 	      "{\"city\": \"Lyon\", \"days\": 2}}]",
 	      &(struct want){NULL, NULL, 2, {"ping", "get_weather"}, {"{}", "{\"city\":\"Lyon\",\"days\":2}"}});
 	check(ALICE_TOOL_FORMAT_MISTRAL_ARGS, false, "[TOOL_CALLS]ping[ARGS]{}[TOOL_CALLS]get_weather[ARGS]{\"city\": \"A\", \"days\": 1}",
-	      &(struct want){NULL, NULL, 2, {"ping", "get_weather"}, {"{}", "{\"city\":\"A\",\"days\":1}"}});
+	      &(struct want){NULL, NULL, 2, {"ping", "get_weather"}, {"{}", "{\"city\": \"A\", \"days\": 1}"}});
 	check(ALICE_TOOL_FORMAT_GENERIC, false, "{\"tool_calls\": [{\"name\": \"ping\", \"arguments\": {}}]}",
 	      &(struct want){NULL, NULL, 1, {"ping"}, {"{}"}});
 	check(ALICE_TOOL_FORMAT_GENERIC, false, "{\"response\": \"hi\"}",

@@ -12,8 +12,9 @@ models, random-weight models that only a grammar makes call anything:
     call_ ids, arguments a JSON object string valid against the function's
     parameters schema;
  b. for every 5th seed the same request streamed: the deltas (index, id,
-    type and name first, then argument fragments) assemble to the same
-    calls, content and reasoning as the non-streamed response;
+    type and name first, then argument fragments as they are generated)
+    assemble to the same calls, content and reasoning as the non-streamed
+    response;
  c. request validation: unknown tool_choice name, malformed tools, a
     required call without tools or with response_format -> 400 naming the
     field; malformed history tool_calls -> 400;
@@ -141,7 +142,9 @@ class Server:
                         calls.append({"id": tc.get("id"), "name": tc["function"].get("name"), "arguments": ""})
                     check(i < len(calls), f"tool call delta index {i} follows the earlier ones")
                     if i < len(calls):
-                        calls[i]["arguments"] += tc.get("function", {}).get("arguments", "")
+                        frag = tc.get("function", {}).get("arguments", "")
+                        calls[i]["arguments"] += frag
+                        calls[i]["fragments"] = calls[i].get("fragments", 0) + (1 if frag else 0)
                 if ch.get("finish_reason"):
                     finish = ch["finish_reason"]
         check(done, "the stream ends with [DONE]")
@@ -233,11 +236,15 @@ def run_seeds(srv, tag):
         got = [(c["name"], c["arguments"]) for c in smsg["calls"]]
         check(got == want and sfinish == ch["finish_reason"],
               f"{tag} seed {seed}: streamed calls {got} {sfinish} == non-streamed {want} {ch['finish_reason']}")
+        fragments.extend(c.get("fragments", 0) for c in smsg["calls"])
         check(smsg["content"] == ch["message"].get("content") and
               smsg["reasoning"] == ch["message"].get("reasoning_content"),
               f"{tag} seed {seed}: streamed content/reasoning equal the non-streamed ones")
+    fragments = []
     with ThreadPoolExecutor(4) as ex:
         list(ex.map(one, range(SEEDS)))
+    # a forced call's arguments stream as the model writes them
+    check(fragments and max(fragments) > 1, f"{tag}: arguments arrive in several fragments: {fragments}")
 
 
 def expect_400(srv, body, param, needle):

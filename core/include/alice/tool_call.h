@@ -25,7 +25,9 @@
  * content. With `partial` (a stream in progress) the result holds only
  * what can no longer change: complete calls, and content without a tail
  * that could still become a call tag or </think>; a later parse of a longer
- * text extends it (content and reasoning are prefixes of the final ones). */
+ * text extends it (content and reasoning are prefixes of the final ones),
+ * and a call still being written is reported with the text of its
+ * arguments so far (a prefix of the final arguments). */
 #ifndef ALICE_TOOL_CALL_H
 #define ALICE_TOOL_CALL_H
 
@@ -60,7 +62,10 @@ bool alice_tool_think_open(const char *prompt, size_t len);
 
 struct alice_tool_call {
 	char *name;
-	char *arguments; /* a JSON object's text */
+	/* a JSON object's text: as the model wrote it (JSON formats; a string
+	 * holding the object: that string's text), or built member by member
+	 * (QWEN35: compact, parameters in the order written) */
+	char *arguments;
 };
 
 struct alice_chat_parsed {
@@ -68,6 +73,10 @@ struct alice_chat_parsed {
 	struct alice_sbuf content; /* leading white space dropped */
 	struct alice_tool_call *calls;
 	size_t n_calls, cap_calls;
+	/* partial parse only: the call being written after the complete ones
+	 * (its name is known; arguments is a prefix of its final text) */
+	struct alice_tool_call partial;
+	bool has_partial;
 };
 
 struct alice_chat_parse_opts {
