@@ -1,7 +1,8 @@
 /* test_loader.c — the backend loader: drop-in deployment of a renamed .so,
  * refusal of a wrong ABI major / short vtable / non-backend with clear
  * messages, an explicit name that is missing or cannot run, auto, and the
- * listing used by `alice-llm-cli --list-backends`. The fake plugins are
+ * listing used by `alice-llm-cli --list-backends`; the weight upload's
+ * progress log (model.c) on a slow fake device. The fake plugins are
  * built by tests/backends/CMakeLists.txt into ALICE_TEST_BACKEND_DIR. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -13,6 +14,8 @@
 
 #include "alice/backend.h"
 #include "alice/backend_loader.h"
+#include "alice/log.h"
+#include "alice/model.h"
 #include "alice/quant.h"
 
 #ifndef ALICE_TEST_BACKEND_DIR
@@ -204,4 +207,54 @@ Test(loader, list_shows_cpu_and_broken_files)
 	char sp[4096];
 	alice_backend_search_path(ALICE_TEST_BACKEND_DIR, sp, sizeof(sp));
 	cr_assert(strncmp(sp, ALICE_TEST_BACKEND_DIR ":", strlen(ALICE_TEST_BACKEND_DIR) + 1) == 0, "%s", sp);
+}
+
+/* Upload progress: a model whose weights take more than a second to copy
+ * (the slowupload device: 40 ms a write) logs "loading PATH: N% (...)" about
+ * once a second and a last line at 100%; a fast load logs none (the CPU
+ * backend uses the mmap in place). */
+static char progress_log[8192];
+
+static void capture(enum alice_log_level level, const char *msg, void *user)
+{
+	(void)level;
+	(void)user;
+	if (strncmp(msg, "loading ", 8) == 0 && strlen(progress_log) + strlen(msg) + 2 < sizeof(progress_log)) {
+		strcat(progress_log, msg);
+		strcat(progress_log, "\n");
+	}
+}
+
+Test(loader, slow_upload_logs_progress)
+{
+	struct alice_model_params p;
+	alice_model_params_default(&p);
+	p.path = ALICE_SOURCE_DIR "/models/tiny-tolstoy-Q8_0.gguf";
+	p.backend = "slowupload";
+	p.backend_dir = ALICE_TEST_BACKEND_DIR;
+	struct alice_model *m = NULL;
+	struct alice_error err = {{0}};
+	progress_log[0] = 0;
+	alice_log_set_sink(capture, NULL);
+	enum alice_status st = alice_model_load(&p, &m, &err);
+	alice_log_set_sink(NULL, NULL);
+	cr_assert_eq(st, ALICE_OK, "%s", err.msg);
+	cr_assert_str_eq(alice_model_backend_name(m), "slowupload");
+	alice_model_free(m);
+	cr_assert(strstr(progress_log, "tensors") != NULL, "no progress lines: '%s'", progress_log);
+	cr_assert(strstr(progress_log, "100% (") != NULL, "no final 100%% line: '%s'", progress_log);
+	int lines = 0;
+	for (const char *q = progress_log; *q; q++)
+		lines += *q == '\n';
+	cr_assert_geq(lines, 2, "a line a second before the last: '%s'", progress_log);
+
+	progress_log[0] = 0; /* the CPU backend: nothing to upload, nothing logged */
+	p.backend = "cpu";
+	p.backend_dir = ALICE_BUILD_DIR "/lib";
+	alice_log_set_sink(capture, NULL);
+	st = alice_model_load(&p, &m, &err);
+	alice_log_set_sink(NULL, NULL);
+	cr_assert_eq(st, ALICE_OK, "%s", err.msg);
+	alice_model_free(m);
+	cr_assert_str_eq(progress_log, "", "a fast load logged progress");
 }
