@@ -48,6 +48,9 @@ def named_sse(raw):
         if end < 0:
             return None, f"unterminated event at byte {pos}"
         lines = raw[pos:end].split(b"\n")
+        if raw.startswith(b": keep-alive", pos):  # the server's heartbeat comment while queued
+            pos = end + 2
+            continue
         if len(lines) != 2 or not lines[0].startswith(b"event: ") or not lines[1].startswith(b"data: "):
             return None, f"bad event at byte {pos}: {raw[pos:end][:80]!r}"
         out.append((lines[0][7:].decode(), json.loads(lines[1][6:])))
