@@ -172,7 +172,7 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
  * max / sum are one warp reduction each, then lanes switch to head dims
  * for P V. Splits: at most att_splits, and one per ATT_CHUNK cells of the
  * token's own range, so a token's sums depend only on its range. */
-#define ATT_CHUNK 256
+#define ATT_CHUNK 64
 template <int D>
 __global__ void __launch_bounds__(8 * 32)
 k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,

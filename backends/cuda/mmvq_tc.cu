@@ -9,13 +9,12 @@
  * the mat-vec's, so which columns run here never shows in the output.
  *
  * Block: 4 S warps, warp w = 4 p + g takes the super-blocks of group
- * g + 4 p; tile 32 rows (two m16 tiles) x 16 columns (two n8 tiles). The
+ * g + 4 p; tile 16 MT rows (MT m16 tiles) x 16 columns (two n8 tiles). The
  * integer dot's k order within a sub-block is free (exact), so each thread
  * loads 8 contiguous weight bytes per row and the activations match them:
  * k slots 4t..4t+3 <- bytes 8t..8t+3, 16+4t.. <- bytes 8t+4..8t+7 (Q4_K). */
 #include "common.cuh"
 
-#define TC_ROWS 32
 #define TC_COLS 16
 
 __device__ static inline float tc_term(float acc, float d, float dmin, float d8, int sumi, int summ)
@@ -58,13 +57,14 @@ __device__ static inline int byte_of(uint32_t lo, uint32_t hi, int j)
 
 /* one super-block of Q4_K: sumi/summ of the thread's 16 elements
  * [mt][nt][e] (e: c-fragment index) */
-__device__ static inline void q4k_sb(const uint8_t *const (&wr)[2][2], const int8_t *__restrict__ xc, int64_t K,
-				     int64_t sb, int t, int g, float (&d)[2][2], float (&dmin)[2][2],
-				     int (&sumi)[2][2][4], int (&summ)[2][2][4])
+template <int MT>
+__device__ static inline void q4k_sb(const uint8_t *const (&wr)[MT][2], const int8_t *__restrict__ xc, int64_t K,
+				     int64_t sb, int t, int g, float (&d)[MT][2], float (&dmin)[MT][2],
+				     int (&sumi)[MT][2][4], int (&summ)[MT][2][4])
 {
-	uint32_t sclo[2][2], schi[2][2], mlo[2][2], mhi[2][2];
+	uint32_t sclo[MT][2], schi[MT][2], mlo[MT][2], mhi[MT][2];
 #pragma unroll
-	for (int mt = 0; mt < 2; mt++)
+	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
 			const uint4 hd = *(const uint4 *)(wr[mt][h] + sb * 144);
@@ -76,7 +76,7 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[2][2], const int
 			mhi[mt][h] = ((hd.w >> 4) & 0x0f0f0f0fu) | (((hd.z >> 6) & 0x03030303u) << 4);
 		}
 #pragma unroll
-	for (int mt = 0; mt < 2; mt++)
+	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 		for (int nt = 0; nt < 2; nt++)
 #pragma unroll
@@ -84,9 +84,9 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[2][2], const int
 				sumi[mt][nt][e] = summ[mt][nt][e] = 0;
 #pragma unroll
 	for (int c = 0; c < 4; c++) {
-		uint2 q[2][2];
+		uint2 q[MT][2];
 #pragma unroll
-		for (int mt = 0; mt < 2; mt++)
+		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 			for (int h = 0; h < 2; h++)
 				q[mt][h] = *(const uint2 *)(wr[mt][h] + sb * 144 + 16 + 32 * c + 8 * t);
@@ -101,7 +101,7 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[2][2], const int
 		for (int hh = 0; hh < 2; hh++) {
 			const int j = 2 * c + hh;
 #pragma unroll
-			for (int mt = 0; mt < 2; mt++) {
+			for (int mt = 0; mt < MT; mt++) {
 				const uint32_t sh = 4 * hh;
 				const uint32_t a0 = (q[mt][0].x >> sh) & 0x0f0f0f0fu, a1 = (q[mt][1].x >> sh) & 0x0f0f0f0fu;
 				const uint32_t a2 = (q[mt][0].y >> sh) & 0x0f0f0f0fu, a3 = (q[mt][1].y >> sh) & 0x0f0f0f0fu;
@@ -125,16 +125,17 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[2][2], const int
 
 /* one super-block of Q6_K (summ unused): 16 sub-blocks of 16 values; half
  * n, positions 16 hh + 4 t .. + 4 of each of its four 32-runs r */
-__device__ static inline void q6k_sb(const uint8_t *const (&wr)[2][2], const int8_t *__restrict__ xc, int64_t K,
-				     int64_t sb, int t, int g, float (&d)[2][2], int (&sumi)[2][2][4])
+template <int MT>
+__device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const int8_t *__restrict__ xc, int64_t K,
+				     int64_t sb, int t, int g, float (&d)[MT][2], int (&sumi)[MT][2][4])
 {
 #pragma unroll
-	for (int mt = 0; mt < 2; mt++)
+	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 		for (int h = 0; h < 2; h++)
 			d[mt][h] = __half2float(*(const __half *)(wr[mt][h] + sb * 210 + 208));
 #pragma unroll
-	for (int mt = 0; mt < 2; mt++)
+	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 		for (int nt = 0; nt < 2; nt++)
 #pragma unroll
@@ -144,10 +145,10 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[2][2], const int
 	for (int n = 0; n < 2; n++)
 #pragma unroll
 		for (int hh = 0; hh < 2; hh++) {
-			uint32_t ql0[2][2], ql1[2][2], qh[2][2];
-			int sc[2][2][4];
+			uint32_t ql0[MT][2], ql1[MT][2], qh[MT][2];
+			int sc[MT][2][4];
 #pragma unroll
-			for (int mt = 0; mt < 2; mt++)
+			for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 				for (int h = 0; h < 2; h++) {
 					const uint8_t *b = wr[mt][h] + sb * 210;
@@ -167,7 +168,7 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[2][2], const int
 					xb[nt] = *(const uint32_t *)(xc + (int64_t)(nt * 8 + g) * K + sb * 256 + 128 * n + 32 * r +
 								     16 * hh + 4 * t);
 #pragma unroll
-				for (int mt = 0; mt < 2; mt++) {
+				for (int mt = 0; mt < MT; mt++) {
 					uint32_t a[2];
 #pragma unroll
 					for (int h = 0; h < 2; h++) {
@@ -190,35 +191,36 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[2][2], const int
 		}
 }
 
-/* grid: x = column group of TC_COLS, y = row tile of TC_ROWS over the set's
+/* grid: x = column group of TC_COLS, y = row tile of 16 MT rows over the set's
  * matrices (bstart); block: 4 * max split warps */
-template <int T>
+template <int T, int MT>
 __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const int8_t *__restrict__ x,
 						 const float *__restrict__ xd, int64_t dcs, int64_t K)
 {
-	__shared__ float red[16][TC_ROWS * TC_COLS];
+	constexpr int ROWS = 16 * MT;
+	__shared__ float red[16][ROWS * TC_COLS];
 	const int m = (blockIdx.y >= set.bstart[1]) + (blockIdx.y >= set.bstart[2]);
 	const int S = set.split[m];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int p = warp >> 2, grp = warp & 3;
 	const int g = lane >> 2, t = lane & 3;
-	const int64_t N = set.N[m], row0 = (int64_t)(blockIdx.y - set.bstart[m]) * TC_ROWS;
+	const int64_t N = set.N[m], row0 = (int64_t)(blockIdx.y - set.bstart[m]) * ROWS;
 	const int64_t c0 = (int64_t)blockIdx.x * TC_COLS;
 	const int8_t *xc = x + c0 * K;
 	pdl_wait();
 	pdl_trigger();
-	float acc[2][2][4];
+	float acc[MT][2][4];
 #pragma unroll
-	for (int mt = 0; mt < 2; mt++)
+	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 		for (int nt = 0; nt < 2; nt++)
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				acc[mt][nt][e] = 0.f;
 	if (p < S) {
-		const uint8_t *wr[2][2];
+		const uint8_t *wr[MT][2];
 #pragma unroll
-		for (int mt = 0; mt < 2; mt++)
+		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 			for (int h = 0; h < 2; h++) {
 				int64_t r = row0 + mt * 16 + g + 8 * h;
@@ -226,14 +228,17 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 			}
 		const int64_t nsb = K / 256;
 		for (int64_t sb = grp + 4 * p; sb < nsb; sb += 4 * S) {
-			float d[2][2], dmin[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-			int sumi[2][2][4], summ[2][2][4];
+			float d[MT][2], dmin[MT][2];
+			int sumi[MT][2][4], summ[MT][2][4];
 			if constexpr (T == ALICE_TYPE_Q4_K) {
-				q4k_sb(wr, xc, K, sb, t, g, d, dmin, sumi, summ);
+				q4k_sb<MT>(wr, xc, K, sb, t, g, d, dmin, sumi, summ);
 			} else {
-				q6k_sb(wr, xc, K, sb, t, g, d, sumi);
+				q6k_sb<MT>(wr, xc, K, sb, t, g, d, sumi);
 #pragma unroll
-				for (int mt = 0; mt < 2; mt++)
+				for (int mt = 0; mt < MT; mt++)
+					dmin[mt][0] = dmin[mt][1] = 0.f;
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 					for (int nt = 0; nt < 2; nt++)
 #pragma unroll
@@ -245,7 +250,7 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 				const float d8a = xd[(c0 + nt * 8 + 2 * t) * (K / 32) + sb * 8];
 				const float d8b = xd[(c0 + nt * 8 + 2 * t + 1) * (K / 32) + sb * 8];
 #pragma unroll
-				for (int mt = 0; mt < 2; mt++)
+				for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 					for (int e = 0; e < 4; e++)
 						acc[mt][nt][e] = tc_term(acc[mt][nt][e], d[mt][e >> 1], dmin[mt][e >> 1],
@@ -254,7 +259,7 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 		}
 		/* element (mt, nt, e): row mt*16 + g + 8*(e>>1), column nt*8 + 2t + (e&1) */
 #pragma unroll
-		for (int mt = 0; mt < 2; mt++)
+		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 			for (int nt = 0; nt < 2; nt++)
 #pragma unroll
@@ -263,7 +268,7 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 						acc[mt][nt][e];
 	}
 	__syncthreads();
-	for (int i = threadIdx.x; i < TC_ROWS * TC_COLS; i += blockDim.x) {
+	for (int i = threadIdx.x; i < ROWS * TC_COLS; i += blockDim.x) {
 		const int64_t row = row0 + i / TC_COLS, col = c0 + i % TC_COLS;
 		float tot = 0.f;
 		for (int pp = 0; pp < S; pp++) {
@@ -303,22 +308,33 @@ int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, con
 {
 	if ((type != ALICE_TYPE_Q4_K && type != ALICE_TYPE_Q6_K) || M < TC_COLS || tc_off())
 		return 0;
+	const int64_t ncols = M / TC_COLS * TC_COLS;
+	/* 16-row tiles while that gives few blocks (latency: a warp may have
+	 * only one super-block), 32 rows once the grid is large (activation
+	 * reuse); results are the same either way */
+	int64_t rows_all = 0;
+	for (int i = 0; i < n; i++)
+		rows_all += set.N[i];
+	const int mt = rows_all / 32 * (ncols / TC_COLS) >= 8 * 132 ? 2 : 1;
 	unsigned b = 0;
 	int smax = 1;
 	for (int i = 0; i < MMV_MAX_SET; i++) {
 		set.bstart[i] = b;
 		if (i < n) {
-			b += (unsigned)((set.N[i] + TC_ROWS - 1) / TC_ROWS);
+			b += (unsigned)((set.N[i] + 16 * mt - 1) / (16 * mt));
 			smax = set.split[i] > smax ? set.split[i] : smax;
 		}
 	}
 	set.bstart[MMV_MAX_SET] = b;
-	const int64_t ncols = M / TC_COLS * TC_COLS;
 	dim3 grid((unsigned)(ncols / TC_COLS), b);
-	if (type == ALICE_TYPE_Q4_K)
-		cu_launch(k_mmvq_tc<ALICE_TYPE_Q4_K>, grid, 128 * smax, s, set, x, xd, dcs, K);
+	if (type == ALICE_TYPE_Q4_K && mt == 2)
+		cu_launch(k_mmvq_tc<ALICE_TYPE_Q4_K, 2>, grid, 128 * smax, s, set, x, xd, dcs, K);
+	else if (type == ALICE_TYPE_Q4_K)
+		cu_launch(k_mmvq_tc<ALICE_TYPE_Q4_K, 1>, grid, 128 * smax, s, set, x, xd, dcs, K);
+	else if (mt == 2)
+		cu_launch(k_mmvq_tc<ALICE_TYPE_Q6_K, 2>, grid, 128 * smax, s, set, x, xd, dcs, K);
 	else
-		cu_launch(k_mmvq_tc<ALICE_TYPE_Q6_K>, grid, 128 * smax, s, set, x, xd, dcs, K);
+		cu_launch(k_mmvq_tc<ALICE_TYPE_Q6_K, 1>, grid, 128 * smax, s, set, x, xd, dcs, K);
 	if (glu)
 		cu_launch(k_tc_glu, cu_blocks(set.N[0] * ncols, 256), 256, s, set, dcs, set.N[0], ncols);
 	return ncols;
