@@ -728,9 +728,11 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		}
 	}
 	/* sampling a 128k vocabulary costs ~0.1-0.4 ms a row: a step of many
-	 * rows spreads it over a few helper threads */
+	 * rows spreads it over helper threads, all but one CPU by default (the
+	 * step's compute is over by then, on any backend; the HTTP thread keeps
+	 * one) */
 	if (e->n_slots > 1) {
-		int nt = p->n_sample_threads > 0 ? (int)p->n_sample_threads - 1 : alice_workpool_default_threads(7);
+		int nt = p->n_sample_threads > 0 ? (int)p->n_sample_threads - 1 : alice_workpool_default_threads(31);
 		if (nt > (int)e->n_slots - 1)
 			nt = (int)e->n_slots - 1;
 		if (nt > 0 && !(e->pool = alice_workpool_create(nt))) {

@@ -121,6 +121,6 @@ void alice_workpool_run(struct alice_workpool *p, alice_work_fn fn, void *arg, i
 int alice_workpool_default_threads(int cap)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	int h = n > 1 ? (int)(n / 2) : 0;
+	int h = n > 2 ? (int)(n - 2) : (n > 1 ? 1 : 0);
 	return h < cap ? h : cap;
 }

@@ -16,8 +16,9 @@ struct alice_workpool *alice_workpool_create(int n_threads);
 void alice_workpool_free(struct alice_workpool *p);
 /* Run fn(arg, i) for every i in [0, n); not reentrant. */
 void alice_workpool_run(struct alice_workpool *p, alice_work_fn fn, void *arg, int32_t n);
-/* Helpers worth having on this machine for light host work: about half the
- * online CPUs, at most `cap`. */
+/* Helpers worth having on this machine for host work between steps: all
+ * online CPUs but two (the caller's thread and one for I/O), at least one
+ * on a 2-CPU machine, at most `cap`. */
 int alice_workpool_default_threads(int cap);
 
 #endif

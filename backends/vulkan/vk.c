@@ -322,6 +322,8 @@ static void ctx_destroy(struct alice_backend_ctx *ctx)
 	}
 	if (ctx->inst)
 		vkDestroyInstance(ctx->inst, NULL);
+	for (int i = 0; i < VK_MAX_REGIMES; i++)
+		free(ctx->regimes[i].v);
 	free(ctx);
 }
 

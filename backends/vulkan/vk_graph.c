@@ -265,8 +265,11 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 	enum alice_status st = ensure_scratch(ctx, g);
 	if (st != ALICE_OK)
 		return st;
+	uint32_t extra = 0;
+	if ((st = vk_mm_read_regimes(ctx, g, &extra)) != ALICE_OK)
+		return st;
 	/* MUL_MAT records two dispatches (rounding + product), sliced ones more */
-	if ((st = vk_desc_reserve(ctx, 4 * g->n_nodes + 16)) != ALICE_OK)
+	if ((st = vk_desc_reserve(ctx, 4 * g->n_nodes + 16 + extra)) != ALICE_OK)
 		return st;
 	memset(ctx->status->map, 0, 16);
 	if ((st = vk_cmd_begin(ctx)) != ALICE_OK)

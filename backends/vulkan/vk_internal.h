@@ -91,6 +91,16 @@ struct alice_backend_ctx {
 		struct alice_tensor x;
 	} actq[VK_SCRATCH_RING];
 
+	/* MUL_MAT row regimes (src2) of the graph being recorded, read first */
+#define VK_MAX_REGIMES 4
+	struct vk_regime {
+		const struct alice_buffer *buf;
+		uint64_t offset;
+		int64_t M, cap;
+		int32_t *v;
+	} regimes[VK_MAX_REGIMES];
+	int n_regimes;
+
 	/* recording state of one graph_compute: what the dispatches since the
 	 * last barrier touched (a later one that conflicts gets a barrier) */
 #define VK_MAX_PENDING 64
@@ -175,6 +185,7 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 /* per-op recording (vk_ops_*.c): validate shapes, bind, dispatch */
 typedef enum alice_status (*vk_op_fn)(const struct alice_op_args *a);
 enum alice_status vk_op_mul_mat(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_mm_read_regimes(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t *extra) VK_HIDDEN;
 enum alice_status vk_op_get_rows(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_ew(const struct alice_op_args *a) VK_HIDDEN; /* ADD MUL SCALE SOFTCAP GLU UNARY COPY */
 enum alice_status vk_op_norm(const struct alice_op_args *a) VK_HIDDEN; /* RMS_NORM L2_NORM */

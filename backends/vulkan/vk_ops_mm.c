@@ -80,16 +80,24 @@ struct mm_x {
 };
 
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
-				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d);
+				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
+				bool decode);
 
-enum alice_status vk_op_mul_mat(const struct alice_op_args *a)
+/* A batched decode step (src2 given, no sequence with more than 8 rows:
+ * ip[0]): every column takes the mat-vec shader, whose per-column result
+ * does not depend on the column count, so a stream's output does not
+ * depend on how many others share its step. */
+static bool mm_decode_step(const struct alice_op_args *a)
 {
-	struct alice_backend_ctx *ctx = a->ctx;
-	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst;
+	return a->src[2] && a->node->ip[0] >= 1 && a->node->ip[0] <= 8;
+}
+
+/* w . x into d, every column by the mat-vec shader when decode */
+static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
+				const struct alice_tensor *x, const struct alice_tensor *d, bool decode)
+{
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
-	enum alice_status st = alice_bc_mul_mat_shape(w, x, d, ctx->err, sizeof(ctx->err));
-	if (st != ALICE_OK)
-		return st;
+	enum alice_status st;
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	if (ti->block_size == 1 && w->nb[0] != (int64_t)ti->type_size)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "weight rows must be contiguous (nb[0] = %lld)", (long long)w->nb[0]);
@@ -158,12 +166,100 @@ enum alice_status vk_op_mul_mat(const struct alice_op_args *a)
 			ws.offset += (uint64_t)r0 * (uint64_t)w->nb[1];
 			ds.ne[0] = ws.ne[1];
 			ds.offset += (uint64_t)r0 * (uint64_t)d->nb[0];
-			if ((st = mm_one(ctx, &ws, x, &xa, &ds)) != ALICE_OK)
+			if ((st = mm_one(ctx, &ws, x, &xa, &ds, decode)) != ALICE_OK)
 				return st;
 		}
 		return ALICE_OK;
 	}
-	return mm_one(ctx, w, x, &xa, d);
+	return mm_one(ctx, w, x, &xa, d, decode);
+}
+
+/* this graph's src2 rows, read before recording (vk_graph.c) */
+static const int32_t *mm_regime(struct alice_backend_ctx *ctx, const struct alice_tensor *r)
+{
+	for (int i = 0; i < ctx->n_regimes; i++)
+		if (ctx->regimes[i].buf == r->buf && ctx->regimes[i].offset == r->offset && ctx->regimes[i].M == r->ne[1])
+			return ctx->regimes[i].v;
+	return NULL;
+}
+
+/* Batch invariance: with src2, a run of one sequence's rows with more than
+ * 8 of them is one product of exactly its own columns (what it gets alone);
+ * every other row takes the mat-vec shader, whose columns do not depend on
+ * each other. */
+enum alice_status vk_op_mul_mat(const struct alice_op_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst, *rg = a->src[2];
+	enum alice_status st = alice_bc_mul_mat_shape(w, x, d, ctx->err, sizeof(ctx->err));
+	if (st != ALICE_OK)
+		return st;
+	const int64_t M = x->ne[1];
+	if (!rg || a->node->ip[0] <= 8 || x->ne[2] * x->ne[3] != 1)
+		return mm_run(ctx, w, x, d, mm_decode_step(a));
+	const int32_t *reg = mm_regime(ctx, rg);
+	if (!reg)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: row regime (src2) must be I32 [2, %lld], dense", (long long)M);
+	int64_t m = 0;
+	while (m < M) {
+		int64_t c = reg[2 * m], e = m + c;
+		bool run = c > 8 && reg[2 * m + 1] == 0 && e <= M && reg[2 * (e - 1) + 1] == c - 1 && reg[2 * (e - 1)] == c;
+		if (!run) {
+			e = m + 1;
+			while (e < M) {
+				int64_t c2 = reg[2 * e];
+				if (c2 > 8 && reg[2 * e + 1] == 0 && e + c2 <= M && reg[2 * (e + c2 - 1) + 1] == c2 - 1)
+					break;
+				e++;
+			}
+		}
+		struct alice_tensor xs = *x, ds = *d;
+		xs.ne[1] = ds.ne[1] = e - m;
+		xs.offset += (uint64_t)m * (uint64_t)x->nb[1];
+		ds.offset += (uint64_t)m * (uint64_t)d->nb[1];
+		if ((st = mm_run(ctx, w, &xs, &ds, !run)) != ALICE_OK)
+			return st;
+		m = e;
+	}
+	return ALICE_OK;
+}
+
+/* Read the row regimes (src2) of the graph's MUL_MATs that mix sequences
+ * of more than 8 rows with others, before recording starts; *extra: the
+ * most dispatches their runs may add. */
+enum alice_status vk_mm_read_regimes(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t *extra)
+{
+	ctx->n_regimes = 0;
+	*extra = 0;
+	for (uint32_t i = 0; i < g->n_nodes; i++) {
+		const struct alice_node *n = &g->nodes[i];
+		if (n->op != ALICE_OP_MUL_MAT || n->src[2] < 0 || n->ip[0] <= 8)
+			continue;
+		const struct alice_tensor *r = &g->tensors[n->src[2]];
+		if (r->type != ALICE_TYPE_I32 || r->ne[0] != 2 || r->nb[0] != 4 || r->nb[1] != 8 || !r->buf)
+			continue; /* vk_op_mul_mat refuses it */
+		*extra += 4 * (uint32_t)(r->ne[1] > 4096 ? 4096 : r->ne[1]);
+		if (mm_regime(ctx, r))
+			continue;
+		if (ctx->n_regimes == VK_MAX_REGIMES)
+			return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "more than %d row regime inputs in one graph", VK_MAX_REGIMES);
+		struct vk_regime *v = &ctx->regimes[ctx->n_regimes];
+		if (v->cap < r->ne[1]) {
+			int32_t *nv = realloc(v->v, (size_t)r->ne[1] * 8);
+			if (!nv)
+				return vk_fail(ctx, ALICE_ERR_NOMEM, "row regimes: out of memory");
+			v->v = nv;
+			v->cap = r->ne[1];
+		}
+		enum alice_status st = vk_buffer_read(ctx, r->buf, r->offset, v->v, (uint64_t)r->ne[1] * 8);
+		if (st != ALICE_OK)
+			return st;
+		v->buf = r->buf;
+		v->offset = r->offset;
+		v->M = r->ne[1];
+		ctx->n_regimes++;
+	}
+	return ALICE_OK;
 }
 
 struct mmt_push {
@@ -183,11 +279,12 @@ static int64_t tiled_min_m(void)
 }
 
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
-				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d)
+				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
+				bool decode)
 {
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
-	if (M >= tiled_min_m()) {
+	if (M >= tiled_min_m() && !decode) {
 		uint64_t ntiles = ((uint64_t)N + 63) / 64, mtiles = ((uint64_t)M + 63) / 64;
 		uint64_t n_wg = ntiles * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
 		if (n_wg > 0xffffffffull / 2)

@@ -40,7 +40,7 @@ struct alice_engine_params {
 	uint32_t n_batch;   /* prompt tokens per step (plus one decode token per slot); 0 = 512 */
 	uint32_t max_queue; /* requests waiting for a slot; 0 = 64 */
 	bool no_prefix_cache; /* clear each slot before reuse (no KV reuse) */
-	uint32_t n_sample_threads; /* threads sampling a step's rows; 0 = about half the CPUs, at most 8 */
+	uint32_t n_sample_threads; /* threads sampling a step's rows; 0 = all CPUs but one, at most 32 */
 };
 
 void alice_engine_params_default(struct alice_engine_params *p);
