@@ -222,7 +222,10 @@ def test_responses_format_and_errors(s):
 
 
 def test_responses_disconnect(s):
-    body = {"input": "Tell me a long story.", "max_output_tokens": 400, "stream": True, "temperature": 1}
+    # a string of at least 1200 characters: the grammar allows no early end
+    long = {"type": "object", "properties": {"s": {"type": "string", "minLength": 1200}}, "required": ["s"]}
+    body = {"input": "Tell me a long story.", "max_output_tokens": 480, "stream": True, "temperature": 1,
+            "text": {"format": {"type": "json_schema", "name": "story", "schema": long}}}
     head, rest, sock = ts.raw_stream(s.port, RESP, body, read_all=False)
     while b"response.output_text.delta" not in rest:
         chunk = sock.recv(4096)
@@ -233,6 +236,10 @@ def test_responses_disconnect(s):
     sock.close()
     t = ts.wait_idle(s, 5)
     check("responses stream: a dropped client frees its slot", busy == 1 and t is not None and t < 2, (busy, t))
+    time.sleep(0.1)
+    lines = [l for l in s.logtext().splitlines() if "POST /v1/responses 499" in l]
+    n = int(lines[-1].split("completion=")[1].split()[0]) if lines else -1
+    check("responses stream: the generation is cancelled (logged 499, early)", 0 <= n < 400, lines)
 
 
 # ---- Messages ----

@@ -40,7 +40,8 @@ def main():
     shutil.copy(os.path.join(HERE, "webui_test.mjs"), test)
     test_server.configure([binary, libdir])
     key = "sk-alice-page"
-    s = test_server.Server("--api-key", key, "--metrics-no-auth", "--parallel", "2")
+    # a 4096 context: the Stop check's answer (3000 tokens) runs for many seconds
+    s = test_server.Server("--api-key", key, "--metrics-no-auth", "--parallel", "2", "--ctx-size", "4096")
     try:
         env = dict(os.environ, ALICE_PORT=str(s.port), ALICE_KEY=key, ALICE_LOG=s.log.name, ALICE_CHROMIUM=chromium)
         rc = subprocess.run([node, test], env=env, timeout=600).returncode
