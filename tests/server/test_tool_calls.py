@@ -24,6 +24,10 @@ models, random-weight models that only a grammar makes call anything:
     template that shows tools in no known call format): the system message
     tells the model the {"tool_calls": [...]} JSON, and forced calls in that
     JSON validate and stream alike;
+ g. Llama 3.1's template (../templates) on the llama3-bpe fixture: a forced
+    call in its {"name", "parameters"} JSON; control tokens (its call
+    marker <|python_tag|> is one) reach the parse as text with tools, and
+    stay out of the text without;
  e. reasoning: qwen35's prompt opens <think>, so the text goes to
     reasoning_content (and delta.reasoning_content); enable_thinking false
     and --reasoning-format none keep it in content; tool_choice "auto" and
@@ -355,6 +359,30 @@ def generic(binary, libdir, fixtures):
         srv.stop()
 
 
+def llama3(binary, libdir, fixtures):
+    tmpl = os.path.join(fixtures, "..", "templates", "meta-llama-Llama-3.1-8B-Instruct.jinja")
+    srv = Server(binary, libdir, os.path.join(fixtures, "models", "llama3-bpe-F16.gguf"),
+                 ["--chat-template-file", tmpl, "--ctx-size", "2048"])
+    try:
+        for seed in range(4):
+            body = dict(body_for(seed), parallel_tool_calls=False)
+            st, js = srv.req("POST", CHAT, body)
+            if check(st == 200, f"llama3 seed {seed}: HTTP {st} {js}"):
+                ch = js["choices"][0]
+                check_calls(f"llama3 seed {seed}", body, ch["message"], ch["finish_reason"])
+        # token 128010 is a control token (<|reserved_special_token_5|>) in this vocabulary
+        base = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "seed": 1,
+                "logit_bias": {"128010": 100}}
+        st, js = srv.req("POST", CHAT, dict(base, tools=TOOLS))
+        check(st == 200 and js["choices"][0]["message"]["content"].startswith("<|reserved_special_token_5|>"),
+              f"llama3 with tools: control tokens reach the text: {js}")
+        st, js = srv.req("POST", CHAT, base)
+        check(st == 200 and js["choices"][0]["message"]["content"] == "",
+              f"llama3 without tools: control tokens stay out of the text: {js}")
+    finally:
+        srv.stop()
+
+
 def main():
     binary, libdir, fixtures = sys.argv[1:4]
     t0 = time.time()
@@ -376,6 +404,8 @@ def main():
         print(f"{tag}: done at {time.time() - t0:.1f} s")
     generic(binary, libdir, fixtures)
     print(f"generic: done at {time.time() - t0:.1f} s")
+    llama3(binary, libdir, fixtures)
+    print(f"llama3: done at {time.time() - t0:.1f} s")
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1
