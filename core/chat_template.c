@@ -16,6 +16,8 @@ struct alice_chat_template {
 	enum alice_chat_format format;
 	struct alice_jinja *jinja; /* NULL for a built-in */
 	bool typed_content;
+	enum alice_tool_format tool_format;
+	bool thinks;
 	char *bos, *eos;
 };
 
@@ -72,6 +74,16 @@ bool alice_chat_template_typed_content(const struct alice_chat_template *t)
 	return t->typed_content;
 }
 
+enum alice_tool_format alice_chat_template_tool_format(const struct alice_chat_template *t)
+{
+	return t->tool_format;
+}
+
+bool alice_chat_template_thinks(const struct alice_chat_template *t)
+{
+	return t->thinks;
+}
+
 /* Whether the template prints a one-user-message conversation's content
  * given as a string (typed false) or as one typed text part (typed true). */
 static bool probe_content(const struct alice_chat_template *t, bool typed)
@@ -125,6 +137,8 @@ enum alice_status alice_chat_template_jinja(const char *src, size_t len, enum al
 		memcpy(text, src, len);
 	text[len] = '\0';
 	alice_chat_detect(text, p ? p->arch : NULL, &t->format);
+	t->tool_format = alice_tool_format_detect(text);
+	t->thinks = alice_tool_reasoning_detect(text);
 	free(text);
 	/* Strings unless only typed parts print (as llama.cpp's template caps). */
 	t->typed_content = !probe_content(t, false) && probe_content(t, true);
@@ -140,6 +154,7 @@ enum alice_status alice_chat_template_builtin(enum alice_chat_format f, const st
 	if (!(*out = tmpl_new(ALICE_CHAT_TEMPLATE_BUILTIN, p)))
 		return alice_fail(err, ALICE_ERR_NOMEM, "chat template: out of memory");
 	(*out)->format = f;
+	(*out)->thinks = f == ALICE_CHAT_FORMAT_QWEN3 || f == ALICE_CHAT_FORMAT_QWEN35;
 	return ALICE_OK;
 }
 
@@ -247,8 +262,14 @@ static struct json_object *build_ctx(const struct alice_chat_template *t, const 
 		}
 		json_object_object_add(m, "role", json_object_new_string(in->msgs[i].role ? in->msgs[i].role : ""));
 		json_object_object_add(m, "content", content);
+		if (in->extra && in->extra[i]) {
+			json_object_object_foreach(in->extra[i], k, v)
+				json_object_object_add(m, k, json_object_get(v));
+		}
 		json_object_array_add(msgs, m);
 	}
+	if (in->tools)
+		json_object_object_add(ctx, "tools", json_object_get(in->tools));
 	json_object_object_add(ctx, "add_generation_prompt", json_object_new_boolean(gen));
 	json_object_object_add(ctx, "bos_token", json_object_new_string(t->bos));
 	json_object_object_add(ctx, "eos_token", json_object_new_string(t->eos));
@@ -273,6 +294,10 @@ enum alice_status alice_chat_template_render(const struct alice_chat_template *t
 		return alice_fail(err, ALICE_ERR_UNSUPPORTED,
 				  "chat_template_kwargs need a Jinja chat template; this server renders the built-in "
 				  "'%s' format",
+				  alice_chat_format_name(t->format));
+	if (t->kind == ALICE_CHAT_TEMPLATE_BUILTIN && in->tools)
+		return alice_fail(err, ALICE_ERR_UNSUPPORTED,
+				  "tools need a Jinja chat template; this server renders the built-in '%s' format",
 				  alice_chat_format_name(t->format));
 	size_t n = in->n;
 	bool prefill = false;

@@ -6,6 +6,7 @@
 #ifndef ALICE_SERVER_CHAT_TMPL_H
 #define ALICE_SERVER_CHAT_TMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,10 +33,10 @@ int srv_chat_render(struct srv *s, const struct srv_gen_request *r, char **text,
 
 /* The prompt of chat request r: rendered (messages, chat_template_kwargs,
  * a trailing assistant message continued) and tokenized with parse_special,
- * one BOS at most. *tokens is malloc'd (caller frees). 0, or -1 with e filled
+ * one BOS at most; *think_open: the prompt leaves a <think> block open. *tokens is malloc'd (caller frees). 0, or -1 with e filled
  * (400 naming the field and carrying the template's message; 500 when out of
  * memory). */
 int srv_chat_prompt(struct srv *s, const struct srv_gen_request *r, int32_t **tokens, size_t *n_tokens,
-		    struct srv_api_error *e);
+		    bool *think_open, struct srv_api_error *e);
 
 #endif

@@ -152,11 +152,13 @@ static void gen_free(struct srv_gen *g)
 	s->n_gens--;
 	for (size_t i = 0; i < g->n_choices; i++) {
 		free(g->choices[i].text.p);
+		free(g->choices[i].raw.p);
 		free(g->choices[i].error);
 		json_object_put(g->choices[i].lp);
 		gen_msg_free(g->choices[i].done_msg);
 	}
 	free(g->choices);
+	json_object_put(g->parse_opts.tools);
 	free(g);
 }
 
@@ -309,12 +311,39 @@ static void send_chunk(struct srv_gen *g, const struct srv_choice *c, const char
 		send_json_event(g, gen_chunk(g, c, text, len, role, finish, lp));
 }
 
+/* A parsed chat stream: the text so far into c->raw, and the deltas of its
+ * parse out (logprobs ride with the first of them). */
+static void send_parsed(struct srv_gen *g, struct srv_choice *c, const char *text, size_t len, bool final)
+{
+	if (!alice_sb_addn(&c->raw, text, len) && len) {
+		__atomic_store_n(&c->lost, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	bool lp_used = false;
+	struct json_object *lp = g->logprobs && json_object_array_length(c->lp) > 0 ? c->lp : NULL;
+	struct json_object *chunks = gen_tools_deltas(g, c, final, lp, &lp_used);
+	for (size_t i = 0; chunks && i < json_object_array_length(chunks); i++)
+		send_json_event(g, json_object_get(json_object_array_get_idx(chunks, i)));
+	json_object_put(chunks);
+	if (lp_used) {
+		json_object_put(c->lp);
+		c->lp = gen_logprobs_new(g);
+	}
+}
+
 static void on_token(struct srv_gen *g, struct srv_choice *c, const struct alice_engine_event *ev)
 {
 	if (g->logprobs)
 		gen_logprobs_add(g, c, ev);
 	if (!g->stream) {
 		alice_sb_addn(&c->text, ev->text, ev->text_len);
+		return;
+	}
+	if (g->parse) {
+		if (ev->text_len > 0 && g->http.req && !g->client_gone) {
+			stop_heartbeat(g);
+			send_parsed(g, c, ev->text, ev->text_len, false);
+		}
 		return;
 	}
 	/* logprobs ride with the next chunk that has text */
@@ -358,6 +387,14 @@ static void on_done(struct srv_gen *g, struct srv_choice *c, const struct gen_ms
 	if (!g->http.req || g->client_gone || c->finish == ALICE_ENGINE_FINISH_ERROR ||
 	    c->finish == ALICE_ENGINE_FINISH_CANCELLED)
 		return;
+	if (g->parse) {
+		send_parsed(g, c, ev->text, ev->text_len, true);
+		/* logprobs of tokens whose text sent nothing (a call's closing tag) */
+		if (g->logprobs && json_object_array_length(c->lp) > 0)
+			send_chunk(g, c, "", 0, false, NULL, c->lp);
+		send_chunk(g, c, NULL, 0, false, gen_choice_finish(g, c), NULL);
+		return;
+	}
 	bool has_lp = g->logprobs && (g->kind != SRV_KIND_CHAT || json_object_array_length(c->lp) > 0);
 	if (ev->text_len > 0)
 		send_chunk(g, c, ev->text, ev->text_len, false, NULL, has_lp ? c->lp : NULL);
@@ -419,6 +456,10 @@ static struct srv_gen *gen_create(struct srv *s, struct srv_http *h, const struc
 	g->logprobs = r->sampling.logprobs;
 	g->top_logprobs = r->sampling.n_probs;
 	g->echo = r->echo;
+	g->parse = p->parse;
+	g->forced_call = p->forced_call;
+	g->parse_opts = p->parse_opts;
+	g->parse_opts.tools = json_object_get(p->parse_opts.tools);
 	g->created = (int64_t)time(NULL);
 	snprintf(g->id, sizeof(g->id), "%s-%016llx", r->kind == SRV_KIND_CHAT ? "chatcmpl" : "cmpl",
 		 (unsigned long long)gen_random64());
@@ -482,6 +523,10 @@ static enum alice_status gen_submit(struct srv_gen *g, const struct gen_plan *p,
 		q.stop = p->stops;
 		q.n_stop = p->n_stops;
 		q.ignore_eos = p->r.ignore_eos;
+		/* formats whose call marker is a control token */
+		q.render_special = p->parse_opts.format == ALICE_TOOL_FORMAT_MISTRAL ||
+				   p->parse_opts.format == ALICE_TOOL_FORMAT_MISTRAL_ARGS ||
+				   p->parse_opts.format == ALICE_TOOL_FORMAT_LLAMA3;
 		q.on_event = on_engine_event;
 		q.user = c;
 		enum alice_status st = ALICE_OK;

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "alice/chat_template.h"
 #include "alice/tokenizer.h"
 #include "chat_tmpl.h"
 #include "gen.h"
@@ -24,9 +25,64 @@ uint64_t gen_random64(void)
 	return x;
 }
 
+/* The tools the grammar offers: all, or the named one. */
+static struct json_object *forced_tools(const struct srv_gen_request *r)
+{
+	if (r->tool_choice != SRV_TOOL_CHOICE_NAMED)
+		return json_object_get(r->tools);
+	struct json_object *a = json_object_new_array();
+	for (size_t i = 0; a && i < json_object_array_length(r->tools); i++) {
+		struct json_object *t = json_object_array_get_idx(r->tools, i), *f, *nm;
+		if (json_object_object_get_ex(t, "function", &f) && json_object_object_get_ex(f, "name", &nm) &&
+		    strcmp(json_object_get_string(nm), r->tool_name) == 0)
+			json_object_array_add(a, json_object_get(t));
+	}
+	return a;
+}
+
+/* tool_choice required / a named function: the grammar of a call in the
+ * template's format (alice/tool_call.h). */
+static int tool_grammar(struct srv *s, struct gen_plan *p, enum alice_tool_format f, struct srv_api_error *e)
+{
+	if (f == ALICE_TOOL_FORMAT_NONE) {
+		srv_api_error_invalid(e, "tool_choice",
+				      "this model's chat template has no tool-call format, so a tool call cannot be required");
+		return -1;
+	}
+	struct json_object *tools = forced_tools(&p->r);
+	struct alice_error aerr = {{0}};
+	int64_t cap = s->cfg.limits.max_grammar_bytes;
+	enum alice_status st = alice_tool_grammar(f, tools, p->r.parallel_tool_calls, p->think_open,
+						  cap > 0 ? (size_t)cap : 0, &p->r.grammar, &aerr);
+	json_object_put(tools);
+	p->r.grammar_param = "tool_choice";
+	if (st == ALICE_OK)
+		return 0;
+	if (st == ALICE_ERR_NOMEM)
+		srv_api_error_nomem(e);
+	else if (st == ALICE_ERR_RANGE)
+		srv_api_error_set(e, 413, "invalid_request_error", "grammar_too_large", "tools",
+				  "%s (--max-grammar-bytes)", aerr.msg);
+	else
+		srv_api_error_invalid(e, "tools", "%s", aerr.msg);
+	return -1;
+}
+
 static int tokenize_chat(struct srv *s, struct gen_plan *p, struct srv_api_error *e)
 {
-	return srv_chat_prompt(s, &p->r, &p->prompts[0].tokens, &p->prompts[0].n, e);
+	if (srv_chat_prompt(s, &p->r, &p->prompts[0].tokens, &p->prompts[0].n, &p->think_open, e) != 0)
+		return -1;
+	enum alice_tool_format f = alice_chat_template_tool_format(s->chat_tmpl);
+	bool tools = p->r.tools && p->r.tool_choice != SRV_TOOL_CHOICE_NONE;
+	p->parse_opts.format = tools ? f : ALICE_TOOL_FORMAT_NONE;
+	p->parse_opts.reasoning = !s->cfg.reasoning_none && alice_chat_template_thinks(s->chat_tmpl);
+	p->parse_opts.think_open = p->think_open;
+	p->parse_opts.tools = p->r.tools;
+	p->parse = p->parse_opts.format != ALICE_TOOL_FORMAT_NONE || p->parse_opts.reasoning;
+	p->forced_call = p->r.tool_choice == SRV_TOOL_CHOICE_REQUIRED || p->r.tool_choice == SRV_TOOL_CHOICE_NAMED;
+	if (p->forced_call)
+		return tool_grammar(s, p, f, e);
+	return 0;
 }
 
 static int tokenize_prompts(struct srv *s, struct gen_plan *p, struct srv_api_error *e)

@@ -181,22 +181,13 @@ static struct json_object *logprobs_field(const struct srv_gen *g, struct json_o
 	return l;
 }
 
-struct json_object *gen_chunk(const struct srv_gen *g, const struct srv_choice *c, const char *text,
-			      size_t len, bool role, const char *finish, struct json_object *lp)
+static struct json_object *chunk_with(const struct srv_gen *g, const struct srv_choice *c, const char *key,
+				      struct json_object *val, const char *finish, struct json_object *lp)
 {
 	struct json_object *o = chunk_base(g);
 	struct json_object *ch = json_object_new_object();
 	json_object_object_add(ch, "index", json_object_new_int(c->index));
-	if (g->kind == SRV_KIND_CHAT) {
-		struct json_object *d = json_object_new_object();
-		if (role)
-			json_object_object_add(d, "role", json_object_new_string("assistant"));
-		if (text)
-			json_object_object_add(d, "content", json_str_n(text, len));
-		json_object_object_add(ch, "delta", d);
-	} else {
-		json_object_object_add(ch, "text", json_str_n(text, len));
-	}
+	json_object_object_add(ch, key, val);
 	json_object_object_add(ch, "logprobs", logprobs_field(g, lp));
 	json_object_object_add(ch, "finish_reason", finish ? json_object_new_string(finish) : NULL);
 	struct json_object *arr = json_object_new_array();
@@ -205,6 +196,25 @@ struct json_object *gen_chunk(const struct srv_gen *g, const struct srv_choice *
 	if (g->include_usage)
 		json_object_object_add(o, "usage", NULL);
 	return o;
+}
+
+struct json_object *gen_chunk_delta(const struct srv_gen *g, const struct srv_choice *c, struct json_object *delta,
+				    const char *finish, struct json_object *lp)
+{
+	return chunk_with(g, c, "delta", delta, finish, lp);
+}
+
+struct json_object *gen_chunk(const struct srv_gen *g, const struct srv_choice *c, const char *text,
+			      size_t len, bool role, const char *finish, struct json_object *lp)
+{
+	if (g->kind != SRV_KIND_CHAT)
+		return chunk_with(g, c, "text", json_str_n(text, len), finish, lp);
+	struct json_object *d = json_object_new_object();
+	if (role)
+		json_object_object_add(d, "role", json_object_new_string("assistant"));
+	if (text)
+		json_object_object_add(d, "content", json_str_n(text, len));
+	return chunk_with(g, c, "delta", d, finish, lp);
 }
 
 struct json_object *gen_usage_chunk(const struct srv_gen *g)
@@ -223,17 +233,19 @@ struct json_object *gen_body(const struct srv_gen *g)
 		const struct srv_choice *c = &g->choices[i];
 		struct json_object *ch = json_object_new_object();
 		json_object_object_add(ch, "index", json_object_new_int(c->index));
-		struct json_object *text = json_str_n(c->text.p ? c->text.p : "", c->text.n);
 		if (g->kind == SRV_KIND_CHAT) {
 			struct json_object *m = json_object_new_object();
 			json_object_object_add(m, "role", json_object_new_string("assistant"));
-			json_object_object_add(m, "content", text);
+			if (g->parse)
+				gen_tools_message(g, c, m);
+			else
+				json_object_object_add(m, "content", json_str_n(c->text.p ? c->text.p : "", c->text.n));
 			json_object_object_add(ch, "message", m);
 		} else {
-			json_object_object_add(ch, "text", text);
+			json_object_object_add(ch, "text", json_str_n(c->text.p ? c->text.p : "", c->text.n));
 		}
 		json_object_object_add(ch, "logprobs", logprobs_field(g, g->logprobs ? c->lp : NULL));
-		json_object_object_add(ch, "finish_reason", json_object_new_string(gen_finish_reason(c->finish)));
+		json_object_object_add(ch, "finish_reason", json_object_new_string(gen_choice_finish(g, c)));
 		json_object_array_add(arr, ch);
 	}
 	json_object_object_add(o, "choices", arr);

@@ -42,6 +42,8 @@ static void usage(FILE *f)
 		"  --chat-template NAME  render chats with a built-in format instead of the model's own\n"
 		"                        Jinja template (tokenizer.chat_template): %s\n"
 		"  --chat-template-file F  render chats with the Jinja template in file F\n"
+		"  --reasoning-format F  deepseek: a <think> block goes to message.reasoning_content\n"
+		"                        (default); none: it stays in content\n"
 		"  --log-format FMT      text | json (default text)\n"
 		"  --cors-origin ORIGIN  send Access-Control-Allow-Origin: ORIGIN (or *) and answer CORS\n"
 		"                        preflights; default: no CORS headers\n"
@@ -141,7 +143,7 @@ enum {
 	O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
 	O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
 	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
-	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH, O_TEMPLATE_FILE,
+	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH, O_TEMPLATE_FILE, O_REASONING,
 };
 
 static const struct option opts[] = {
@@ -160,6 +162,7 @@ static const struct option opts[] = {
 	{"max-body", required_argument, NULL, O_MAX_BODY},
 	{"chat-template", required_argument, NULL, O_TEMPLATE},
 	{"chat-template-file", required_argument, NULL, O_TEMPLATE_FILE},
+	{"reasoning-format", required_argument, NULL, O_REASONING},
 	{"log-format", required_argument, NULL, O_LOG_FORMAT},
 	{"cors-origin", required_argument, NULL, O_CORS},
 	{"timeout", required_argument, NULL, O_TIMEOUT},
@@ -263,6 +266,11 @@ static int apply_text_opt(int c, const char *a, struct srv_config *cfg, const ch
 		break;
 	}
 	case O_TEMPLATE_FILE: cfg->chat_template_file = a; break;
+	case O_REASONING:
+		if (strcmp(a, "none") && strcmp(a, "deepseek"))
+			return bad("--reasoning-format: '%s' is not none or deepseek%s", a, "");
+		cfg->reasoning_none = strcmp(a, "none") == 0;
+		break;
 	case O_LOG_FORMAT:
 		if (strcmp(a, "text") && strcmp(a, "json"))
 			return bad("--log-format: '%s' is not text or json%s", a, "");

@@ -266,7 +266,8 @@ static int parse_messages(struct json_object *o, struct srv_gen_request *r, stru
 	}
 	r->messages = calloc(n, sizeof(*r->messages));
 	r->parts = calloc(n, sizeof(*r->parts));
-	if (!r->messages || !r->parts) {
+	r->extra = calloc(n, sizeof(*r->extra));
+	if (!r->messages || !r->parts || !r->extra) {
 		srv_api_error_nomem(e);
 		return -1;
 	}
@@ -290,9 +291,9 @@ static int parse_messages(struct json_object *o, struct srv_gen_request *r, stru
 		/* OpenAI's newer name for the system role */
 		if (strcmp(rs, "developer") == 0)
 			rs = "system";
-		if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant")) {
+		if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool")) {
 			srv_api_error_invalid(e, "messages",
-					      "messages[%zu].role '%.40s' is not supported; use system, user or assistant",
+					      "messages[%zu].role '%.40s' is not supported; use system, user, assistant or tool",
 					      i, rs);
 			return -1;
 		}
@@ -302,7 +303,8 @@ static int parse_messages(struct json_object *o, struct srv_gen_request *r, stru
 			srv_api_error_nomem(e);
 			return -1;
 		}
-		if (parse_content(field(msg, "content"), i, &r->messages[i].content, &r->parts[i], e) != 0)
+		if (parse_content(field(msg, "content"), i, &r->messages[i].content, &r->parts[i], e) != 0 ||
+		    srv_openai_message_extra(msg, i, rs, &r->extra[i], e) != 0)
 			return -1;
 	}
 	return 0;
@@ -723,7 +725,9 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, const
 		return -1;
 	if (parse_grammar(o, r, lim, e) < 0 || parse_template_kwargs(o, r, e) < 0)
 		return -1;
-	return parse_response_format(o, r, lim, e);
+	if (parse_response_format(o, r, lim, e) < 0)
+		return -1;
+	return r->kind == SRV_KIND_CHAT ? srv_openai_parse_tools(o, r, e) : 0;
 }
 
 int srv_openai_parse(enum srv_kind kind, const char *body, size_t len, const struct srv_limits *lim,
@@ -762,6 +766,11 @@ void srv_gen_request_clear(struct srv_gen_request *r)
 	for (size_t i = 0; r->parts && i < r->n_messages; i++)
 		json_object_put(r->parts[i]);
 	free(r->parts);
+	for (size_t i = 0; r->extra && i < r->n_messages; i++)
+		json_object_put(r->extra[i]);
+	free(r->extra);
+	json_object_put(r->tools);
+	free(r->tool_name);
 	json_object_put(r->chat_template_kwargs);
 	for (size_t i = 0; i < r->n_prompts; i++) {
 		free(r->prompts[i].text);

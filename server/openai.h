@@ -50,6 +50,13 @@ enum srv_kind {
 	SRV_KIND_COMPLETION = 1,
 };
 
+enum srv_tool_choice {
+	SRV_TOOL_CHOICE_AUTO = 0, /* the model decides; calls parsed from its text */
+	SRV_TOOL_CHOICE_NONE,     /* no calls: tools not shown, nothing parsed */
+	SRV_TOOL_CHOICE_REQUIRED, /* a grammar makes the model call one */
+	SRV_TOOL_CHOICE_NAMED,    /* ... the function tool_name */
+};
+
 /* One prompt of a completions request: text, or token ids given directly. */
 struct srv_prompt {
 	char *text;      /* NULL when tokens are given */
@@ -68,6 +75,16 @@ struct srv_gen_request {
 	 * read typed content */
 	struct json_object **parts;
 	struct json_object *chat_template_kwargs; /* chat: an object (reference held), NULL when absent */
+	/* chat: per message, an object of the members a template reads beside
+	 * role and content (tool_calls with arguments as objects, tool_call_id,
+	 * name, reasoning_content; openai_tools.c), NULL for none */
+	struct json_object **extra;
+	/* chat: the function tools (an array, reference held; NULL = none),
+	 * what to do with them, and the forced function's name (NAMED) */
+	struct json_object *tools;
+	enum srv_tool_choice tool_choice;
+	char *tool_name;
+	bool parallel_tool_calls;
 	struct srv_prompt *prompts; /* completions: one or more */
 	size_t n_prompts;
 
@@ -114,6 +131,17 @@ struct srv_limits {
 int srv_limits_check(const struct srv_limits *l, struct srv_gen_request *r, struct srv_api_error *e);
 /* The grammar-size cap alone, for `bytes` of GBNF: 0, or -1 with e filled (413). */
 int srv_limits_check_grammar(const struct srv_limits *l, size_t bytes, struct srv_api_error *e);
+
+/* ---- openai_tools.c ---- */
+/* tools, tool_choice, parallel_tool_calls of chat request body o into r:
+ * 0, or -1 with e filled (400 naming the field). */
+int srv_openai_parse_tools(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e);
+/* messages[i]'s members beside role and content (msg: the message object,
+ * role: its validated role) into *extra (NULL when none): 0, or -1 with e
+ * filled. An assistant's tool_calls[].function.arguments (a JSON string)
+ * becomes an object; content may then be null. */
+int srv_openai_message_extra(struct json_object *msg, size_t i, const char *role, struct json_object **extra,
+			     struct srv_api_error *e);
 
 /* Parse a JSON object body with a depth limit; NULL + e on error. */
 struct json_object *srv_json_parse_object(const char *body, size_t len, struct srv_api_error *e);

@@ -11,7 +11,8 @@
  *           auth.c      the API key check
  *           queue.c     messages into the event thread, the one drain loop
  *           metrics.c   request counters;  sse.c: SSE framing
- *           openai.c    the wire format;   limits.c: operator caps;
+ *           openai.c    the wire format (openai_tools.c: its tool fields);
+ *                       limits.c: operator caps;
  *           api_error.c OpenAI-shaped errors
  *
  * Threads: the event thread owns every evhttp object and every struct
@@ -51,6 +52,7 @@ struct srv_config {
 	const char *chat_template_file; /* --chat-template-file: its path, NULL = none */
 	char *chat_template_src;        /* that file's text (main.c owns it) */
 	size_t chat_template_len;
+	bool reasoning_none;       /* --reasoning-format none: <think> blocks stay in content */
 	bool log_json;
 	bool no_prefix_cache;      /* engine: never reuse a slot's KV */
 	const char *cors_origin;   /* NULL = no CORS headers */

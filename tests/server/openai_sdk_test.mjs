@@ -148,5 +148,81 @@ await group('errors', async () => {
   }
 });
 
+// An agent loop on a model whose template has tools (the qwen3 fixture:
+// Hermes <tool_call> format; a second server, ALICE_TOOLS_BASE_URL): tools
+// -> the model calls one (tool_choice required, so the random-weight model
+// must) -> the tool's result goes back -> the final answer. Streamed too:
+// the SDK's stream helper assembles the call from the deltas.
+const toolsURL = process.env.ALICE_TOOLS_BASE_URL;
+const tools = [{
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'Current weather of a city',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 10 }, days: { type: 'integer', minimum: 1, maximum: 3 } },
+      required: ['city', 'days'],
+    },
+  },
+}];
+
+async function agentLoop(tc, stream) {
+  const tag = stream ? 'agent stream' : 'agent';
+  const convo = [{ role: 'user', content: 'What is the weather in Oslo?' }];
+  const req = { model: 'qwen3', messages: convo, tools, tool_choice: 'required', max_tokens: 200, temperature: 1.0, seed: 11 };
+  let msg;
+  let finish;
+  if (stream) {
+    const s = tc.chat.completions.stream(req);
+    const done = await s.finalChatCompletion();
+    msg = done.choices[0].message;
+    finish = done.choices[0].finish_reason;
+    const plain = await tc.chat.completions.create(req);
+    check(`${tag}: streamed call == non-streamed`,
+      JSON.stringify(msg.tool_calls.map((c) => [c.function.name, c.function.arguments])) ===
+      JSON.stringify(plain.choices[0].message.tool_calls.map((c) => [c.function.name, c.function.arguments])),
+      { msg, plain: plain.choices[0].message });
+  } else {
+    const r = await tc.chat.completions.create(req);
+    msg = r.choices[0].message;
+    finish = r.choices[0].finish_reason;
+  }
+  const call = msg.tool_calls && msg.tool_calls[0];
+  check(`${tag}: finish_reason tool_calls`, finish === 'tool_calls', { finish, msg });
+  check(`${tag}: a get_weather call with an id`, call && call.type === 'function' &&
+    call.function.name === 'get_weather' && /^call_/.test(call.id), msg);
+  let args = null;
+  try {
+    args = JSON.parse(call.function.arguments);
+  } catch (e) { /* checked below */ }
+  check(`${tag}: arguments valid`, args && typeof args.city === 'string' && args.city.length <= 10 &&
+    Number.isInteger(args.days) && args.days >= 1 && args.days <= 3, call && call.function.arguments);
+  convo.push(msg);
+  convo.push({ role: 'tool', tool_call_id: call.id, content: JSON.stringify({ temperature_c: 21, sky: 'clear' }) });
+  const fin = await tc.chat.completions.create({ model: 'qwen3', messages: convo, tools, max_tokens: 16, seed: 3 });
+  const f = fin.choices[0];
+  check(`${tag}: a final answer after the tool result`, ['stop', 'length', 'tool_calls'].includes(f.finish_reason) &&
+    f.message.role === 'assistant', f);
+}
+
+if (toolsURL) {
+  const tc = new OpenAI({ baseURL: toolsURL, apiKey, maxRetries: 0, timeout: 120000 });
+  await group('agent loop', () => agentLoop(tc, false));
+  await group('agent loop stream', () => agentLoop(tc, true));
+  await group('tool_choice errors', async () => {
+    try {
+      await tc.chat.completions.create({
+        model: 'qwen3', messages, tools, tool_choice: { type: 'function', function: { name: 'nope' } },
+      });
+      check('400: unknown tool_choice name', false, 'no error');
+    } catch (e) {
+      check('400: unknown tool_choice name', e instanceof OpenAI.BadRequestError && /nope/.test(e.message), String(e));
+    }
+  });
+} else {
+  check('ALICE_TOOLS_BASE_URL set (the tools server)', false);
+}
+
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

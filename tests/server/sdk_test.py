@@ -2,10 +2,11 @@
 """Run openai_sdk_test.mjs (the official `openai` npm package) against the
 real alice-llm-server.
 
-usage: sdk_test.py SERVER_BINARY BACKEND_LIB_DIR NPM_DIR
+usage: sdk_test.py SERVER_BINARY BACKEND_LIB_DIR NPM_DIR FIXTURES_DIR
 Installs package.json's exact openai version into NPM_DIR (git-ignored, in
 the build tree) when it is not there yet, starts the server with an API key
-and runs the test with node. Fails (never skips) when node/npm are missing.
+and runs the test with node; a second server on the qwen3 fixture (a
+template with tools) serves the agent-loop part. Fails (never skips) when node/npm are missing.
 """
 import json
 import os
@@ -21,9 +22,9 @@ APT = "apt-get update && apt-get install -y nodejs npm"
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         sys.exit(__doc__)
-    binary, libdir, npm_dir = sys.argv[1:]
+    binary, libdir, npm_dir, fixtures = sys.argv[1:]
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         print(f"FAIL node and npm are needed for the openai SDK test. Run as root:\n  {APT}")
@@ -53,14 +54,20 @@ def main():
     test_server.configure([binary, libdir])
     key = "sk-alice-test"
     s = test_server.Server("--api-key", key)
+    t = None
+    rc = 1
     try:
-        env = dict(os.environ, ALICE_BASE_URL=f"http://127.0.0.1:{s.port}/v1", ALICE_API_KEY_FOR_TEST=key)
+        t = test_server.Server("--api-key", key, "--model", os.path.join(fixtures, "models", "qwen3-BF16.gguf"),
+                               "--ctx-size", "1024", "--no-prefix-cache")
+        env = dict(os.environ, ALICE_BASE_URL=f"http://127.0.0.1:{s.port}/v1", ALICE_API_KEY_FOR_TEST=key,
+                   ALICE_TOOLS_BASE_URL=f"http://127.0.0.1:{t.port}/v1")
         r = subprocess.run([node, test], env=env, timeout=600)
         rc = r.returncode
     finally:
-        if s.stop() != 0:
-            print("FAIL server did not exit 0")
-            rc = 1
+        for srv in (s, t):
+            if srv and srv.stop() != 0:
+                print("FAIL server did not exit 0")
+                rc = 1
     return rc
 
 

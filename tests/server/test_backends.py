@@ -79,7 +79,9 @@ def bound_for(model):
 
 def start(args, model, *extra):
     """A server on `model`; Skip when the backend itself cannot run here."""
-    s = ts.Server("--backend", args.backend, "--model", model, *extra, wait=False)
+    # --reasoning-format none: the chat text is compared whole with llama.cpp's
+    # continuation, so a <think> block must stay in content
+    s = ts.Server("--backend", args.backend, "--model", model, "--reasoning-format", "none", *extra, wait=False)
     try:
         s.wait_ready(timeout=args.load_timeout)
     except RuntimeError as e:

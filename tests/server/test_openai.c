@@ -172,7 +172,7 @@ Test(openai, rejects_bad_messages)
 	expect_400(SRV_KIND_CHAT, "{\"messages\":[]}", "messages");
 	expect_400(SRV_KIND_CHAT, "{\"messages\":[1]}", "messages");
 	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "messages");
-	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", "messages");
 	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages");
 	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}", "messages");
 	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", "messages");
@@ -320,4 +320,55 @@ Test(openai, caps_in_the_parser)
 	snprintf(buf, sizeof(buf), "{%s,\"response_format\":{\"type\":\"json_object\"}}", m); /* schema GBNF counts */
 	cr_assert_eq(srv_openai_parse(SRV_KIND_CHAT, buf, strlen(buf), &lim, &r, &e), -1);
 	cr_assert_eq(e.status, 413);
+}
+
+/* tools, tool_choice and the tool fields of messages (openai_tools.c) */
+Test(openai, tools_and_tool_messages)
+{
+	struct srv_gen_request r;
+	struct srv_api_error e;
+	const char *ok = "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},"
+			 "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\","
+			 "\"function\":{\"name\":\"wx\",\"arguments\":\"{\\\"c\\\": 1}\"}}]},"
+			 "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"name\":\"wx\",\"content\":\"sunny\"}],"
+			 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"wx\",\"parameters\":{\"type\":\"object\"}}}],"
+			 "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"wx\"}},\"parallel_tool_calls\":true}";
+	cr_assert_eq(parse(SRV_KIND_CHAT, ok, &r, &e), 0, "%s", e.message);
+	cr_expect_eq(r.tool_choice, SRV_TOOL_CHOICE_NAMED);
+	cr_expect_str_eq(r.tool_name, "wx");
+	cr_expect(r.parallel_tool_calls);
+	cr_expect_eq(json_object_array_length(r.tools), 1);
+	cr_expect_str_eq(r.messages[2].role, "tool");
+	cr_expect_str_eq(r.messages[1].content, "");
+	/* arguments reach the template as an object */
+	cr_expect_str_eq(json_object_to_json_string_ext(r.extra[1], JSON_C_TO_STRING_PLAIN),
+			 "{\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"wx\","
+			 "\"arguments\":{\"c\":1}}}]}");
+	cr_expect_str_eq(json_object_to_json_string_ext(r.extra[2], JSON_C_TO_STRING_PLAIN),
+			 "{\"tool_call_id\":\"call_1\",\"name\":\"wx\"}");
+	cr_expect_null(r.extra[0]);
+	srv_gen_request_clear(&r);
+
+	const char *m = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
+	char buf[1024];
+#define BAD(tail, param)                                 \
+	do {                                             \
+		snprintf(buf, sizeof(buf), "%s%s}", m, tail); \
+		expect_400(SRV_KIND_CHAT, buf, param);   \
+	} while (0)
+	BAD("\"tools\":{}", "tools");
+	BAD("\"tools\":[{\"type\":\"function\"}]", "tools");
+	BAD("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]", "tools");
+	BAD("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]", "tools");
+	BAD("\"tool_choice\":\"required\"", "tool_choice");
+	BAD("\"tool_choice\":\"maybe\"", "tool_choice");
+	BAD("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\","
+	    "\"function\":{\"name\":\"g\"}}", "tool_choice");
+	BAD("\"parallel_tool_calls\":1", "parallel_tool_calls");
+#undef BAD
+	expect_400(SRV_KIND_CHAT,
+		   "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+		   "\"arguments\":\"[1]\"}}]}]}",
+		   "messages");
+	expect_400(SRV_KIND_CHAT, "{\"messages\":[{\"role\":\"tool\",\"tool_call_id\":5,\"content\":\"x\"}]}", "messages");
 }

@@ -264,7 +264,9 @@ def test_prefix_cache(model=None, label="tiny-tolstoy", repeats=3, recurrent=Fal
     extra = (["--model", model] if model else []) + list(flags)
     res = {}
     for mode in ("cache", "nocache"):
-        flags = ["--backend", "cpu", "--parallel", "2"] + extra + (["--no-prefix-cache"] if mode == "nocache" else [])
+        # --reasoning-format none: the history re-sends the whole reply text
+        flags = ["--backend", "cpu", "--parallel", "2", "--reasoning-format", "none"] + extra + \
+            (["--no-prefix-cache"] if mode == "nocache" else [])
         s = ts.Server(*flags)
         try:
             runs = [conversation(s) for _ in range(repeats)]

@@ -14,7 +14,10 @@
  * only reads typed content; probed once at load by rendering a sample
  * conversation both ways), `add_generation_prompt`, `bos_token` and
  * `eos_token` (the tokenizer's texts), then every entry of the request's
- * chat_template_kwargs (e.g. Qwen3's enable_thinking).
+ * chat_template_kwargs (e.g. Qwen3's enable_thinking). With tools, `tools`
+ * (the request's array) and each message's extra members: an assistant's
+ * `tool_calls` (function.arguments as an object, as transformers and
+ * llama.cpp give templates), a tool result's `tool_call_id` and `name`.
  *
  * A conversation that ends with an assistant message is continued (a
  * prefill), as transformers' continue_final_message does: the conversation
@@ -33,6 +36,7 @@
 
 #include "alice/chat.h"
 #include "alice/status.h"
+#include "alice/tool_call.h"
 
 struct json_object;
 struct alice_gguf;
@@ -80,6 +84,11 @@ enum alice_chat_format alice_chat_template_format(const struct alice_chat_templa
 const char *alice_chat_template_name(const struct alice_chat_template *t);
 /* Whether Jinja messages carry content as a list of typed parts. */
 bool alice_chat_template_typed_content(const struct alice_chat_template *t);
+/* The tool-call format the template's text teaches (alice/tool_call.h;
+ * NONE for a built-in), and whether it uses a <think> block (Jinja: its
+ * text mentions <think>; built-in: the qwen3 / qwen3.5 formats). */
+enum alice_tool_format alice_chat_template_tool_format(const struct alice_chat_template *t);
+bool alice_chat_template_thinks(const struct alice_chat_template *t);
 
 struct alice_chat_template_input {
 	const struct alice_chat_message *msgs; /* role and content (text parts joined) */
@@ -90,6 +99,12 @@ struct alice_chat_template_input {
 	/* NULL or a JSON object merged into the Jinja context (borrowed). A
 	 * built-in template takes none: a non-empty object is ALICE_ERR_UNSUPPORTED. */
 	const struct json_object *kwargs;
+	/* NULL, or n entries: an object whose members are added to that
+	 * message (tool_calls, tool_call_id, name; borrowed), NULL for none. */
+	struct json_object *const *extra;
+	/* NULL or the request's tools array, the `tools` variable (borrowed).
+	 * A built-in template takes none: ALICE_ERR_UNSUPPORTED. */
+	struct json_object *tools;
 	/* Remove a leading BOS text from the result (set it when the tokenizer
 	 * adds BOS itself, so the prompt does not start with two). */
 	bool strip_leading_bos;
