@@ -32,6 +32,7 @@ struct eng_req {
 	int32_t stop_hit;  /* the request's index of the stop string that ended it, -1 none */
 	struct alice_grammar_constraint *grammar;
 	bool ignore_eos;
+	bool render_special;
 	alice_engine_event_fn on_event;
 	void *user;
 	int cancel; /* atomic */
@@ -337,7 +338,7 @@ static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl,
 	sl->t_first = sl->t_last = 0;
 	if ((st = alice_sampler_create(&r->sp, e->n_vocab, &sl->sampler, err)) != ALICE_OK)
 		return st;
-	return alice_detok_stream_create(e->tok, false, &sl->detok, err);
+	return alice_detok_stream_create(e->tok, r->render_special, &sl->detok, err);
 }
 
 /* ---- the step ---- */
@@ -841,6 +842,7 @@ enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice
 	r->user = q->user;
 	r->ignore_eos = q->ignore_eos;
 	r->stop_hit = -1;
+	r->render_special = q->render_special;
 	r->t_submit = now_ms();
 
 	pthread_mutex_lock(&e->mu);

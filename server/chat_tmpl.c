@@ -66,6 +66,61 @@ out:
 	return st;
 }
 
+/* A template of the GENERIC tool format shows the tools but teaches no call
+ * format, so the system message tells the model the JSON that the parse
+ * (alice/tool_call.h) reads, as llama.cpp's generic handler does. */
+static const char GENERIC_NOTE[] =
+	"To call tools, reply with only a JSON object: {\"tool_calls\": [{\"name\": \"<function name>\", "
+	"\"arguments\": {<its arguments>}}]}";
+
+struct note_msgs {
+	struct alice_chat_message *msgs;
+	struct json_object **parts, **extra; /* borrowed entries */
+	char *sys;
+};
+
+static void note_free(struct note_msgs *m)
+{
+	free(m->msgs);
+	free(m->parts);
+	free(m->extra);
+	free(m->sys);
+}
+
+/* in's messages with GENERIC_NOTE in the system message (added first when
+ * there is none): 0, or -1 when out of memory. */
+static int add_generic_note(const struct srv_gen_request *r, struct alice_chat_template_input *in,
+			    struct note_msgs *m)
+{
+	bool has_sys = r->n_messages && strcmp(r->messages[0].role, "system") == 0;
+	size_t off = has_sys ? 0 : 1, n = r->n_messages + off;
+	m->msgs = calloc(n, sizeof(*m->msgs));
+	m->parts = calloc(n, sizeof(*m->parts));
+	m->extra = calloc(n, sizeof(*m->extra));
+	struct alice_sbuf b = {0};
+	if (has_sys && r->messages[0].content && r->messages[0].content[0]) {
+		alice_sb_add(&b, r->messages[0].content);
+		alice_sb_add(&b, "\n\n");
+	}
+	alice_sb_add(&b, GENERIC_NOTE);
+	m->sys = alice_sb_take(&b);
+	if (!m->msgs || !m->parts || !m->extra || !m->sys)
+		return -1;
+	for (size_t i = 0; i < r->n_messages; i++) {
+		m->msgs[i + off] = r->messages[i];
+		m->parts[i + off] = r->parts ? r->parts[i] : NULL;
+		m->extra[i + off] = r->extra ? r->extra[i] : NULL;
+	}
+	m->msgs[0].role = "system";
+	m->msgs[0].content = m->sys;
+	m->parts[0] = NULL;
+	in->msgs = m->msgs;
+	in->n = n;
+	in->parts = m->parts;
+	in->extra = m->extra;
+	return 0;
+}
+
 int srv_chat_render(struct srv *s, const struct srv_gen_request *r, char **text, size_t *len,
 		    struct srv_api_error *e)
 {
@@ -79,8 +134,16 @@ int srv_chat_render(struct srv *s, const struct srv_gen_request *r, char **text,
 		.tools = r->tool_choice == SRV_TOOL_CHOICE_NONE ? NULL : r->tools,
 		.strip_leading_bos = alice_tokenizer_add_bos(tok),
 	};
+	struct note_msgs note = {0};
+	if (in.tools && alice_chat_template_tool_format(s->chat_tmpl) == ALICE_TOOL_FORMAT_GENERIC &&
+	    add_generic_note(r, &in, &note) != 0) {
+		note_free(&note);
+		srv_api_error_nomem(e);
+		return -1;
+	}
 	struct alice_error aerr = {{0}};
 	enum alice_status st = alice_chat_template_render(s->chat_tmpl, &in, text, len, &aerr);
+	note_free(&note);
 	if (st != ALICE_OK) {
 		if (st == ALICE_ERR_NOMEM)
 			srv_api_error_nomem(e);

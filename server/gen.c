@@ -546,6 +546,10 @@ static enum alice_status gen_submit(struct srv_gen *g, const struct gen_plan *p,
 		q.stop = p->stops;
 		q.n_stop = p->n_stops;
 		q.ignore_eos = p->r.ignore_eos;
+		/* formats whose call marker is a control token */
+		q.render_special = p->parse_opts.format == ALICE_TOOL_FORMAT_MISTRAL ||
+				   p->parse_opts.format == ALICE_TOOL_FORMAT_MISTRAL_ARGS ||
+				   p->parse_opts.format == ALICE_TOOL_FORMAT_LLAMA3;
 		q.on_event = on_engine_event;
 		q.user = c;
 		enum alice_status st = ALICE_OK;

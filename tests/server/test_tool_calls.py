@@ -20,6 +20,14 @@ models, random-weight models that only a grammar makes call anything:
     field; malformed history tool_calls -> 400;
  d. history: an assistant message's tool_calls (arguments as objects) and
     a tool result reach the template (/apply-template), tools too;
+ f. the generic fallback (tests/data/templates/generic-tools.jinja: a
+    template that shows tools in no known call format): the system message
+    tells the model the {"tool_calls": [...]} JSON, and forced calls in that
+    JSON validate and stream alike;
+ g. Llama 3.1's template (../templates) on the llama3-bpe fixture: a forced
+    call in its {"name", "parameters"} JSON; control tokens (its call
+    marker <|python_tag|> is one) reach the parse as text with tools, and
+    stay out of the text without;
  e. reasoning: qwen35's prompt opens <think>, so the text goes to
     reasoning_content (and delta.reasoning_content); enable_thinking false
     and --reasoning-format none keep it in content; tool_choice "auto" and
@@ -325,6 +333,56 @@ def reasoning(srv_think, srv_none):
               f"tool_choice {choice}: {st} {js}")
 
 
+def generic(binary, libdir, fixtures):
+    tmpl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "templates", "generic-tools.jinja")
+    srv = Server(binary, libdir, os.path.join(fixtures, "models", "qwen3-BF16.gguf"), ["--chat-template-file", tmpl])
+    try:
+        st, js = srv.req("POST", "/apply-template", {"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS})
+        p = (js or {}).get("prompt", "")
+        check(st == 200 and '{"tool_calls": [{"name": "<function name>"' in p and '"name": "wx"' in p,
+              f"generic: the system message shows the tools and the JSON to answer with: {p!r}")
+        for seed in range(6):
+            body = body_for(seed)
+            st, js = srv.req("POST", CHAT, body)
+            if not check(st == 200, f"generic seed {seed}: HTTP {st} {js}"):
+                continue
+            ch = js["choices"][0]
+            check_calls(f"generic seed {seed}", body, ch["message"], ch["finish_reason"])
+            if seed % 3 == 0:
+                smsg, sfinish = srv.stream(body)
+                want = [(c["function"]["name"], c["function"]["arguments"])
+                        for c in ch["message"].get("tool_calls", [])]
+                got = [(c["name"], c["arguments"]) for c in smsg["calls"]]
+                check(got == want and sfinish == ch["finish_reason"],
+                      f"generic seed {seed}: streamed {got} == non-streamed {want}")
+    finally:
+        srv.stop()
+
+
+def llama3(binary, libdir, fixtures):
+    tmpl = os.path.join(fixtures, "..", "templates", "meta-llama-Llama-3.1-8B-Instruct.jinja")
+    srv = Server(binary, libdir, os.path.join(fixtures, "models", "llama3-bpe-F16.gguf"),
+                 ["--chat-template-file", tmpl, "--ctx-size", "2048"])
+    try:
+        for seed in range(4):
+            body = dict(body_for(seed), parallel_tool_calls=False)
+            st, js = srv.req("POST", CHAT, body)
+            if check(st == 200, f"llama3 seed {seed}: HTTP {st} {js}"):
+                ch = js["choices"][0]
+                check_calls(f"llama3 seed {seed}", body, ch["message"], ch["finish_reason"])
+        # token 128010 is a control token (<|reserved_special_token_5|>) in this vocabulary
+        base = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "seed": 1,
+                "logit_bias": {"128010": 100}}
+        st, js = srv.req("POST", CHAT, dict(base, tools=TOOLS))
+        check(st == 200 and js["choices"][0]["message"]["content"].startswith("<|reserved_special_token_5|>"),
+              f"llama3 with tools: control tokens reach the text: {js}")
+        st, js = srv.req("POST", CHAT, base)
+        check(st == 200 and js["choices"][0]["message"]["content"] == "",
+              f"llama3 without tools: control tokens stay out of the text: {js}")
+    finally:
+        srv.stop()
+
+
 def main():
     binary, libdir, fixtures = sys.argv[1:4]
     t0 = time.time()
@@ -344,6 +402,10 @@ def main():
         finally:
             srv.stop()
         print(f"{tag}: done at {time.time() - t0:.1f} s")
+    generic(binary, libdir, fixtures)
+    print(f"generic: done at {time.time() - t0:.1f} s")
+    llama3(binary, libdir, fixtures)
+    print(f"llama3: done at {time.time() - t0:.1f} s")
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1

@@ -117,6 +117,10 @@ struct alice_engine_request {
 	 * max_tokens, a stop string or a full context. Under a grammar an EOG
 	 * token still ends it (it is the grammar's end). */
 	bool ignore_eos;
+	/* Control tokens (not end-of-generation ones) go into the text as their
+	 * texts, e.g. the tool-call markers Mistral's [TOOL_CALLS] and Llama 3's
+	 * <|python_tag|>, which a tool-call parse must see. */
+	bool render_special;
 
 	alice_engine_event_fn on_event;
 	void *user;
