@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alice/backend_loader.h"
+#include "alice/embed.h"
 #include "alice/log.h"
 #include "alice/model.h"
 #include "alice/quant.h"
@@ -262,3 +263,14 @@ int32_t alice_model_n_embd(const struct alice_model *m) { return (int32_t)m->hp.
 uint64_t alice_model_n_params(const struct alice_model *m) { return m->n_params; }
 uint64_t alice_model_weight_bytes(const struct alice_model *m) { return m->weight_bytes; }
 bool alice_model_is_recurrent(const struct alice_model *m) { return alice_rs_model_has_state(m); }
+bool alice_model_is_encoder(const struct alice_model *m) { return m->arch->encoder; }
+
+int alice_model_pooling(const struct alice_model *m)
+{
+	char key[96];
+	int64_t v = -1;
+	snprintf(key, sizeof(key), "%s.pooling_type", m->arch->name);
+	if (alice_gguf_get_int(m->gguf, key, &v, NULL) != ALICE_OK || v < 0 || v > 3)
+		return ALICE_POOLING_UNSPECIFIED;
+	return (int)v;
+}
