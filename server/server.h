@@ -53,6 +53,8 @@ struct srv_config {
 	size_t chat_template_len;
 	bool log_json;
 	bool no_prefix_cache;      /* engine: never reuse a slot's KV */
+	bool embeddings;           /* --embeddings: serve /v1/embeddings, refuse generation */
+	int pooling;               /* --pooling (enum alice_pooling); -1 = the GGUF's */
 	const char *cors_origin;   /* NULL = no CORS headers */
 	int timeout_s;             /* evhttp read/write timeout: client inactivity */
 	int max_connections;       /* open connections at most; the listener pauses beyond */
@@ -78,6 +80,7 @@ enum {
 	SRV_ROUTE_AUTH = 1 << 1,    /* needs the API key (when --api-key is set) */
 	SRV_ROUTE_ANYTIME = 1 << 2, /* answered while loading / stopping too */
 	SRV_ROUTE_SCRAPE = 1 << 3,  /* /metrics: open under --metrics-no-auth */
+	SRV_ROUTE_GENERATE = 1 << 4, /* generates text: refused (400) by an embeddings server */
 };
 struct srv_route {
 	const char *path;
