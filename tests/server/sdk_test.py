@@ -53,13 +53,19 @@ def main():
     test_server.configure([binary, libdir])
     key = "sk-alice-test"
     s = test_server.Server("--api-key", key)
+    # the same model as an embeddings server, for embeddings.create
+    se = test_server.Server("--api-key", key, "--embeddings", "--pooling", "mean", "--parallel", "2")
     try:
-        env = dict(os.environ, ALICE_BASE_URL=f"http://127.0.0.1:{s.port}/v1", ALICE_API_KEY_FOR_TEST=key)
+        env = dict(os.environ, ALICE_BASE_URL=f"http://127.0.0.1:{s.port}/v1", ALICE_API_KEY_FOR_TEST=key,
+                   ALICE_EMBED_BASE_URL=f"http://127.0.0.1:{se.port}/v1")
         r = subprocess.run([node, test], env=env, timeout=600)
         rc = r.returncode
     finally:
         if s.stop() != 0:
             print("FAIL server did not exit 0")
+            rc = 1
+        if se.stop() != 0:
+            print("FAIL embeddings server did not exit 0")
             rc = 1
     return rc
 
