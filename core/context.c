@@ -119,6 +119,11 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->n_batch = p->n_batch ? p->n_batch : 512;
 	c->embd = p->embeddings;
 	c->out_width = c->embd ? hp->n_embd : hp->n_vocab;
+	if (m->arch->encoder && c->n_ctx > hp->n_ctx_train) { /* absolute position embeddings end there */
+		st = alice_fail(err, ALICE_ERR_RANGE, "%s: a %s model has positions for %u tokens; n_ctx %u is more",
+				alice_gguf_path(m->gguf), m->arch->name, hp->n_ctx_train, c->n_ctx);
+		goto fail;
+	}
 	if (m->arch->encoder && !c->embd) {
 		st = alice_fail(err, ALICE_ERR_UNSUPPORTED,
 				"%s: a %s model is an encoder without a language-model head: it only computes embeddings",

@@ -14,7 +14,10 @@
 
 #include "alice/embed.h"
 #include "alice/engine.h"
+#include "alice/gguf.h"
 #include "alice/model.h"
+#include "alice/quant.h"
+#include "alice/synth.h"
 #include "support/models.h"
 #include "support/paths.h"
 
@@ -220,6 +223,63 @@ static void check_model(const char *model_path, const char *ref_name)
 Test(embed, qwen3_last_matches_llama_cpp)
 {
 	check_model(alice_test_path(alice_test_fixtures_dir(), "models/qwen3-BF16.gguf"), "qwen3-BF16-last.json");
+}
+
+/* The synthetic BERT the references were computed on: what `alice-mkmodel
+ * --arch bert --type F32 --vocab ggml-vocab-bert-bge.gguf` writes (seed 42). */
+static const char *bert_model(void)
+{
+	static char path[256];
+	snprintf(path, sizeof(path), "%s/test-embed-bert-F32.gguf", alice_test_build_dir());
+	char vocab_path[4096];
+	snprintf(vocab_path, sizeof(vocab_path), "%s/vocab/ggml-vocab-bert-bge.gguf", alice_test_fixtures_dir());
+	struct alice_gguf *vocab = NULL;
+	struct alice_error err = {{0}};
+	cr_assert_eq(alice_gguf_open(vocab_path, &vocab, &err), ALICE_OK, "%s", err.msg);
+	struct alice_synth_params p = {
+		.arch = "bert", .shape = "", .type = ALICE_TYPE_F32, .tied = true, .vocab = vocab, .seed = 42, .n_threads = 2};
+	enum alice_status st = alice_synth_write(&p, path, &err);
+	alice_gguf_close(vocab);
+	cr_assert_eq(st, ALICE_OK, "synthetic bert: %s", err.msg);
+	return path;
+}
+
+Test(embed, bert_mean_matches_llama_cpp)
+{
+	check_model(bert_model(), "bert-synth-F32-mean.json");
+}
+
+Test(embed, bert_cls_matches_llama_cpp)
+{
+	check_model(bert_model(), "bert-synth-F32-cls.json");
+}
+
+/* An encoder needs an embeddings context, and no more positions than its
+ * position embeddings have. */
+Test(embed, bert_context_errors)
+{
+	struct alice_model *m = alice_test_load_model(bert_model(), "cpu");
+	struct alice_context_params cp;
+	alice_context_params_default(&cp);
+	struct alice_context *c = NULL;
+	struct alice_error err = {{0}};
+	cp.n_ctx = 128;
+	cr_expect_eq(alice_context_create(m, &cp, &c, &err), ALICE_ERR_UNSUPPORTED);
+	cr_expect(strstr(err.msg, "only computes embeddings") != NULL, "%s", err.msg);
+	cp.embeddings = true;
+	cp.n_ctx = 4096;
+	cr_expect_eq(alice_context_create(m, &cp, &c, &err), ALICE_ERR_RANGE);
+	cr_expect(strstr(err.msg, "positions for 512 tokens") != NULL, "%s", err.msg);
+	cp.n_ctx = 128;
+	cr_assert_eq(alice_context_create(m, &cp, &c, &err), ALICE_OK, "%s", err.msg);
+	/* a sequence split over two decode calls cannot attend bidirectionally */
+	int32_t tok[2] = {101, 102}, pos[2] = {0, 1}, seq[2] = {0, 0};
+	struct alice_batch b = {1, tok, pos, seq, NULL};
+	cr_assert_eq(alice_context_decode(c, &b, &err), ALICE_OK, "%s", err.msg);
+	struct alice_batch b2 = {1, tok + 1, pos + 1, seq, NULL};
+	cr_expect_eq(alice_context_decode(c, &b2, &err), ALICE_ERR_RANGE);
+	alice_context_free(c);
+	alice_model_free(m);
 }
 
 Test(embed, pooling_and_normalize)
