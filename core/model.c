@@ -58,6 +58,11 @@ static enum alice_status bind_one(struct alice_model *m, const struct alice_tens
 	if ((sp->flags & ALICE_TS_F32) && info->type != ALICE_TYPE_F32)
 		return alice_fail(err, ALICE_ERR_UNSUPPORTED, "%s: tensor %s has type %s; only F32 is supported for it",
 				  path, name, alice_type_name(info->type));
+	if ((sp->flags & ALICE_TS_FLOAT) && info->type != ALICE_TYPE_F32 && info->type != ALICE_TYPE_F16 &&
+	    info->type != ALICE_TYPE_BF16)
+		return alice_fail(err, ALICE_ERR_UNSUPPORTED,
+				  "%s: tensor %s has type %s; only F32, F16 and BF16 are supported for it", path, name,
+				  alice_type_name(info->type));
 	size_t row = alice_row_size(info->type, info->ne[0]);
 	if (row == 0 || (uint64_t)row * (uint64_t)info->ne[1] != info->nbytes)
 		return alice_fail(err, ALICE_ERR_INVALID, "%s: tensor %s: row of %lld elements does not fit type %s",

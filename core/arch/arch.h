@@ -99,6 +99,9 @@ enum alice_tspec_flags {
 	 * only on those with recurrent state (arch->layer_state); not bound elsewhere. */
 	ALICE_TS_KV_LAYERS = 1u << 3,
 	ALICE_TS_STATE_LAYERS = 1u << 4,
+	/* F32, F16 or BF16, never quantized (llama-quantize keeps BERT's token
+	 * types so: the graph copies a row of it to F32) */
+	ALICE_TS_FLOAT = 1u << 5,
 };
 
 /* What a synthetic model's tensor holds (core/synth.c, alice-mkmodel). */

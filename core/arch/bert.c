@@ -37,7 +37,7 @@ struct bert_hp {
 
 static const struct alice_tensor_spec bert_tensors[] = {
 	ALICE_TS_TOKEN_EMBD_ROW,
-	{BERT_W_TOKEN_TYPES, 0, {ALICE_D_EMBD, BERT_D_TYPES}, "token_types.weight", 0},
+	{BERT_W_TOKEN_TYPES, ALICE_TS_FLOAT, {ALICE_D_EMBD, BERT_D_TYPES}, "token_types.weight", 0},
 	{BERT_W_POS_EMBD, 0, {ALICE_D_EMBD, BERT_D_CTX}, "position_embd.weight", 0},
 	F32_ROW(BERT_W_EMBD_NORM, 0, "token_embd_norm.weight", ALICE_TI_ONES),
 	F32_ROW(BERT_W_EMBD_NORM_B, 0, "token_embd_norm.bias", ALICE_TI_SMALL),
