@@ -16,7 +16,11 @@
   - --pooling none: /v1/embeddings refuses it, /embeddings returns one
     unit vector per token;
   - a generation server (the bundled model, no --embeddings) refuses
-    /v1/embeddings with a 400 that names --embeddings.
+    /v1/embeddings with a 400 that names --embeddings;
+  - a BERT (alice-mkmodel --arch bert, the model of tests/data/embeddings)
+    serves embeddings without --embeddings (an encoder is an embedding
+    model): texts through the WordPiece tokenizer give llama.cpp's vectors,
+    and chat is refused.
 
 usage: test_embeddings.py SERVER_BINARY BACKEND_LIB_DIR FIXTURES_DIR DATA_DIR
 """
@@ -25,7 +29,9 @@ import json
 import math
 import os
 import struct
+import subprocess
 import sys
+import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -169,6 +175,39 @@ def test_generation_server():
         s.stop()
 
 
+def test_bert(fixtures, data):
+    with open(os.path.join(data, "embeddings", "bert-synth-F32-mean.json")) as f:
+        ref = json.load(f)
+    mk = os.path.join(os.path.dirname(os.path.abspath(ts.BIN)), "alice-mkmodel")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bert-F32.gguf")
+        r = subprocess.run([mk, "--arch", "bert", "--type", "F32", "--vocab",
+                            os.path.join(fixtures, "vocab", "ggml-vocab-bert-bge.gguf"), "-o", path],
+                           capture_output=True, text=True)
+        if not check("alice-mkmodel --arch bert", r.returncode == 0, r.stderr):
+            return
+        s = ts.Server("--model", path, "--parallel", "2")  # no --embeddings: an encoder implies it
+        try:
+            texts = [c["text"] for c in ref["cases"]]
+            st, js, _ = s.post(EMB, {"input": texts})
+            ok = check("bert: texts 200 without --embeddings", st == 200, js)
+            if ok:
+                vs = [it["embedding"] for it in js["data"]]
+                check("bert: texts (WordPiece, [CLS] ... [SEP]) equal llama.cpp (mean pooling)",
+                      all(close(v, c["embedding"]) for v, c in zip(vs, ref["cases"])))
+                check("bert: usage counts [CLS] and [SEP]",
+                      js["usage"]["prompt_tokens"] == sum(len(c["tokens"]) for c in ref["cases"]), js["usage"])
+            st, js, _ = s.post("/tokenize", {"content": texts[1], "add_special": True})
+            check("bert: /tokenize == llama.cpp's tokens", st == 200 and js["tokens"] == ref["cases"][1]["tokens"],
+                  js)
+            st, js, _ = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
+            check("bert: chat refused with 400", st == 400 and ts.is_error(js), (st, js))
+            st, js, _ = s.post(EMB, {"input": [[101] * 600]})
+            check("bert: an input past its 512 positions -> 400", st == 400 and ts.is_error(js, "input"), (st, js))
+        finally:
+            s.stop()
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -177,6 +216,7 @@ def main():
     groups = [test_generation_server]
     if os.path.isdir(os.path.join(fixtures, "models")):
         groups.append(lambda: test_qwen3(fixtures, data))
+        groups.append(lambda: test_bert(fixtures, data))
     else:
         print(f"fixtures not found in {fixtures}: qwen3 checks skipped")
     for t in groups:
