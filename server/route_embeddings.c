@@ -141,6 +141,7 @@ static void embed_reply(struct embed_req *r)
 		srv_reply_error(&r->http, &e);
 		return;
 	}
+	r->http.counts.prompt_tokens = r->prompt_tokens; /* the log line and alice_prompt_tokens_total */
 	struct json_object *data = json_object_new_array_ext((int)r->n_in);
 	for (size_t i = 0; i < r->n_in; i++) {
 		struct embed_in *in = &r->in[i];

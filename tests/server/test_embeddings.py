@@ -20,7 +20,8 @@
   - a BERT (alice-mkmodel --arch bert, the model of tests/data/embeddings)
     serves embeddings without --embeddings (an encoder is an embedding
     model): texts through the WordPiece tokenizer give llama.cpp's vectors,
-    and chat is refused.
+    and chat is refused; on the vulkan and cuda backends (where built and
+    a device probes) its load fails naming the NORM op.
 
 usage: test_embeddings.py SERVER_BINARY BACKEND_LIB_DIR FIXTURES_DIR DATA_DIR
 """
@@ -206,6 +207,31 @@ def test_bert(fixtures, data):
             check("bert: an input past its 512 positions -> 400", st == 400 and ts.is_error(js, "input"), (st, js))
         finally:
             s.stop()
+        gpu_backends_refuse(path)
+
+
+def gpu_backends_refuse(path):
+    """The GPU backends have no NORM (LayerNorm) kernel yet: loading a BERT on
+    one must stop the server with an error naming the op (where the backend
+    is built and its device probes; else there is nothing to check)."""
+    for b in ("vulkan", "cuda"):
+        if not os.path.exists(os.path.join(ts.LIBDIR, f"libalice-backend-{b}.so")):
+            print(f"skip bert on {b}: backend not built")
+            continue
+        env = dict(os.environ, ALICE_BACKEND_PATH=ts.LIBDIR)
+        p = subprocess.Popen([ts.BIN, "--model", path, "--backend", b, "--port", str(ts.free_port()), "--threads", "2"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            log, _ = p.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            log, _ = p.communicate()
+            check(f"bert on {b}: the load fails", False, "the server kept running: " + log[-600:])
+            continue
+        if p.returncode != 0 and "NORM" not in log:
+            print(f"skip bert on {b}: no usable device ({log.strip().splitlines()[-1] if log.strip() else p.returncode})")
+            continue
+        check(f"bert on {b}: load fails naming the NORM op", p.returncode == 1 and "cannot run NORM" in log, log[-600:])
 
 
 def main():
