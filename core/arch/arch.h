@@ -100,7 +100,7 @@ enum alice_tspec_flags {
 	ALICE_TS_KV_LAYERS = 1u << 3,
 	ALICE_TS_STATE_LAYERS = 1u << 4,
 	/* F32, F16 or BF16, never quantized (llama-quantize keeps BERT's token
-	 * types so: the graph copies a row of it to F32) */
+	 * types so: the graph copies a row of it to F32); synth writes F32 */
 	ALICE_TS_FLOAT = 1u << 5,
 };
 
