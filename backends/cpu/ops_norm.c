@@ -26,7 +26,26 @@ static const uint8_t *bcast_row(const struct alice_tensor *t, int64_t i1, int64_
 	return tensor_data(t) + (i1 % t->ne[1]) * t->nb[1] + (i2 % t->ne[2]) * t->nb[2] + (i3 % t->ne[3]) * t->nb[3];
 }
 
-/* LayerNorm of one row: mean and variance summed in double (ggml_norm). */
+/* The float sum of w squares (w 16 or 8) as ggml_vec_cvar_f32 folds one
+ * SIMD block: _mm512_reduce_add_ps (halves: 8, then 4, then (0+2)+(1+3)),
+ * or its AVX2 fold (4, then (0+2)+(1+3)). */
+static float block_sum(const float *v, int w)
+{
+	float a[8], b[4];
+	int h = w / 2;
+	for (int i = 0; i < h; i++)
+		a[i] = v[i + h] + v[i];
+	if (w == 8)
+		return (a[0] + a[2]) + (a[1] + a[3]);
+	for (int i = 0; i < 4; i++)
+		b[i] = a[i + 4] + a[i];
+	return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+/* LayerNorm of one row as ggml_norm on llama.cpp's CPU build of the same
+ * ISA: the sum in double rounded to float, mean = sum / n in float; the
+ * squares of (x - mean) summed per SIMD block (block_sum), the blocks and
+ * the tail in double; scale = 1 / sqrtf(float(var / n) + eps). */
 static void layer_norm_row(const struct norm_job *j, const uint8_t *xr, uint8_t *dr, const uint8_t *wr,
 			   const uint8_t *br)
 {
@@ -35,9 +54,19 @@ static void layer_norm_row(const struct norm_job *j, const uint8_t *xr, uint8_t 
 	double sum = 0.0;
 	for (int64_t i = 0; i < ne0; i++)
 		sum += (double)ld_f(xr + i * x->nb[0]);
-	float mean = (float)(sum / (double)ne0);
+	float mean = (float)sum / (float)ne0;
+	int w = !strncmp(cpu_k->isa, "avx512", 6) ? 16 : !strcmp(cpu_k->isa, "avx2") ? 8 : 1;
 	double var = 0.0;
-	for (int64_t i = 0; i < ne0; i++) {
+	int64_t i = 0;
+	float sq[16];
+	for (; w > 1 && i + w <= ne0; i += w) {
+		for (int l = 0; l < w; l++) {
+			float c = ld_f(xr + (i + l) * x->nb[0]) - mean;
+			sq[l] = c * c;
+		}
+		var += (double)block_sum(sq, w);
+	}
+	for (; i < ne0; i++) {
 		float c = ld_f(xr + i * x->nb[0]) - mean;
 		var += (double)(c * c);
 	}

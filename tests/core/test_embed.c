@@ -226,11 +226,12 @@ Test(embed, qwen3_last_matches_llama_cpp)
 }
 
 /* The synthetic BERT the references were computed on: what `alice-mkmodel
- * --arch bert --type F32 --vocab ggml-vocab-bert-bge.gguf` writes (seed 42). */
-static const char *bert_model(void)
+ * --arch bert --type F32 --vocab ggml-vocab-bert-bge.gguf` writes (seed 42);
+ * one file per test (Criterion runs tests in parallel processes). */
+static const char *bert_model(const char *tag)
 {
 	static char path[256];
-	snprintf(path, sizeof(path), "%s/test-embed-bert-F32.gguf", alice_test_build_dir());
+	snprintf(path, sizeof(path), "%s/test-embed-bert-F32-%s.gguf", alice_test_build_dir(), tag);
 	char vocab_path[4096];
 	snprintf(vocab_path, sizeof(vocab_path), "%s/vocab/ggml-vocab-bert-bge.gguf", alice_test_fixtures_dir());
 	struct alice_gguf *vocab = NULL;
@@ -246,19 +247,19 @@ static const char *bert_model(void)
 
 Test(embed, bert_mean_matches_llama_cpp)
 {
-	check_model(bert_model(), "bert-synth-F32-mean.json");
+	check_model(bert_model("mean"), "bert-synth-F32-mean.json");
 }
 
 Test(embed, bert_cls_matches_llama_cpp)
 {
-	check_model(bert_model(), "bert-synth-F32-cls.json");
+	check_model(bert_model("cls"), "bert-synth-F32-cls.json");
 }
 
 /* An encoder needs an embeddings context, and no more positions than its
  * position embeddings have. */
 Test(embed, bert_context_errors)
 {
-	struct alice_model *m = alice_test_load_model(bert_model(), "cpu");
+	struct alice_model *m = alice_test_load_model(bert_model("errors"), "cpu");
 	struct alice_context_params cp;
 	alice_context_params_default(&cp);
 	struct alice_context *c = NULL;
