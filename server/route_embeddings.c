@@ -290,8 +290,12 @@ static bool parse_input(struct srv *s, struct json_object *v, struct embed_req *
 		r->n_in = 1;
 		return (r->in = calloc(1, sizeof(*r->in))) && tokens_of(s, v, 0, &r->in[0], e);
 	}
-	if (n > 2048) {
-		srv_api_error_invalid(e, "input", "'input' has %zu items; at most 2048 per request", n);
+	/* every input is a sequence: all of them must fit the slots and the queue at once */
+	size_t max_in = (size_t)s->cfg.queue + (size_t)s->cfg.n_parallel;
+	if (n > max_in) {
+		srv_api_error_invalid(e, "input",
+				      "'input' has %zu items; one request may have at most %zu (--parallel %d + --queue %d)",
+				      n, max_in, s->cfg.n_parallel, s->cfg.queue);
 		return false;
 	}
 	if (!(r->in = calloc(n, sizeof(*r->in)))) {

@@ -118,6 +118,9 @@ def test_qwen3(fixtures, data):
             t.join()
         check("8 concurrent requests == alone (bit for bit)",
               all(got[i] == alone[i % len(texts)] for i in range(8)))
+        st, js, _ = s.post(EMB, {"input": [t for t in texts for _ in range(17)]})  # 68 = --parallel 4 + --queue 64
+        check("68 inputs in one request (all slots + the whole queue)", st == 200 and len(js["data"]) == 68
+              and all(js["data"][i]["embedding"] == batched[i // 17] for i in range(68)), st)
         # errors
         for name, body, param in [
             ("missing input", {"model": "x"}, "input"),
@@ -132,6 +135,9 @@ def test_qwen3(fixtures, data):
             ("token out of range", {"input": [10 ** 9]}, "input"),
             ("negative token", {"input": [[1, -1]]}, "input"),
             ("too long for the context", {"input": [1] * 65}, "input"),
+            ("more inputs than --parallel + --queue", {"input": ["a"] * 69}, "input"),
+            ("nested too deep", {"input": [[[1]]]}, "input"),
+            ("null input", {"input": None}, "input"),
             ("bad encoding_format", {"input": "a", "encoding_format": "int8"}, "encoding_format"),
             ("model not a string", {"input": "a", "model": 5}, "model"),
         ]:
