@@ -165,6 +165,159 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 		cnt[(int64_t)t * p.n_head + h] = 0;
 }
 
+/* Decode tokens over an F16 cache, head dim D (64 or 128), G query heads
+ * per KV head (GQA): a block of G warps owns one (KV head, token, split) and
+ * reads each K/V row once for its G heads. Lane c of a warp scores cell
+ * c of a 32-cell tile (q from shared memory, K row read whole), the tile's
+ * max / sum are one warp reduction each, then lanes switch to head dims
+ * for P V. Splits: at most att_splits, and one per ATT_CHUNK cells of the
+ * token's own range, so a token's sums depend only on its range. */
+#define ATT_CHUNK 64
+template <int D>
+__global__ void __launch_bounds__(8 * 32)
+k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
+	   uint8_t *__restrict__ dst, float *__restrict__ part, unsigned *__restrict__ cnt, int *__restrict__ flag,
+	   const uint8_t *__restrict__ tiled, struct att_params p)
+{
+	pdl_wait();
+	pdl_trigger();
+	constexpr int J = D / 32;
+	const int hk = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
+	if (tiled && tiled[t])
+		return;
+	const int G = (int)(p.n_head / p.n_head_kv);
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int h = hk * G + warp;
+	int32_t r0 = *(const int32_t *)(p.rng + t * p.rnb1);
+	int32_t r1 = *(const int32_t *)(p.rng + p.rnb0 + t * p.rnb1);
+	if (r0 < 0 || r1 > p.n_cells || r0 > r1) {
+		if (threadIdx.x == 0 && sp == 0)
+			atomicOr(flag, CU_FLAG_RANGE);
+		r0 = r0 < 0 ? 0 : r0;
+		r1 = r1 > p.n_cells ? (int32_t)p.n_cells : r1;
+	}
+	const int32_t len = r1 > r0 ? r1 - r0 : 0;
+	int ns = (len + ATT_CHUNK - 1) / ATT_CHUNK;
+	ns = ns < 1 ? 1 : (ns > p.n_split ? p.n_split : ns);
+	if (sp >= ns)
+		return;
+	const int32_t chunk = (len + ns - 1) / ns;
+	const int32_t c0 = r0 + sp * chunk, c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+
+	__shared__ float qs[8][D];
+	const uint8_t *qh = q + h * p.q.nb[1] + t * p.q.nb[2];
+#pragma unroll
+	for (int j = 0; j < J; j++) {
+		const int e = lane + 32 * j;
+		const float qv = __half2float(__float2half_rn(*(const float *)(qh + e * p.q.nb[0])));
+		qs[warp][e] = qv * p.scale;
+	}
+	__syncwarp();
+	float acc[J];
+#pragma unroll
+	for (int j = 0; j < J; j++)
+		acc[j] = 0.f;
+	float m = -INFINITY, l = 0.f;
+	const uint8_t *kb = kc + hk * p.k.nb[1], *vb = vc + hk * p.v.nb[1];
+	for (int32_t cb = c0; cb < c1; cb += 32) {
+		const int32_t c = cb + lane;
+		float s = -INFINITY;
+		if (c < c1) {
+			const uint4 *kr = (const uint4 *)(kb + (int64_t)c * p.k.nb[2]);
+			float a = 0.f;
+#pragma unroll
+			for (int i = 0; i < D / 8; i++) {
+				const uint4 u = kr[i];
+				const __half2 *hh = (const __half2 *)&u;
+#pragma unroll
+				for (int k = 0; k < 4; k++) {
+					const float2 f = __half22float2(hh[k]);
+					a = fmaf(qs[warp][8 * i + 2 * k], f.x, a);
+					a = fmaf(qs[warp][8 * i + 2 * k + 1], f.y, a);
+				}
+			}
+			s = a;
+		}
+		const float mn = fmaxf(m, warp_max(s));
+		const float corr = expf(m - mn), w = c < c1 ? expf(s - mn) : 0.f;
+		l = l * corr + warp_sum(w);
+#pragma unroll
+		for (int j = 0; j < J; j++)
+			acc[j] *= corr;
+		const int nc = c1 - cb < 32 ? c1 - cb : 32;
+		for (int i = 0; i < nc; i++) {
+			const float wi = __shfl_sync(0xffffffffu, w, i);
+			const __half *vr = (const __half *)(vb + (int64_t)(cb + i) * p.v.nb[2]);
+#pragma unroll
+			for (int j = 0; j < J; j++)
+				acc[j] = fmaf(wi, __half2float(vr[lane + 32 * j]), acc[j]);
+		}
+		m = mn;
+	}
+	if (ns == 1) {
+#pragma unroll
+		for (int j = 0; j < J; j++)
+			*(float *)(dst + (lane + 32 * j) * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = l > 0.f ? acc[j] / l : 0.f;
+		return;
+	}
+	float *pp = part + (((int64_t)t * p.n_head + h) * p.n_split + sp) * (p.dv + 2);
+#pragma unroll
+	for (int j = 0; j < J; j++)
+		pp[2 + lane + 32 * j] = acc[j];
+	if (lane == 0) {
+		pp[0] = m;
+		pp[1] = l;
+	}
+	/* the last split of this (KV head, token) to finish merges them */
+	__shared__ bool last;
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		unsigned prev = atomicAdd(&cnt[(int64_t)t * p.n_head + hk * G], 1u);
+		last = prev == (unsigned)ns - 1;
+	}
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	const float *ph = part + ((int64_t)t * p.n_head + h) * p.n_split * (p.dv + 2);
+	float GM = -INFINITY;
+	for (int s2 = 0; s2 < ns; s2++)
+		GM = fmaxf(GM, __ldcg(ph + s2 * (p.dv + 2)));
+	float GL = 0.f;
+	for (int s2 = 0; s2 < ns; s2++) {
+		const float ms = __ldcg(ph + s2 * (p.dv + 2));
+		if (ms != -INFINITY)
+			GL += __ldcg(ph + s2 * (p.dv + 2) + 1) * expf(ms - GM);
+	}
+#pragma unroll
+	for (int j = 0; j < J; j++) {
+		const int e = lane + 32 * j;
+		float a = 0.f;
+		for (int s2 = 0; s2 < ns; s2++) {
+			const float ms = __ldcg(ph + s2 * (p.dv + 2));
+			if (ms != -INFINITY)
+				a += __ldcg(ph + s2 * (p.dv + 2) + 2 + e) * expf(ms - GM);
+		}
+		*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = GL > 0.f ? a / GL : 0.f;
+	}
+	if (threadIdx.x == 0)
+		cnt[(int64_t)t * p.n_head + hk * G] = 0;
+}
+
+/* the GQA decode kernel's cases: F16 K and V, dk = dv = 64 or 128, no
+ * softcap, at most 8 query heads per KV head, 16-byte aligned K rows */
+static bool att_dec_ok(const struct att_params &p, const struct alice_tensor *k, const struct alice_tensor *v)
+{
+	static int off = -1;
+	if (cu_env_is("ALICE_CUDA_ATT_DEC", '0', &off))
+		return false;
+	const int64_t G = p.n_head / p.n_head_kv;
+	return p.kt == ALICE_TYPE_F16 && p.vt == ALICE_TYPE_F16 && p.dk == p.dv && (p.dk == 64 || p.dk == 128) &&
+	       p.softcap == 0.f && G >= 1 && G <= 8 && k->nb[0] == 2 && v->nb[0] == 2 && k->nb[2] % 16 == 0 &&
+	       k->nb[1] % 16 == 0 && ((uintptr_t)tdata(k) & 15) == 0;
+}
+
 /* Splits per token: enough blocks for a single decode token to fill the
  * GPU, at most one per 128 cells of the cache. Must not depend on the op's
  * token count (batch invariance). */
@@ -241,8 +394,18 @@ enum alice_status cu_op_attention(const struct alice_op_args *a)
 	p.scale = a->node->fp[0];
 	p.softcap = a->node->fp[1];
 	p.n_split = att_splits(a);
-	dim3 grid((unsigned)p.n_head, (unsigned)p.n_tokens, (unsigned)p.n_split);
 	float *part = (float *)ctx->scratch;
+	if (att_dec_ok(p, k, v)) {
+		dim3 gd((unsigned)p.n_head_kv, (unsigned)p.n_tokens, (unsigned)p.n_split);
+		unsigned thr = (unsigned)(32 * (p.n_head / p.n_head_kv));
+		if (p.dk == 64)
+			cu_launch(k_attn_dec<64>, gd, thr, ctx->stream, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
+		else
+			cu_launch(k_attn_dec<128>, gd, thr, ctx->stream, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
+		CUDA_LAUNCH_CHECK(ctx, "attention");
+		return ALICE_OK;
+	}
+	dim3 grid((unsigned)p.n_head, (unsigned)p.n_tokens, (unsigned)p.n_split);
 	int J = ((p.dk > p.dv ? p.dk : p.dv) + 31) / 32;
 	cudaStream_t s = ctx->stream;
 	if (J <= 2)

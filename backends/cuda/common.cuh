@@ -316,6 +316,11 @@ struct mmv_set {
  * K, alignment); cu_mmvq_scratch: scratch bytes for M columns; cu_mmvq:
  * the launches (x: F32 [K, M] view with strides nb0/nb1 bytes). */
 bool cu_mmvq_ok(uint32_t type, int64_t K, const struct mmv_set *set, int n) CU_HIDDEN;
+/* mmvq_tc.cu: the first M / 16 * 16 columns of a batched Q4_K / Q6_K launch
+ * on tensor cores (set.split[] filled as the mat-vec fills it; x, xd the
+ * quantized activations); returns the columns it took, 0 if none. */
+int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, const int8_t *x, const float *xd,
+		   int64_t dcs, int64_t K, int64_t M, bool glu) CU_HIDDEN;
 size_t cu_mmvq_scratch(uint32_t type, int64_t K, int64_t M) CU_HIDDEN;
 enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int n, uint32_t type, const uint8_t *x,
 			  int64_t xnb0, int64_t xnb1, int64_t dcs, int64_t K, int64_t M, bool glu, bool stage) CU_HIDDEN;

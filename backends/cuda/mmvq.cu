@@ -11,6 +11,14 @@
  * F32 — the same function as rounding the activations and multiplying in
  * F32, up to summation order.
  *
+ * K-quants: one fixed arithmetic per (row, column), whatever kernel runs it
+ * (the one-row mat-vec, the rows-per-warp one, the tensor-core one of
+ * mmvq_tc.cu): each super-block's scaled integer sums are exact, then one
+ * float term per super-block (kq_term), accumulated by super-block group
+ * g = sb % (4 S) in order, the groups combined as (g0 + g2) + (g1 + g3)
+ * within a part and parts in order. So a column's result never depends on
+ * the launch that computed it (batch invariance).
+ *
  * F16 weights: activations rounded to F16 in registers, products in F32.
  *
  * One to four warps per weight row (mmvq_split; the same row of gate and up
@@ -80,6 +88,34 @@ __device__ static inline uint32_t ld_b2(const uint8_t *p)
 	return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
 }
 
+/* The 8 lanes of a super-block group (lanes 8 g .. 8 g + 7) add an integer
+ * (exact, so in any order). */
+__device__ static inline int grp8_isum(int v, int lane)
+{
+	const unsigned mask = 0xffu << (lane & 24);
+	v += __shfl_xor_sync(mask, v, 1);
+	v += __shfl_xor_sync(mask, v, 2);
+	v += __shfl_xor_sync(mask, v, 4);
+	return v;
+}
+
+/* A part's four super-block groups (lanes 0, 8, 16, 24 hold them; every
+ * lane of a group holds the same value): (g0 + g2) + (g1 + g3). */
+__device__ static inline float grp_sum(float v)
+{
+	v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 16));
+	return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 8));
+}
+
+/* one super-block's term of a row's sum, from its exact integer sums:
+ * Q4_K d d8 sumi - dmin d8 summ (Q6_K: summ = 0, dmin = 0); rounding fixed
+ * by intrinsics so no kernel contracts it differently */
+__device__ static inline float kq_acc(float acc, float d, float dmin, float d8, int sumi, int summ)
+{
+	float t = __fmaf_rn(__fmul_rn(d, d8), (float)sumi, -__fmul_rn(__fmul_rn(dmin, d8), (float)summ));
+	return __fadd_rn(acc, t);
+}
+
 /* Q4_K: lane l of the warp takes super-blocks sb = l/8 (+4 each step) and
  * bytes 16*(l%8) .. +16 of their 128 quant bytes: 16 low nibbles of
  * sub-block 2c and 16 high nibbles of sub-block 2c+1 (c = (l%8)/2). */
@@ -120,10 +156,8 @@ __device__ static inline void dot_q4k(const uint8_t *__restrict__ row, int64_t n
 				sl = __dp4a(0x01010101, xlw[k], sl);
 				shh = __dp4a(0x01010101, xhw[k], shh);
 			}
-			const float *dx = xd + cc * (K / 32) + sb * 8 + j0;
-			float d8a = dx[0], d8b = dx[1];
-			acc[cc] += d * (d8a * (float)(sc0 * dl) + d8b * (float)(sc1 * dh)) -
-				   dmin * (d8a * (float)(m0 * sl) + d8b * (float)(m1 * shh));
+			const int si = grp8_isum(sc0 * dl + sc1 * dh, lane), sm = grp8_isum(m0 * sl + m1 * shh, lane);
+			acc[cc] = kq_acc(acc[cc], d, dmin, xd[cc * (K / 32) + sb * 8], si, sm);
 		}
 	}
 }
@@ -162,15 +196,14 @@ __device__ static inline void dot_q6k(const uint8_t *__restrict__ row, int64_t n
 #pragma unroll
 		for (int cc = 0; cc < NC; cc++) {
 			const int8_t *xb = xq + cc * K + sb * 256 + n * 128 + p0;
-			const float *dx = xd + cc * (K / 32) + sb * 8 + n * 4;
 			int is[4];
 #pragma unroll
 			for (int r = 0; r < 4; r++) {
 				int2 xv = *(const int2 *)(xb + 32 * r);
 				is[r] = __dp4a(q[r][1], xv.y, __dp4a(q[r][0], xv.x, 0));
 			}
-			acc[cc] += d * (dx[0] * (float)(s0 * is[0]) + dx[1] * (float)(s1 * is[1]) +
-					dx[2] * (float)(s2 * is[2]) + dx[3] * (float)(s3 * is[3]));
+			const int si = grp8_isum(s0 * is[0] + s1 * is[1] + s2 * is[2] + s3 * is[3], lane);
+			acc[cc] = kq_acc(acc[cc], d, 0.f, xd[cc * (K / 32) + sb * 8], si, 0);
 		}
 	}
 }
@@ -261,6 +294,17 @@ __device__ static inline void dot_f16h(const uint8_t *__restrict__ row, int64_t 
 	}
 }
 
+/* a warp's share of a row: K-quants by super-block group (grp_sum), the
+ * other types over all lanes */
+template <int T>
+__device__ static inline float row_sum(float v)
+{
+	if constexpr (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K)
+		return grp_sum(v);
+	else
+		return warp_sum(v);
+}
+
 /* part p of S (S warps share a row): the warp takes every S-th round of
  * the row's elements, starting at round p */
 template <int T, int NC>
@@ -334,9 +378,9 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 		}
 #pragma unroll
 		for (int c = 0; c < NC; c++) {
-			acc[c] = warp_sum(acc[c]);
+			acc[c] = row_sum<T>(acc[c]);
 			if constexpr (GLU)
-				acc2[c] = warp_sum(acc2[c]);
+				acc2[c] = row_sum<T>(acc2[c]);
 		}
 		bool writer = valid;
 		if (S > 1) {
@@ -354,9 +398,9 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 #pragma unroll
 				for (int c = 0; c < NC; c++) {
 					for (int p = 1; p < S; p++) {
-						acc[c] += red[warp + p][c];
+						acc[c] = __fadd_rn(acc[c], red[warp + p][c]);
 						if constexpr (GLU)
-							acc2[c] += red[warp + p][NC + c];
+							acc2[c] = __fadd_rn(acc2[c], red[warp + p][NC + c]);
 					}
 				}
 			}
@@ -426,8 +470,7 @@ __device__ static inline void dot_q4k_rows(const uint8_t *__restrict__ row0, int
 				sl = __dp4a(0x01010101, xlw[k], sl);
 				shh = __dp4a(0x01010101, xhw[k], shh);
 			}
-			const float *dx = xd + cc * (K / 32) + sb * 8 + j0;
-			float d8a = dx[0], d8b = dx[1];
+			const float d8 = xd[cc * (K / 32) + sb * 8];
 #pragma unroll
 			for (int r = 0; r < R; r++) {
 				int dl = 0, dh = 0;
@@ -436,8 +479,9 @@ __device__ static inline void dot_q4k_rows(const uint8_t *__restrict__ row0, int
 					dl = __dp4a((int)qw[r][k], xlw[k], dl);
 					dh = __dp4a((int)qh4[r][k], xhw[k], dh);
 				}
-				acc[r][cc] += d[r] * (d8a * (float)(sc0[r] * dl) + d8b * (float)(sc1[r] * dh)) -
-					      dmin[r] * (d8a * (float)(m0[r] * sl) + d8b * (float)(m1[r] * shh));
+				const int si = grp8_isum(sc0[r] * dl + sc1[r] * dh, lane);
+				const int sm = grp8_isum(m0[r] * sl + m1[r] * shh, lane);
+				acc[r][cc] = kq_acc(acc[r][cc], d[r], dmin[r], d8, si, sm);
 			}
 		}
 	}
@@ -483,20 +527,20 @@ __device__ static inline void dot_q6k_rows(const uint8_t *__restrict__ row0, int
 #pragma unroll
 		for (int cc = 0; cc < NC; cc++) {
 			const int8_t *xb = xq + cc * K + sb * 256 + n * 128 + p0;
-			const float *dx = xd + cc * (K / 32) + sb * 8 + n * 4;
 			int2 xv[4];
 #pragma unroll
 			for (int t = 0; t < 4; t++)
 				xv[t] = *(const int2 *)(xb + 32 * t);
-			const float dx0 = dx[0], dx1 = dx[1], dx2 = dx[2], dx3 = dx[3];
+			const float d8 = xd[cc * (K / 32) + sb * 8];
 #pragma unroll
 			for (int r = 0; r < R; r++) {
 				int is[4];
 #pragma unroll
 				for (int t = 0; t < 4; t++)
 					is[t] = __dp4a(q[r][t][1], xv[t].y, __dp4a(q[r][t][0], xv[t].x, 0));
-				acc[r][cc] += d[r] * (dx0 * (float)(sc[r][0] * is[0]) + dx1 * (float)(sc[r][1] * is[1]) +
-						      dx2 * (float)(sc[r][2] * is[2]) + dx3 * (float)(sc[r][3] * is[3]));
+				const int si = grp8_isum(sc[r][0] * is[0] + sc[r][1] * is[1] + sc[r][2] * is[2] +
+							 sc[r][3] * is[3], lane);
+				acc[r][cc] = kq_acc(acc[r][cc], d[r], 0.f, d8, si, 0);
 			}
 		}
 	}
@@ -539,7 +583,7 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 		for (int r = 0; r < R; r++)
 #pragma unroll
 			for (int c = 0; c < NC; c++)
-				acc[r][c] = warp_sum(acc[r][c]);
+				acc[r][c] = grp_sum(acc[r][c]);
 		bool writer = nr > 0;
 		if (S > 1) {
 			__shared__ float red[MMVQ_WARPS][R * NC];
@@ -558,7 +602,7 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 #pragma unroll
 					for (int c = 0; c < NC; c++)
 						for (int p = 1; p < S; p++)
-							acc[r][c] += red[warp + p][r * NC + c];
+							acc[r][c] = __fadd_rn(acc[r][c], red[warp + p][r * NC + c]);
 			}
 			__syncthreads();
 		}
@@ -755,10 +799,37 @@ static int64_t launch_mmvq_rows(cudaStream_t s, struct mmv_set set, int n, const
 	}
 }
 
+/* Batched Q4_K / Q6_K columns in groups of 16 on tensor cores (the same
+ * per-column arithmetic); returns the columns taken. */
+template <int T>
+static int64_t launch_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, const void *x, const float *xd,
+			      int64_t dcs, int64_t K, int64_t M, bool glu)
+{
+	if constexpr (T != ALICE_TYPE_Q4_K && T != ALICE_TYPE_Q6_K) {
+		return 0;
+	} else {
+		for (int i = 0; i < n; i++)
+			set.split[i] = (uint8_t)mmvq_split(T, set.N[i], K);
+		return cu_mmvq_tc(s, set, n, T, (const int8_t *)x, xd, dcs, K, M, glu);
+	}
+}
+
 template <int T>
 static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void *x, const float *xd, int64_t xcs,
 			  int64_t dcs, int64_t K, int64_t M, bool glu)
 {
+	int64_t tc = launch_mmvq_tc<T>(s, set, n, x, xd, dcs, K, M, glu);
+	if (tc) {
+		for (int i = 0; i < n; i++)
+			set.d[i] += tc * dcs;
+		if (set.h)
+			set.h += tc * set.hcs;
+		x = (const void *)((const int8_t *)x + tc * K);
+		xd += tc * (K / 32);
+		M -= tc;
+		if (M == 0)
+			return;
+	}
 	int64_t done = launch_mmvq_rows<T>(s, set, n, x, xd, dcs, K, M, glu);
 	if (done) {
 		for (int i = 0; i < n; i++)

@@ -80,7 +80,17 @@ struct mm_x {
 };
 
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
-				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d);
+				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
+				bool decode);
+
+/* A batched decode step (src2 given, no sequence with more than 8 rows:
+ * ip[0]): every column takes the mat-vec shader, whose per-column result
+ * does not depend on the column count, so a stream's output does not
+ * depend on how many others share its step. */
+static bool mm_decode_step(const struct alice_op_args *a)
+{
+	return a->src[2] && a->node->ip[0] >= 1 && a->node->ip[0] <= 8;
+}
 
 enum alice_status vk_op_mul_mat(const struct alice_op_args *a)
 {
@@ -158,12 +168,12 @@ enum alice_status vk_op_mul_mat(const struct alice_op_args *a)
 			ws.offset += (uint64_t)r0 * (uint64_t)w->nb[1];
 			ds.ne[0] = ws.ne[1];
 			ds.offset += (uint64_t)r0 * (uint64_t)d->nb[0];
-			if ((st = mm_one(ctx, &ws, x, &xa, &ds)) != ALICE_OK)
+			if ((st = mm_one(ctx, &ws, x, &xa, &ds, mm_decode_step(a))) != ALICE_OK)
 				return st;
 		}
 		return ALICE_OK;
 	}
-	return mm_one(ctx, w, x, &xa, d);
+	return mm_one(ctx, w, x, &xa, d, mm_decode_step(a));
 }
 
 struct mmt_push {
@@ -183,11 +193,12 @@ static int64_t tiled_min_m(void)
 }
 
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
-				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d)
+				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
+				bool decode)
 {
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
-	if (M >= tiled_min_m()) {
+	if (M >= tiled_min_m() && !decode) {
 		uint64_t ntiles = ((uint64_t)N + 63) / 64, mtiles = ((uint64_t)M + 63) / 64;
 		uint64_t n_wg = ntiles * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
 		if (n_wg > 0xffffffffull / 2)

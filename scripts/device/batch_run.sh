@@ -5,10 +5,10 @@
 # carry .devbuild .devlibs .devfix. Stages (default "tg batch prof server"):
 #   ops     backends_test_ops and backends_test_cuda_errors
 #   check   alice-cuda-bench --quick, fixture parity and the server test on cuda (carried fixtures)
-#   inv     core_test_batch_invariance on cuda (carried fixtures)
+#   inv     op-level batched MUL_MAT == columns alone; core_test_batch_invariance on cuda (fixtures + 1B)
 #   tg      alice-bench -p 512 -n 128 (single stream)
 #   batch   alice-bench --batch 1,4,16,64,256
-#   ab      the batch stage again with ALICE_CUDA_MMVQ_ROWS=0
+#   ab      the batch stage again with ALICE_CUDA_MMVQ_TC=0
 #   variants the batch stage at B=16, 64 for mat-vec variants (rows per warp, column groups)
 #   prof    ALICE_CUDA_PROFILE=1 per-op time at B=64
 #   ncu     Nsight Compute on the batched mat-vec kernels at B=64
@@ -42,11 +42,13 @@ if has check; then
   timeout 200 python3 tests/server/test_backends.py --backend cuda --models "$ms" > "$out/srv.txt" 2>&1
   echo "server cuda ($ms): rc $? $(tail -1 "$out/srv.txt")"; grep -E "^FAIL" "$out/srv.txt" | head -5
 fi
-if has inv; then
-  ALICE_TEST_BACKEND=cuda timeout 200 "$b/bin/core_test_batch_invariance" --jobs=4 > "$out/inv.log" 2>&1
-  echo "batch invariance cuda: rc $? $(grep Synthesis "$out/inv.log")"; grep -E "differ|FAIL|fail" "$out/inv.log" | head -10
-fi
 m1=$(mk llama-1b Q4_K_M)
+if has inv; then
+  timeout 200 "$b/bin/backends_test_mm_invariance" > "$out/mminv.log" 2>&1
+  echo "mm invariance (op level, all backends): rc $? $(grep Synthesis "$out/mminv.log")"; grep -E "differ|FAIL" "$out/mminv.log" | head -10
+  ALICE_TEST_BACKEND=cuda ALICE_INV_MODEL="$m1" timeout 300 "$b/bin/core_test_batch_invariance" --filter="${INV_FILTER:-batch/decode_many_rows_model}" > "$out/inv.log" 2>&1
+  echo "batch invariance cuda (fixtures + 1B Q4_K_M, 64 rows): rc $? $(grep Synthesis "$out/inv.log")"; grep -E "differ|FAIL|fail" "$out/inv.log" | head -10
+fi
 if has tg; then
   timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 512 -n 128 -r 3 2>>"$out/err.log" | tee -a "$out/bench.log"
 fi
@@ -54,8 +56,8 @@ if has batch; then
   timeout 240 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,4,16,64,256} 2>>"$out/err.log" | tee -a "$out/bench.log"
 fi
 if has ab; then
-  echo "== ALICE_CUDA_MMVQ_ROWS=0 (one row per warp)"
-  ALICE_CUDA_MMVQ_ROWS=0 timeout 240 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,4,16,64,256} 2>>"$out/err.log" | tee -a "$out/bench.log"
+  echo "== ALICE_CUDA_MMVQ_TC=0 (batched columns on the mat-vec kernels)"
+  ALICE_CUDA_MMVQ_TC=0 timeout 240 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,4,16,64,256} 2>>"$out/err.log" | tee -a "$out/bench.log"
 fi
 if has variants; then
   for v in "ALICE_CUDA_MMVQ_ROWS=2" "ALICE_CUDA_MMVQ_GWARPS=32768" "ALICE_CUDA_MMVQ_ROWS=2 ALICE_CUDA_MMVQ_GWARPS=32768" "ALICE_CUDA_MMVQ_GWARPS=65536"; do

@@ -635,6 +635,9 @@ static void build_attention(struct tcase **cs, int *n, struct rng *r)
 		{64, 64, 8, 2, 7, 40, ALICE_TYPE_F16, 0.0f, 0, 0},
 		{64, 64, 8, 1, 5, 33, ALICE_TYPE_F32, 0.0f, 0, 2},
 		{128, 128, 4, 2, 6, 50, ALICE_TYPE_F16, 0.0f, 8, 0},
+		/* long decode ranges: a token's range cut into several splits */
+		{128, 128, 16, 4, 3, 1100, ALICE_TYPE_F16, 0.0f, 0, 0},
+		{64, 64, 8, 8, 2, 600, ALICE_TYPE_F16, 0.0f, 0, 0},
 		{64, 32, 6, 3, 4, 20, ALICE_TYPE_F16, 30.0f, 0, 0},
 		{32, 32, 4, 4, 9, 64, ALICE_TYPE_F32, 50.0f, 5, 1},
 		/* >= 64 tokens: the prefill regime (64-cell tiles, F32 accumulator) */
