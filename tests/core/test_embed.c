@@ -283,6 +283,51 @@ Test(embed, bert_context_errors)
 	alice_model_free(m);
 }
 
+/* The engine's own checks: an embeddings input must fit one batch; the
+ * pooling comes from the GGUF unless overridden; a generation engine has none. */
+Test(embed, engine_limits_and_pooling)
+{
+	struct alice_model *m = alice_test_load_model(bert_model("engine"), "cpu");
+	struct alice_engine_params p;
+	struct alice_engine *e = NULL;
+	struct alice_error err = {{0}};
+	alice_engine_params_default(&p);
+	p.n_slots = 2;
+	p.n_batch = 8;
+	p.embeddings = true;
+	cr_assert_eq(alice_engine_create(m, &p, &e, &err), ALICE_OK, "%s", err.msg);
+	cr_expect_eq(alice_engine_pooling(e), ALICE_POOLING_MEAN, "the GGUF's bert.pooling_type");
+	cr_expect_eq(alice_engine_max_embd_tokens(e), 8u);
+	int32_t toks[9] = {101, 7592, 2088, 7592, 2088, 7592, 2088, 7592, 102};
+	struct alice_engine_request q = {0};
+	q.prompt = toks;
+	q.n_prompt = 9;
+	q.on_event = on_event;
+	cr_expect_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_ERR_INVALID);
+	cr_expect(strstr(err.msg, "at most 8") != NULL, "%s", err.msg);
+	alice_engine_free(e);
+	p.pooling = ALICE_POOLING_CLS;
+	cr_assert_eq(alice_engine_create(m, &p, &e, &err), ALICE_OK, "%s", err.msg);
+	cr_expect_eq(alice_engine_pooling(e), ALICE_POOLING_CLS, "--pooling overrides the GGUF");
+	alice_engine_free(e);
+	p.embeddings = false; /* an encoder cannot generate */
+	cr_expect_eq(alice_engine_create(m, &p, &e, &err), ALICE_ERR_UNSUPPORTED);
+	alice_model_free(m);
+
+	m = alice_test_load_model(alice_test_path(alice_test_fixtures_dir(), "models/qwen3-BF16.gguf"), "cpu");
+	alice_engine_params_default(&p);
+	p.n_slots = 1;
+	p.n_ctx = 64;
+	cr_assert_eq(alice_engine_create(m, &p, &e, &err), ALICE_OK, "%s", err.msg);
+	cr_expect_eq(alice_engine_pooling(e), -1, "a generation engine has no pooling");
+	alice_engine_free(e);
+	p.embeddings = true; /* no pooling_type in the file: none */
+	cr_assert_eq(alice_engine_create(m, &p, &e, &err), ALICE_OK, "%s", err.msg);
+	cr_expect_eq(alice_engine_pooling(e), ALICE_POOLING_NONE);
+	alice_engine_free(e);
+	alice_model_free(m);
+}
+
 Test(embed, pooling_and_normalize)
 {
 	float rows[6] = {1, 2, 3, 4, 5, 6}, out[2];
