@@ -13,7 +13,11 @@
  * such a server refuses the generation routes (http.c, SRV_ROUTE_GENERATE).
  * Pooling "none" gives one vector per token, which OpenAI's shape cannot
  * carry: /v1/embeddings refuses it, /embeddings returns the per-token
- * arrays. */
+ * arrays.
+ *
+ * The inputs are tokenized here, on the event thread (bounded by
+ * --max-body); unlike gen_prepare's grammar work, there is nothing slower
+ * than the tokenizer to move to a worker. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,9 +276,16 @@ static bool parse_input(struct srv *s, struct json_object *v, struct embed_req *
 {
 	const char *shape = "'input' must be a string, an array of strings, an array of token ids or an array of "
 			    "arrays of token ids";
+	bool one = json_object_is_type(v, json_type_string) ||
+		   (json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0 &&
+		    json_object_is_type(json_object_array_get_idx(v, 0), json_type_int));
+	if (one && !(r->in = calloc(1, sizeof(*r->in)))) {
+		srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+		return false;
+	}
 	if (json_object_is_type(v, json_type_string)) {
 		r->n_in = 1;
-		return (r->in = calloc(1, sizeof(*r->in))) && text_of(s, v, 0, &r->in[0], e);
+		return text_of(s, v, 0, &r->in[0], e);
 	}
 	if (!json_object_is_type(v, json_type_array)) {
 		srv_api_error_invalid(e, "input", "%s", shape);
@@ -288,7 +299,7 @@ static bool parse_input(struct srv *s, struct json_object *v, struct embed_req *
 	struct json_object *first = json_object_array_get_idx(v, 0);
 	if (first && json_object_is_type(first, json_type_int)) { /* one input of token ids */
 		r->n_in = 1;
-		return (r->in = calloc(1, sizeof(*r->in))) && tokens_of(s, v, 0, &r->in[0], e);
+		return tokens_of(s, v, 0, &r->in[0], e);
 	}
 	/* every input is a sequence: all of them must fit the slots and the queue at once */
 	size_t max_in = (size_t)s->cfg.queue + (size_t)s->cfg.n_parallel;
