@@ -5,7 +5,9 @@
  * Cache layout (model.h): sequence s owns cells [s*n_ctx, (s+1)*n_ctx); the
  * token at position p of s lives in cell s*n_ctx + p. Each token attends the
  * cells [s*n_ctx, s*n_ctx + p + 1), which carries causality and sequence
- * separation into the ATTENTION op. */
+ * separation into the ATTENTION op; an encoder's token attends every cell of
+ * its sequence in the step instead (bidirectional). An embeddings context
+ * reads the hidden states of the output rows instead of logits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,7 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 	st->v_cache = c->v_cache;
 	st->n_tokens = n;
 	st->n_out = n_out;
+	st->embd = c->embd;
 	st->inp_tokens = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
 	st->inp_pos = alice_gb_input(gb, ALICE_TYPE_I32, m->hp.rope_mode == ALICE_ROPE_IMROPE ? 4 * n : n, 1);
 	st->inp_ranges = alice_gb_input(gb, ALICE_TYPE_I32, 2, n);
@@ -57,10 +60,10 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 		alice_gb_error(gb, "architecture %s: graph build failed", m->arch->name);
 	if (logits >= 0) {
 		const struct alice_tensor *t = alice_gb_tensor(gb, logits);
-		if (t->ne[0] != m->hp.n_vocab || t->ne[1] != n_out)
-			logits = alice_gb_error(gb, "architecture %s: logits have shape [%lld, %lld], expected [%u, %d]",
-						m->arch->name, (long long)t->ne[0], (long long)t->ne[1], m->hp.n_vocab,
-						n_out);
+		if (t->ne[0] != c->out_width || t->ne[1] != n_out)
+			logits = alice_gb_error(gb, "architecture %s: %s have shape [%lld, %lld], expected [%u, %d]",
+						m->arch->name, c->embd ? "embeddings" : "logits", (long long)t->ne[0],
+						(long long)t->ne[1], c->out_width, n_out);
 	}
 	alice_gb_set_output(gb, logits);
 	return logits;
@@ -114,6 +117,19 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->n_ctx = p->n_ctx ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
 	c->n_seq = p->n_seq ? p->n_seq : 1;
 	c->n_batch = p->n_batch ? p->n_batch : 512;
+	c->embd = p->embeddings;
+	c->out_width = c->embd ? hp->n_embd : hp->n_vocab;
+	if (m->arch->encoder && c->n_ctx > hp->n_ctx_train) { /* absolute position embeddings end there */
+		st = alice_fail(err, ALICE_ERR_RANGE, "%s: a %s model has positions for %u tokens; n_ctx %u is more",
+				alice_gguf_path(m->gguf), m->arch->name, hp->n_ctx_train, c->n_ctx);
+		goto fail;
+	}
+	if (m->arch->encoder && !c->embd) {
+		st = alice_fail(err, ALICE_ERR_UNSUPPORTED,
+				"%s: a %s model is an encoder without a language-model head: it only computes embeddings",
+				alice_gguf_path(m->gguf), m->arch->name);
+		goto fail;
+	}
 	if (c->n_ctx == 0 || c->n_ctx > (1u << 24) || c->n_seq > 4096 || c->n_batch > (1u << 20)) {
 		st = alice_fail(err, ALICE_ERR_RANGE, "context: n_ctx %u / n_seq %u / n_batch %u out of range", c->n_ctx,
 				c->n_seq, c->n_batch);
@@ -125,6 +141,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 		goto fail;
 	}
 	c->seq_len = calloc(c->n_seq, sizeof(*c->seq_len));
+	c->seq_end = calloc(c->n_seq, sizeof(*c->seq_end));
 	c->k_cache = calloc(hp->n_layer, sizeof(*c->k_cache));
 	c->v_cache = calloc(hp->n_layer, sizeof(*c->v_cache));
 	c->in_tok = malloc(c->n_batch * sizeof(int32_t));
@@ -134,7 +151,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->in_out = malloc(c->n_batch * sizeof(int32_t));
 	c->in_seq = malloc(c->n_batch * sizeof(int32_t));
 	c->in_swa = malloc(2 * c->n_batch * sizeof(int32_t));
-	if (!c->seq_len || !c->k_cache || !c->v_cache || !c->in_tok || !c->in_pos || !c->in_ranges ||
+	if (!c->seq_len || !c->seq_end || !c->k_cache || !c->v_cache || !c->in_tok || !c->in_pos || !c->in_ranges ||
 	    !c->in_cells || !c->in_out || !c->in_seq || !c->in_swa) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
@@ -245,6 +262,7 @@ void alice_context_free(struct alice_context *c)
 	alice_rs_free(c);
 	alice_gb_free(&c->gb);
 	free(c->seq_len);
+	free(c->seq_end);
 	free(c->k_cache);
 	free(c->v_cache);
 	free(c->in_tok);
@@ -331,6 +349,11 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	struct alice_model *m = c->m;
 	const struct alice_backend_vtable *vt = m->be->vt;
 	int32_t n_out = 0;
+	if (m->arch->encoder) /* bidirectional: each token sees its sequence's whole chunk */
+		for (int32_t i = 0; i < n; i++) {
+			int32_t s = b->seq ? b->seq[start + i] : 0;
+			c->seq_end[s] = b->pos[start + i] + 1;
+		}
 	for (int32_t i = 0; i < n; i++) {
 		int32_t bi = start + i;
 		int32_t s = b->seq ? b->seq[bi] : 0;
@@ -339,7 +362,7 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 		c->in_pos[i] = b->pos[bi];
 		c->in_cells[i] = (int32_t)(cell0 + b->pos[bi]);
 		c->in_ranges[2 * i] = (int32_t)cell0;
-		c->in_ranges[2 * i + 1] = (int32_t)(cell0 + b->pos[bi] + 1);
+		c->in_ranges[2 * i + 1] = (int32_t)(cell0 + (m->arch->encoder ? c->seq_end[s] : b->pos[bi] + 1));
 		c->in_seq[i] = s;
 		if (m->hp.n_swa) { /* window: positions > pos - n_swa */
 			int64_t lo = (int64_t)b->pos[bi] - m->hp.n_swa + 1;
@@ -395,8 +418,8 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 				  vt->last_error(m->bctx));
 	if (!discard) {
 		const struct alice_tensor *lt = alice_gb_tensor(&c->gb, logits);
-		float *dst = c->logits + (size_t)c->n_logits * m->hp.n_vocab;
-		uint64_t bytes = (uint64_t)n_out * m->hp.n_vocab * sizeof(float);
+		float *dst = c->logits + (size_t)c->n_logits * c->out_width;
+		uint64_t bytes = (uint64_t)n_out * c->out_width * sizeof(float);
 		if (vt->buffer_read(m->bctx, lt->buf, lt->offset, dst, bytes) != ALICE_OK)
 			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading logits failed: %s", m->be->name,
 					  vt->last_error(m->bctx));
@@ -443,6 +466,13 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 			st = alice_fail(err, ALICE_ERR_RANGE, "decode: sequence %d is full (n_ctx %u)", s, c->n_ctx);
 			goto out;
 		}
+		if (c->m->arch->encoder && (c->seq_len[s] != 0 || b->n_tokens > (int32_t)c->n_batch)) {
+			st = alice_fail(err, ALICE_ERR_RANGE,
+					"decode: an encoder needs each sequence whole in one batch of at most %u tokens "
+					"(sequence %d)",
+					c->n_batch, s);
+			goto out;
+		}
 		next[s]++;
 		rows += wants_logits(b, i);
 	}
@@ -450,7 +480,7 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 		/* the rows are rewritten by every decode: nothing to keep */
 		logits_free(c);
 		const struct alice_backend_vtable *vt = c->m->be->vt;
-		size_t bytes = rows * (size_t)n_vocab * sizeof(float);
+		size_t bytes = rows * (size_t)c->out_width * sizeof(float);
 		float *nl = NULL;
 		if (ALICE_VT_HAS(vt, host_alloc) && ALICE_VT_HAS(vt, host_free)) {
 			nl = vt->host_alloc(c->m->bctx, bytes);
@@ -481,9 +511,16 @@ out:
 
 const float *alice_context_logits(const struct alice_context *c, int32_t i)
 {
-	if (i < 0 || i >= c->n_logits)
+	if (c->embd || i < 0 || i >= c->n_logits)
 		return NULL;
-	return c->logits + (size_t)i * c->m->hp.n_vocab;
+	return c->logits + (size_t)i * c->out_width;
+}
+
+const float *alice_context_embd(const struct alice_context *c, int32_t i)
+{
+	if (!c->embd || i < 0 || i >= c->n_logits)
+		return NULL;
+	return c->logits + (size_t)i * c->out_width;
 }
 
 int32_t alice_context_n_logits(const struct alice_context *c)

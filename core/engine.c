@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alice/embed.h"
 #include "alice/grammar.h"
 #include "alice/log.h"
 #include "alice/sbuf.h"
@@ -43,6 +44,7 @@ struct eng_slot {
 	struct eng_req *r; /* NULL: free (written under mu) */
 	int32_t seq;
 	int32_t n_past;      /* positions in the cache */
+	bool started;        /* slot_start ran for this request */
 	bool generating;     /* prompt fully decoded */
 	int32_t last_token;  /* fed at position n_past next step */
 	int32_t n_generated;
@@ -103,6 +105,10 @@ struct alice_engine {
 	uint32_t n_slots, n_ctx, n_batch, max_queue;
 	bool prefix_cache;
 	uint64_t n_admitted;
+	bool embd;        /* an embeddings engine */
+	int pooling;      /* its pooling (enum alice_pooling) */
+	int32_t n_embd;
+	float *vec;       /* [n_batch * n_embd]: a request's vectors */
 
 	pthread_t thread;
 	bool thread_started;
@@ -148,6 +154,7 @@ void alice_engine_params_default(struct alice_engine_params *p)
 	p->n_ctx = 0;
 	p->n_batch = 512;
 	p->max_queue = 64;
+	p->pooling = ALICE_POOLING_UNSPECIFIED;
 }
 
 static void req_free(struct eng_req *r)
@@ -217,6 +224,7 @@ static struct eng_req *slot_release(struct alice_engine *e, struct eng_slot *sl)
 {
 	alice_sampler_free(sl->sampler);
 	sl->sampler = NULL;
+	sl->started = false;
 	alice_detok_stream_free(sl->detok);
 	sl->detok = NULL;
 	sl->pending.n = 0;
@@ -336,6 +344,9 @@ static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl,
 	sl->pending.oom = false;
 	sl->t_start = now_ms();
 	sl->t_first = sl->t_last = 0;
+	sl->started = true;
+	if (e->embd) /* nothing to sample or detokenize */
+		return ALICE_OK;
 	if ((st = alice_sampler_create(&r->sp, e->n_vocab, &sl->sampler, err)) != ALICE_OK)
 		return st;
 	return alice_detok_stream_create(e->tok, r->render_special, &sl->detok, err);
@@ -393,7 +404,7 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 		e->n_queued--;
 		r->next = NULL;
 		sl->r = r;
-		sl->sampler = NULL; /* marks "not started" */
+		sl->started = false;
 		sl->t_start = sl->t_first = sl->t_last = 0;
 		sl->n_generated = 0;
 		sl->n_reused = 0;
@@ -533,6 +544,43 @@ static void slot_sample(struct alice_engine *e, struct eng_slot *sl)
 	}
 }
 
+/* An embeddings request's rows are in: pool, normalise, report, free the
+ * slot (its KV is not kept: an encoder must start from an empty sequence,
+ * and nothing reuses it). */
+static void slot_embd_done(struct alice_engine *e, struct eng_slot *sl)
+{
+	struct eng_req *r = sl->r;
+	int32_t n = r->n_prompt, d = e->n_embd, n_vec = e->pooling == ALICE_POOLING_NONE ? n : 1;
+	const float *rows = alice_context_embd(e->ctx, sl->row);
+	if (!rows || !alice_context_embd(e->ctx, sl->row + n - 1)) {
+		slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, "decode returned no embeddings");
+		return;
+	}
+	/* the rows of one step are contiguous, in batch order */
+	if (e->pooling == ALICE_POOLING_NONE)
+		memcpy(e->vec, rows, (size_t)n * (size_t)d * sizeof(float));
+	else
+		alice_embd_pool(rows, n, d, (enum alice_pooling)e->pooling, e->vec);
+	for (int32_t i = 0; i < n_vec; i++)
+		alice_embd_normalize(e->vec + (size_t)i * (size_t)d, d);
+	sl->t_first = sl->t_last = now_ms();
+	sl->n_past = 0;
+	struct eng_req *req = slot_release(e, sl);
+	struct alice_engine_event ev = {0};
+	ev.id = req->id;
+	ev.type = ALICE_ENGINE_EVENT_DONE;
+	ev.text = "";
+	ev.finish = ALICE_ENGINE_FINISH_STOP;
+	ev.n_prompt = req->n_prompt;
+	ev.queue_ms = sl->t_start - req->t_submit;
+	ev.prefill_ms = sl->t_first - sl->t_start;
+	ev.embd = e->vec;
+	ev.n_vectors = n_vec;
+	ev.n_embd = d;
+	req->on_event(&ev, req->user);
+	req_free(req);
+}
+
 static void step(struct alice_engine *e)
 {
 	int32_t n = 0, n_rows = 0;
@@ -572,7 +620,12 @@ static void step(struct alice_engine *e)
 			n++;
 		}
 		budget -= (uint32_t)chunk;
-		if (chunk == left) {
+		if (e->embd) { /* the whole input (submit made sure it fits): every row */
+			for (int32_t k = 0; k < chunk; k++)
+				e->b_logits[n - chunk + k] = true;
+			sl->row = n_rows;
+			n_rows += chunk;
+		} else if (chunk == left) {
 			e->b_logits[n - 1] = true;
 			sl->row = n_rows++;
 		}
@@ -606,6 +659,12 @@ static void step(struct alice_engine *e)
 		if (sl->toks && sl->n_past < (int32_t)e->n_ctx)
 			sl->toks[sl->n_past] = e->b_tok[k];
 		sl->n_past++;
+	}
+	if (e->embd) {
+		for (uint32_t i = 0; i < e->n_slots; i++)
+			if (e->slots[i].r && e->slots[i].row >= 0)
+				slot_embd_done(e, &e->slots[i]);
+		return;
 	}
 	int32_t n_pick = 0;
 	for (uint32_t i = 0; i < e->n_slots; i++) {
@@ -658,12 +717,12 @@ static void *engine_main(void *arg)
 			if (!sl->r)
 				continue;
 			if (__atomic_load_n(&sl->r->cancel, __ATOMIC_RELAXED)) {
-				if (!sl->sampler && sl->t_start == 0)
+				if (!sl->started && sl->t_start == 0)
 					sl->t_start = now_ms();
 				slot_finish(e, sl, ALICE_ENGINE_FINISH_CANCELLED, NULL, 0, NULL);
 				continue;
 			}
-			if (!sl->sampler) {
+			if (!sl->started) {
 				struct alice_error err = {{0}};
 				enum alice_status st = slot_start(e, sl, &err);
 				if (st != ALICE_OK) {
@@ -699,7 +758,13 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->n_slots = p->n_slots ? p->n_slots : def.n_slots;
 	e->n_batch = p->n_batch ? p->n_batch : def.n_batch;
 	e->max_queue = p->max_queue ? p->max_queue : def.max_queue;
-	e->prefix_cache = !p->no_prefix_cache;
+	e->prefix_cache = !p->no_prefix_cache && !p->embeddings;
+	e->embd = p->embeddings;
+	e->n_embd = alice_model_n_embd(model);
+	e->pooling = p->pooling >= ALICE_POOLING_NONE && p->pooling <= ALICE_POOLING_LAST ? p->pooling
+											 : alice_model_pooling(model);
+	if (e->pooling == ALICE_POOLING_UNSPECIFIED)
+		e->pooling = ALICE_POOLING_NONE;
 	/* a step: one decode row per slot + up to n_batch prompt tokens */
 	uint32_t step_max = e->n_batch + e->n_slots;
 	struct alice_context_params cp;
@@ -707,6 +772,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	cp.n_ctx = p->n_ctx;
 	cp.n_seq = e->n_slots;
 	cp.n_batch = step_max;
+	cp.embeddings = e->embd;
 	enum alice_status st = alice_context_create(model, &cp, &e->ctx, err);
 	if (st != ALICE_OK)
 		goto fail;
@@ -717,6 +783,10 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_seq = malloc(step_max * sizeof(*e->b_seq));
 	e->b_logits = malloc(step_max * sizeof(*e->b_logits));
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));
+	if (e->embd && !(e->vec = malloc((size_t)step_max * (size_t)e->n_embd * sizeof(float)))) {
+		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+		goto fail;
+	}
 	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->picks) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
@@ -785,6 +855,7 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_seq);
 	free(e->b_logits);
 	free(e->picks);
+	free(e->vec);
 	free(e);
 }
 
@@ -799,6 +870,10 @@ enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice
 		return alice_fail(err, ALICE_ERR_INVALID,
 				  "the prompt has %d tokens but the context holds %u per request", q->n_prompt,
 				  e->n_ctx);
+	if (e->embd && (uint32_t)q->n_prompt > alice_engine_max_embd_tokens(e))
+		return alice_fail(err, ALICE_ERR_INVALID,
+				  "the input has %d tokens but at most %u are embedded in one batch (--batch-size)",
+				  q->n_prompt, alice_engine_max_embd_tokens(e));
 	for (int32_t i = 0; i < q->n_prompt; i++)
 		if (q->prompt[i] < 0 || q->prompt[i] >= e->n_vocab)
 			return alice_fail(err, ALICE_ERR_INVALID, "prompt token %d (at %d) is not in [0, %d)",
@@ -915,4 +990,14 @@ void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out)
 uint32_t alice_engine_n_ctx(const struct alice_engine *e)
 {
 	return e ? e->n_ctx : 0;
+}
+
+int alice_engine_pooling(const struct alice_engine *e)
+{
+	return e->embd ? e->pooling : -1;
+}
+
+uint32_t alice_engine_max_embd_tokens(const struct alice_engine *e)
+{
+	return e->n_batch < e->n_ctx ? e->n_batch : e->n_ctx;
 }

@@ -385,6 +385,23 @@ int32_t alice_gb_rms_norm(struct alice_gb *gb, int32_t x, int32_t w, float eps)
 	return d;
 }
 
+int32_t alice_gb_layer_norm(struct alice_gb *gb, int32_t x, int32_t w, int32_t b, float eps)
+{
+	if (!all_valid(gb, x, w < 0 ? -2 : w) || (b >= 0 && !valid(gb, b)))
+		return -1;
+	int32_t wb[2] = {w, b};
+	for (int i = 0; i < 2; i++)
+		if (wb[i] >= 0 && !check(gb, T(wb[i])->ne[0] == T(x)->ne[0] && nelem(T(wb[i])) == T(wb[i])->ne[0] &&
+						     T(wb[i])->type == ALICE_TYPE_F32,
+					 "NORM", "weight and bias must be F32 [ne0 of x]"))
+			return -1;
+	int32_t d = alice_gb_new(gb, ALICE_TYPE_F32, T(x)->ne[0], T(x)->ne[1], T(x)->ne[2], T(x)->ne[3]);
+	if (push_node(gb, ALICE_OP_NORM, d, x, w, b, -1) < 0)
+		return -1;
+	last_node(gb)->fp[0] = eps;
+	return d;
+}
+
 int32_t alice_gb_rope(struct alice_gb *gb, int32_t x, int32_t pos, int32_t ff, int n_dims, int mode,
 		      float freq_base, float freq_scale)
 {

@@ -105,6 +105,8 @@ int32_t alice_gb_add(struct alice_gb *gb, int32_t a, int32_t b);
 int32_t alice_gb_mul(struct alice_gb *gb, int32_t a, int32_t b);
 int32_t alice_gb_scale(struct alice_gb *gb, int32_t a, float s, float bias);
 int32_t alice_gb_rms_norm(struct alice_gb *gb, int32_t x, int32_t w /* -1 = none */, float eps);
+/* LayerNorm over dim 0, then * w and + b (each -1 = none; F32 [ne0 of x]). */
+int32_t alice_gb_layer_norm(struct alice_gb *gb, int32_t x, int32_t w, int32_t b, float eps);
 int32_t alice_gb_rope(struct alice_gb *gb, int32_t x, int32_t pos, int32_t freq_factors, int n_dims,
 		      int mode, float freq_base, float freq_scale);
 int32_t alice_gb_attention(struct alice_gb *gb, int32_t q, int32_t k, int32_t v, int32_t ranges,

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "alice/backend_loader.h"
+#include "alice/embed.h"
 #include "alice/log.h"
 #include "alice/model.h"
 #include "alice/quant.h"
@@ -58,6 +59,11 @@ static enum alice_status bind_one(struct alice_model *m, const struct alice_tens
 	if ((sp->flags & ALICE_TS_F32) && info->type != ALICE_TYPE_F32)
 		return alice_fail(err, ALICE_ERR_UNSUPPORTED, "%s: tensor %s has type %s; only F32 is supported for it",
 				  path, name, alice_type_name(info->type));
+	if ((sp->flags & ALICE_TS_FLOAT) && info->type != ALICE_TYPE_F32 && info->type != ALICE_TYPE_F16 &&
+	    info->type != ALICE_TYPE_BF16)
+		return alice_fail(err, ALICE_ERR_UNSUPPORTED,
+				  "%s: tensor %s has type %s; only F32, F16 and BF16 are supported for it", path, name,
+				  alice_type_name(info->type));
 	size_t row = alice_row_size(info->type, info->ne[0]);
 	if (row == 0 || (uint64_t)row * (uint64_t)info->ne[1] != info->nbytes)
 		return alice_fail(err, ALICE_ERR_INVALID, "%s: tensor %s: row of %lld elements does not fit type %s",
@@ -296,3 +302,14 @@ int32_t alice_model_n_embd(const struct alice_model *m) { return (int32_t)m->hp.
 uint64_t alice_model_n_params(const struct alice_model *m) { return m->n_params; }
 uint64_t alice_model_weight_bytes(const struct alice_model *m) { return m->weight_bytes; }
 bool alice_model_is_recurrent(const struct alice_model *m) { return alice_rs_model_has_state(m); }
+bool alice_model_is_encoder(const struct alice_model *m) { return m->arch->encoder; }
+
+int alice_model_pooling(const struct alice_model *m)
+{
+	char key[96];
+	int64_t v = -1;
+	snprintf(key, sizeof(key), "%s.pooling_type", m->arch->name);
+	if (alice_gguf_get_int(m->gguf, key, &v, NULL) != ALICE_OK || v < 0 || v > 3)
+		return ALICE_POOLING_UNSPECIFIED;
+	return (int)v;
+}

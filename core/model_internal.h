@@ -36,6 +36,9 @@ struct alice_context {
 	struct alice_model *m;
 	uint32_t n_ctx, n_seq, n_batch;
 	uint64_t n_cells;
+	bool embd;          /* rows are hidden states (embed.h), not logits */
+	uint32_t out_width; /* floats per output row: n_embd or n_vocab */
+	int32_t *seq_end;   /* [n_seq] an encoder chunk's end position per sequence */
 	struct alice_buffer *kv_buf;
 	struct alice_tensor *k_cache, *v_cache; /* [n_layer] */
 	struct alice_buffer *compute_buf;
@@ -54,7 +57,7 @@ struct alice_context {
 	/* recurrent state (recurrent.c): NULL when the arch has none */
 	struct alice_buffer *rs_buf;
 	struct alice_tensor *rs; /* [n_layer * ALICE_LAYER_STATES] */
-	float *logits;    /* [n_logits * n_vocab] */
+	float *logits;    /* [n_logits * out_width] */
 	bool logits_pinned; /* from the backend's host_alloc */
 	int32_t n_logits;
 	size_t logits_cap; /* rows */

@@ -236,6 +236,8 @@ static uint32_t tensor_type(const struct alice_synth_params *p, const struct ali
 {
 	if ((sp->flags & ALICE_TS_F32) || sp->ne[1] == ALICE_D_NONE)
 		return ALICE_TYPE_F32;
+	if (sp->flags & ALICE_TS_FLOAT) /* as the converter writes BERT's token types (llama.cpp adds them as F32) */
+		return ALICE_TYPE_F32;
 	uint32_t t = p->type;
 	const struct alice_type_info *ti = alice_type_info(t);
 	/* As llama.cpp's quantizer: the output matrix (or the tied embedding)

@@ -459,6 +459,27 @@ static enum alice_status choose_type(struct alice_tokenizer *t, const struct ali
 			 has_pre ? pre.ptr : "default");
 		return ALICE_OK;
 	}
+	if (str_eq(model, "bert")) { /* WordPiece: [CLS] text [SEP], llama.cpp's default ids */
+		t->type = TOK_TYPE_WPM;
+		t->pre = TOK_PRE_DEFAULT;
+		t->bos = 101;
+		t->unk = 100;
+		t->sep = 102;
+		t->pad = 0;
+		t->mask = 103;
+		t->add_bos = t->add_sep = true;
+		t->clean_spaces = true;
+		/* BERT GGUFs written before the normaliser keys existed are all
+		 * of lowercasing models (llama.cpp then always lowercased and
+		 * stripped accents, and the bert-bge test vectors expect it) */
+		t->lowercase = true;
+		read_bool(g, "tokenizer.ggml.normalizer.lowercase", &t->lowercase);
+		t->strip_accents = t->lowercase;
+		read_bool(g, "tokenizer.ggml.normalizer.strip_accents", &t->strip_accents);
+		snprintf(t->pre_name, sizeof t->pre_name, "%.*s", has_pre ? (int)(pre.len < 63 ? pre.len : 63) : 7,
+			 has_pre ? pre.ptr : "default");
+		return ALICE_OK;
+	}
 	if (str_eq(model, "gpt2")) {
 		t->bos = t->eos = 11; /* llama.cpp's BPE defaults */
 		t->byte_encode = true;
@@ -582,9 +603,12 @@ enum alice_status alice_tokenizer_load(const struct alice_gguf *g, struct alice_
 		goto fail;
 	if (t->type == TOK_TYPE_BPE && (st = load_merges(t, g, err)) != ALICE_OK)
 		goto fail;
+	for (int32_t id = 0; id < t->n; id++) /* WordPiece tries pieces up to this long */
+		if (t->tok[id].len > t->max_token_len)
+			t->max_token_len = t->tok[id].len;
 	/* default ids outside the vocabulary are disabled */
-	int32_t *defaults[] = {&t->bos, &t->eos, &t->unk};
-	for (int i = 0; i < 3; i++)
+	int32_t *defaults[] = {&t->bos, &t->eos, &t->unk, &t->sep, &t->pad, &t->mask};
+	for (int i = 0; i < 6; i++)
 		if (*defaults[i] >= t->n)
 			*defaults[i] = -1;
 	static const struct {
@@ -780,6 +804,8 @@ static enum alice_status encode_text(const struct alice_tokenizer *t, const char
 {
 	if (t->type == TOK_TYPE_BPE)
 		return tok_bpe_encode(t, s, n, out);
+	if (t->type == TOK_TYPE_WPM)
+		return tok_wpm_encode(t, s, n, out);
 	/* SPM: optional leading space, then every space as U+2581 */
 	size_t n_sp = prefix_space;
 	for (size_t i = 0; i < n; i++)
@@ -898,6 +924,8 @@ enum alice_status alice_tokenizer_encode(const struct alice_tokenizer *t, const 
 		p = q;
 	}
 	if (add_special && t->add_eos && !tok_ivec_push(&out, t->eos))
+		goto out;
+	if (add_special && t->add_sep && t->sep >= 0 && !tok_ivec_push(&out, t->sep))
 		goto out;
 	int32_t *v = realloc(*tokens, (*n_tokens + out.n + 1) * sizeof *v);
 	if (!v)

@@ -85,7 +85,7 @@ enum alice_status tok_build_pieces(struct alice_tokenizer *t)
 		if (e->attr & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN | TOK_ATTR_USER_DEFINED)) {
 			ok = alice_sb_addn(&b, e->text, e->len);
 		} else if (e->attr & TOK_ATTR_NORMAL) {
-			if (t->type == TOK_TYPE_SPM || t->escape_whitespace)
+			if (t->type != TOK_TYPE_BPE || t->escape_whitespace)
 				ok = unescape_spaces(&b, e->text, e->len);
 			else
 				ok = gpt2_decode(&b, e->text, e->len);

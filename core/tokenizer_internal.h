@@ -22,7 +22,7 @@ enum {
 	TOK_ATTR_RSTRIP = 1 << 8,
 };
 
-enum tok_type { TOK_TYPE_SPM, TOK_TYPE_BPE };
+enum tok_type { TOK_TYPE_SPM, TOK_TYPE_BPE, TOK_TYPE_WPM };
 
 /* Pre-tokenizer split rules (llama.cpp's regex lists, hand-written). */
 enum tok_pre {
@@ -92,6 +92,10 @@ struct alice_tokenizer {
 	bool escape_whitespace; /* BPE over U+2581-escaped text (gemma4) */
 	bool byte_encode;       /* GPT-2 byte alphabet */
 	bool clean_spaces, ignore_merges;
+	/* WordPiece: [SEP] after the text when adding special tokens; the
+	 * normaliser's options; the longest token text in bytes */
+	bool add_sep, lowercase, strip_accents;
+	size_t max_token_len;
 	uint8_t *eog; /* n flags */
 
 	int32_t *special; /* control/user-defined/unknown ids, longest text first */
@@ -123,6 +127,8 @@ uint64_t tok_hash(const char *s, size_t n);
 enum alice_status tok_spm_encode(const struct alice_tokenizer *t, const char *text, size_t len,
 				 struct tok_ivec *out);
 enum alice_status tok_bpe_encode(const struct alice_tokenizer *t, const char *text, size_t len,
+				 struct tok_ivec *out);
+enum alice_status tok_wpm_encode(const struct alice_tokenizer *t, const char *text, size_t len,
 				 struct tok_ivec *out);
 
 /* Split cpts[0..n) into words for the pre-tokenizer `pre`; word lengths (in

@@ -24,6 +24,7 @@
 
 #include "alice/chat_template.h"
 #include "alice/grammar.h"
+#include "alice/embed.h"
 #include "alice/log.h"
 #include "auth.h"
 #include "chat_tmpl.h"
@@ -100,6 +101,13 @@ static bool admit(struct srv *s, struct srv_http *h, enum evhttp_cmd_type cmd, s
 			srv_api_error_set(e, 503, "unavailable_error", "shutting_down", NULL, "the server is shutting down");
 		return false;
 	}
+	if ((rt->flags & SRV_ROUTE_GENERATE) && alice_engine_pooling(s->engine) >= 0) {
+		srv_api_error_invalid(e, NULL,
+				      "this server serves embeddings only (--embeddings, or an embedding model): %s is "
+				      "not available; start it without --embeddings and with a generative model",
+				      rt->path);
+		return false;
+	}
 	if (len > s->cfg.max_body) {
 		srv_api_error_set(e, 413, "invalid_request_error", "body_too_large", NULL,
 				  "the request body is %zu bytes; the limit is %zu (--max-body)", len, s->cfg.max_body);
@@ -172,6 +180,10 @@ static enum alice_status load_model(struct srv *s, struct load_msg *m)
 	ep.n_batch = (uint32_t)s->cfg.n_batch;
 	ep.max_queue = (uint32_t)s->cfg.queue;
 	ep.no_prefix_cache = s->cfg.no_prefix_cache;
+	/* an embedding model (an encoder, or a GGUF naming its pooling) serves
+	 * embeddings without --embeddings (README: "Embeddings") */
+	ep.embeddings = s->cfg.embeddings || alice_model_is_encoder(s->model) || alice_model_pooling(s->model) >= 0;
+	ep.pooling = s->cfg.pooling;
 	if ((st = alice_engine_create(s->model, &ep, &s->engine, &err)) != ALICE_OK) {
 		snprintf(m->error, sizeof(m->error), "cannot start the engine for %s: %s", s->cfg.model_path, err.msg);
 		return st;
@@ -226,6 +238,9 @@ static void on_loaded(struct srv *s)
 		  s->model_id, alice_model_arch(s->model), alice_model_backend_name(s->model),
 		  alice_model_device_name(s->model), s->cfg.n_parallel, alice_engine_n_ctx(s->engine),
 		  alice_chat_template_name(s->chat_tmpl), alice_chat_format_name(s->chat_format));
+	if (alice_engine_pooling(s->engine) >= 0)
+		alice_log(ALICE_LOG_INFO, "embeddings server: /v1/embeddings with %s pooling; generation routes refused",
+			  alice_pooling_name(alice_engine_pooling(s->engine)));
 }
 
 static void on_load_msg(struct srv_msg *base, void *ctx)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "alice/chat.h"
+#include "alice/embed.h"
 #include "chat_tmpl.h"
 #include "server.h"
 
@@ -63,6 +64,10 @@ static void usage(FILE *f)
 		"  --responses-store N   /v1/responses kept for previous_response_id and GET, least recently\n"
 		"                        used dropped first (default 256; 0 = none kept)\n"
 		"  --no-webui            no chat page at / (then / is a 404)\n"
+		"  --embeddings          serve /v1/embeddings and refuse the generation routes (implied by\n"
+		"                        an embedding model: BERT, or a GGUF with <arch>.pooling_type)\n"
+		"  --pooling TYPE        none | mean | cls | last: how token vectors become one embedding\n"
+		"                        (default: the GGUF's <arch>.pooling_type, else none)\n"
 		"  --help                this text\n"
 		"  --version             print the version\n",
 		DEFAULT_MODEL, alice_chat_format_names());
@@ -146,7 +151,7 @@ enum {
 	O_MODEL = 256, O_BACKEND, O_HYBRID, O_BACKEND_DIR, O_HOST, O_PORT, O_CTX, O_PARALLEL, O_BATCH,
 	O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
 	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
-	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH, O_TEMPLATE_FILE, O_RESPONSES_STORE, O_NO_WEBUI, O_REASONING,
+	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH, O_TEMPLATE_FILE, O_RESPONSES_STORE, O_NO_WEBUI, O_REASONING, O_EMBEDDINGS, O_POOLING,
 };
 
 static const struct option opts[] = {
@@ -174,6 +179,8 @@ static const struct option opts[] = {
 	{"max-messages", required_argument, NULL, O_MAX_MESSAGES},
 	{"max-grammar-bytes", required_argument, NULL, O_MAX_GRAMMAR},
 	{"no-prefix-cache", no_argument, NULL, O_NO_PREFIX_CACHE},
+	{"embeddings", no_argument, NULL, O_EMBEDDINGS},
+	{"pooling", required_argument, NULL, O_POOLING},
 	{"max-connections", required_argument, NULL, O_MAX_CONNS},
 	{"request-deadline", required_argument, NULL, O_DEADLINE},
 	{"metrics-no-auth", no_argument, NULL, O_METRICS_NO_AUTH},
@@ -245,6 +252,7 @@ static void config_defaults(struct srv_config *cfg)
 	cfg->limits.max_messages = 1024;
 	cfg->limits.max_grammar_bytes = 128 * 1024;
 	cfg->api_key = getenv("ALICE_API_KEY");
+	cfg->pooling = ALICE_POOLING_UNSPECIFIED;
 }
 
 /* A flag with a text value (or none). -1: go on; else the exit code. */
@@ -290,6 +298,14 @@ static int apply_text_opt(int c, const char *a, struct srv_config *cfg, const ch
 		cfg->cors_origin = a;
 		break;
 	case O_NO_PREFIX_CACHE: cfg->no_prefix_cache = true; break;
+	case O_EMBEDDINGS: cfg->embeddings = true; break;
+	case O_POOLING: {
+		enum alice_pooling p;
+		if (!alice_pooling_parse(a, &p))
+			return bad("--pooling: '%s' is not none, mean, cls or last%s", a, "");
+		cfg->pooling = (int)p;
+		break;
+	}
 	case O_METRICS_NO_AUTH: cfg->metrics_no_auth = true; break;
 	case O_NO_WEBUI: cfg->no_webui = true; break;
 	case O_HELP: usage(stdout); return 0;

@@ -22,6 +22,9 @@ void srv_route_apply_template(struct srv *s, struct srv_http *h, const char *bod
 /* route_tokenize.c */
 void srv_route_tokenize(struct srv *s, struct srv_http *h, const char *body, size_t len);
 void srv_route_detokenize(struct srv *s, struct srv_http *h, const char *body, size_t len);
+/* route_embeddings.c: POST /v1/embeddings (OpenAI) and /embeddings (also pooling none) */
+void srv_route_embeddings(struct srv *s, struct srv_http *h, const char *body, size_t len);
+void srv_route_embeddings_native(struct srv *s, struct srv_http *h, const char *body, size_t len);
 /* route_metrics.c */
 void srv_route_metrics(struct srv *s, struct srv_http *h, const char *body, size_t len);
 /* gen.c: /v1/chat/completions and /v1/completions */

@@ -55,6 +55,8 @@ struct srv_config {
 	bool reasoning_none;       /* --reasoning-format none: <think> blocks stay in content */
 	bool log_json;
 	bool no_prefix_cache;      /* engine: never reuse a slot's KV */
+	bool embeddings;           /* --embeddings: serve /v1/embeddings, refuse generation */
+	int pooling;               /* --pooling (enum alice_pooling); -1 = the GGUF's */
 	const char *cors_origin;   /* NULL = no CORS headers */
 	int timeout_s;             /* evhttp read/write timeout: client inactivity */
 	int max_connections;       /* open connections at most; the listener pauses beyond */
@@ -83,6 +85,7 @@ enum {
 	SRV_ROUTE_ANYTIME = 1 << 2, /* answered while loading / stopping too */
 	SRV_ROUTE_SCRAPE = 1 << 3,  /* /metrics: open under --metrics-no-auth */
 	SRV_ROUTE_ANTHROPIC = 1 << 4, /* every error it answers (router's included) in Anthropic's shape */
+	SRV_ROUTE_GENERATE = 1 << 5, /* generates text: refused (400) by an embeddings server */
 };
 struct srv_route {
 	const char *path;

@@ -15,7 +15,7 @@
 
 #define CPU_HIDDEN __attribute__((visibility("hidden")))
 #define CPU_MAX_THREADS 256
-#define CPU_OP_COUNT ALICE_OP_COUNT_V1_1 /* ops this backend knows (backend.h 1.1) */
+#define CPU_OP_COUNT ALICE_OP_COUNT_V1_3 /* ops this backend knows (backend.h 1.3) */
 #define QK8 32
 #define QKK 256
 
@@ -103,6 +103,7 @@ enum alice_status cpu_op_mul_mat(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_get_rows(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_rms_norm(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_l2_norm(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_layer_norm(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_rope(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_attention(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_kv_write(const struct alice_op_args *a) CPU_HIDDEN;

@@ -424,8 +424,10 @@ enum alice_status cpu_op_attention(const struct alice_op_args *a)
 	/* llama.cpp picks the regime by its op's query count, and it runs one
 	 * sequence per op. A step here may hold several sequences (the server's
 	 * batching), so the count is taken per sequence: the run of consecutive
-	 * tokens that continue one another (end + 1, same or next start). A
-	 * request's numerics then do not depend on what else shares its step. */
+	 * tokens that continue one another (end + 1, same or next start), or
+	 * that share one range (an encoder's sequence: every token sees all of
+	 * it). A request's numerics then do not depend on what else shares its
+	 * step. */
 	uint8_t *tiled = malloc((size_t)nt);
 	if (!tiled)
 		return cpu_fail(ctx, ALICE_ERR_NOMEM, "attention: out of memory");
@@ -433,9 +435,11 @@ enum alice_status cpu_op_attention(const struct alice_op_args *a)
 	bool tiled_ok = v->ne[0] % 16 == 0 && k->type == v->type;
 	for (int64_t t0 = 0; t0 < nt;) {
 		int64_t t1 = t0 + 1;
-		while (t1 < nt && range_at(r, 1, t1) == range_at(r, 1, t1 - 1) + 1 &&
-		       (range_at(r, 0, t1) == range_at(r, 0, t1 - 1) ||
-			range_at(r, 0, t1) == range_at(r, 0, t1 - 1) + 1))
+		while (t1 < nt && ((range_at(r, 1, t1) == range_at(r, 1, t1 - 1) + 1 &&
+				    (range_at(r, 0, t1) == range_at(r, 0, t1 - 1) ||
+				     range_at(r, 0, t1) == range_at(r, 0, t1 - 1) + 1)) ||
+				   (range_at(r, 1, t1) == range_at(r, 1, t1 - 1) &&
+				    range_at(r, 0, t1) == range_at(r, 0, t1 - 1))))
 			t1++;
 		bool tl = tiled_ok && t1 - t0 >= ATTN_TILE;
 		any_tiled |= tl;

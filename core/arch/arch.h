@@ -99,6 +99,9 @@ enum alice_tspec_flags {
 	 * only on those with recurrent state (arch->layer_state); not bound elsewhere. */
 	ALICE_TS_KV_LAYERS = 1u << 3,
 	ALICE_TS_STATE_LAYERS = 1u << 4,
+	/* F32, F16 or BF16, never quantized (llama-quantize keeps BERT's token
+	 * types so: the graph copies a row of it to F32); synth writes F32 */
+	ALICE_TS_FLOAT = 1u << 5,
 };
 
 /* What a synthetic model's tensor holds (core/synth.c, alice-mkmodel). */
@@ -180,6 +183,10 @@ struct alice_step {
 	/* Recurrent state (arch->layer_state): state[il * ALICE_LAYER_STATES + k],
 	 * F32 with the sequence as its last dim; buf NULL / ne 0 where a layer has none. */
 	const struct alice_tensor *state;
+	/* Embeddings step: the builder returns the final hidden state F32
+	 * [n_embd, n_out] (a decoder's after its output norm, no lm_head)
+	 * instead of the logits. */
+	bool embd;
 };
 
 struct alice_arch {
@@ -209,6 +216,11 @@ struct alice_arch {
 	 * after "<arch>." (core/synth.c: alice-mkmodel --arch, the registry
 	 * test); NULL = the common keys suffice. */
 	const char *synth_kv;
+	/* An encoder (BERT): bidirectional attention (a token attends every
+	 * token of its sequence, so a sequence is decoded whole in one step,
+	 * and no KV is reused across requests) and no lm_head: it runs only
+	 * as an embeddings model. */
+	bool encoder;
 };
 
 /* ---- registry (registry.c) ---- */
@@ -251,7 +263,8 @@ int32_t alice_build_attention(struct alice_gb *gb, const struct alice_step *st, 
 int32_t alice_build_ffn_glu(struct alice_gb *gb, const struct alice_step *st, int il, int32_t x, int act);
 /* Keep only the rows whose logits are wanted: get_rows(x, inp_out). */
 int32_t alice_build_out_rows(struct alice_gb *gb, const struct alice_step *st, int32_t x);
-/* output_norm -> output (or the tied token_embd) -> logits [n_vocab, n_out]. */
+/* output_norm -> output (or the tied token_embd) -> logits [n_vocab, n_out];
+ * an embeddings step (st->embd) stops after output_norm: [n_embd, n_out]. */
 int32_t alice_build_lm_head(struct alice_gb *gb, const struct alice_step *st, int32_t x);
 
 /* The token mixer of layer il (attention or a recurrent layer) on normed

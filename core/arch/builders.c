@@ -88,6 +88,8 @@ int32_t alice_build_out_rows(struct alice_gb *gb, const struct alice_step *st, i
 int32_t alice_build_lm_head(struct alice_gb *gb, const struct alice_step *st, int32_t x)
 {
 	x = alice_build_norm(gb, st, -1, ALICE_W_OUTPUT_NORM, x);
+	if (st->embd)
+		return x;
 	int slot = has_weight(st, -1, ALICE_W_OUTPUT) ? ALICE_W_OUTPUT : ALICE_W_TOKEN_EMBD;
 	return alice_gb_mul_mat(gb, alice_build_weight(gb, st, -1, slot), x);
 }

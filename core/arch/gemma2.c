@@ -138,6 +138,8 @@ static int32_t gemma2_build(struct alice_gb *gb, const struct alice_step *st)
 		x = alice_gb_add(gb, cur, x);
 	}
 	int32_t logits = alice_build_lm_head(gb, st, x);
+	if (st->embd) /* the hidden state: no soft-cap */
+		return logits;
 	/* as llama.cpp: scale by 1/cap, tanh, scale by cap */
 	float cap = priv(hp)->final_softcap;
 	logits = alice_gb_scale(gb, logits, 1.0f / cap, 0.0f);

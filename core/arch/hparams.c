@@ -88,7 +88,10 @@ enum alice_status alice_hparams_load(const struct alice_gguf *g, const struct al
 	TRY(get_u32(g, an, "attention.value_length", false, &hp->head_dim_v, err));
 	hp->n_rot = hp->head_dim_k;
 	TRY(get_u32(g, an, "rope.dimension_count", false, &hp->n_rot, err));
-	TRY(get_f32(g, an, "attention.layer_norm_rms_epsilon", true, &hp->rms_eps, err));
+	/* an encoder's norm epsilon is its own key (bert: attention.layer_norm_epsilon, its hook) */
+	TRY(get_f32(g, an, "attention.layer_norm_rms_epsilon", !a->encoder, &hp->rms_eps, err));
+	if (a->encoder && hp->rms_eps == 0.0f)
+		hp->rms_eps = 1e-12f; /* checked below; the hook sets the real one */
 	hp->rope_base = 10000.0f;
 	TRY(get_f32(g, an, "rope.freq_base", false, &hp->rope_base, err));
 

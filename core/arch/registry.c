@@ -10,6 +10,7 @@ extern const struct alice_arch alice_arch_qwen2;
 extern const struct alice_arch alice_arch_qwen3;
 extern const struct alice_arch alice_arch_gemma2;
 extern const struct alice_arch alice_arch_qwen35;
+extern const struct alice_arch alice_arch_bert;
 
 static const struct alice_arch *const archs[] = {
 	&alice_arch_llama,
@@ -17,6 +18,7 @@ static const struct alice_arch *const archs[] = {
 	&alice_arch_qwen3,
 	&alice_arch_gemma2,
 	&alice_arch_qwen35,
+	&alice_arch_bert,
 };
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))

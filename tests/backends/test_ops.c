@@ -509,6 +509,52 @@ static void build_norm(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+/* NORM (LayerNorm): plain, * weight + bias (broadcast), strided input.
+ * Not core: the BERT encoder needs it, the llama family does not. */
+static void build_layer_norm(struct tcase **cs, int *n, struct rng *r)
+{
+	for (int v = 0; v < 3; v++) {
+		bool affine = v > 0;
+		int pad = v == 2 ? 3 : 0;
+		struct tcase *c = new_case(cs, n, "NORM [384,4,3]%s%s", affine ? " *weight +bias" : "",
+					   pad ? " strided" : "");
+		c->node.op = ALICE_OP_NORM;
+		c->node.fp[0] = 1e-12f;
+		tc_tensor(c, ALICE_TYPE_F32, 384, 4, 3, 1, 0);
+		int x = tc_tensor(c, ALICE_TYPE_F32, 384, 4, 3, 1, pad);
+		c->node.src[0] = x;
+		fill_gauss(c, x, r, 3.0);
+		for (int64_t i = 0; i < nelem(&c->t[x]); i++) /* an offset mean, as residual streams have */
+			set_el(c, x, i, get_el(c, x, i) + 5.0);
+		int w = -1, b = -1;
+		if (affine) {
+			w = tc_tensor(c, ALICE_TYPE_F32, 384, 1, 1, 1, 0);
+			b = tc_tensor(c, ALICE_TYPE_F32, 384, 1, 1, 1, 0);
+			c->node.src[1] = w;
+			c->node.src[2] = b;
+			fill_gauss(c, w, r, 1.0);
+			fill_gauss(c, b, r, 0.5);
+		}
+		c->bound = BOUND_F32;
+		c->core = false;
+		double *ref = alloc_ref(c);
+		for (int64_t row = 0; row < 12; row++) {
+			double m = 0.0, var = 0.0;
+			for (int64_t i = 0; i < 384; i++)
+				m += get_el(c, x, i + 384 * row);
+			m /= 384.0;
+			for (int64_t i = 0; i < 384; i++) {
+				double e = get_el(c, x, i + 384 * row) - m;
+				var += e * e;
+			}
+			double sc = 1.0 / sqrt(var / 384.0 + 1e-12);
+			for (int64_t i = 0; i < 384; i++)
+				ref[i + 384 * row] = (get_el(c, x, i + 384 * row) - m) * sc * (w >= 0 ? get_el(c, w, i) : 1.0) +
+						     (b >= 0 ? get_el(c, b, i) : 0.0);
+		}
+	}
+}
+
 static void build_rope(struct tcase **cs, int *n, struct rng *r)
 {
 	struct { int mode, hd, nd; bool ff; float scale; int pad; } v[] = {
@@ -758,7 +804,7 @@ static const struct {
 	builder_fn build;
 } op_groups[] = {
 	{"MUL_MAT", build_mul_mat},   {"GET_ROWS", build_get_rows}, {"ADD_MUL", build_binary},
-	{"UNARY_GLU", build_unary_glu}, {"SCALE_SOFTCAP", build_scale_softcap}, {"NORM", build_norm},
+	{"UNARY_GLU", build_unary_glu}, {"SCALE_SOFTCAP", build_scale_softcap}, {"NORM", build_norm}, {"LAYER_NORM", build_layer_norm},
 	{"ROPE", build_rope},	      {"ATTENTION", build_attention}, {"KV_WRITE", build_kv_write},
 	{"COPY", build_copy},
 };

@@ -1,7 +1,7 @@
 /* test_synth.c — core/synth.c: every architecture in the registry can be
  * made as a tiny synthetic model (its own tensor table, the code
  * alice-mkmodel uses), loaded and stepped on the CPU backend with finite
- * logits; bad shapes are errors that name the key. */
+ * logits (an encoder: finite embeddings); bad shapes are errors that name the key. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,9 +41,24 @@ static void load_and_step(const char *arch, const char *path)
 	cp.n_ctx = 64;
 	struct alice_context *c = NULL;
 	struct alice_error err = {0};
+	cp.embeddings = alice_model_is_encoder(m); /* an encoder (bert) computes embeddings only */
 	cr_assert_eq(alice_context_create(m, &cp, &c, &err), ALICE_OK, "%s: %s", arch, err.msg);
 	int32_t n_vocab = alice_model_n_vocab(m);
 	int32_t tok[5] = {1, 450, 4996, 17354, 1701}, pos[5] = {0, 1, 2, 3, 4}, seq[5] = {0};
+	if (cp.embeddings) { /* the whole sequence at once, every row's hidden state finite */
+		bool all[5] = {true, true, true, true, true};
+		struct alice_batch in = {.n_tokens = 5, .token = tok, .pos = pos, .seq = seq, .logits = all};
+		cr_assert_eq(alice_context_decode(c, &in, &err), ALICE_OK, "%s: %s", arch, err.msg);
+		for (int32_t r = 0; r < 5; r++) {
+			const float *e = alice_context_embd(c, r);
+			cr_assert_not_null(e, "%s row %d", arch, r);
+			for (int32_t k = 0; k < alice_model_n_embd(m); k++)
+				cr_assert(isfinite(e[k]), "%s row %d [%d] = %g", arch, r, k, (double)e[k]);
+		}
+		alice_context_free(c);
+		alice_model_free(m);
+		return;
+	}
 	struct alice_batch prompt = {.n_tokens = 5, .token = tok, .pos = pos, .seq = seq};
 	cr_assert_eq(alice_context_decode(c, &prompt, &err), ALICE_OK, "%s prefill: %s", arch, err.msg);
 	expect_finite_logits(c, n_vocab, arch, "prefill");
@@ -68,7 +83,7 @@ Test(synth, every_registered_arch_loads_and_decodes)
 		/* more layers than the default two (hybrid and windowed families mix layer kinds) */
 		load_and_step(arch, alice_test_synth_model(arch, "block_count=4", ALICE_TYPE_F16, synth_path(arch, "f16")));
 	}
-	cr_expect_geq(n, 5, "the registry lists %zu architectures", n);
+	cr_expect_geq(n, 6, "the registry lists %zu architectures", n);
 }
 
 static enum alice_status try_synth(const char *arch, const char *shape, struct alice_error *err)

@@ -317,6 +317,47 @@ if (toolsURL) {
   await group('responses agent', () => responsesAgent(tc, false));
   await group('responses agent stream', () => responsesAgent(tc, true));
 }
+// ---- embeddings (issue 21): a separate block, against a second server
+// started with --embeddings (ALICE_EMBED_BASE_URL, set by sdk_test.py) ----
+async function embeddingsGroup() {
+  const embBase = process.env.ALICE_EMBED_BASE_URL;
+  if (!embBase) {
+    check('embeddings: ALICE_EMBED_BASE_URL set by sdk_test.py', false);
+    return;
+  }
+  const emb = new OpenAI({ baseURL: embBase, apiKey, maxRetries: 0, timeout: 120000 });
+  const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  await group('embeddings', async () => {
+    // the SDK asks for base64 by default and decodes it to floats
+    const r = await emb.embeddings.create({ model: 'tiny-tolstoy', input: ['Pierre', 'Natasha and Andrei'] });
+    check('embeddings: list of 2', r.object === 'list' && r.data.length === 2 &&
+      r.data.every((d, i) => d.object === 'embedding' && d.index === i), r);
+    check('embeddings: unit vectors', r.data.every((d) => Array.isArray(d.embedding) &&
+      d.embedding.length > 0 && Math.abs(norm(d.embedding) - 1) < 1e-5));
+    check('embeddings: usage', r.usage.prompt_tokens > 0 && r.usage.total_tokens === r.usage.prompt_tokens, r.usage);
+    check('embeddings: model echoed', r.model === 'tiny-tolstoy', r.model);
+    const f = await emb.embeddings.create({ model: 'tiny-tolstoy', input: 'Pierre', encoding_format: 'float' });
+    check('embeddings: float == base64 decoded',
+      f.data[0].embedding.length === r.data[0].embedding.length &&
+      f.data[0].embedding.every((x, i) => Math.fround(x) === r.data[0].embedding[i]));
+    try {
+      await emb.embeddings.create({ model: 'tiny-tolstoy', input: '' });
+      check('embeddings: empty input -> 400', false, 'no error');
+    } catch (e) {
+      check('embeddings: empty input -> 400', e instanceof OpenAI.BadRequestError, String(e));
+    }
+  });
+  await group('embeddings on a generation server', async () => {
+    try {
+      await client.embeddings.create({ model: 'tiny-tolstoy', input: 'Pierre' });
+      check('embeddings: generation server -> 400', false, 'no error');
+    } catch (e) {
+      check('embeddings: generation server -> 400', e instanceof OpenAI.BadRequestError &&
+        /--embeddings/.test(e.message), String(e));
+    }
+  });
+}
+await embeddingsGroup();
 
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -73,16 +73,20 @@ def main():
     key = "sk-alice-test"
     s = test_server.Server("--api-key", key)
     t = None
+    se = None
     rc = 1
     try:
         t = test_server.Server("--api-key", key, "--model", os.path.join(fixtures, "models", "qwen3-BF16.gguf"),
                                "--ctx-size", "1024", "--no-prefix-cache")
+        # the same model as an embeddings server, for embeddings.create
+        se = test_server.Server("--api-key", key, "--embeddings", "--pooling", "mean", "--parallel", "2")
         env = dict(os.environ, ALICE_BASE_URL=f"http://127.0.0.1:{s.port}/v1", ALICE_API_KEY_FOR_TEST=key,
-                   ALICE_TOOLS_BASE_URL=f"http://127.0.0.1:{t.port}/v1")
+                   ALICE_TOOLS_BASE_URL=f"http://127.0.0.1:{t.port}/v1",
+                   ALICE_EMBED_BASE_URL=f"http://127.0.0.1:{se.port}/v1")
         r = subprocess.run([node, test], env=env, timeout=600)
         rc = r.returncode
     finally:
-        for srv in (s, t):
+        for srv in (s, t, se):
             if srv and srv.stop() != 0:
                 print("FAIL server did not exit 0")
                 rc = 1

@@ -26,7 +26,7 @@
 #include "alice/status.h"
 
 #define ALICE_BACKEND_ABI_MAJOR 1
-#define ALICE_BACKEND_ABI_MINOR 2 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free */
+#define ALICE_BACKEND_ABI_MINOR 3 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM */
 #define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
 #define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
 
@@ -147,7 +147,18 @@ enum alice_op {
 	 *   dst[j, h, t] = fp[0] * dot(M[j], q)       (fp[0]: output scale)
 	 * dst: F32 [S, H_v, T] contiguous. */
 	ALICE_OP_GATED_DELTA_NET,
-	ALICE_OP_COUNT_V1_1
+	ALICE_OP_COUNT_V1_1,
+
+	/* ---- 1.3: encoders (BERT) ----
+	 * A backend without it answers supports_op false, like for 1.1. */
+
+	/* LayerNorm over dim 0: with m = mean(x) and v = mean((x - m)^2), both
+	 * summed in double, dst = (x - m) / sqrt(v + fp[0]) (the scale
+	 * 1/sqrtf(float(v) + eps) rounded to float, as ggml_norm), then
+	 * * src1 and + src2 where present (F32 [ne0], broadcast like RMS_NORM's
+	 * weight), each rounded to float in that order. */
+	ALICE_OP_NORM = ALICE_OP_COUNT_V1_1,
+	ALICE_OP_COUNT_V1_3
 };
 
 enum alice_rope_mode {

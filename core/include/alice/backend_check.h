@@ -29,8 +29,8 @@ extern "C" {
 }
 #endif
 
-/* The ops this header knows (backend.h 1.1). */
-#define ALICE_BC_OP_COUNT ALICE_OP_COUNT_V1_1
+/* The ops this header knows (backend.h 1.3). */
+#define ALICE_BC_OP_COUNT ALICE_OP_COUNT_V1_3
 
 /* What the contract says of one op: its name and its number of sources
  * (src[0..min_src) are required, none past max_src). */
@@ -70,7 +70,8 @@ static inline struct alice_op_rule alice_bc_op_rule(uint32_t op)
 	case ALICE_OP_COPY: return alice_bc_rule_of("COPY", 1, 1);
 	case ALICE_OP_SSM_CONV: return alice_bc_rule_of("SSM_CONV", 4, 4);
 	case ALICE_OP_GATED_DELTA_NET: return alice_bc_rule_of("GATED_DELTA_NET", 6, 6);
-	case ALICE_OP_COUNT_V1_1: break;
+	case ALICE_OP_NORM: return alice_bc_rule_of("NORM", 1, 3);
+	case ALICE_OP_COUNT_V1_3: break;
 	}
 	return alice_bc_rule_of(NULL, 0, 0);
 }
@@ -149,6 +150,9 @@ static inline bool alice_bc_types_ok(const struct alice_node *n, const struct al
 		return alice_bc_is_f32(s[0]) && alice_bc_is_f32(dst);
 	case ALICE_OP_RMS_NORM:
 		return alice_bc_is_f32(s[0]) && alice_bc_is_f32(dst) && (!s[1] || alice_bc_is_f32(s[1]));
+	case ALICE_OP_NORM:
+		return alice_bc_is_f32(s[0]) && alice_bc_is_f32(dst) && (!s[1] || alice_bc_is_f32(s[1])) &&
+		       (!s[2] || alice_bc_is_f32(s[2]));
 	case ALICE_OP_ROPE:
 		return alice_bc_is_f32(s[0]) && alice_bc_is_i32(s[1]) && alice_bc_is_f32(dst) &&
 		       (!s[2] || alice_bc_is_f32(s[2])) &&

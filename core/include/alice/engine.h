@@ -41,6 +41,15 @@ struct alice_engine_params {
 	uint32_t max_queue; /* requests waiting for a slot; 0 = 64 */
 	bool no_prefix_cache; /* clear each slot before reuse (no KV reuse) */
 	uint32_t n_sample_threads; /* threads sampling a step's rows; 0 = all CPUs but one, at most 32 */
+	/* An embeddings engine: every request is an input to embed, not a
+	 * prompt to continue. Its prompt is decoded whole in one step (so it
+	 * must fit n_batch), its hidden states are pooled (embed.h) and
+	 * L2-normalised, and its DONE event carries the vector(s); nothing is
+	 * sampled and no KV is kept for later requests. */
+	bool embeddings;
+	/* enum alice_pooling; ALICE_POOLING_UNSPECIFIED = the GGUF's
+	 * <arch>.pooling_type, NONE when it has none. */
+	int pooling;
 };
 
 void alice_engine_params_default(struct alice_engine_params *p);
@@ -94,6 +103,12 @@ struct alice_engine_event {
 	 * stop string that ended it; -1 for an end-of-generation token or a
 	 * grammar's end (and for every other finish). */
 	int32_t stop_index;
+	/* DONE of an embeddings request that succeeded (finish STOP):
+	 * n_vectors unit vectors of n_embd floats each, one after the other
+	 * (1 when pooled; one per input token with ALICE_POOLING_NONE). */
+	const float *embd;
+	int32_t n_vectors;
+	int32_t n_embd;
 };
 
 typedef void (*alice_engine_event_fn)(const struct alice_engine_event *ev, void *user);
@@ -135,7 +150,7 @@ void alice_engine_free(struct alice_engine *e);
 
 /* Queue a request. Errors: ALICE_ERR_RANGE when the queue is full,
  * ALICE_ERR_INVALID for a bad request (empty prompt, prompt not fitting the
- * slot's context, token id out of range), ALICE_ERR_CANCELLED when the engine
+ * slot's context or, for an embeddings engine, one batch; token id out of range), ALICE_ERR_CANCELLED when the engine
  * is stopping. On error no event is ever sent and r->grammar is NOT taken
  * (the caller still owns it). *id identifies the request. */
 enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice_engine_request *r,
@@ -166,5 +181,10 @@ struct alice_engine_stats {
 #define ALICE_ENGINE_LAT_WINDOW 4096
 void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out);
 uint32_t alice_engine_n_ctx(const struct alice_engine *e);
+/* An embeddings engine's pooling (enum alice_pooling, never UNSPECIFIED);
+ * -1 for a generation engine. */
+int alice_engine_pooling(const struct alice_engine *e);
+/* Tokens one embeddings input may have (min of n_batch and n_ctx). */
+uint32_t alice_engine_max_embd_tokens(const struct alice_engine *e);
 
 #endif

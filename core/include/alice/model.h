@@ -50,11 +50,20 @@ int32_t alice_model_n_embd(const struct alice_model *m);
 uint64_t alice_model_n_params(const struct alice_model *m);
 uint64_t alice_model_weight_bytes(const struct alice_model *m);  /* bytes of weight data held by the backend */
 bool alice_model_is_recurrent(const struct alice_model *m);      /* has per-sequence recurrent state */
+/* An encoder (BERT): bidirectional attention, no lm_head, embeddings only. */
+bool alice_model_is_encoder(const struct alice_model *m);
+/* <arch>.pooling_type of the GGUF (enum alice_pooling, embed.h), or
+ * ALICE_POOLING_UNSPECIFIED (-1) when the file has none or a value outside 0..3. */
+int alice_model_pooling(const struct alice_model *m);
 
 struct alice_context_params {
 	uint32_t n_ctx;   /* positions per sequence; 0 = min(n_ctx_train, 4096) */
 	uint32_t n_seq;   /* sequences (server slots); 0 = 1 */
 	uint32_t n_batch; /* max tokens per decode call; 0 = 512 */
+	/* Rows give the final hidden state (n_embd floats, alice_context_embd)
+	 * instead of logits (embed.h). An encoder model (alice_model_is_encoder)
+	 * needs it. */
+	bool embeddings;
 };
 
 void alice_context_params_default(struct alice_context_params *p);
@@ -73,15 +82,22 @@ struct alice_batch {
 	const bool *logits;    /* [n_tokens] want logits for this row; NULL = last token only */
 };
 
-/* Run one forward step. Batches larger than n_batch are split internally.
+/* Run one forward step. Batches larger than n_batch are split internally
+ * (an encoder's batch is not: each of its sequences must come whole, from
+ * position 0, in one batch of at most n_batch tokens, else ALICE_ERR_RANGE).
  * Errors: ALICE_ERR_RANGE (position beyond n_ctx, seq out of range,
  * non-consecutive positions), ALICE_ERR_BACKEND (the backend failed; the
  * context stays usable, the batch's sequences should be cleared). */
 enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b,
 				       struct alice_error *err);
 /* Logits (n_vocab floats) of the i-th row that asked for logits in the last
- * decode call, in batch order. Borrowed until the next decode. NULL if out of range. */
+ * decode call, in batch order. Borrowed until the next decode. NULL if out of
+ * range or in an embeddings context. */
 const float *alice_context_logits(const struct alice_context *c, int32_t i);
+/* The same for an embeddings context: the hidden state (n_embd floats) of
+ * the i-th row that asked for output. NULL if out of range or not an
+ * embeddings context. */
+const float *alice_context_embd(const struct alice_context *c, int32_t i);
 int32_t alice_context_n_logits(const struct alice_context *c);
 /* Forget a sequence: its positions restart at 0, recurrent state is zeroed. */
 void alice_context_seq_clear(struct alice_context *c, int32_t seq);
