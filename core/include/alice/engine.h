@@ -30,6 +30,7 @@
 
 #include "alice/model.h"
 #include "alice/sampling.h"
+#include "alice/spec.h"
 #include "alice/status.h"
 
 struct alice_engine;
@@ -41,6 +42,9 @@ struct alice_engine_params {
 	uint32_t max_queue; /* requests waiting for a slot; 0 = 64 */
 	bool no_prefix_cache; /* clear each slot before reuse (no KV reuse) */
 	uint32_t n_sample_threads; /* threads sampling a step's rows; 0 = all CPUs but one, at most 32 */
+	/* speculative decoding (spec.h); mode NONE = off. Ignored, with a
+	 * logged reason, for recurrent models. */
+	struct alice_spec_params spec;
 };
 
 void alice_engine_params_default(struct alice_engine_params *p);
@@ -94,6 +98,9 @@ struct alice_engine_event {
 	 * stop string that ended it; -1 for an end-of-generation token or a
 	 * grammar's end (and for every other finish). */
 	int32_t stop_index;
+	/* DONE: tokens drafted for this request and how many of them the
+	 * target accepted (speculative decoding, spec.h) */
+	int32_t n_drafted, n_accepted;
 };
 
 typedef void (*alice_engine_event_fn)(const struct alice_engine_event *ev, void *user);
@@ -121,6 +128,13 @@ struct alice_engine_request {
 	 * texts, e.g. the tool-call markers Mistral's [TOOL_CALLS] and Llama 3's
 	 * <|python_tag|>, which a tool-call parse must see. */
 	bool render_special;
+	/* speculative decoding of this request (when the engine has it on):
+	 * no_spec turns it off; spec_n_max / spec_n_min / spec_p_min override
+	 * the engine's draft-max / draft-min / draft-p-min (0 = the engine's;
+	 * n_max is capped at the engine's). */
+	bool no_spec;
+	int32_t spec_n_max, spec_n_min;
+	float spec_p_min;
 
 	alice_engine_event_fn on_event;
 	void *user;
@@ -162,6 +176,8 @@ struct alice_engine_stats {
 	double ttft_p50_ms, ttft_p95_ms;
 	double itl_p50_ms, itl_p95_ms;
 	uint64_t ttft_samples, itl_samples; /* ever recorded */
+	/* speculative decoding: tokens drafted and accepted by the target */
+	uint64_t draft_tokens, draft_accepted;
 };
 #define ALICE_ENGINE_LAT_WINDOW 4096
 void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out);
