@@ -591,6 +591,9 @@ static int32_t slot_draft(struct alice_engine *e, struct eng_slot *sl)
 			k = 0;
 		}
 	}
+	if (k == 0 && e->spec.mode == ALICE_SPEC_DRAFT && ++sl->misses >= 3)
+		/* the draft model ran and was never sure enough: pause it too */
+		sl->cool = 1 << (sl->misses - 3 < 5 ? sl->misses - 3 : 5);
 	return k >= n_min ? k : 0;
 }
 
