@@ -91,14 +91,14 @@ static void teardown(void)
 	alice_model_free(draft);
 }
 
-static struct alice_engine *engine_new(uint32_t slots, enum alice_spec_mode mode)
+static struct alice_engine *engine_new_ctx(uint32_t slots, enum alice_spec_mode mode, uint32_t n_ctx)
 {
 	struct alice_engine_params p;
 	struct alice_engine *e = NULL;
 	struct alice_error err = {{0}};
 	alice_engine_params_default(&p);
 	p.n_slots = slots;
-	p.n_ctx = 256;
+	p.n_ctx = n_ctx;
 	p.n_batch = 64;
 	alice_spec_params_default(&p.spec);
 	p.spec.mode = mode;
@@ -108,6 +108,11 @@ static struct alice_engine *engine_new(uint32_t slots, enum alice_spec_mode mode
 	p.spec.ngram_n = 2;
 	cr_assert_eq(alice_engine_create(target, &p, &e, &err), ALICE_OK, "%s", err.msg);
 	return e;
+}
+
+static struct alice_engine *engine_new(uint32_t slots, enum alice_spec_mode mode)
+{
+	return engine_new_ctx(slots, mode, 256);
 }
 
 static const char *prompts[] = {
@@ -513,4 +518,33 @@ Test(spec, ngram_lookup)
 	k = alice_spec_ngram_draft(ctx, 12, 1, 8, out); /* last "3": after 2 3 at 5..6 */
 	cr_assert_eq(k, 5);
 	cr_assert_eq(out[0], 5);
+}
+
+/* The edges: a request that runs until its slot's context is full (drafts
+ * must stop at the last position), and the same prompt again on the same
+ * slot (the prefix cache keeps only accepted tokens' KV), give the plain
+ * tokens. */
+Test(spec, context_full_and_prefix_reuse)
+{
+	static struct run plain[3], spec[3];
+	for (int k = 0; k < 2; k++) {
+		for (int m = 0; m < 2; m++) {
+			struct alice_engine *e = engine_new_ctx(1, m ? (k ? ALICE_SPEC_NGRAM : ALICE_SPEC_DRAFT)
+								     : ALICE_SPEC_NONE, 48);
+			struct run *r = m ? spec : plain;
+			for (int i = 0; i < 3; i++) { /* the same prompt three times: cached prefix */
+				submit(e, &r[i], "The old count said", -1, NULL, NULL);
+				run_wait(&r[i]);
+				cr_assert_eq(r[i].finish, ALICE_ENGINE_FINISH_LENGTH);
+			}
+			alice_engine_free(e);
+		}
+		for (int i = 0; i < 3; i++) {
+			cr_assert_eq(spec[i].n_tokens, plain[i].n_tokens, "run %d: %d vs %d tokens", i, spec[i].n_tokens,
+				     plain[i].n_tokens);
+			cr_assert_arr_eq(spec[i].tokens, plain[i].tokens, sizeof(int32_t) * (size_t)plain[i].n_tokens,
+					 "%s, run %d", k ? "ngram" : "draft", i);
+		}
+		cr_assert_gt(spec[0].n_accepted, 0, "%s: nothing accepted", k ? "ngram" : "draft");
+	}
 }
