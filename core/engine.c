@@ -597,7 +597,7 @@ static int32_t slot_draft(struct alice_engine *e, struct eng_slot *sl)
 	return k >= n_min ? k : 0;
 }
 
-/* Count drafted (a < 0) or accepted tokens before the events that may end
+/* Count drafted and accepted tokens before the events that may end
  * the request, so its DONE and /metrics include them. */
 static void slot_spec_count(struct alice_engine *e, struct eng_slot *sl, int32_t drafted, int32_t accepted)
 {

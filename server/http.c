@@ -179,6 +179,12 @@ static enum alice_status load_model(struct srv *s, struct load_msg *m)
 			snprintf(m->error, sizeof(m->error), "%s", err.msg);
 			return st;
 		}
+		if (alice_model_is_recurrent(s->draft)) {
+			snprintf(m->error, sizeof(m->error),
+				 "draft model %s (%s) is recurrent: its state cannot be rewound after a rejected draft",
+				 s->cfg.draft_path, alice_model_arch(s->draft));
+			return ALICE_ERR_INVALID;
+		}
 	}
 	struct alice_engine_params ep;
 	alice_engine_params_default(&ep);

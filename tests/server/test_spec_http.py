@@ -92,6 +92,8 @@ def test_equal(draft):
                 check(f"{name} {mode}: usage counts drafts, some accepted", drafted > 0 and 0 < accepted <= drafted,
                       (drafted, accepted))
                 print(f"  {name} {mode}: {drafted} drafted, {accepted} accepted")
+            st, js, _ = s.req("GET", "/health")
+            check(f"{name}: /health says speculative {name}", st == 200 and js.get("speculative") == name, js)
             vals = metrics(s)
             check(f"{name}: /metrics draft counters", vals.get("alice_draft_tokens_total", 0) > 0 and
                   0 < vals.get("alice_draft_accepted_total", 0) <= vals["alice_draft_tokens_total"], vals)
