@@ -31,6 +31,7 @@ struct run {
 	pthread_cond_t cv;
 	bool done;
 	int32_t tokens[MAX_TOK];
+	float logprob[MAX_TOK], top_logprob[MAX_TOK]; /* the token's, and the best alternative's */
 	int n_tokens;
 	char text[2048];
 	size_t text_len;
@@ -48,8 +49,11 @@ static void on_event(const struct alice_engine_event *ev, void *user)
 		r->text[r->text_len] = '\0';
 	}
 	if (ev->type == ALICE_ENGINE_EVENT_TOKEN) {
-		if (r->n_tokens < MAX_TOK)
+		if (r->n_tokens < MAX_TOK) {
+			r->logprob[r->n_tokens] = ev->token.logprob;
+			r->top_logprob[r->n_tokens] = ev->n_top > 0 ? ev->top[0].logprob : 1.0f;
 			r->tokens[r->n_tokens++] = ev->token.token;
+		}
 	} else {
 		r->finish = ev->finish;
 		r->n_drafted = ev->n_drafted;
@@ -156,6 +160,8 @@ static void submit(struct alice_engine *e, struct run *r, const char *prompt, in
 	}
 	q.sampling.logit_bias = no_eog;
 	q.sampling.n_logit_bias = 2;
+	q.sampling.logprobs = true; /* they must be the model's, speculating or not */
+	q.sampling.n_probs = 2;
 	q.grammar = g;
 	q.on_event = on_event;
 	q.user = r;
@@ -171,6 +177,9 @@ static void expect_same(const struct run *a, const struct run *b, const char *wh
 		cr_assert_eq(a->tokens[k], b->tokens[k], "%s, prompt %zu ('%s'): token %d is %d, plain %d", what, i,
 			     prompts[i], k, a->tokens[k], b->tokens[k]);
 	cr_assert_str_eq(a->text, b->text, "%s, prompt %zu", what, i);
+	cr_assert_arr_eq(a->logprob, b->logprob, sizeof(float) * (size_t)a->n_tokens, "%s, prompt %zu: logprobs", what, i);
+	cr_assert_arr_eq(a->top_logprob, b->top_logprob, sizeof(float) * (size_t)a->n_tokens,
+			 "%s, prompt %zu: top logprobs", what, i);
 }
 
 #define GREEDY_TOK 40
