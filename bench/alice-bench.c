@@ -13,6 +13,7 @@
 
 #include "alice/model.h"
 #include "bench_batch.h"
+#include "bench_spec.h"
 
 #define MAX_ITEMS 16
 
@@ -137,12 +138,12 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 	 * backends load kernels and pick GEMM algorithms per shape on first use)
 	 * and one decode step */
 	{
-		struct alice_batch b = {o->p > 0 ? o->p : 1, tok, pos, seq, NULL};
+		struct alice_batch b = {o->p > 0 ? o->p : 1, tok, pos, seq, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			snprintf(res->error, sizeof res->error, "%s", err.msg);
 			goto out;
 		}
-		struct alice_batch d = {1, tok + b.n_tokens, pos + b.n_tokens, seq, NULL};
+		struct alice_batch d = {1, tok + b.n_tokens, pos + b.n_tokens, seq, NULL, NULL};
 		if (alice_context_decode(c, &d, &err) != ALICE_OK) {
 			snprintf(res->error, sizeof res->error, "%s", err.msg);
 			goto out;
@@ -151,7 +152,7 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 	}
 	for (int rep = 0; rep < o->r && o->p > 0; rep++) {
 		alice_context_seq_clear(c, 0);
-		struct alice_batch b = {o->p, tok, pos, seq, NULL};
+		struct alice_batch b = {o->p, tok, pos, seq, NULL, NULL};
 		double t0 = now_s();
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			snprintf(res->error, sizeof res->error, "%s", err.msg);
@@ -163,7 +164,7 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 		alice_context_seq_clear(c, 0);
 		double t0 = now_s();
 		for (int i = 0; i < o->n; i++) {
-			struct alice_batch b = {1, tok + i, pos + i, seq, NULL};
+			struct alice_batch b = {1, tok + i, pos + i, seq, NULL, NULL};
 			if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 				snprintf(res->error, sizeof res->error, "%s", err.msg);
 				goto out;
@@ -186,7 +187,10 @@ static void usage(FILE *f)
 	fprintf(f, "usage: alice-bench -m MODEL.gguf [-m ...] [--backend cpu,cuda,vulkan] [-p 512] [-n 128] "
 		   "[-r 5] [-t THREADS] [--backend-dir DIR] [--batch 1,4,16,64] [--json]\n"
 		   "  --batch B,...: B sequences prefill -p tokens each, then decode -n tokens together;\n"
-		   "                 prints prefill t/s, total decode t/s and per-sequence decode t/s\n");
+		   "                 prints prefill t/s, total decode t/s and per-sequence decode t/s\n"
+		   "  --draft D.gguf | --spec ngram [--draft-max 16] [--draft-p-min 0.75] [--spec-ngram 3]:\n"
+		   "                 decode -n greedy tokens of fixed prompts through the engine, plain and\n"
+		   "                 speculating (draft model D, or prompt lookup); t/s, speed-up, acceptance\n");
 }
 
 static const char *base_name(const char *p)
@@ -253,6 +257,8 @@ int main(int argc, char **argv)
 {
 	struct opts o = {.p = 512, .n = 128, .r = 5, .threads = 0};
 	char *backend_list = NULL;
+	struct bench_spec_opts so = {0};
+	alice_spec_params_default(&so.spec);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -267,6 +273,14 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "-n")) o.n = atoi(v);
 		else if (!strcmp(a, "-r")) o.r = atoi(v);
 		else if (!strcmp(a, "-t")) o.threads = atoi(v);
+		else if (!strcmp(a, "--draft")) { so.draft = v; so.spec.mode = ALICE_SPEC_DRAFT; }
+		else if (!strcmp(a, "--spec")) {
+			if (strcmp(v, "ngram")) { fprintf(stderr, "alice-bench: --spec wants ngram (or use --draft)\n"); return 2; }
+			so.spec.mode = ALICE_SPEC_NGRAM;
+		}
+		else if (!strcmp(a, "--draft-max")) so.spec.n_max = (uint32_t)atoi(v);
+		else if (!strcmp(a, "--draft-p-min")) so.spec.p_min = (float)atof(v);
+		else if (!strcmp(a, "--spec-ngram")) so.spec.ngram_n = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--batch")) {
 			if (parse_batch(v, &o) != 0) return 2;
 		}
@@ -275,6 +289,28 @@ int main(int argc, char **argv)
 	}
 	if (!o.n_models || o.r < 1 || o.p < 0 || o.n < 0) { usage(stderr); return 2; }
 	if (!backend_list) backend_list = strdup("cpu");
+	if (so.spec.mode != ALICE_SPEC_NONE) {
+		struct alice_error err = {{0}};
+		struct alice_spec_params chk = so.spec;
+		chk.draft = so.draft ? (struct alice_model *)1 : NULL; /* only checked for presence */
+		if (alice_spec_params_check(&chk, &err) != ALICE_OK) {
+			fprintf(stderr, "alice-bench: %s\n", err.msg);
+			free(backend_list);
+			return 2;
+		}
+		so.spec.n_max = chk.n_max;
+		so.spec.ngram_n = chk.ngram_n;
+		so.model = o.models[0];
+		so.backend = strtok(backend_list, ",");
+		so.backend_dir = o.backend_dir;
+		so.threads = o.threads;
+		so.n = o.n;
+		so.r = o.r;
+		so.json = o.json;
+		int rc = bench_spec_run(&so);
+		free(backend_list);
+		return rc;
+	}
 	for (char *tok = strtok(backend_list, ","); tok && o.n_backends < MAX_ITEMS; tok = strtok(NULL, ","))
 		o.backends[o.n_backends++] = tok;
 

@@ -150,9 +150,10 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->in_cells = malloc(c->n_batch * sizeof(int32_t));
 	c->in_out = malloc(c->n_batch * sizeof(int32_t));
 	c->in_seq = malloc(c->n_batch * sizeof(int32_t));
+	c->in_solo = calloc(c->n_batch, sizeof(bool));
 	c->in_swa = malloc(2 * c->n_batch * sizeof(int32_t));
 	if (!c->seq_len || !c->seq_end || !c->k_cache || !c->v_cache || !c->in_tok || !c->in_pos || !c->in_ranges ||
-	    !c->in_cells || !c->in_out || !c->in_seq || !c->in_swa) {
+	    !c->in_cells || !c->in_out || !c->in_seq || !c->in_solo || !c->in_swa) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -271,6 +272,7 @@ void alice_context_free(struct alice_context *c)
 	free(c->in_cells);
 	free(c->in_out);
 	free(c->in_seq);
+	free(c->in_solo);
 	free(c->in_swa);
 	logits_free(c);
 	free(c);
@@ -313,28 +315,29 @@ static enum alice_status write_row_regimes(struct alice_context *c, int32_t n, i
 	}
 	int32_t *tok_n = cnt, *out_n = cnt + c->n_seq, *tok_i = cnt + 2 * c->n_seq, *out_i = cnt + 3 * c->n_seq;
 	for (int32_t i = 0; i < n; i++)
-		tok_n[c->in_seq[i]]++;
+		if (!c->in_solo[i])
+			tok_n[c->in_seq[i]]++;
 	for (int32_t j = 0; j < n_out; j++)
-		out_n[c->in_seq[c->in_out[j]]]++;
+		if (!c->in_solo[c->in_out[j]])
+			out_n[c->in_seq[c->in_out[j]]]++;
+	int32_t max_tok = 0, max_out = 0;
 	for (int32_t i = 0; i < n; i++) {
 		int32_t s = c->in_seq[i];
-		rg[2 * i] = tok_n[s];
-		rg[2 * i + 1] = tok_i[s]++;
+		rg[2 * i] = c->in_solo[i] ? 1 : tok_n[s]; /* a solo row: its own one-row step */
+		rg[2 * i + 1] = c->in_solo[i] ? 0 : tok_i[s]++;
+		max_tok = rg[2 * i] > max_tok ? rg[2 * i] : max_tok;
 	}
 	if ((st = write_input(c, c->gb.row_hint[0].tensor, rg, err)) != ALICE_OK)
 		goto out;
-	int32_t max_tok = 0, max_out = 0;
-	for (uint32_t s = 0; s < c->n_seq; s++) {
-		max_tok = tok_n[s] > max_tok ? tok_n[s] : max_tok;
-		max_out = out_n[s] > max_out ? out_n[s] : max_out;
+	for (int32_t j = 0; j < n_out; j++) {
+		int32_t s = c->in_seq[c->in_out[j]];
+		bool solo = c->in_solo[c->in_out[j]];
+		rg[2 * j] = solo ? 1 : out_n[s];
+		rg[2 * j + 1] = solo ? 0 : out_i[s]++;
+		max_out = rg[2 * j] > max_out ? rg[2 * j] : max_out;
 	}
 	alice_gb_set_row_max(&c->gb, 0, max_tok);
 	alice_gb_set_row_max(&c->gb, 1, max_out);
-	for (int32_t j = 0; j < n_out; j++) {
-		int32_t s = c->in_seq[c->in_out[j]];
-		rg[2 * j] = out_n[s];
-		rg[2 * j + 1] = out_i[s]++;
-	}
 	st = write_input(c, c->gb.row_hint[1].tensor, rg, err);
 out:
 	free(cnt);
@@ -364,6 +367,7 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 		c->in_ranges[2 * i] = (int32_t)cell0;
 		c->in_ranges[2 * i + 1] = (int32_t)(cell0 + (m->arch->encoder ? c->seq_end[s] : b->pos[bi] + 1));
 		c->in_seq[i] = s;
+		c->in_solo[i] = b->solo && b->solo[bi];
 		if (m->hp.n_swa) { /* window: positions > pos - n_swa */
 			int64_t lo = (int64_t)b->pos[bi] - m->hp.n_swa + 1;
 			c->in_swa[2 * i] = (int32_t)(cell0 + (lo > 0 ? lo : 0));

@@ -34,6 +34,9 @@ struct eng_req {
 	struct alice_grammar_constraint *grammar;
 	bool ignore_eos;
 	bool render_special;
+	bool no_spec;
+	int32_t spec_n_max, spec_n_min;
+	float spec_p_min;
 	alice_engine_event_fn on_event;
 	void *user;
 	int cancel; /* atomic */
@@ -64,6 +67,13 @@ struct eng_slot {
 	enum alice_status pick_st;
 	char pick_msg[ALICE_ERROR_MSG_MAX + 64];
 	uint8_t *mask; /* n_vocab, constrained requests only */
+	/* speculative decoding (spec.h): this step's drafted tokens, verified
+	 * in rows row+1 .. row+n_draft; spec_k: the adaptive draft length;
+	 * misses / cool: drafts wholly rejected in a row, steps left without
+	 * drafting */
+	int32_t draft[ALICE_SPEC_MAX_DRAFT];
+	int32_t n_draft, spec_k, misses, cool;
+	int32_t n_drafted, n_accepted;
 };
 
 /* the last ALICE_ENGINE_LAT_WINDOW samples of one latency, for percentiles */
@@ -109,6 +119,8 @@ struct alice_engine {
 	int pooling;      /* its pooling (enum alice_pooling) */
 	int32_t n_embd;
 	float *vec;       /* [n_batch * n_embd]: a request's vectors */
+	struct alice_spec_params spec; /* mode NONE: off */
+	struct alice_spec_drafter *drafter; /* ALICE_SPEC_DRAFT */
 
 	pthread_t thread;
 	bool thread_started;
@@ -123,7 +135,7 @@ struct alice_engine {
 
 	struct eng_slot *slots;
 	int32_t *b_tok, *b_pos, *b_seq;
-	bool *b_logits;
+	bool *b_logits, *b_solo;
 	struct alice_workpool *pool; /* samples a step's rows in parallel */
 	struct eng_slot **picks;     /* [n_slots]: the slots sampled this step */
 };
@@ -186,6 +198,8 @@ static void emit_done(struct eng_req *r, enum alice_engine_finish f, const char 
 	ev.finish = f;
 	ev.n_prompt = r->n_prompt;
 	ev.n_completion = n_completion;
+	ev.n_drafted = sl ? sl->n_drafted : 0;
+	ev.n_accepted = sl ? sl->n_accepted : 0;
 	ev.error = error;
 	ev.error_status = f == ALICE_ENGINE_FINISH_ERROR ? error_status : ALICE_OK;
 	ev.stop_index = f == ALICE_ENGINE_FINISH_STOP ? r->stop_hit : -1;
@@ -344,6 +358,9 @@ static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl,
 	sl->pending.oom = false;
 	sl->t_start = now_ms();
 	sl->t_first = sl->t_last = 0;
+	sl->n_draft = sl->misses = sl->cool = 0;
+	sl->n_drafted = sl->n_accepted = 0;
+	sl->spec_k = (int32_t)e->spec.n_max;
 	sl->started = true;
 	if (e->embd) /* nothing to sample or detokenize */
 		return ALICE_OK;
@@ -581,22 +598,105 @@ static void slot_embd_done(struct alice_engine *e, struct eng_slot *sl)
 	req_free(req);
 }
 
+/* Drafted tokens for the slot's next step into sl->draft (spec.h); how many. */
+static int32_t slot_draft(struct alice_engine *e, struct eng_slot *sl)
+{
+	struct eng_req *r = sl->r;
+	if (e->spec.mode == ALICE_SPEC_NONE || r->no_spec)
+		return 0;
+	if (sl->cool > 0) { /* its drafts kept failing: a plain step costs less */
+		sl->cool--;
+		return 0;
+	}
+	int32_t n_max = (int32_t)e->spec.n_max, n_min = (int32_t)e->spec.n_min;
+	if (r->spec_n_max > 0 && r->spec_n_max < n_max)
+		n_max = r->spec_n_max;
+	if (r->spec_n_min > 0)
+		n_min = r->spec_n_min;
+	if (n_max > (sl->spec_k > n_min ? sl->spec_k : n_min))
+		n_max = sl->spec_k > n_min ? sl->spec_k : n_min;
+	/* the verify rows take positions n_past .. n_past + k; the step yields
+	 * at most k + 1 tokens, no more than the request still may */
+	if (n_max > (int32_t)e->n_ctx - 1 - sl->n_past)
+		n_max = (int32_t)e->n_ctx - 1 - sl->n_past;
+	if (r->max_tokens >= 0 && n_max > r->max_tokens - sl->n_generated - 1)
+		n_max = r->max_tokens - sl->n_generated - 1;
+	if (n_max < 1 || n_max < n_min)
+		return 0;
+	sl->toks[sl->n_past] = sl->last_token; /* the context: every token so far */
+	int32_t k;
+	if (e->spec.mode == ALICE_SPEC_NGRAM) {
+		k = alice_spec_ngram_draft(sl->toks, sl->n_past + 1, (int32_t)e->spec.ngram_n, n_max, sl->draft);
+	} else {
+		float p_min = r->spec_p_min > 0 ? r->spec_p_min : e->spec.p_min;
+		struct alice_error err = {{0}};
+		k = alice_spec_drafter_draft(e->drafter, sl->seq, sl->toks, sl->n_past + 1, n_max, p_min, sl->draft,
+					     &err);
+		if (k < 0) { /* the draft failed: this request goes on without it */
+			alice_log(ALICE_LOG_WARN, "engine: request %llu: draft model failed, not drafting: %s",
+				  (unsigned long long)r->id, err.msg);
+			r->no_spec = true;
+			k = 0;
+		}
+	}
+	if (k == 0 && e->spec.mode == ALICE_SPEC_DRAFT && ++sl->misses >= 3)
+		/* the draft model ran and was never sure enough: pause it too */
+		sl->cool = 1 << (sl->misses - 3 < 5 ? sl->misses - 3 : 5);
+	return k >= n_min ? k : 0;
+}
+
+/* Count drafted and accepted tokens before the events that may end
+ * the request, so its DONE and /metrics include them. */
+static void slot_spec_count(struct alice_engine *e, struct eng_slot *sl, int32_t drafted, int32_t accepted)
+{
+	sl->n_drafted += drafted;
+	sl->n_accepted += accepted;
+	pthread_mutex_lock(&e->mu);
+	e->stats.draft_tokens += (uint64_t)drafted;
+	e->stats.draft_accepted += (uint64_t)accepted;
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* After a verify step: adapt the slot's draft length (doubling while
+ * everything is accepted; pausing after repeated total misses). */
+static void slot_spec_adapt(struct alice_engine *e, struct eng_slot *sl, int32_t k, int32_t a)
+{
+	int32_t cap = (int32_t)e->spec.n_max;
+	if (a == 0) {
+		sl->misses++;
+		sl->spec_k = sl->spec_k > 1 ? sl->spec_k / 2 : 1;
+		if (sl->misses >= 3)
+			sl->cool = 1 << (sl->misses - 3 < 5 ? sl->misses - 3 : 5);
+		return;
+	}
+	sl->misses = 0;
+	sl->spec_k = a == k ? 2 * k : 2 * a;
+	if (sl->spec_k > cap)
+		sl->spec_k = cap;
+}
+
 static void step(struct alice_engine *e)
 {
 	int32_t n = 0, n_rows = 0;
-	/* decode tokens first: one per generating slot, outside the prefill
-	 * budget */
+	/* decode tokens first: one per generating slot (plus its drafted
+	 * tokens, each a solo row: spec.h), outside the prefill budget */
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		struct eng_slot *sl = &e->slots[i];
 		sl->row = -1;
+		sl->n_draft = 0;
 		if (!sl->r || !sl->generating)
 			continue;
-		e->b_tok[n] = sl->last_token;
-		e->b_pos[n] = sl->n_past;
-		e->b_seq[n] = sl->seq;
-		e->b_logits[n] = true;
-		sl->row = n_rows++;
-		n++;
+		sl->n_draft = slot_draft(e, sl);
+		sl->row = n_rows;
+		for (int32_t k = 0; k <= sl->n_draft; k++) {
+			e->b_tok[n] = k ? sl->draft[k - 1] : sl->last_token;
+			e->b_pos[n] = sl->n_past + k;
+			e->b_seq[n] = sl->seq;
+			e->b_logits[n] = true;
+			e->b_solo[n] = sl->n_draft > 0;
+			n_rows++;
+			n++;
+		}
 	}
 	/* then prefill chunks, up to n_batch tokens. A chunk is never cut to
 	 * fit: it is min(rest of the prompt, n_batch) tokens, as when the
@@ -617,6 +717,7 @@ static void step(struct alice_engine *e)
 			e->b_pos[n] = sl->n_past + k;
 			e->b_seq[n] = sl->seq;
 			e->b_logits[n] = false;
+			e->b_solo[n] = false;
 			n++;
 		}
 		budget -= (uint32_t)chunk;
@@ -632,7 +733,7 @@ static void step(struct alice_engine *e)
 	}
 	if (n == 0)
 		return;
-	struct alice_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits};
+	struct alice_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits, e->b_solo};
 	struct alice_error err = {{0}};
 	enum alice_status st = alice_context_decode(e->ctx, &b, &err);
 	pthread_mutex_lock(&e->mu);
@@ -660,6 +761,8 @@ static void step(struct alice_engine *e)
 			sl->toks[sl->n_past] = e->b_tok[k];
 		sl->n_past++;
 	}
+	for (uint32_t i = 0; i < e->n_slots; i++) /* drafted positions count once accepted */
+		e->slots[i].n_past -= e->slots[i].r ? e->slots[i].n_draft : 0;
 	if (e->embd) {
 		for (uint32_t i = 0; i < e->n_slots; i++)
 			if (e->slots[i].r && e->slots[i].row >= 0)
@@ -674,8 +777,27 @@ static void step(struct alice_engine *e)
 	}
 	alice_workpool_run(e->pool, pick_item, e, n_pick);
 	for (int32_t i = 0; i < n_pick; i++) {
-		e->picks[i]->generating = true;
-		slot_sample(e, e->picks[i]);
+		struct eng_slot *sl = e->picks[i];
+		sl->generating = true;
+		int32_t k = sl->n_draft, a = 0;
+		if (k)
+			slot_spec_count(e, sl, k, 0);
+		slot_sample(e, sl);
+		if (k == 0)
+			continue;
+		/* verify: drafted token a is accepted when the target samples it
+		 * from row a; the next row then yields the following token */
+		while (a < k && sl->r && sl->last_token == sl->draft[a]) {
+			a++;
+			slot_spec_count(e, sl, 0, 1);
+			sl->n_past++;
+			sl->row++;
+			slot_pick(e, sl);
+			slot_sample(e, sl);
+		}
+		slot_spec_adapt(e, sl, k, a);
+		/* the KV of rejected positions is dropped (rewritten later) */
+		alice_context_seq_truncate(e->ctx, sl->seq, sl->r ? sl->n_past : sl->n_cached);
 	}
 }
 
@@ -765,35 +887,56 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 											 : alice_model_pooling(model);
 	if (e->pooling == ALICE_POOLING_UNSPECIFIED)
 		e->pooling = ALICE_POOLING_NONE;
-	/* a step: one decode row per slot + up to n_batch prompt tokens */
-	uint32_t step_max = e->n_batch + e->n_slots;
+	e->spec = p->spec;
+	if (e->embd) /* nothing is generated, nothing to draft */
+		e->spec.mode = ALICE_SPEC_NONE;
+	enum alice_status st;
+	if (e->spec.mode != ALICE_SPEC_NONE) {
+		if ((st = alice_spec_params_check(&e->spec, err)) != ALICE_OK)
+			goto fail;
+		if (alice_model_is_recurrent(model)) {
+			alice_log(ALICE_LOG_WARN, "engine: speculative decoding is off: the model (%s) has recurrent "
+				  "state, which cannot be rewound after a rejected draft", alice_model_arch(model));
+			e->spec.mode = ALICE_SPEC_NONE;
+		}
+	}
+	/* a step: one decode row per slot (plus its drafted tokens) + up to
+	 * n_batch prompt tokens */
+	uint32_t per_slot = 1 + (e->spec.mode != ALICE_SPEC_NONE ? e->spec.n_max : 0);
+	uint32_t step_max = e->n_batch + e->n_slots * per_slot;
 	struct alice_context_params cp;
 	alice_context_params_default(&cp);
 	cp.n_ctx = p->n_ctx;
 	cp.n_seq = e->n_slots;
 	cp.n_batch = step_max;
 	cp.embeddings = e->embd;
-	enum alice_status st = alice_context_create(model, &cp, &e->ctx, err);
+	st = alice_context_create(model, &cp, &e->ctx, err);
 	if (st != ALICE_OK)
 		goto fail;
 	e->n_ctx = alice_context_n_ctx(e->ctx);
+	if (e->spec.mode == ALICE_SPEC_DRAFT &&
+	    (st = alice_spec_drafter_create(e->spec.draft, e->n_slots, e->n_ctx, &e->drafter, err)) != ALICE_OK)
+		goto fail;
 	e->slots = calloc(e->n_slots, sizeof(*e->slots));
 	e->b_tok = malloc(step_max * sizeof(*e->b_tok));
 	e->b_pos = malloc(step_max * sizeof(*e->b_pos));
 	e->b_seq = malloc(step_max * sizeof(*e->b_seq));
 	e->b_logits = malloc(step_max * sizeof(*e->b_logits));
+	e->b_solo = malloc(step_max * sizeof(*e->b_solo));
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));
 	if (e->embd && !(e->vec = malloc((size_t)step_max * (size_t)e->n_embd * sizeof(float)))) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
-	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->picks) {
+	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->picks) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		e->slots[i].seq = (int32_t)i;
-		if (e->prefix_cache && !(e->slots[i].toks = malloc(e->n_ctx * sizeof(int32_t)))) {
+		/* the slot's tokens: for the prefix cache and as drafting context */
+		bool toks = e->prefix_cache || e->spec.mode != ALICE_SPEC_NONE;
+		if (toks && !(e->slots[i].toks = malloc(e->n_ctx * sizeof(int32_t)))) {
 			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 			goto fail;
 		}
@@ -849,11 +992,13 @@ void alice_engine_free(struct alice_engine *e)
 		free(e->slots[i].mask);
 	}
 	alice_context_free(e->ctx);
+	alice_spec_drafter_free(e->drafter);
 	free(e->slots);
 	free(e->b_tok);
 	free(e->b_pos);
 	free(e->b_seq);
 	free(e->b_logits);
+	free(e->b_solo);
 	free(e->picks);
 	free(e->vec);
 	free(e);
@@ -918,6 +1063,10 @@ enum alice_status alice_engine_submit(struct alice_engine *e, const struct alice
 	r->ignore_eos = q->ignore_eos;
 	r->stop_hit = -1;
 	r->render_special = q->render_special;
+	r->no_spec = q->no_spec;
+	r->spec_n_max = q->spec_n_max;
+	r->spec_n_min = q->spec_n_min;
+	r->spec_p_min = q->spec_p_min;
 	r->t_submit = now_ms();
 
 	pthread_mutex_lock(&e->mu);

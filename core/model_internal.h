@@ -54,6 +54,7 @@ struct alice_context {
 	/* host staging of one chunk's inputs */
 	int32_t *in_tok, *in_pos, *in_ranges, *in_cells, *in_out;
 	int32_t *in_seq, *in_swa;
+	bool *in_solo; /* batch.solo of the chunk's rows */
 	/* recurrent state (recurrent.c): NULL when the arch has none */
 	struct alice_buffer *rs_buf;
 	struct alice_tensor *rs; /* [n_layer * ALICE_LAYER_STATES] */

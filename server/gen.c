@@ -382,6 +382,8 @@ static void on_done(struct srv_gen *g, struct srv_choice *c, const struct gen_ms
 	c->n_prompt = ev->n_prompt;
 	c->n_completion = ev->n_completion;
 	c->n_cached = ev->n_cached;
+	c->n_drafted = ev->n_drafted;
+	c->n_accepted = ev->n_accepted;
 	c->prefill_ms = ev->prefill_ms;
 	c->decode_ms = ev->decode_ms;
 	c->error_status = ev->error_status;
@@ -550,6 +552,10 @@ static enum alice_status gen_submit(struct srv_gen *g, const struct gen_plan *p,
 		q.render_special = p->parse_opts.format == ALICE_TOOL_FORMAT_MISTRAL ||
 				   p->parse_opts.format == ALICE_TOOL_FORMAT_MISTRAL_ARGS ||
 				   p->parse_opts.format == ALICE_TOOL_FORMAT_LLAMA3;
+		q.no_spec = p->r.no_spec;
+		q.spec_n_max = (int32_t)p->r.spec_n_max;
+		q.spec_n_min = (int32_t)p->r.spec_n_min;
+		q.spec_p_min = p->r.spec_p_min;
 		q.on_event = on_engine_event;
 		q.user = c;
 		enum alice_status st = ALICE_OK;

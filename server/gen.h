@@ -31,6 +31,7 @@ struct srv_choice {
 	int32_t stop_index; /* FINISH_STOP: the plan's stops[] entry that ended it, -1 none */
 	int32_t n_prompt, n_completion;
 	int32_t n_cached; /* prompt tokens reused from the prefix cache */
+	int32_t n_drafted, n_accepted; /* speculative decoding */
 	double prefill_ms, decode_ms;
 	/* chat output parsed (srv_gen.parse): a stream's text so far, and what
 	 * of its parse has been sent (bytes of reasoning and content, calls) */

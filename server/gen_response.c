@@ -147,6 +147,14 @@ static struct json_object *usage_json(const struct srv_gen *g)
 	struct json_object *details = json_object_new_object();
 	json_object_object_add(details, "cached_tokens", json_object_new_int64(c.cached_tokens));
 	json_object_object_add(u, "prompt_tokens_details", details);
+	/* speculative decoding: drafted tokens, and how many the model accepted */
+	int64_t drafted = 0, accepted = 0;
+	for (size_t i = 0; i < g->n_choices; i++) {
+		drafted += g->choices[i].n_drafted;
+		accepted += g->choices[i].n_accepted;
+	}
+	json_object_object_add(u, "draft_tokens", json_object_new_int64(drafted));
+	json_object_object_add(u, "draft_accepted_tokens", json_object_new_int64(accepted));
 	json_object_object_add(u, "tokens_per_second", json_measure(tps));
 	json_object_object_add(u, "prefill_ms", json_measure(c.prefill_ms));
 	json_object_object_add(u, "decode_ms", json_measure(c.decode_ms));

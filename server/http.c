@@ -173,8 +173,31 @@ static enum alice_status load_model(struct srv *s, struct load_msg *m)
 			 alice_status_str(st));
 		return st;
 	}
+	if (s->cfg.draft_path) {
+		mp.path = s->cfg.draft_path;
+		if (s->cfg.backend_draft)
+			mp.backend = s->cfg.backend_draft;
+		if ((st = alice_model_load(&mp, &s->draft, &err)) != ALICE_OK) {
+			snprintf(m->error, sizeof(m->error), "cannot load draft model %s: %s (%s)", s->cfg.draft_path,
+				 err.msg, alice_status_str(st));
+			return st;
+		}
+		if ((st = alice_spec_check_vocab(s->model, s->cfg.model_path, s->draft, s->cfg.draft_path, &err)) !=
+		    ALICE_OK) {
+			snprintf(m->error, sizeof(m->error), "%s", err.msg);
+			return st;
+		}
+		if (alice_model_is_recurrent(s->draft)) {
+			snprintf(m->error, sizeof(m->error),
+				 "draft model %s (%s) is recurrent: its state cannot be rewound after a rejected draft",
+				 s->cfg.draft_path, alice_model_arch(s->draft));
+			return ALICE_ERR_INVALID;
+		}
+	}
 	struct alice_engine_params ep;
 	alice_engine_params_default(&ep);
+	ep.spec = s->cfg.spec;
+	ep.spec.draft = s->draft;
 	ep.n_slots = (uint32_t)s->cfg.n_parallel;
 	ep.n_ctx = (uint32_t)s->cfg.n_ctx;
 	ep.n_batch = (uint32_t)s->cfg.n_batch;
@@ -206,6 +229,8 @@ static void *loader_main(void *arg)
 		alice_engine_free(s->engine);
 		alice_chat_template_free(s->chat_tmpl);
 		alice_model_free(s->model);
+		alice_model_free(s->draft);
+		s->draft = NULL;
 		s->chat_tmpl = NULL;
 		s->engine = NULL;
 		s->model = NULL;
@@ -234,6 +259,11 @@ static void on_loaded(struct srv *s)
 			  alice_engine_n_ctx(s->engine), alice_model_n_ctx_train(s->model));
 	if (s->state == SRV_LOADING)
 		s->state = SRV_READY;
+	if (s->cfg.spec.mode != ALICE_SPEC_NONE)
+		alice_log(ALICE_LOG_INFO, "speculative decoding: %s, draft-max %u, draft-min %u%s",
+			  s->cfg.spec.mode == ALICE_SPEC_NGRAM ? "n-gram prompt lookup" : s->cfg.draft_path,
+			  s->cfg.spec.n_max, s->cfg.spec.n_min,
+			  alice_model_is_recurrent(s->model) ? " (off: the model is recurrent)" : "");
 	alice_log(ALICE_LOG_INFO, "model %s loaded: arch %s, backend %s (%s), %d slots x %u positions, chat template %s (%s)",
 		  s->model_id, alice_model_arch(s->model), alice_model_backend_name(s->model),
 		  alice_model_device_name(s->model), s->cfg.n_parallel, alice_engine_n_ctx(s->engine),
@@ -440,6 +470,7 @@ static void teardown(struct srv *s)
 	alice_chat_template_free(s->chat_tmpl);
 	alice_model_free(s->model);
 	srv_responses_store_free(s->responses);
+	alice_model_free(s->draft);
 }
 
 int srv_run(const struct srv_config *cfg)

@@ -68,10 +68,21 @@ static void usage(FILE *f)
 		"                        an embedding model: BERT, or a GGUF with <arch>.pooling_type)\n"
 		"  --pooling TYPE        none | mean | cls | last: how token vectors become one embedding\n"
 		"                        (default: the GGUF's <arch>.pooling_type, else none)\n"
+		"  --model-draft PATH    speculative decoding with this smaller GGUF as the draft (same\n"
+		"                        vocabulary as --model, else refused at load)\n"
+		"  --backend-draft NAME  backend of the draft model (default: --backend)\n"
+		"  --spec MODE           speculative decoding: none | ngram (prompt lookup, no draft model)\n"
+		"                        | draft (needs --model-draft; the default when it is given)\n"
+		"  --spec-ngram N        ngram: tokens matched to find a continuation (1-16, default 3)\n"
+		"  --draft-max N         tokens drafted per step (1-32, default 16)\n"
+		"  --draft-min N         verify no draft shorter than this (default 0)\n"
+		"  --draft-p-min P       draft model: stop drafting below this top probability (default 0.75)\n"
 		"  --help                this text\n"
 		"  --version             print the version\n",
 		DEFAULT_MODEL, alice_chat_format_names());
 }
+
+static bool spec_given; /* --spec was on the command line */
 
 static int bad(const char *fmt, const char *a, const char *b)
 {
@@ -152,6 +163,7 @@ enum {
 	O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
 	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
 	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH, O_TEMPLATE_FILE, O_RESPONSES_STORE, O_NO_WEBUI, O_REASONING, O_EMBEDDINGS, O_POOLING,
+	O_MODEL_DRAFT, O_BACKEND_DRAFT, O_SPEC, O_SPEC_NGRAM, O_DRAFT_MAX, O_DRAFT_MIN, O_DRAFT_P_MIN,
 };
 
 static const struct option opts[] = {
@@ -186,6 +198,13 @@ static const struct option opts[] = {
 	{"metrics-no-auth", no_argument, NULL, O_METRICS_NO_AUTH},
 	{"responses-store", required_argument, NULL, O_RESPONSES_STORE},
 	{"no-webui", no_argument, NULL, O_NO_WEBUI},
+	{"model-draft", required_argument, NULL, O_MODEL_DRAFT},
+	{"backend-draft", required_argument, NULL, O_BACKEND_DRAFT},
+	{"spec", required_argument, NULL, O_SPEC},
+	{"spec-ngram", required_argument, NULL, O_SPEC_NGRAM},
+	{"draft-max", required_argument, NULL, O_DRAFT_MAX},
+	{"draft-min", required_argument, NULL, O_DRAFT_MIN},
+	{"draft-p-min", required_argument, NULL, O_DRAFT_P_MIN},
 	{"help", no_argument, NULL, O_HELP},
 	{"version", no_argument, NULL, O_VERSION},
 	{NULL, 0, NULL, 0},
@@ -211,6 +230,9 @@ static const struct num_opt {
 	{O_MAX_CONNS, 1, 1 << 20, "--max-connections: '%s' must be between 1 and 1048576"},
 	{O_DEADLINE, 0, 86400, "--request-deadline: '%s' must be between 0 and 86400 seconds"},
 	{O_RESPONSES_STORE, 0, 1 << 20, "--responses-store: '%s' must be between 0 and 1048576"},
+	{O_SPEC_NGRAM, 1, 16, "--spec-ngram: '%s' must be between 1 and 16"},
+	{O_DRAFT_MAX, 1, ALICE_SPEC_MAX_DRAFT, "--draft-max: '%s' must be between 1 and 32"},
+	{O_DRAFT_MIN, 0, ALICE_SPEC_MAX_DRAFT, "--draft-min: '%s' must be between 0 and 32"},
 };
 
 /* Where a numeric flag's value goes. */
@@ -231,6 +253,9 @@ static void set_num(struct srv_config *cfg, int id, long v)
 	case O_MAX_CONNS: cfg->max_connections = (int)v; break;
 	case O_DEADLINE: cfg->request_deadline_s = (int)v; break;
 	case O_RESPONSES_STORE: cfg->responses_store = (int)v; break;
+	case O_SPEC_NGRAM: cfg->spec.ngram_n = (uint32_t)v; break;
+	case O_DRAFT_MAX: cfg->spec.n_max = (uint32_t)v; break;
+	case O_DRAFT_MIN: cfg->spec.n_min = (uint32_t)v; break;
 	}
 }
 
@@ -253,6 +278,7 @@ static void config_defaults(struct srv_config *cfg)
 	cfg->limits.max_grammar_bytes = 128 * 1024;
 	cfg->api_key = getenv("ALICE_API_KEY");
 	cfg->pooling = ALICE_POOLING_UNSPECIFIED;
+	alice_spec_params_default(&cfg->spec);
 }
 
 /* A flag with a text value (or none). -1: go on; else the exit code. */
@@ -308,6 +334,32 @@ static int apply_text_opt(int c, const char *a, struct srv_config *cfg, const ch
 	}
 	case O_METRICS_NO_AUTH: cfg->metrics_no_auth = true; break;
 	case O_NO_WEBUI: cfg->no_webui = true; break;
+	case O_MODEL_DRAFT: cfg->draft_path = a; break;
+	case O_BACKEND_DRAFT:
+		if (!a[0])
+			return bad("--backend-draft needs a name%s%s", "", "");
+		cfg->backend_draft = a;
+		break;
+	case O_SPEC:
+		if (strcmp(a, "none") == 0)
+			cfg->spec.mode = ALICE_SPEC_NONE;
+		else if (strcmp(a, "ngram") == 0)
+			cfg->spec.mode = ALICE_SPEC_NGRAM;
+		else if (strcmp(a, "draft") == 0)
+			cfg->spec.mode = ALICE_SPEC_DRAFT;
+		else
+			return bad("--spec: '%s' is not none, ngram or draft%s", a, "");
+		spec_given = true;
+		break;
+	case O_DRAFT_P_MIN: {
+		char *end;
+		errno = 0;
+		double p = strtod(a, &end);
+		if (errno || end == a || *end || !(p >= 0.0 && p <= 1.0))
+			return bad("--draft-p-min: '%s' must be a number between 0 and 1%s", a, "");
+		cfg->spec.p_min = (float)p;
+		break;
+	}
 	case O_HELP: usage(stdout); return 0;
 	case O_VERSION: printf("alice-llm-server %s\n", ALICE_VERSION); return 0;
 	}
@@ -341,6 +393,15 @@ static int parse_args(int argc, char **argv, struct srv_config *cfg, const char 
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s'%s", argv[optind], "");
+	if (cfg->draft_path && !spec_given)
+		cfg->spec.mode = ALICE_SPEC_DRAFT;
+	if (cfg->spec.mode == ALICE_SPEC_DRAFT && !cfg->draft_path)
+		return bad("--spec draft needs --model-draft PATH%s%s", "", "");
+	if (cfg->draft_path && cfg->spec.mode != ALICE_SPEC_DRAFT)
+		return bad("--model-draft %s goes with --spec draft, not --spec %s", cfg->draft_path,
+			   cfg->spec.mode == ALICE_SPEC_NGRAM ? "ngram" : "none");
+	if (cfg->spec.n_min > cfg->spec.n_max)
+		return bad("--draft-min is larger than --draft-max%s%s", "", "");
 	if (cfg->chat_template && cfg->chat_template_file)
 		return bad("--chat-template %s and --chat-template-file %s cannot be combined", cfg->chat_template,
 			   cfg->chat_template_file);

@@ -2,6 +2,7 @@
 #include "openai.h"
 
 #include "alice/json_schema.h"
+#include "alice/spec.h"
 #include "alice/sbuf.h"
 
 #include <errno.h>
@@ -658,6 +659,21 @@ static int parse_template_kwargs(struct json_object *o, struct srv_gen_request *
 	return 0;
 }
 
+/* "speculative": true/false, and llama-server's flat "speculative.n_max",
+ * "speculative.n_min", "speculative.p_min" (0 = the server's setting). */
+static int parse_speculative(struct json_object *o, struct srv_gen_request *r, struct srv_api_error *e)
+{
+	bool on = true;
+	if (srv_json_get_bool(o, "speculative", &on, e) < 0)
+		return -1;
+	r->no_spec = !on;
+	if (get_int(o, "speculative.n_max", 0, ALICE_SPEC_MAX_DRAFT, &r->spec_n_max, e) < 0 ||
+	    get_int(o, "speculative.n_min", 0, ALICE_SPEC_MAX_DRAFT, &r->spec_n_min, e) < 0 ||
+	    get_float(o, "speculative.p_min", 0.0, 1.0, &r->spec_p_min, e) < 0)
+		return -1;
+	return 0;
+}
+
 static int parse_options(struct json_object *o, struct srv_gen_request *r, const struct srv_limits *lim,
 			 struct srv_api_error *e)
 {
@@ -721,7 +737,7 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, const
 		return -1;
 	if (r->kind == SRV_KIND_COMPLETION && srv_json_get_bool(o, "echo", &r->echo, e) < 0)
 		return -1;
-	if (srv_json_get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0)
+	if (srv_json_get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0 || parse_speculative(o, r, e) < 0)
 		return -1;
 	if (parse_grammar(o, r, lim, e) < 0 || parse_template_kwargs(o, r, e) < 0)
 		return -1;

@@ -109,6 +109,11 @@ struct srv_gen_request {
 	const char *grammar_param;     /* where it came from: "grammar" or "response_format" (static) */
 	bool echo;         /* completions: prepend the prompt to the text */
 	bool ignore_eos;   /* llama-server's extension: generate past end-of-generation tokens */
+	/* speculative decoding: "speculative": false turns it off; llama-server's
+	 * "speculative.n_max" / ".n_min" / ".p_min" (0 = the server's) */
+	bool no_spec;
+	int64_t spec_n_max, spec_n_min;
+	float spec_p_min;
 };
 
 /* Parse and validate `len` bytes of JSON, then apply the operator caps lim

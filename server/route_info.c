@@ -35,6 +35,11 @@ void srv_route_health(struct srv *s, struct srv_http *h, const char *body, size_
 	json_object_object_add(o, "queued", json_object_new_int((int32_t)st.queued));
 	json_object_object_add(o, "requests_done", json_object_new_int64((int64_t)st.requests_done));
 	json_object_object_add(o, "tokens_generated", json_object_new_int64((int64_t)st.tokens_generated));
+	/* speculative decoding in effect (recurrent models never speculate) */
+	enum alice_spec_mode sm = alice_model_is_recurrent(s->model) ? ALICE_SPEC_NONE : s->cfg.spec.mode;
+	json_object_object_add(o, "speculative", json_object_new_string(sm == ALICE_SPEC_NGRAM  ? "ngram"
+									 : sm == ALICE_SPEC_DRAFT ? "draft"
+												  : "none"));
 	srv_reply_json(h, s->state == SRV_STOPPING ? 503 : 200, o);
 }
 

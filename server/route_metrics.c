@@ -68,6 +68,10 @@ static void load_metrics(struct evbuffer *b, const struct srv *s, const struct a
 	       "Gap between consecutive tokens of a request, p50 and p95 over the last 4096 gaps.");
 	evbuffer_add_printf(b, "alice_inter_token_ms{quantile=\"0.5\"} %.3f\n", st->itl_p50_ms);
 	evbuffer_add_printf(b, "alice_inter_token_ms{quantile=\"0.95\"} %.3f\n", st->itl_p95_ms);
+	metric(b, "alice_draft_tokens_total", "counter", "Tokens drafted for speculative decoding.");
+	evbuffer_add_printf(b, "alice_draft_tokens_total %llu\n", (unsigned long long)st->draft_tokens);
+	metric(b, "alice_draft_accepted_total", "counter", "Drafted tokens the model accepted.");
+	evbuffer_add_printf(b, "alice_draft_accepted_total %llu\n", (unsigned long long)st->draft_accepted);
 	metric(b, "alice_requests_in_flight", "gauge", "Completion requests being answered.");
 	evbuffer_add_printf(b, "alice_requests_in_flight %d\n", s->n_gens);
 	metric(b, "alice_connections_open", "gauge", "Open HTTP connections (at most --max-connections).");

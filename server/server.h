@@ -64,6 +64,11 @@ struct srv_config {
 	bool metrics_no_auth;      /* /metrics without the API key */
 	bool no_webui;             /* --no-webui: no chat page at / */
 	int responses_store;       /* --responses-store: responses kept for previous_response_id */
+	/* speculative decoding (--spec, --model-draft, --draft-*): engine
+	 * params; .draft is set by the loader from draft_path */
+	struct alice_spec_params spec;
+	const char *draft_path;    /* --model-draft, NULL = none */
+	const char *backend_draft; /* --backend-draft, NULL = the model's backend */
 	struct srv_limits limits;  /* request caps (openai.h) */
 };
 
@@ -126,6 +131,7 @@ struct srv {
 	double shutdown_started;
 
 	struct alice_model *model;
+	struct alice_model *draft; /* --model-draft, NULL = none */
 	struct alice_engine *engine;
 	struct alice_grammar_vocab *grammar_vocab; /* NULL if it could not be built */
 	struct alice_chat_template *chat_tmpl; /* chosen at load (chat_tmpl.c) */

@@ -34,7 +34,7 @@ static struct alice_context *make_ctx(struct alice_model *m)
 static void decode(struct alice_context *c, int n, const int32_t *t, const int32_t *p, const int32_t *s,
 		   const bool *w)
 {
-	struct alice_batch b = {n, t, p, s, w};
+	struct alice_batch b = {n, t, p, s, w, NULL};
 	struct alice_error e = {{0}};
 	cr_assert_eq(alice_context_decode(c, &b, &e), ALICE_OK, "%s", e.msg);
 }
@@ -201,4 +201,87 @@ Test(batch, decode_many_rows_model, .timeout = 600)
 	if (!f || !*f)
 		cr_skip_test("ALICE_INV_MODEL not set (a model of real shapes for the GPU batched kernels)");
 	check_many(f);
+}
+
+/* Speculative verification: k drafted tokens of one sequence decoded as one
+ * step of k rows marked solo give, row for row, the logits of decoding them
+ * one at a time (bit for bit), also beside another sequence's decode row. */
+#define VERIFY_K 9
+static void check_verify_path(const char *path)
+{
+	const char *file = path;
+	struct alice_model *m = alice_test_load_model(path, NULL);
+	int32_t nv = alice_model_n_vocab(m);
+	int32_t tok[PROMPT], pos[PROMPT], seq[PROMPT] = {0};
+	for (int i = 0; i < PROMPT; i++) {
+		tok[i] = 100 + 37 * i;
+		pos[i] = i;
+	}
+	struct alice_context *c1 = make_ctx(m), *c2 = make_ctx(m);
+	decode(c1, PROMPT, tok, pos, seq, NULL);
+	decode(c2, PROMPT, tok, pos, seq, NULL);
+	int32_t one = 1, zero = 0;
+	decode(c2, 1, &tok[0], &zero, &one, NULL); /* sequence 1: the neighbour */
+	float *alone = malloc(sizeof(float) * (size_t)nv * VERIFY_K);
+	cr_assert_not_null(alone);
+	int32_t vt[VERIFY_K + 1], vp[VERIFY_K + 1], vs[VERIFY_K + 1];
+	bool vw[VERIFY_K + 1], solo[VERIFY_K + 1];
+	for (int i = 0; i < VERIFY_K; i++) {
+		vt[i] = (400 + 53 * i) % nv;
+		vp[i] = PROMPT + i;
+		vs[i] = 0;
+		vw[i] = solo[i] = true;
+		decode(c1, 1, &vt[i], &vp[i], &vs[i], NULL);
+		memcpy(alone + (size_t)i * nv, alice_context_logits(c1, 0), sizeof(float) * (size_t)nv);
+	}
+	vt[VERIFY_K] = 77; /* the neighbour's decode row, not solo */
+	vp[VERIFY_K] = 1;
+	vs[VERIFY_K] = 1;
+	vw[VERIFY_K] = true;
+	solo[VERIFY_K] = false;
+	struct alice_batch b = {VERIFY_K + 1, vt, vp, vs, vw, solo};
+	struct alice_error e = {{0}};
+	cr_assert_eq(alice_context_decode(c2, &b, &e), ALICE_OK, "%s", e.msg);
+	int bad = 0;
+	double worst = 0;
+	for (int i = 0; i < VERIFY_K; i++) {
+		const float *v = alice_context_logits(c2, i);
+		double w = 0;
+		for (int32_t t = 0; t < nv; t++)
+			w = fmax(w, fabs((double)alone[(size_t)i * nv + t] - v[t]));
+		bad += w != 0.0;
+		worst = fmax(worst, w);
+	}
+	cr_expect_eq(bad, 0, "%s: %d of %d solo rows differ from one-token decodes (worst %g)", file, bad, VERIFY_K,
+		     worst);
+	free(alone);
+	alice_context_free(c1);
+	alice_context_free(c2);
+	alice_model_free(m);
+}
+
+static void check_verify(const char *file)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/models/%s", alice_test_fixtures_dir(), file);
+	check_verify_path(path);
+}
+
+ParameterizedTestParameters(batch, verify_rows)
+{
+	static int cases[] = {0, 1, 2, 3, 4, 5};
+	return cr_make_param_array(int, cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+ParameterizedTest(int *f, batch, verify_rows, .timeout = 300)
+{
+	check_verify(files[*f]);
+}
+
+/* the bundled model and its Q4_0 sibling, target and draft of the
+ * speculative tests */
+Test(batch, verify_rows_tolstoy, .timeout = 300)
+{
+	check_verify_path(ALICE_SOURCE_DIR "/models/tiny-tolstoy-Q8_0.gguf");
+	check_verify_path(ALICE_SHARED_MODELS_DIR "/tiny-tolstoy-Q4_0.gguf");
 }

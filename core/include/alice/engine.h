@@ -30,6 +30,7 @@
 
 #include "alice/model.h"
 #include "alice/sampling.h"
+#include "alice/spec.h"
 #include "alice/status.h"
 
 struct alice_engine;
@@ -50,6 +51,9 @@ struct alice_engine_params {
 	/* enum alice_pooling; ALICE_POOLING_UNSPECIFIED = the GGUF's
 	 * <arch>.pooling_type, NONE when it has none. */
 	int pooling;
+	/* speculative decoding (spec.h); mode NONE = off. Ignored, with a
+	 * logged reason, for recurrent models. */
+	struct alice_spec_params spec;
 };
 
 void alice_engine_params_default(struct alice_engine_params *p);
@@ -109,6 +113,9 @@ struct alice_engine_event {
 	const float *embd;
 	int32_t n_vectors;
 	int32_t n_embd;
+	/* DONE: tokens drafted for this request and how many of them the
+	 * target accepted (speculative decoding, spec.h) */
+	int32_t n_drafted, n_accepted;
 };
 
 typedef void (*alice_engine_event_fn)(const struct alice_engine_event *ev, void *user);
@@ -136,6 +143,13 @@ struct alice_engine_request {
 	 * texts, e.g. the tool-call markers Mistral's [TOOL_CALLS] and Llama 3's
 	 * <|python_tag|>, which a tool-call parse must see. */
 	bool render_special;
+	/* speculative decoding of this request (when the engine has it on):
+	 * no_spec turns it off; spec_n_max / spec_n_min / spec_p_min override
+	 * the engine's draft-max / draft-min / draft-p-min (0 = the engine's;
+	 * n_max is capped at the engine's). */
+	bool no_spec;
+	int32_t spec_n_max, spec_n_min;
+	float spec_p_min;
 
 	alice_engine_event_fn on_event;
 	void *user;
@@ -177,6 +191,8 @@ struct alice_engine_stats {
 	double ttft_p50_ms, ttft_p95_ms;
 	double itl_p50_ms, itl_p95_ms;
 	uint64_t ttft_samples, itl_samples; /* ever recorded */
+	/* speculative decoding: tokens drafted and accepted by the target */
+	uint64_t draft_tokens, draft_accepted;
 };
 #define ALICE_ENGINE_LAT_WINDOW 4096
 void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out);

@@ -80,6 +80,12 @@ struct alice_batch {
 	const int32_t *pos;    /* [n_tokens] position within its sequence */
 	const int32_t *seq;    /* [n_tokens] sequence id < n_seq */
 	const bool *logits;    /* [n_tokens] want logits for this row; NULL = last token only */
+	/* [n_tokens] or NULL: rows computed as one-token decode steps of their
+	 * sequence (MUL_MAT row regime 1 of 1, backend.h), so their logits equal
+	 * those of decoding them one at a time, bit for bit (speculative
+	 * verification). Up to 63 such rows per sequence keep the attention's
+	 * short-batch regime, which is the decode one. */
+	const bool *solo;
 };
 
 /* Run one forward step. Batches larger than n_batch are split internally
