@@ -161,13 +161,15 @@ static bool have_fma(void)
 /* ---- AVX-512 (the same arithmetic, lanes in registers) ---- */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define MMO_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define MMO_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,f16c")))
 
-MMO_AVX512 static float red16_v(__m512 a)
+/* red16 in registers: the same additions in the same order */
+MMO_AVX512 static inline __attribute__((always_inline)) float red16_v(__m512 a)
 {
-	float t[16];
-	_mm512_storeu_ps(t, a);
-	return red16(t);
+	__m256 t8 = _mm256_add_ps(_mm512_extractf32x8_ps(a, 1), _mm512_castps512_ps256(a));
+	__m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
+	__m128 u = _mm_add_ps(t4, _mm_movehl_ps(t4, t4)); /* t4[0] + t4[2], t4[1] + t4[3] */
+	return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
 }
 
 MMO_AVX512 static float gemm16_v(int64_t K, const float *w, const float *x)
@@ -245,7 +247,8 @@ static bool use_avx512(void)
 	if (h < 0) {
 		__builtin_cpu_init();
 		const char *cap = getenv("ALICE_CPU_ISA"); /* the test levels below AVX-512 */
-		h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+		h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+		    __builtin_cpu_supports("avx512vl") &&
 		    __builtin_cpu_supports("fma") && !(cap && (!strcmp(cap, "avx2") || !strcmp(cap, "scalar")));
 		atomic_store_explicit(&have, h, memory_order_relaxed);
 	}
@@ -298,7 +301,27 @@ MMO_AVX512 static inline __m512 w16(uint32_t t, const void *w, int64_t i)
 	return _mm512_loadu_ps((const float *)w + i);
 }
 
-MMO_AVX512 static float vec_raw_v(uint32_t t, int64_t K, const void *w, const float *x, bool dtail)
+/* the K % 64 tail's products (each rounded to float, as in the scalar
+ * tail), 16 at a time, into p */
+MMO_AVX512 static inline __attribute__((always_inline)) void tail_products(uint32_t t, int64_t n, const void *w,
+									   const float *x, float *p)
+{
+	for (int64_t i = 0; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__m512 wv;
+		if (t == ALICE_TYPE_F16)
+			wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i));
+		else if (t == ALICE_TYPE_BF16)
+			wv = _mm512_castsi512_ps(_mm512_slli_epi32(
+				_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i)), 16));
+		else
+			wv = _mm512_maskz_loadu_ps(m, (const float *)w + i);
+		_mm512_storeu_ps(p + i, _mm512_mul_ps(wv, _mm512_maskz_loadu_ps(m, x + i)));
+	}
+}
+
+MMO_AVX512 static inline float vec_raw_v(uint32_t t, int64_t K, const void *w,
+									const float *x, bool dtail)
 {
 	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	int64_t np = K & ~(int64_t)63, i = 0;
@@ -310,15 +333,17 @@ MMO_AVX512 static float vec_raw_v(uint32_t t, int64_t K, const void *w, const fl
 	}
 	a0 = _mm512_add_ps(a0, a2);
 	a1 = _mm512_add_ps(a1, a3);
-	float s = red16_v(_mm512_add_ps(a0, a1));
+	float s = np ? red16_v(_mm512_add_ps(a0, a1)) : 0.0f;
+	float p[64];
+	tail_products(t, K - i, (const uint8_t *)w + i * (t == ALICE_TYPE_F32 ? 4 : 2), x + i, p);
 	if (dtail) {
 		double d = s;
-		for (; i < K; i++)
-			d += (double)(w_at(t, w, i) * x[i]);
+		for (int64_t l = 0; l < K - i; l++)
+			d += (double)p[l];
 		return (float)d;
 	}
-	for (; i < K; i++)
-		s = s + unfused_mul(w_at(t, w, i), x[i]);
+	for (int64_t l = 0; l < K - i; l++)
+		s = s + p[l];
 	return s;
 }
 
@@ -332,7 +357,7 @@ MMO_AVX512 static __m512 dpbf16_raw(__m512 acc, __m512 w0, __m512 w1, const floa
 	return _mm512_add_ps(acc, _mm512_permutex2var_ps(p0, even, p1));
 }
 
-MMO_AVX512 static float vec_bf16_raw_v(int64_t K, const void *w, const float *x)
+MMO_AVX512 static inline float vec_bf16_raw_v(int64_t K, const void *w, const float *x)
 {
 	__m512 c1 = _mm512_setzero_ps(), c2 = c1;
 	int64_t i = 0;
@@ -340,10 +365,15 @@ MMO_AVX512 static float vec_bf16_raw_v(int64_t K, const void *w, const float *x)
 		c1 = dpbf16_raw(c1, w16(ALICE_TYPE_BF16, w, i), w16(ALICE_TYPE_BF16, w, i + 16), x + i);
 		c2 = dpbf16_raw(c2, w16(ALICE_TYPE_BF16, w, i + 32), w16(ALICE_TYPE_BF16, w, i + 48), x + i + 32);
 	}
-	double s = (double)red16_v(c1);
-	s += (double)red16_v(c2);
-	for (; i < K; i++)
-		s += (double)(w_at(ALICE_TYPE_BF16, w, i) * x[i]);
+	double s = 0.0; /* the sum of two +0 trees when no block ran */
+	if (i) {
+		s = (double)red16_v(c1);
+		s += (double)red16_v(c2);
+	}
+	float p[64];
+	tail_products(ALICE_TYPE_BF16, K - i, (const uint16_t *)w + i, x + i, p);
+	for (int64_t l = 0; l < K - i; l++)
+		s += (double)p[l];
 	return (float)s;
 }
 
@@ -375,7 +405,7 @@ MMO_AVX512 static void gemm4_raw_v(enum mm_order o, uint32_t t, int64_t K, const
 	out[3] = red16_v(c3);
 }
 
-MMO_AVX512 static float gemm_raw_v(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
+MMO_AVX512 static inline float gemm_raw_v(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
 {
 	__m512 c = _mm512_setzero_ps();
 	if (o == MM_ORD_GEMM_BF16) {
@@ -503,4 +533,45 @@ void cpu_mm_order_dot_raw4(enum mm_order o, uint32_t t, int64_t K, const void *w
 #endif
 	for (int c = 0; c < 4; c++)
 		out[c] = cpu_mm_order_dot_raw(o, t, K, w, x + c * xstride);
+}
+
+/* Many weight rows against one activation row (decode): the order and the
+ * ISA are chosen once, and the row kernel is inlined into the loop, so short
+ * rows (tiny models, K = 16) do not pay a dispatch per row. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ROWS_V(expr)                                                                                            \
+	for (int64_t r = 0; r < n; r++) {                                                                       \
+		const void *wr = (const uint8_t *)w + (size_t)r * ws;                                           \
+		float v = (expr);                                                                               \
+		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);                                                 \
+	}
+MMO_AVX512 static void rows_v(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			      int64_t n, float *out, size_t os)
+{
+	switch (o) {
+	case MM_ORD_GEMM16:
+	case MM_ORD_GEMM_BF16: ROWS_V(gemm_raw_v(o, t, K, wr, x)) break;
+	case MM_ORD_VEC_F32: ROWS_V(vec_raw_v(t, K, wr, x, false)) break;
+	case MM_ORD_VEC_F16: ROWS_V(vec_raw_v(t, K, wr, x, true)) break;
+	case MM_ORD_VEC_BF16: ROWS_V(vec_bf16_raw_v(K, wr, x)) break;
+	}
+}
+#undef ROWS_V
+#endif
+
+void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			   int64_t n, float *out, size_t os)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (use_avx512()) {
+		rows_v(o, t, K, w, ws, x, n, out, os);
+		return;
+	}
+#endif
+	bool fma = have_fma();
+	for (int64_t r = 0; r < n; r++) {
+		const void *wr = (const uint8_t *)w + (size_t)r * ws;
+		float v = fma ? raw_fma(o, t, K, wr, x) : raw_generic(o, t, K, wr, x);
+		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
+	}
 }

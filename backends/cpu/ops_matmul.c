@@ -284,10 +284,17 @@ static void mm_dot(void *arg, int ith, int nth)
 					for (int c = 0; c < 4; c++)
 						memcpy(db + (n + c) * j->dnb0 + m0 * j->dnb1, &r4[c], 4);
 				}
+			bool flt = j->type == ALICE_TYPE_F32 || j->type == ALICE_TYPE_F16 || j->type == ALICE_TYPE_BF16;
+			if (flt && !j->spec && m1 - m0 == 1) { /* float decode: the whole chunk in one call */
+				enum mm_order o = cpu_mm_order(j->type, row_multi(j, m0), j->K, j->N);
+				cpu_mm_order_dot_rows(o, j->type, j->K, wb + n * j->wnb1, (size_t)j->wnb1,
+						      (const float *)(ab + (size_t)m0 * j->act_row), n1 - n,
+						      (float *)(db + n * j->dnb0 + m0 * j->dnb1), (size_t)j->dnb0);
+				continue;
+			}
 			for (; n < n1; n++) {
 				const uint8_t *w = wb + n * j->wnb1;
 				const float *wf = (const float *)w;
-				bool flt = j->type == ALICE_TYPE_F32 || j->type == ALICE_TYPE_F16 || j->type == ALICE_TYPE_BF16;
 				if (!j->spec && !flt) {
 					alice_dequantize(j->type, w, wrow, j->K);
 					wf = wrow;
