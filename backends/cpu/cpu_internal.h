@@ -239,6 +239,8 @@ void cpu_kernels_kgemm512(struct cpu_kernels *k, bool exact) CPU_HIDDEN;
 void cpu_kernels_neon(struct cpu_kernels *k) CPU_HIDDEN;
 #endif
 void cpu_kernels_select(void) CPU_HIDDEN;
+/* "avx2 avx512f ... amx_int8": the SIMD features this CPU and OS offer */
+void cpu_flags_string(char *out, size_t len) CPU_HIDDEN;
 /* llama.cpp-order dots for Q2_K, Q3_K, Q5_K, IQ4_XS, Q4_0 (vec_llorder.c):
  * set their dotx/dot, clear their dot4/dotr4/gemm; avx2: AVX2 kernels. */
 void cpu_kernels_llorder(struct cpu_kernels *k, bool avx2) CPU_HIDDEN;
