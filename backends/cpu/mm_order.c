@@ -405,6 +405,59 @@ MMO_AVX512 static void gemm4_raw_v(enum mm_order o, uint32_t t, int64_t K, const
 	out[3] = red16_v(c3);
 }
 
+/* 4 weight rows x 4 activation rows, each output one chain in the gemm
+ * order (as gemm_raw_v). BF16: the weights' odd and even elements come
+ * straight from the 32-bit pairs, the activations' by one permute per row,
+ * and each product is added with an fma: a product of two BF16 values is
+ * exact in float (16 significant bits; normal range), so fma(w, x, acc) is
+ * the rounded acc + w x of the vdpbf16ps step. */
+MMO_AVX512 static void gemm4x4_raw_v(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+				     int64_t xs, float *out, size_t os_n, size_t os_m)
+{
+	__m512 c[4][4];
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++)
+			c[a][b] = _mm512_setzero_ps();
+	const uint8_t *wr[4] = {w, (const uint8_t *)w + ws, (const uint8_t *)w + 2 * ws, (const uint8_t *)w + 3 * ws};
+	if (o == MM_ORD_GEMM_BF16) {
+		const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+		const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+		const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
+		for (int64_t l = 0; l + 32 <= K; l += 32) {
+			__m512 wo[4], we[4];
+			_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++) {
+				__m512i p = _mm512_loadu_si512((const void *)(wr[a] + 2 * l));
+				wo[a] = _mm512_castsi512_ps(_mm512_and_si512(p, hi16));
+				we[a] = _mm512_castsi512_ps(_mm512_slli_epi32(p, 16));
+			}
+			_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+				__m512 x0 = _mm512_loadu_ps(x + b * xs + l), x1 = _mm512_loadu_ps(x + b * xs + l + 16);
+				__m512 xo = _mm512_permutex2var_ps(x0, odd, x1), xe = _mm512_permutex2var_ps(x0, even, x1);
+				_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++) {
+					c[a][b] = _mm512_fmadd_ps(wo[a], xo, c[a][b]);
+					c[a][b] = _mm512_fmadd_ps(we[a], xe, c[a][b]);
+				}
+			}
+		}
+	} else {
+		for (int64_t l = 0; l + 16 <= K; l += 16) {
+			__m512 wv[4];
+			_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+				wv[a] = w16(t, wr[a], l);
+			_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+				__m512 xv = _mm512_loadu_ps(x + b * xs + l);
+				_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+					c[a][b] = _mm512_fmadd_ps(wv[a], xv, c[a][b]);
+			}
+		}
+	}
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+			float v = red16_v(c[a][b]);
+			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+		}
+}
+
 MMO_AVX512 static inline float gemm_raw_v(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
 {
 	__m512 c = _mm512_setzero_ps();
@@ -573,5 +626,22 @@ void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w
 		const void *wr = (const uint8_t *)w + (size_t)r * ws;
 		float v = fma ? raw_fma(o, t, K, wr, x) : raw_generic(o, t, K, wr, x);
 		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
+	}
+}
+
+void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			     int64_t xstride, float *out, size_t os_n, size_t os_m)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (use_avx512() && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && (t == ALICE_TYPE_BF16) == (o == MM_ORD_GEMM_BF16)) {
+		gemm4x4_raw_v(o, t, K, w, ws, x, xstride, out, os_n, os_m);
+		return;
+	}
+#endif
+	for (int a = 0; a < 4; a++) {
+		float r4[4];
+		cpu_mm_order_dot_raw4(o, t, K, (const uint8_t *)w + (size_t)a * ws, x, xstride, r4);
+		for (int b = 0; b < 4; b++)
+			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &r4[b], 4);
 	}
 }

@@ -293,6 +293,27 @@ static void mm_dot(void *arg, int ith, int nth)
 						      (float *)(db + n * j->dnb0 + m0 * j->dnb1), (size_t)j->dnb0);
 				continue;
 			}
+			/* float prefill: 4 weight rows x 4 activation rows in registers
+			 * where the 4 rows all take the gemm order */
+			for (; flt && !j->spec && m1 - m0 >= 4 && n + 4 <= n1; n += 4)
+				for (int64_t m = m0; m < m1;) {
+					enum mm_order o = cpu_mm_order(j->type, row_multi(j, m), j->K, j->N);
+					const float *xa = (const float *)(ab + (size_t)m * j->act_row);
+					if (m + 4 <= m1 && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && row_multi(j, m + 1) &&
+					    row_multi(j, m + 2) && row_multi(j, m + 3)) {
+						cpu_mm_order_dot_raw4x4(o, j->type, j->K, wb + n * j->wnb1, (size_t)j->wnb1, xa,
+									(int64_t)(j->act_row / 4),
+									(float *)(db + n * j->dnb0 + m * j->dnb1), (size_t)j->dnb0,
+									(size_t)j->dnb1);
+						m += 4;
+						continue;
+					}
+					for (int c = 0; c < 4; c++) {
+						float r = cpu_mm_order_dot_raw(o, j->type, j->K, wb + (n + c) * j->wnb1, xa);
+						memcpy(db + (n + c) * j->dnb0 + m * j->dnb1, &r, 4);
+					}
+					m++;
+				}
 			for (; n < n1; n++) {
 				const uint8_t *w = wb + n * j->wnb1;
 				const float *wf = (const float *)w;

@@ -99,31 +99,31 @@ static inline __attribute__((always_inline)) void rows_block(int mr, const uint8
 							     __m512 *acc, __m512 *accm)
 {
 	__m512i S[8], t[8];
-	for (int r = 0; r < mr; r++)
+	_Pragma("GCC unroll 8") for (int r = 0; r < mr; r++)
 		S[r] = _mm512_setzero_si512();
 	for (int j = 0; j < 8; j++) {
-		for (int r = 0; r < mr; r++)
+		_Pragma("GCC unroll 8") for (int r = 0; r < mr; r++)
 			t[r] = _mm512_setzero_si512();
-		for (int q = 0; q < 8; q++) {
+		_Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
 			__m512i wz = _mm512_loadu_si512((const void *)(u + (8 * j + q) * 64));
-			for (int r = 0; r < mr; r++) {
+			_Pragma("GCC unroll 8") for (int r = 0; r < mr; r++) {
 				int32_t x;
 				memcpy(&x, a[r]->q + 32 * j + 4 * q, 4);
 				t[r] = _mm512_dpbusd_epi32(t[r], wz, _mm512_set1_epi32(x));
 			}
 		}
 		__m512i sc = _mm512_loadu_si512((const void *)(u + U_Q + 64 * j));
-		for (int r = 0; r < mr; r++)
+		_Pragma("GCC unroll 8") for (int r = 0; r < mr; r++)
 			S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(t[r], sc));
 	}
 	__m512 d = _mm512_loadu_ps((const float *)(u + U_MN)), dm = _mm512_loadu_ps((const float *)(u + U_D));
-	for (int r = 0; r < mr; r++) {
+	_Pragma("GCC unroll 8") for (int r = 0; r < mr; r++) {
 		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[r]->bsums),
 					    _mm_loadu_si128((const __m128i *)(a[r]->bsums + 8)));
 		int32_t bp[4];
 		_mm_storeu_si128((__m128i *)bp, bs); /* pairs of 32-element sums */
 		__m512i Mi = _mm512_setzero_si512();
-		for (int p = 0; p < 4; p++)
+		_Pragma("GCC unroll 8") for (int p = 0; p < 4; p++)
 			Mi = _mm512_dpwssd_epi32(Mi, _mm512_loadu_si512((const void *)(u + U_SC + 64 * p)),
 						 _mm512_set1_epi32(bp[p]));
 		__m512 da = _mm512_set1_ps(a[r]->d);
@@ -138,16 +138,16 @@ static inline __attribute__((always_inline)) void rows_tile(int mr, int64_t nb, 
 {
 	const struct act_q8_k *a[8];
 	__m512 acc[8], accm[8];
-	for (int r = 0; r < mr; r++) {
+	_Pragma("GCC unroll 8") for (int r = 0; r < mr; r++) {
 		acc[r] = _mm512_setzero_ps();
 		accm[r] = _mm512_setzero_ps();
 	}
 	for (int64_t b = 0; b < nb; b++) {
-		for (int r = 0; r < mr; r++)
+		_Pragma("GCC unroll 8") for (int r = 0; r < mr; r++)
 			a[r] = (const struct act_q8_k *)((const uint8_t *)a0 + (size_t)(m + r) * astride) + b;
 		rows_block(mr, un + (size_t)b * U_BYTES, a, acc, accm);
 	}
-	for (int r = 0; r < mr; r++) {
+	_Pragma("GCC unroll 8") for (int r = 0; r < mr; r++) {
 		__m512 res = _mm512_sub_ps(acc[r], accm[r]);
 		uint8_t *o = out + (size_t)(m + r) * os_m;
 		if (os_n == 4) {
