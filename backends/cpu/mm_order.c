@@ -629,12 +629,94 @@ void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w
 	}
 }
 
+/* ---- AVX2 + FMA (the ALICE_CPU_ISA=avx2 level): 2 x 2 tiles, each
+ * output's 16 gemm lanes as two ymm, the same arithmetic as above ---- */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MMO_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+MMO_AVX2 static inline float red16_y(__m256 lo, __m256 hi)
+{
+	__m256 t8 = _mm256_add_ps(hi, lo); /* a[i + 8] + a[i] */
+	__m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
+	__m128 u = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+	return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
+}
+
+MMO_AVX2 static inline __m256 w8(uint32_t t, const uint8_t *w, int64_t i)
+{
+	if (t == ALICE_TYPE_F16)
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i)));
+	return _mm256_loadu_ps((const float *)w + i);
+}
+
+MMO_AVX2 static void gemm2x2_raw_y(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+				   int64_t xs, float *out, size_t os_n, size_t os_m)
+{
+	__m256 c[2][2][2];
+	_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++)
+		_Pragma("GCC unroll 2") for (int b = 0; b < 2; b++) c[a][b][0] = c[a][b][1] = _mm256_setzero_ps();
+	const uint8_t *wr[2] = {w, (const uint8_t *)w + ws};
+	if (o == MM_ORD_GEMM_BF16) {
+		const __m256i hi16 = _mm256_set1_epi32((int)0xffff0000u);
+		for (int64_t l = 0; l + 32 <= K; l += 32) {
+			__m256 wo[2][2], we[2][2];
+			_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++)
+				_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+					__m256i p = _mm256_loadu_si256((const __m256i *)(wr[a] + 2 * l + 32 * h));
+					wo[a][h] = _mm256_castsi256_ps(_mm256_and_si256(p, hi16));
+					we[a][h] = _mm256_castsi256_ps(_mm256_slli_epi32(p, 16));
+				}
+			_Pragma("GCC unroll 2") for (int b = 0; b < 2; b++) {
+				const float *xb = x + b * xs + l;
+				_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+					__m256 x0 = _mm256_loadu_ps(xb + 16 * h), x1 = _mm256_loadu_ps(xb + 16 * h + 8);
+					__m256 xo = _mm256_castpd_ps(_mm256_permute4x64_pd(
+						_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0xDD)), 0xD8));
+					__m256 xe = _mm256_castpd_ps(_mm256_permute4x64_pd(
+						_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0x88)), 0xD8));
+					_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++) {
+						c[a][b][h] = _mm256_fmadd_ps(wo[a][h], xo, c[a][b][h]);
+						c[a][b][h] = _mm256_fmadd_ps(we[a][h], xe, c[a][b][h]);
+					}
+				}
+			}
+		}
+	} else {
+		for (int64_t l = 0; l + 16 <= K; l += 16) {
+			__m256 wv[2][2];
+			_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++) {
+				wv[a][0] = w8(t, wr[a], l);
+				wv[a][1] = w8(t, wr[a], l + 8);
+			}
+			_Pragma("GCC unroll 2") for (int b = 0; b < 2; b++)
+				_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+					__m256 xv = _mm256_loadu_ps(x + b * xs + l + 8 * h);
+					_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++)
+						c[a][b][h] = _mm256_fmadd_ps(wv[a][h], xv, c[a][b][h]);
+				}
+		}
+	}
+	for (int a = 0; a < 2; a++)
+		for (int b = 0; b < 2; b++) {
+			float v = red16_y(c[a][b][0], c[a][b][1]);
+			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+		}
+}
+#endif
+
 void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
 			     int64_t xstride, float *out, size_t os_n, size_t os_m)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
 	if (use_avx512() && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && (t == ALICE_TYPE_BF16) == (o == MM_ORD_GEMM_BF16)) {
 		gemm4x4_raw_v(o, t, K, w, ws, x, xstride, out, os_n, os_m);
+		return;
+	}
+	if (have_fma() && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && (t == ALICE_TYPE_BF16) == (o == MM_ORD_GEMM_BF16)) {
+		for (int a = 0; a < 4; a += 2)
+			for (int b = 0; b < 4; b += 2)
+				gemm2x2_raw_y(o, t, K, (const uint8_t *)w + (size_t)a * ws, ws, x + b * xstride, xstride,
+					      (float *)((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m), os_n, os_m);
 		return;
 	}
 #endif
