@@ -212,10 +212,174 @@ static void v_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *act, in
 	}
 }
 
+/* ---- Q6_K in the same shape: S_b = sum_j sc_j (dot_j - 32 bsum_j) over
+ * its 16-element sub-blocks (exact), acc = fma(d_w d_a, S_b, acc). ---- */
+#define Q6K_BYTES 210
+/* per superblock of 8 rows: 6-bit values [64 quads][8 rows][4], scales
+ * [16][8] (i16 pair sc, sc), scale pairs [8][8] (sc[2p], sc[2p + 1]), d [8] */
+#define W_SC 2048
+#define W_SP (W_SC + 16 * 32)
+#define W_D (W_SP + 8 * 32)
+#define W_BYTES (W_D + 32)
+_Static_assert(W_BYTES <= 32 * QKK, "cpu_gemm_scratch(k) >= k * 32");
+
+/* the superblock's 256 values 0..63 in element order, 32 per vector */
+static inline void q6_values(const uint8_t *blk, __m256i *v)
+{
+	const __m256i m4 = _mm256_set1_epi8(0xf), m2 = _mm256_set1_epi8(3);
+	for (int n = 0; n < 2; n++) {
+		__m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * n));
+		__m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * n + 32));
+		__m256i h = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
+		v[4 * n + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+		v[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+		v[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+		v[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+	}
+}
+
+/* 32 * sum_j sc_j bsum_j */
+static inline int32_t q6_offset(const int8_t *sc, const struct act_q8_k *a)
+{
+	int32_t o = 0;
+	for (int j = 0; j < 16; j++)
+		o += (int32_t)sc[j] * a->bsums[j];
+	return 32 * o;
+}
+
+static void v_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	float acc = 0.0f;
+	for (int64_t b = 0; b < k / QKK; b++, wb += Q6K_BYTES, a++) {
+		prefetch_ahead(wb, Q6K_BYTES);
+		const int8_t *sc = (const int8_t *)(wb + 192);
+		__m256i v[8], s = _mm256_setzero_si256();
+		q6_values(wb, v);
+		for (int c = 0; c < 8; c++) { /* 32 values: sub-blocks 2c, 2c + 1 */
+			__m256i p = _mm256_maddubs_epi16(v[c], _mm256_loadu_si256((const __m256i *)(a->q + 32 * c)));
+			__m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+			s = _mm256_add_epi32(s, _mm256_madd_epi16(p, scv));
+		}
+		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+		r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+		r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+		int32_t S = _mm_cvtsi128_si32(r) - q6_offset(sc, a);
+		acc = fmaf(ld_fp16(wb + 208) * a->d, (float)S, acc);
+	}
+	*out = acc;
+}
+
+static void unpack8_q6(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
+{
+	__m256i v[8][8], in[8], out[8];
+	for (int r = 0; r < 8; r++)
+		q6_values(w + (size_t)r * ws + b * Q6K_BYTES, v[r]);
+	for (int c = 0; c < 8; c++) {
+		for (int r = 0; r < 8; r++)
+			in[r] = v[r][c];
+		transpose8(in, out);
+		for (int q = 0; q < 8; q++)
+			_mm256_storeu_si256((__m256i *)(u + (8 * c + q) * 32), out[q]);
+	}
+	int32_t *sc = (int32_t *)(u + W_SC), *sp = (int32_t *)(u + W_SP);
+	float *d = (float *)(u + W_D);
+	for (int r = 0; r < 8; r++) {
+		const uint8_t *blk = w + (size_t)r * ws + b * Q6K_BYTES;
+		const int8_t *s8 = (const int8_t *)(blk + 192);
+		for (int j = 0; j < 16; j++)
+			sc[j * 8 + r] = (int32_t)((uint32_t)(uint16_t)s8[j] | (uint32_t)(uint16_t)s8[j] << 16);
+		for (int p = 0; p < 8; p++)
+			sp[p * 8 + r] = (int32_t)((uint32_t)(uint16_t)s8[2 * p] | (uint32_t)(uint16_t)s8[2 * p + 1] << 16);
+		d[r] = ld_fp16(blk + 208);
+	}
+}
+
+static inline __attribute__((always_inline)) void q6_block8(int mr, const uint8_t *u, const struct act_q8_k *const *a,
+							    __m256 *acc)
+{
+	__m256i S[4];
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) S[r] = _mm256_setzero_si256();
+	for (int j = 0; j < 16; j++) {
+		__m256i sc = _mm256_loadu_si256((const __m256i *)(u + W_SC + 32 * j));
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) { /* quads 4j + 2h, 4j + 2h + 1: int16 sums fit */
+			__m256i w0 = _mm256_loadu_si256((const __m256i *)(u + (4 * j + 2 * h) * 32));
+			__m256i w1 = _mm256_loadu_si256((const __m256i *)(u + (4 * j + 2 * h + 1) * 32));
+			_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+				int32_t x0, x1;
+				memcpy(&x0, a[r]->q + 16 * j + 8 * h, 4);
+				memcpy(&x1, a[r]->q + 16 * j + 8 * h + 4, 4);
+				__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(x0)),
+							     _mm256_maddubs_epi16(w1, _mm256_set1_epi32(x1)));
+				S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(t, sc));
+			}
+		}
+	}
+	__m256 d = _mm256_loadu_ps((const float *)(u + W_D));
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+		int32_t bp[8];
+		memcpy(bp, a[r]->bsums, 32); /* pairs (bsum 2p, bsum 2p + 1) */
+		__m256i o = _mm256_setzero_si256();
+		for (int p = 0; p < 8; p++)
+			o = _mm256_add_epi32(o, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(u + W_SP + 32 * p)),
+								  _mm256_set1_epi32(bp[p])));
+		__m256i St = _mm256_sub_epi32(S[r], _mm256_slli_epi32(o, 5));
+		acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[r]->d)), _mm256_cvtepi32_ps(St), acc[r]);
+	}
+}
+
+static inline __attribute__((always_inline)) void q6_tile8(int mr, int64_t nb, const uint8_t *un,
+							   const struct act_q8_k *a0, size_t astride, int64_t m,
+							   uint8_t *out, size_t os_n, size_t os_m)
+{
+	const struct act_q8_k *a[4];
+	__m256 acc[4];
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) acc[r] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++)
+			a[r] = (const struct act_q8_k *)((const uint8_t *)a0 + (size_t)(m + r) * astride) + b;
+		q6_block8(mr, un + (size_t)b * W_BYTES, a, acc);
+	}
+	for (int r = 0; r < mr; r++) {
+		float v[8];
+		_mm256_storeu_ps(v, acc[r]);
+		uint8_t *o = out + (size_t)(m + r) * os_m;
+		for (int n = 0; n < 8; n++)
+			memcpy(o + n * os_n, &v[n], 4);
+	}
+}
+
+static void v_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)grp;
+	int64_t nb = k / QKK;
+	size_t astride = (size_t)nb * sizeof(struct act_q8_k);
+	uint8_t *un = scratch;
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *wh = (const uint8_t *)w + (size_t)(8 * h) * ws;
+		uint8_t *oh = out + (size_t)(8 * h) * os_n;
+		for (int64_t b = 0; b < nb; b++)
+			unpack8_q6(wh, ws, b, un + (size_t)b * W_BYTES);
+		int64_t m = 0;
+		for (; m + 4 <= M; m += 4)
+			q6_tile8(4, nb, un, act, astride, m, oh, os_n, os_m);
+		for (; m < M; m++)
+			q6_tile8(1, nb, un, act, astride, m, oh, os_n, os_m);
+	}
+}
+
 void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact)
 {
 	if (exact)
 		return;
+	k->dot[ALICE_TYPE_Q6_K] = v_dot_q6_k;
+	k->gemm[ALICE_TYPE_Q6_K] = v_gemm_q6_k;
+	k->gemm_rows[ALICE_TYPE_Q6_K] = true;
 	k->dot[ALICE_TYPE_Q4_K] = v_dot_q4_k;
 	k->gemm[ALICE_TYPE_Q4_K] = v_gemm_q4_k;
 	k->gemm_rows[ALICE_TYPE_Q4_K] = true;
