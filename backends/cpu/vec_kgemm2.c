@@ -373,10 +373,160 @@ static void v_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *act, in
 	}
 }
 
+/* ---- Q4_0: one chain per output, per block the exact S_b = sum (q - 8) a,
+ * acc = fma(d_w d_a, S_b, acc) (vec_kgemm512.c's order) ---- */
+#define Q40_BYTES 18
+#define X_D 256 /* per block of 8 rows: nibbles [8 quads][8 rows][4], d [8] */
+#define X_BYTES (X_D + 32)
+_Static_assert(X_BYTES <= 32 * QK8, "cpu_gemm_scratch(k) >= k * 32");
+
+static inline __m256i q40_nibbles(const uint8_t *blk)
+{
+	__m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
+	const __m128i m4 = _mm_set1_epi8(0xf);
+	return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+/* sum of the 32 int8 of a block */
+static inline int32_t q8_sum32(const int8_t *q)
+{
+	__m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)q)),
+				      _mm256_set1_epi16(1));
+	__m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+	r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+	r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+	return _mm_cvtsi128_si32(r);
+}
+
+/* 8 int32 lanes of one block's (q - 8) . a products (sign trick: |w| as u8
+ * against a with w's sign) */
+static inline __m256i q40_lanes(const uint8_t *blk, __m256i av)
+{
+	__m256i wv = _mm256_sub_epi8(q40_nibbles(blk), _mm256_set1_epi8(8));
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv)),
+				 _mm256_set1_epi16(1));
+}
+
+static void v_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	float acc = 0.0f;
+	for (int64_t b = 0; b < k / QK8; b++, wb += Q40_BYTES, a++) {
+		prefetch_ahead(wb, Q40_BYTES);
+		__m256i p = q40_lanes(wb, _mm256_loadu_si256((const __m256i *)a->q));
+		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+		r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+		r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+		acc = fmaf(ld_fp16(wb) * a->d, (float)_mm_cvtsi128_si32(r), acc);
+	}
+	*out = acc;
+}
+
+/* 4 rows `ws` apart (decode), the same order: the 4 block sums at once */
+static void v_dotr4_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	const uint8_t *w0 = w;
+	const struct act_q8_0 *a = act;
+	__m128 acc = _mm_setzero_ps();
+	for (int64_t b = 0; b < k / QK8; b++, a++) {
+		__m256i av = _mm256_loadu_si256((const __m256i *)a->q);
+		__m256i p[4];
+		uint16_t h[4];
+		for (int r = 0; r < 4; r++) {
+			const uint8_t *blk = w0 + (size_t)r * ws + b * Q40_BYTES;
+			_mm_prefetch((const char *)blk + 4 * ws, _MM_HINT_T0);
+			p[r] = q40_lanes(blk, av);
+			memcpy(&h[r], blk, 2);
+		}
+		__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+		__m128i S = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+		__m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h)), _mm_set1_ps(a->d));
+		acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(S), acc);
+	}
+	_mm_storeu_ps(out, acc);
+}
+
+static void unpack8_q40(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
+{
+	__m256i in[8], out[8];
+	float *d = (float *)(u + X_D);
+	for (int r = 0; r < 8; r++) {
+		const uint8_t *blk = w + (size_t)r * ws + b * Q40_BYTES;
+		in[r] = q40_nibbles(blk);
+		d[r] = ld_fp16(blk);
+	}
+	transpose8(in, out);
+	for (int q = 0; q < 8; q++)
+		_mm256_storeu_si256((__m256i *)(u + q * 32), out[q]);
+}
+
+static inline __attribute__((always_inline)) void q40_tile8(int mr, int64_t nb, const uint8_t *un,
+							    const struct act_q8_0 *a0, size_t astride, int64_t m,
+							    uint8_t *out, size_t os_n, size_t os_m)
+{
+	__m256 acc[4];
+	const __m256i one16 = _mm256_set1_epi16(1);
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) acc[r] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *u = un + (size_t)b * X_BYTES;
+		const struct act_q8_0 *a[4];
+		__m256i t[4];
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+			a[r] = (const struct act_q8_0 *)((const uint8_t *)a0 + (size_t)(m + r) * astride) + b;
+			t[r] = _mm256_setzero_si256();
+		}
+		_Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+			__m256i wz = _mm256_loadu_si256((const __m256i *)(u + q * 32));
+			_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+				int32_t x;
+				memcpy(&x, a[r]->q + 4 * q, 4);
+				t[r] = _mm256_add_epi16(t[r], _mm256_maddubs_epi16(wz, _mm256_set1_epi32(x)));
+			}
+		}
+		__m256 d = _mm256_loadu_ps((const float *)(u + X_D));
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+			__m256i S = _mm256_sub_epi32(_mm256_madd_epi16(t[r], one16), _mm256_set1_epi32(8 * q8_sum32(a[r]->q)));
+			acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[r]->d)), _mm256_cvtepi32_ps(S), acc[r]);
+		}
+	}
+	for (int r = 0; r < mr; r++) {
+		float v[8];
+		_mm256_storeu_ps(v, acc[r]);
+		uint8_t *o = out + (size_t)(m + r) * os_m;
+		for (int n = 0; n < 8; n++)
+			memcpy(o + n * os_n, &v[n], 4);
+	}
+}
+
+static void v_gemm_q4_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)grp;
+	int64_t nb = k / QK8;
+	size_t astride = (size_t)nb * sizeof(struct act_q8_0);
+	uint8_t *un = scratch;
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *wh = (const uint8_t *)w + (size_t)(8 * h) * ws;
+		uint8_t *oh = out + (size_t)(8 * h) * os_n;
+		for (int64_t b = 0; b < nb; b++)
+			unpack8_q40(wh, ws, b, un + (size_t)b * X_BYTES);
+		int64_t m = 0;
+		for (; m + 4 <= M; m += 4)
+			q40_tile8(4, nb, un, act, astride, m, oh, os_n, os_m);
+		for (; m < M; m++)
+			q40_tile8(1, nb, un, act, astride, m, oh, os_n, os_m);
+	}
+}
+
 void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact)
 {
 	if (exact)
 		return;
+	k->dot[ALICE_TYPE_Q4_0] = v_dot_q4_0;
+	k->dotr4[ALICE_TYPE_Q4_0] = v_dotr4_q4_0;
+	k->gemm[ALICE_TYPE_Q4_0] = v_gemm_q4_0;
+	k->gemm_rows[ALICE_TYPE_Q4_0] = true;
 	k->dot[ALICE_TYPE_Q6_K] = v_dot_q6_k;
 	k->gemm[ALICE_TYPE_Q6_K] = v_gemm_q6_k;
 	k->gemm_rows[ALICE_TYPE_Q6_K] = true;
