@@ -588,46 +588,6 @@ void cpu_mm_order_dot_raw4(enum mm_order o, uint32_t t, int64_t K, const void *w
 		out[c] = cpu_mm_order_dot_raw(o, t, K, w, x + c * xstride);
 }
 
-/* Many weight rows against one activation row (decode): the order and the
- * ISA are chosen once, and the row kernel is inlined into the loop, so short
- * rows (tiny models, K = 16) do not pay a dispatch per row. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define ROWS_V(expr)                                                                                            \
-	for (int64_t r = 0; r < n; r++) {                                                                       \
-		const void *wr = (const uint8_t *)w + (size_t)r * ws;                                           \
-		float v = (expr);                                                                               \
-		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);                                                 \
-	}
-MMO_AVX512 static void rows_v(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
-			      int64_t n, float *out, size_t os)
-{
-	switch (o) {
-	case MM_ORD_GEMM16:
-	case MM_ORD_GEMM_BF16: ROWS_V(gemm_raw_v(o, t, K, wr, x)) break;
-	case MM_ORD_VEC_F32: ROWS_V(vec_raw_v(t, K, wr, x, false)) break;
-	case MM_ORD_VEC_F16: ROWS_V(vec_raw_v(t, K, wr, x, true)) break;
-	case MM_ORD_VEC_BF16: ROWS_V(vec_bf16_raw_v(K, wr, x)) break;
-	}
-}
-#undef ROWS_V
-#endif
-
-void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
-			   int64_t n, float *out, size_t os)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-	if (use_avx512()) {
-		rows_v(o, t, K, w, ws, x, n, out, os);
-		return;
-	}
-#endif
-	bool fma = have_fma();
-	for (int64_t r = 0; r < n; r++) {
-		const void *wr = (const uint8_t *)w + (size_t)r * ws;
-		float v = fma ? raw_fma(o, t, K, wr, x) : raw_generic(o, t, K, wr, x);
-		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
-	}
-}
 
 /* ---- AVX2 + FMA (the ALICE_CPU_ISA=avx2 level): 2 x 2 tiles, each
  * output's 16 gemm lanes as two ymm, the same arithmetic as above ---- */
@@ -702,6 +662,85 @@ MMO_AVX2 static void gemm2x2_raw_y(enum mm_order o, uint32_t t, int64_t K, const
 			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
 		}
 }
+/* the vec_dot orders for one row (decode at the avx2 level) */
+MMO_AVX2 static inline __attribute__((always_inline)) void odd_even_y(const float *x, __m256 *xo, __m256 *xe)
+{
+	__m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+	*xo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0xDD)), 0xD8));
+	*xe = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0x88)), 0xD8));
+}
+
+MMO_AVX2 static float vec_raw_y(enum mm_order o, uint32_t t, int64_t K, const void *wv, const float *x)
+{
+	const uint8_t *w = wv;
+	int64_t i = 0;
+	float p[64];
+	if (o == MM_ORD_VEC_BF16) {
+		const __m256i hi16 = _mm256_set1_epi32((int)0xffff0000u);
+		__m256 c[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+		for (; i + 64 <= K; i += 64)
+			for (int g = 0; g < 2; g++) /* elements 32g .. 32g + 31: chain c[g] */
+				for (int h = 0; h < 2; h++) {
+					__m256i pw = _mm256_loadu_si256((const __m256i *)(w + 2 * (i + 32 * g + 16 * h)));
+					__m256 xo, xe;
+					odd_even_y(x + i + 32 * g + 16 * h, &xo, &xe);
+					c[g][h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(pw, hi16)), xo, c[g][h]);
+					c[g][h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(pw, 16)), xe, c[g][h]);
+				}
+		double s = 0.0;
+		if (i) {
+			s = (double)red16_y(c[0][0], c[0][1]);
+			s += (double)red16_y(c[1][0], c[1][1]);
+		}
+		for (int64_t l = i; l < K; l++) {
+			uint32_t u = (uint32_t)((const uint16_t *)w)[l] << 16;
+			float f;
+			memcpy(&f, &u, 4);
+			p[l - i] = f * x[l];
+		}
+		for (int64_t l = 0; l < K - i; l++)
+			s += (double)p[l];
+		return (float)s;
+	}
+	__m256 a[4][2];
+	for (int j = 0; j < 4; j++)
+		a[j][0] = a[j][1] = _mm256_setzero_ps();
+	for (; i + 64 <= K; i += 64)
+		for (int j = 0; j < 4; j++)
+			for (int h = 0; h < 2; h++)
+				a[j][h] = _mm256_fmadd_ps(w8(t, w, i + 16 * j + 8 * h), _mm256_loadu_ps(x + i + 16 * j + 8 * h), a[j][h]);
+	float s = 0.0f;
+	if (i)
+		for (int h = 0; h < 2; h++) {
+			a[0][h] = _mm256_add_ps(a[0][h], a[2][h]);
+			a[1][h] = _mm256_add_ps(a[1][h], a[3][h]);
+			a[0][h] = _mm256_add_ps(a[0][h], a[1][h]);
+		}
+	if (i)
+		s = red16_y(a[0][0], a[0][1]);
+	for (int64_t l = i; l < K; l++) {
+		float wl = t == ALICE_TYPE_F16 ? _cvtsh_ss(((const uint16_t *)w)[l]) : ((const float *)w)[l];
+		p[l - i] = wl * x[l];
+	}
+	if (o == MM_ORD_VEC_F16) {
+		double d = s;
+		for (int64_t l = 0; l < K - i; l++)
+			d += (double)p[l];
+		return (float)d;
+	}
+	for (int64_t l = 0; l < K - i; l++)
+		s = s + p[l];
+	return s;
+}
+
+MMO_AVX2 static void rows_y(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			   int64_t n, float *out, size_t os)
+{
+	for (int64_t r = 0; r < n; r++) {
+		float v = vec_raw_y(o, t, K, (const uint8_t *)w + (size_t)r * ws, x);
+		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
+	}
+}
 #endif
 
 void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
@@ -725,5 +764,53 @@ void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void 
 		cpu_mm_order_dot_raw4(o, t, K, (const uint8_t *)w + (size_t)a * ws, x, xstride, r4);
 		for (int b = 0; b < 4; b++)
 			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &r4[b], 4);
+	}
+}
+
+/* Many weight rows against one activation row (decode): the order and the
+ * ISA are chosen once, and the row kernel is inlined into the loop, so short
+ * rows (tiny models, K = 16) do not pay a dispatch per row. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ROWS_V(expr)                                                                                            \
+	for (int64_t r = 0; r < n; r++) {                                                                       \
+		const void *wr = (const uint8_t *)w + (size_t)r * ws;                                           \
+		float v = (expr);                                                                               \
+		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);                                                 \
+	}
+MMO_AVX512 static void rows_v(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			      int64_t n, float *out, size_t os)
+{
+	switch (o) {
+	case MM_ORD_GEMM16:
+	case MM_ORD_GEMM_BF16: ROWS_V(gemm_raw_v(o, t, K, wr, x)) break;
+	case MM_ORD_VEC_F32: ROWS_V(vec_raw_v(t, K, wr, x, false)) break;
+	case MM_ORD_VEC_F16: ROWS_V(vec_raw_v(t, K, wr, x, true)) break;
+	case MM_ORD_VEC_BF16: ROWS_V(vec_bf16_raw_v(K, wr, x)) break;
+	}
+}
+#undef ROWS_V
+#endif
+
+void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			   int64_t n, float *out, size_t os)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (use_avx512()) {
+		rows_v(o, t, K, w, ws, x, n, out, os);
+		return;
+	}
+#endif
+	bool fma = have_fma();
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (fma && (o == MM_ORD_VEC_F32 || o == MM_ORD_VEC_F16 || o == MM_ORD_VEC_BF16) &&
+	    (t == ALICE_TYPE_BF16) == (o == MM_ORD_VEC_BF16)) {
+		rows_y(o, t, K, w, ws, x, n, out, os);
+		return;
+	}
+#endif
+	for (int64_t r = 0; r < n; r++) {
+		const void *wr = (const uint8_t *)w + (size_t)r * ws;
+		float v = fma ? raw_fma(o, t, K, wr, x) : raw_generic(o, t, K, wr, x);
+		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
 	}
 }
