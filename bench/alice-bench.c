@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alice/backend_loader.h"
 #include "alice/model.h"
 #include "bench_batch.h"
 #include "bench_spec.h"
@@ -21,6 +22,8 @@ struct result {
 	int ok;
 	char error[700];
 	char model_name[160], backend[32], device[128];
+	/* the backend's device description: CPU kernels (ISA level) and flags */
+	char isa[64], flags[192];
 	double size_gib, params_b;
 	double pp_mean, pp_sd, tg_mean, tg_sd;
 	double peak_rss_mib, weight_mib;
@@ -71,6 +74,29 @@ static void mean_sd(const double *x, int n, double *mean, double *sd)
 	*sd = n > 1 ? sqrt(s2 / (n - 1)) : 0;
 }
 
+/* "kernels: avx512; cpu flags: avx2 ..." (the CPU backend's description)
+ * -> isa, flags; other backends: their description as the isa field. */
+static void device_desc(const struct opts *o, const char *backend, struct result *res)
+{
+	struct alice_backend *be = NULL;
+	struct alice_error err = {{0}};
+	struct alice_device_info info;
+	if (alice_backend_open(backend, o->backend_dir, &be, &err) != ALICE_OK)
+		return;
+	if (be->vt->device_info(0, &info) == ALICE_OK) {
+		const char *k = strstr(info.description, "kernels: "), *f = strstr(info.description, "cpu flags: ");
+		if (k) {
+			k += 9;
+			snprintf(res->isa, sizeof res->isa, "%.*s", (int)strcspn(k, ";"), k);
+		} else {
+			snprintf(res->isa, sizeof res->isa, "%.63s", info.description);
+		}
+		if (f)
+			snprintf(res->flags, sizeof res->flags, "%s", f + 11);
+	}
+	alice_backend_close(be);
+}
+
 static void run_one(const struct opts *o, const char *path, const char *backend, struct result *res)
 {
 	struct alice_model_params mp;
@@ -91,6 +117,7 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 	}
 	snprintf(res->model_name, sizeof res->model_name, "%s", alice_model_name(m));
 	snprintf(res->device, sizeof res->device, "%s", alice_model_device_name(m));
+	device_desc(o, backend, res);
 	res->params_b = alice_model_n_params(m) / 1e9;
 	res->weight_mib = alice_model_weight_bytes(m) / 1048576.0;
 	FILE *f = fopen(path, "rb");
@@ -225,10 +252,10 @@ static void print_batch(const struct opts *o, const struct result *res, int nres
 			for (int k = 0; k < o->n_batch; k++) {
 				const struct result *r = &res[i];
 				const struct batch_result *b = &r->batch[k];
-				printf("  {\"model\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"ok\": %s, "
-				       "\"B\": %d, \"pp\": %d, \"tg\": %d, \"pp_tps\": %.3f, \"tg_tps\": %.3f, "
+				printf("  {\"model\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"isa\": \"%s\", "
+				       "\"cpu_flags\": \"%s\", \"ok\": %s, \"B\": %d, \"pp\": %d, \"tg\": %d, \"pp_tps\": %.3f, \"tg_tps\": %.3f, "
 				       "\"tg_seq_tps\": %.3f, \"step_ms\": %.4f, \"step1_ms\": %.4f, \"peak_rss_mib\": %.1f}%s\n",
-				       r->model_name, r->backend, r->device, b->ok ? "true" : "false", o->batch[k],
+				       r->model_name, r->backend, r->device, r->isa, r->flags, b->ok ? "true" : "false", o->batch[k],
 				       o->p, o->n, b->pp_tps, b->tg_tps, b->tg_seq_tps, b->step_ms, b->step1_ms, r->peak_rss_mib,
 				       i + 1 < nres || k + 1 < o->n_batch ? "," : "");
 			}
@@ -355,11 +382,11 @@ int main(int argc, char **argv)
 		printf("[\n");
 		for (int i = 0; i < nres; i++) {
 			struct result *r = &res[i];
-			printf("  {\"model\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"ok\": %s, "
-			       "\"size_gib\": %.4f, \"params_b\": %.4f, \"threads\": %d, "
+			printf("  {\"model\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"isa\": \"%s\", "
+			       "\"cpu_flags\": \"%s\", \"ok\": %s, \"size_gib\": %.4f, \"params_b\": %.4f, \"threads\": %d, "
 			       "\"pp\": %d, \"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg\": %d, \"tg_tps\": %.3f, "
 			       "\"tg_sd\": %.3f, \"peak_rss_mib\": %.1f, \"weights_mib\": %.1f}%s\n",
-			       r->model_name, r->backend, r->device, r->ok ? "true" : "false", r->size_gib,
+			       r->model_name, r->backend, r->device, r->isa, r->flags, r->ok ? "true" : "false", r->size_gib,
 			       r->params_b, o.threads, o.p, r->pp_mean, r->pp_sd, o.n, r->tg_mean, r->tg_sd,
 			       r->peak_rss_mib, r->weight_mib, i + 1 < nres ? "," : "");
 		}
@@ -384,6 +411,15 @@ int main(int argc, char **argv)
 				       r->tg_mean, r->tg_sd, r->peak_rss_mib);
 		}
 	}
+	if (!o.json) /* which machine and kernels the figures come from */
+		for (int i = 0; i < nres; i++) {
+			int seen = 0;
+			for (int k = 0; k < i; k++)
+				seen |= !strcmp(res[k].backend, res[i].backend) && !strcmp(res[k].device, res[i].device);
+			if (!seen && res[i].device[0])
+				printf("\n%s: %s; kernels: %s; cpu flags: %s\n", res[i].backend, res[i].device,
+				       res[i].isa[0] ? res[i].isa : "-", res[i].flags[0] ? res[i].flags : "-");
+		}
 	free(backend_list);
 	return failures ? 1 : 0;
 }

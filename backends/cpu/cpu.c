@@ -89,7 +89,9 @@ static enum alice_status cpu_device_info(int device, struct alice_device_info *o
 	cpu_model_name(model, sizeof(model));
 	cpu_kernels_select();
 	snprintf(out->name, sizeof(out->name), "%s (%d cores)", model, cpu_physical_cores());
-	snprintf(out->description, sizeof(out->description), "kernels: %s", cpu_k->isa);
+	char flags[160];
+	cpu_flags_string(flags, sizeof(flags));
+	snprintf(out->description, sizeof(out->description), "kernels: %s; cpu flags: %s", cpu_k->isa, flags);
 	struct sysinfo si;
 	if (sysinfo(&si) == 0) {
 		out->mem_total = (uint64_t)si.totalram * si.mem_unit;

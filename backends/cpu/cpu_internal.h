@@ -218,6 +218,9 @@ struct cpu_kernels {
 	vec_dotr4_fn dotr4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 	vec_gemm_fn gemm[ALICE_TYPE_COUNT];   /* optional (prefill), packed activations */
 	bool q6_k_pairs;                      /* gemm[Q6_K] reads struct apack_q6p */
+	/* gemm[type] reads the converted activation rows in place (one after
+	 * another, act_of[type] format) instead of a struct apack_* */
+	bool gemm_rows[ALICE_TYPE_COUNT];
 	vec_dotx_fn dotx[ALICE_TYPE_COUNT];   /* optional: preferred over dot (vec_llorder.c) */
 };
 
@@ -230,11 +233,17 @@ void cpu_kernels_avx2_dots(struct cpu_kernels *k) CPU_HIDDEN;
 void cpu_kernels_avx2(struct cpu_kernels *k) CPU_HIDDEN;
 void cpu_kernels_avx512(struct cpu_kernels *k) CPU_HIDDEN;
 void cpu_kernels_amx(struct cpu_kernels *k) CPU_HIDDEN; /* avx512 + AMX-INT8 */
+/* AVX-512 VNNI K-quant GEMMs (vec_kgemm512.c); exact: ALICE_CPU_EXACT */
+void cpu_kernels_kgemm512(struct cpu_kernels *k, bool exact) CPU_HIDDEN;
+/* the same on AVX2 (vec_kgemm2.c): Q4_K mat-vec and GEMM in that order */
+void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact) CPU_HIDDEN;
 #endif
 #if defined(__aarch64__)
 void cpu_kernels_neon(struct cpu_kernels *k) CPU_HIDDEN;
 #endif
 void cpu_kernels_select(void) CPU_HIDDEN;
+/* "avx2 avx512f ... amx_int8": the SIMD features this CPU and OS offer */
+void cpu_flags_string(char *out, size_t len) CPU_HIDDEN;
 /* llama.cpp-order dots for Q2_K, Q3_K, Q5_K, IQ4_XS, Q4_0 (vec_llorder.c):
  * set their dotx/dot, clear their dot4/dotr4/gemm; avx2: AVX2 kernels. */
 void cpu_kernels_llorder(struct cpu_kernels *k, bool avx2) CPU_HIDDEN;

@@ -161,13 +161,15 @@ static bool have_fma(void)
 /* ---- AVX-512 (the same arithmetic, lanes in registers) ---- */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define MMO_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define MMO_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,f16c")))
 
-MMO_AVX512 static float red16_v(__m512 a)
+/* red16 in registers: the same additions in the same order */
+MMO_AVX512 static inline __attribute__((always_inline)) float red16_v(__m512 a)
 {
-	float t[16];
-	_mm512_storeu_ps(t, a);
-	return red16(t);
+	__m256 t8 = _mm256_add_ps(_mm512_extractf32x8_ps(a, 1), _mm512_castps512_ps256(a));
+	__m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
+	__m128 u = _mm_add_ps(t4, _mm_movehl_ps(t4, t4)); /* t4[0] + t4[2], t4[1] + t4[3] */
+	return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
 }
 
 MMO_AVX512 static float gemm16_v(int64_t K, const float *w, const float *x)
@@ -245,7 +247,8 @@ static bool use_avx512(void)
 	if (h < 0) {
 		__builtin_cpu_init();
 		const char *cap = getenv("ALICE_CPU_ISA"); /* the test levels below AVX-512 */
-		h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+		h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+		    __builtin_cpu_supports("avx512vl") &&
 		    __builtin_cpu_supports("fma") && !(cap && (!strcmp(cap, "avx2") || !strcmp(cap, "scalar")));
 		atomic_store_explicit(&have, h, memory_order_relaxed);
 	}
@@ -298,7 +301,27 @@ MMO_AVX512 static inline __m512 w16(uint32_t t, const void *w, int64_t i)
 	return _mm512_loadu_ps((const float *)w + i);
 }
 
-MMO_AVX512 static float vec_raw_v(uint32_t t, int64_t K, const void *w, const float *x, bool dtail)
+/* the K % 64 tail's products (each rounded to float, as in the scalar
+ * tail), 16 at a time, into p */
+MMO_AVX512 static inline __attribute__((always_inline)) void tail_products(uint32_t t, int64_t n, const void *w,
+									   const float *x, float *p)
+{
+	for (int64_t i = 0; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__m512 wv;
+		if (t == ALICE_TYPE_F16)
+			wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i));
+		else if (t == ALICE_TYPE_BF16)
+			wv = _mm512_castsi512_ps(_mm512_slli_epi32(
+				_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i)), 16));
+		else
+			wv = _mm512_maskz_loadu_ps(m, (const float *)w + i);
+		_mm512_storeu_ps(p + i, _mm512_mul_ps(wv, _mm512_maskz_loadu_ps(m, x + i)));
+	}
+}
+
+MMO_AVX512 static inline float vec_raw_v(uint32_t t, int64_t K, const void *w,
+									const float *x, bool dtail)
 {
 	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	int64_t np = K & ~(int64_t)63, i = 0;
@@ -310,15 +333,17 @@ MMO_AVX512 static float vec_raw_v(uint32_t t, int64_t K, const void *w, const fl
 	}
 	a0 = _mm512_add_ps(a0, a2);
 	a1 = _mm512_add_ps(a1, a3);
-	float s = red16_v(_mm512_add_ps(a0, a1));
+	float s = np ? red16_v(_mm512_add_ps(a0, a1)) : 0.0f;
+	float p[64];
+	tail_products(t, K - i, (const uint8_t *)w + i * (t == ALICE_TYPE_F32 ? 4 : 2), x + i, p);
 	if (dtail) {
 		double d = s;
-		for (; i < K; i++)
-			d += (double)(w_at(t, w, i) * x[i]);
+		for (int64_t l = 0; l < K - i; l++)
+			d += (double)p[l];
 		return (float)d;
 	}
-	for (; i < K; i++)
-		s = s + unfused_mul(w_at(t, w, i), x[i]);
+	for (int64_t l = 0; l < K - i; l++)
+		s = s + p[l];
 	return s;
 }
 
@@ -332,7 +357,7 @@ MMO_AVX512 static __m512 dpbf16_raw(__m512 acc, __m512 w0, __m512 w1, const floa
 	return _mm512_add_ps(acc, _mm512_permutex2var_ps(p0, even, p1));
 }
 
-MMO_AVX512 static float vec_bf16_raw_v(int64_t K, const void *w, const float *x)
+MMO_AVX512 static inline float vec_bf16_raw_v(int64_t K, const void *w, const float *x)
 {
 	__m512 c1 = _mm512_setzero_ps(), c2 = c1;
 	int64_t i = 0;
@@ -340,10 +365,15 @@ MMO_AVX512 static float vec_bf16_raw_v(int64_t K, const void *w, const float *x)
 		c1 = dpbf16_raw(c1, w16(ALICE_TYPE_BF16, w, i), w16(ALICE_TYPE_BF16, w, i + 16), x + i);
 		c2 = dpbf16_raw(c2, w16(ALICE_TYPE_BF16, w, i + 32), w16(ALICE_TYPE_BF16, w, i + 48), x + i + 32);
 	}
-	double s = (double)red16_v(c1);
-	s += (double)red16_v(c2);
-	for (; i < K; i++)
-		s += (double)(w_at(ALICE_TYPE_BF16, w, i) * x[i]);
+	double s = 0.0; /* the sum of two +0 trees when no block ran */
+	if (i) {
+		s = (double)red16_v(c1);
+		s += (double)red16_v(c2);
+	}
+	float p[64];
+	tail_products(ALICE_TYPE_BF16, K - i, (const uint16_t *)w + i, x + i, p);
+	for (int64_t l = 0; l < K - i; l++)
+		s += (double)p[l];
 	return (float)s;
 }
 
@@ -375,7 +405,60 @@ MMO_AVX512 static void gemm4_raw_v(enum mm_order o, uint32_t t, int64_t K, const
 	out[3] = red16_v(c3);
 }
 
-MMO_AVX512 static float gemm_raw_v(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
+/* 4 weight rows x 4 activation rows, each output one chain in the gemm
+ * order (as gemm_raw_v). BF16: the weights' odd and even elements come
+ * straight from the 32-bit pairs, the activations' by one permute per row,
+ * and each product is added with an fma: a product of two BF16 values is
+ * exact in float (16 significant bits; normal range), so fma(w, x, acc) is
+ * the rounded acc + w x of the vdpbf16ps step. */
+MMO_AVX512 static void gemm4x4_raw_v(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+				     int64_t xs, float *out, size_t os_n, size_t os_m)
+{
+	__m512 c[4][4];
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++)
+			c[a][b] = _mm512_setzero_ps();
+	const uint8_t *wr[4] = {w, (const uint8_t *)w + ws, (const uint8_t *)w + 2 * ws, (const uint8_t *)w + 3 * ws};
+	if (o == MM_ORD_GEMM_BF16) {
+		const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+		const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+		const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
+		for (int64_t l = 0; l + 32 <= K; l += 32) {
+			__m512 wo[4], we[4];
+			_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++) {
+				__m512i p = _mm512_loadu_si512((const void *)(wr[a] + 2 * l));
+				wo[a] = _mm512_castsi512_ps(_mm512_and_si512(p, hi16));
+				we[a] = _mm512_castsi512_ps(_mm512_slli_epi32(p, 16));
+			}
+			_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+				__m512 x0 = _mm512_loadu_ps(x + b * xs + l), x1 = _mm512_loadu_ps(x + b * xs + l + 16);
+				__m512 xo = _mm512_permutex2var_ps(x0, odd, x1), xe = _mm512_permutex2var_ps(x0, even, x1);
+				_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++) {
+					c[a][b] = _mm512_fmadd_ps(wo[a], xo, c[a][b]);
+					c[a][b] = _mm512_fmadd_ps(we[a], xe, c[a][b]);
+				}
+			}
+		}
+	} else {
+		for (int64_t l = 0; l + 16 <= K; l += 16) {
+			__m512 wv[4];
+			_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+				wv[a] = w16(t, wr[a], l);
+			_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+				__m512 xv = _mm512_loadu_ps(x + b * xs + l);
+				_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+					c[a][b] = _mm512_fmadd_ps(wv[a], xv, c[a][b]);
+			}
+		}
+	}
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+			float v = red16_v(c[a][b]);
+			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+		}
+}
+
+MMO_AVX512 static inline float gemm_raw_v(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
 {
 	__m512 c = _mm512_setzero_ps();
 	if (o == MM_ORD_GEMM_BF16) {
@@ -503,4 +586,231 @@ void cpu_mm_order_dot_raw4(enum mm_order o, uint32_t t, int64_t K, const void *w
 #endif
 	for (int c = 0; c < 4; c++)
 		out[c] = cpu_mm_order_dot_raw(o, t, K, w, x + c * xstride);
+}
+
+
+/* ---- AVX2 + FMA (the ALICE_CPU_ISA=avx2 level): 2 x 2 tiles, each
+ * output's 16 gemm lanes as two ymm, the same arithmetic as above ---- */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MMO_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+MMO_AVX2 static inline float red16_y(__m256 lo, __m256 hi)
+{
+	__m256 t8 = _mm256_add_ps(hi, lo); /* a[i + 8] + a[i] */
+	__m128 t4 = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));
+	__m128 u = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+	return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
+}
+
+MMO_AVX2 static inline __m256 w8(uint32_t t, const uint8_t *w, int64_t i)
+{
+	if (t == ALICE_TYPE_F16)
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i)));
+	return _mm256_loadu_ps((const float *)w + i);
+}
+
+MMO_AVX2 static void gemm2x2_raw_y(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+				   int64_t xs, float *out, size_t os_n, size_t os_m)
+{
+	__m256 c[2][2][2];
+	_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++)
+		_Pragma("GCC unroll 2") for (int b = 0; b < 2; b++) c[a][b][0] = c[a][b][1] = _mm256_setzero_ps();
+	const uint8_t *wr[2] = {w, (const uint8_t *)w + ws};
+	if (o == MM_ORD_GEMM_BF16) {
+		const __m256i hi16 = _mm256_set1_epi32((int)0xffff0000u);
+		for (int64_t l = 0; l + 32 <= K; l += 32) {
+			__m256 wo[2][2], we[2][2];
+			_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++)
+				_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+					__m256i p = _mm256_loadu_si256((const __m256i *)(wr[a] + 2 * l + 32 * h));
+					wo[a][h] = _mm256_castsi256_ps(_mm256_and_si256(p, hi16));
+					we[a][h] = _mm256_castsi256_ps(_mm256_slli_epi32(p, 16));
+				}
+			_Pragma("GCC unroll 2") for (int b = 0; b < 2; b++) {
+				const float *xb = x + b * xs + l;
+				_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+					__m256 x0 = _mm256_loadu_ps(xb + 16 * h), x1 = _mm256_loadu_ps(xb + 16 * h + 8);
+					__m256 xo = _mm256_castpd_ps(_mm256_permute4x64_pd(
+						_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0xDD)), 0xD8));
+					__m256 xe = _mm256_castpd_ps(_mm256_permute4x64_pd(
+						_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0x88)), 0xD8));
+					_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++) {
+						c[a][b][h] = _mm256_fmadd_ps(wo[a][h], xo, c[a][b][h]);
+						c[a][b][h] = _mm256_fmadd_ps(we[a][h], xe, c[a][b][h]);
+					}
+				}
+			}
+		}
+	} else {
+		for (int64_t l = 0; l + 16 <= K; l += 16) {
+			__m256 wv[2][2];
+			_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++) {
+				wv[a][0] = w8(t, wr[a], l);
+				wv[a][1] = w8(t, wr[a], l + 8);
+			}
+			_Pragma("GCC unroll 2") for (int b = 0; b < 2; b++)
+				_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+					__m256 xv = _mm256_loadu_ps(x + b * xs + l + 8 * h);
+					_Pragma("GCC unroll 2") for (int a = 0; a < 2; a++)
+						c[a][b][h] = _mm256_fmadd_ps(wv[a][h], xv, c[a][b][h]);
+				}
+		}
+	}
+	for (int a = 0; a < 2; a++)
+		for (int b = 0; b < 2; b++) {
+			float v = red16_y(c[a][b][0], c[a][b][1]);
+			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+		}
+}
+/* the vec_dot orders for one row (decode at the avx2 level) */
+MMO_AVX2 static inline __attribute__((always_inline)) void odd_even_y(const float *x, __m256 *xo, __m256 *xe)
+{
+	__m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+	*xo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0xDD)), 0xD8));
+	*xe = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, 0x88)), 0xD8));
+}
+
+MMO_AVX2 static float vec_raw_y(enum mm_order o, uint32_t t, int64_t K, const void *wv, const float *x)
+{
+	const uint8_t *w = wv;
+	int64_t i = 0;
+	float p[64];
+	if (o == MM_ORD_VEC_BF16) {
+		const __m256i hi16 = _mm256_set1_epi32((int)0xffff0000u);
+		__m256 c[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+		for (; i + 64 <= K; i += 64)
+			for (int g = 0; g < 2; g++) /* elements 32g .. 32g + 31: chain c[g] */
+				for (int h = 0; h < 2; h++) {
+					__m256i pw = _mm256_loadu_si256((const __m256i *)(w + 2 * (i + 32 * g + 16 * h)));
+					__m256 xo, xe;
+					odd_even_y(x + i + 32 * g + 16 * h, &xo, &xe);
+					c[g][h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(pw, hi16)), xo, c[g][h]);
+					c[g][h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(pw, 16)), xe, c[g][h]);
+				}
+		double s = 0.0;
+		if (i) {
+			s = (double)red16_y(c[0][0], c[0][1]);
+			s += (double)red16_y(c[1][0], c[1][1]);
+		}
+		for (int64_t l = i; l < K; l++) {
+			uint32_t u = (uint32_t)((const uint16_t *)w)[l] << 16;
+			float f;
+			memcpy(&f, &u, 4);
+			p[l - i] = f * x[l];
+		}
+		for (int64_t l = 0; l < K - i; l++)
+			s += (double)p[l];
+		return (float)s;
+	}
+	__m256 a[4][2];
+	for (int j = 0; j < 4; j++)
+		a[j][0] = a[j][1] = _mm256_setzero_ps();
+	for (; i + 64 <= K; i += 64)
+		for (int j = 0; j < 4; j++)
+			for (int h = 0; h < 2; h++)
+				a[j][h] = _mm256_fmadd_ps(w8(t, w, i + 16 * j + 8 * h), _mm256_loadu_ps(x + i + 16 * j + 8 * h), a[j][h]);
+	float s = 0.0f;
+	if (i)
+		for (int h = 0; h < 2; h++) {
+			a[0][h] = _mm256_add_ps(a[0][h], a[2][h]);
+			a[1][h] = _mm256_add_ps(a[1][h], a[3][h]);
+			a[0][h] = _mm256_add_ps(a[0][h], a[1][h]);
+		}
+	if (i)
+		s = red16_y(a[0][0], a[0][1]);
+	for (int64_t l = i; l < K; l++) {
+		float wl = t == ALICE_TYPE_F16 ? _cvtsh_ss(((const uint16_t *)w)[l]) : ((const float *)w)[l];
+		p[l - i] = wl * x[l];
+	}
+	if (o == MM_ORD_VEC_F16) {
+		double d = s;
+		for (int64_t l = 0; l < K - i; l++)
+			d += (double)p[l];
+		return (float)d;
+	}
+	for (int64_t l = 0; l < K - i; l++)
+		s = s + p[l];
+	return s;
+}
+
+MMO_AVX2 static void rows_y(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			   int64_t n, float *out, size_t os)
+{
+	for (int64_t r = 0; r < n; r++) {
+		float v = vec_raw_y(o, t, K, (const uint8_t *)w + (size_t)r * ws, x);
+		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
+	}
+}
+#endif
+
+void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			     int64_t xstride, float *out, size_t os_n, size_t os_m)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (use_avx512() && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && (t == ALICE_TYPE_BF16) == (o == MM_ORD_GEMM_BF16)) {
+		gemm4x4_raw_v(o, t, K, w, ws, x, xstride, out, os_n, os_m);
+		return;
+	}
+	if (have_fma() && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && (t == ALICE_TYPE_BF16) == (o == MM_ORD_GEMM_BF16)) {
+		for (int a = 0; a < 4; a += 2)
+			for (int b = 0; b < 4; b += 2)
+				gemm2x2_raw_y(o, t, K, (const uint8_t *)w + (size_t)a * ws, ws, x + b * xstride, xstride,
+					      (float *)((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m), os_n, os_m);
+		return;
+	}
+#endif
+	for (int a = 0; a < 4; a++) {
+		float r4[4];
+		cpu_mm_order_dot_raw4(o, t, K, (const uint8_t *)w + (size_t)a * ws, x, xstride, r4);
+		for (int b = 0; b < 4; b++)
+			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &r4[b], 4);
+	}
+}
+
+/* Many weight rows against one activation row (decode): the order and the
+ * ISA are chosen once, and the row kernel is inlined into the loop, so short
+ * rows (tiny models, K = 16) do not pay a dispatch per row. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ROWS_V(expr)                                                                                            \
+	for (int64_t r = 0; r < n; r++) {                                                                       \
+		const void *wr = (const uint8_t *)w + (size_t)r * ws;                                           \
+		float v = (expr);                                                                               \
+		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);                                                 \
+	}
+MMO_AVX512 static void rows_v(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			      int64_t n, float *out, size_t os)
+{
+	switch (o) {
+	case MM_ORD_GEMM16:
+	case MM_ORD_GEMM_BF16: ROWS_V(gemm_raw_v(o, t, K, wr, x)) break;
+	case MM_ORD_VEC_F32: ROWS_V(vec_raw_v(t, K, wr, x, false)) break;
+	case MM_ORD_VEC_F16: ROWS_V(vec_raw_v(t, K, wr, x, true)) break;
+	case MM_ORD_VEC_BF16: ROWS_V(vec_bf16_raw_v(K, wr, x)) break;
+	}
+}
+#undef ROWS_V
+#endif
+
+void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			   int64_t n, float *out, size_t os)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (use_avx512()) {
+		rows_v(o, t, K, w, ws, x, n, out, os);
+		return;
+	}
+#endif
+	bool fma = have_fma();
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (fma && (o == MM_ORD_VEC_F32 || o == MM_ORD_VEC_F16 || o == MM_ORD_VEC_BF16) &&
+	    (t == ALICE_TYPE_BF16) == (o == MM_ORD_VEC_BF16)) {
+		rows_y(o, t, K, w, ws, x, n, out, os);
+		return;
+	}
+#endif
+	for (int64_t r = 0; r < n; r++) {
+		const void *wr = (const uint8_t *)w + (size_t)r * ws;
+		float v = fma ? raw_fma(o, t, K, wr, x) : raw_generic(o, t, K, wr, x);
+		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
+	}
 }

@@ -49,4 +49,14 @@ float cpu_mm_order_dot_raw(enum mm_order o, uint32_t t, int64_t K, const void *w
 void cpu_mm_order_dot_raw4(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x, int64_t xstride,
 			   float *out) __attribute__((visibility("hidden")));
 
+/* 4 weight rows `ws` bytes apart x 4 activation rows `xstride` floats apart
+ * (a gemm order): row a, column b at out + a * os_n + b * os_m bytes. */
+void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			     int64_t xstride, float *out, size_t os_n, size_t os_m) __attribute__((visibility("hidden")));
+
+/* n weight rows `ws` bytes apart, one activation row: the result of row r
+ * (cpu_mm_order_dot_raw's, bit for bit) at out + r * os bytes. */
+void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
+			   int64_t n, float *out, size_t os) __attribute__((visibility("hidden")));
+
 #endif

@@ -196,7 +196,7 @@ static void mm_convert(void *arg, int ith, int nth)
 		for (long r = r0; r < r1; r++) {
 			uint8_t *row = j->abuf + (size_t)r * j->act_row;
 			convert_row(j, r, row, t_gather(j, ith), t_tmp(j, ith));
-			if (!j->gemm)
+			if (!j->gemm || j->k->gemm_rows[j->type])
 				continue;
 			int64_t m = r % j->M, bi = r / j->M;
 			uint8_t *g = j->apack + (size_t)(bi * j->mg + m / 16) * j->grp_bytes;
@@ -224,8 +224,9 @@ static void mm_gemm(void *arg, int ith, int nth)
 		const uint8_t *wb = j->w + (i2 / j->r2) * j->wnb2 + (i3 / j->r3) * j->wnb3;
 		uint8_t *db = j->d + i2 * j->dnb2 + i3 * j->dnb3;
 		if (n0 + 16 <= j->N) {
-			k->gemm[j->type](j->K, wb + n0 * j->wnb1, (size_t)j->wnb1,
-					 j->apack + (size_t)b * (size_t)j->mg * j->grp_bytes, j->M, db + n0 * j->dnb0,
+			const uint8_t *ap = k->gemm_rows[j->type] ? j->abuf + (size_t)b * (size_t)j->M * j->act_row
+								  : j->apack + (size_t)b * (size_t)j->mg * j->grp_bytes;
+			k->gemm[j->type](j->K, wb + n0 * j->wnb1, (size_t)j->wnb1, ap, j->M, db + n0 * j->dnb0,
 					 (size_t)j->dnb0, (size_t)j->dnb1, t_gemm(j, ith),
 					 j->grp ? j->grp + (size_t)b * (size_t)j->M : NULL);
 			continue;
@@ -284,10 +285,38 @@ static void mm_dot(void *arg, int ith, int nth)
 					for (int c = 0; c < 4; c++)
 						memcpy(db + (n + c) * j->dnb0 + m0 * j->dnb1, &r4[c], 4);
 				}
+			bool flt = j->type == ALICE_TYPE_F32 || j->type == ALICE_TYPE_F16 || j->type == ALICE_TYPE_BF16;
+			if (flt && !j->spec && m1 - m0 == 1) { /* float decode: the whole chunk in one call */
+				enum mm_order o = cpu_mm_order(j->type, row_multi(j, m0), j->K, j->N);
+				cpu_mm_order_dot_rows(o, j->type, j->K, wb + n * j->wnb1, (size_t)j->wnb1,
+						      (const float *)(ab + (size_t)m0 * j->act_row), n1 - n,
+						      (float *)(db + n * j->dnb0 + m0 * j->dnb1), (size_t)j->dnb0);
+				continue;
+			}
+			/* float prefill: 4 weight rows x 4 activation rows in registers
+			 * where the 4 rows all take the gemm order */
+			for (; flt && !j->spec && m1 - m0 >= 4 && n + 4 <= n1; n += 4)
+				for (int64_t m = m0; m < m1;) {
+					enum mm_order o = cpu_mm_order(j->type, row_multi(j, m), j->K, j->N);
+					const float *xa = (const float *)(ab + (size_t)m * j->act_row);
+					if (m + 4 <= m1 && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && row_multi(j, m + 1) &&
+					    row_multi(j, m + 2) && row_multi(j, m + 3)) {
+						cpu_mm_order_dot_raw4x4(o, j->type, j->K, wb + n * j->wnb1, (size_t)j->wnb1, xa,
+									(int64_t)(j->act_row / 4),
+									(float *)(db + n * j->dnb0 + m * j->dnb1), (size_t)j->dnb0,
+									(size_t)j->dnb1);
+						m += 4;
+						continue;
+					}
+					for (int c = 0; c < 4; c++) {
+						float r = cpu_mm_order_dot_raw(o, j->type, j->K, wb + (n + c) * j->wnb1, xa);
+						memcpy(db + (n + c) * j->dnb0 + m * j->dnb1, &r, 4);
+					}
+					m++;
+				}
 			for (; n < n1; n++) {
 				const uint8_t *w = wb + n * j->wnb1;
 				const float *wf = (const float *)w;
-				bool flt = j->type == ALICE_TYPE_F32 || j->type == ALICE_TYPE_F16 || j->type == ALICE_TYPE_BF16;
 				if (!j->spec && !flt) {
 					alice_dequantize(j->type, w, wrow, j->K);
 					wf = wrow;
@@ -397,7 +426,7 @@ enum alice_status cpu_op_mul_mat(const struct alice_op_args *a)
 	size_t rows_bytes = (n_rows * j.act_row + 63) & ~(size_t)63, pack_bytes = 0;
 	/* rows whose llama.cpp order depends on their place (Q4_K, Q2_K) */
 	bool placed = j.spec && n_rows > 1 && cpu_k->dotx[w->type] != NULL;
-	if (j.gemm) {
+	if (j.gemm && !cpu_k->gemm_rows[w->type]) {
 		j.mg = (M + 15) / 16;
 		j.grp_bytes = j.act == ACT_Q8_0 ? (size_t)(K / QK8) * sizeof(struct apack_q8_0)
 			      : w->type == ALICE_TYPE_Q6_K && cpu_k->q6_k_pairs ? (size_t)(K / QKK) * sizeof(struct apack_q6p)
@@ -410,7 +439,7 @@ enum alice_status cpu_op_mul_mat(const struct alice_op_args *a)
 	if (st != ALICE_OK)
 		return st;
 	j.abuf = n_rows == 1 ? NULL : ctx->wdata;
-	if (j.gemm) {
+	if (pack_bytes) {
 		j.apack = ctx->wdata + rows_bytes;
 		memset(j.apack, 0, pack_bytes); /* rows past M: zero activations */
 	}

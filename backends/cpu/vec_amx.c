@@ -275,6 +275,7 @@ void cpu_kernels_amx(struct cpu_kernels *k)
 	const char *ex = getenv("ALICE_CPU_EXACT");
 	x_q4k_exact = ex && *ex && strcmp(ex, "0") != 0;
 	k->gemm[ALICE_TYPE_Q4_K] = x_gemm_q4_k;
+	k->gemm_rows[ALICE_TYPE_Q4_K] = false; /* packed tiles, not vec_kgemm512.c's rows */
 	k->isa = "avx512+amx";
 }
 #endif

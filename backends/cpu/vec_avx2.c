@@ -2,6 +2,7 @@
  * flags; nothing in it runs unless the CPU has them). Quantized dots are
  * integer: unsigned weights x signed Q8 activations through maddubs, the
  * signed ones through the sign trick, scaled per block in float. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -587,6 +588,8 @@ void cpu_kernels_avx2_dots(struct cpu_kernels *k)
 void cpu_kernels_avx2(struct cpu_kernels *k)
 {
 	cpu_kernels_avx2_dots(k);
+	const char *ex = getenv("ALICE_CPU_EXACT");
+	cpu_kernels_kgemm2(k, ex && *ex && strcmp(ex, "0") != 0); /* Q4_K prefill GEMM */
 	k->isa = "avx2";
 }
 

@@ -331,6 +331,7 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 	k->dotx[ALICE_TYPE_Q4_K] = x_dotx_q4_k;
 	const char *ex = getenv("ALICE_CPU_EXACT");
 	kseq_q4k_exact = ex && *ex && strcmp(ex, "0") != 0;
+	cpu_kernels_kgemm512(k, kseq_q4k_exact); /* Q4_K prefill without AMX */
 	k->dotr4[ALICE_TYPE_Q4_K] = x_dotr4_q4_k;
 	k->dotr4[ALICE_TYPE_Q6_K] = x_dotr4_q6_k; /* dot[Q6_K]: the AVX2 one (ggml's lanes) */
 	k->gemm[ALICE_TYPE_Q6_K] = a5_gemm_q6_k;

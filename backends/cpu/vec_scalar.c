@@ -199,6 +199,47 @@ static struct x86_feat x86_detect(void)
 }
 #endif
 
+/* The SIMD features cpuid reports (and the OS enables), as words, so that
+ * figures taken on different machines can be told apart (device_info). */
+void cpu_flags_string(char *out, size_t len)
+{
+	out[0] = '\0';
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a, b, c, d, a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+	if (!__get_cpuid(1, &a, &b, &c, &d))
+		return;
+	unsigned c_1 = c;
+	unsigned xlo = 0, xhi = 0;
+	if (c_1 & (1u << 27))
+		__asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		b = c = d = 0;
+	__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
+	bool ymm = (xlo & 0x6) == 0x6, zmm = ymm && (xlo & 0xe0) == 0xe0;
+	const struct {
+		const char *name;
+		bool on;
+	} f[] = {
+		{"fma", ymm && (c_1 & (1u << 12))},	 {"f16c", ymm && (c_1 & (1u << 29))},
+		{"avx2", ymm && (b & (1u << 5))},	 {"avx_vnni", ymm && (a1 & (1u << 4))},
+		{"avx512f", zmm && (b & (1u << 16))},	 {"avx512dq", zmm && (b & (1u << 17))},
+		{"avx512bw", zmm && (b & (1u << 30))},	 {"avx512vl", zmm && (b & (1u << 31))},
+		{"avx512_vnni", zmm && (c & (1u << 11))}, {"avx512_vbmi", zmm && (c & (1u << 1))},
+		{"avx512_bf16", zmm && (a1 & (1u << 5))}, {"avx512_fp16", zmm && (d & (1u << 23))},
+		{"amx_tile", (d & (1u << 24)) != 0},	 {"amx_int8", (d & (1u << 25)) != 0},
+		{"amx_bf16", (d & (1u << 22)) != 0},
+	};
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (f[i].on && n + strlen(f[i].name) + 2 < len)
+			n += (size_t)snprintf(out + n, len - n, "%s%s", n ? " " : "", f[i].name);
+#elif defined(__aarch64__)
+	snprintf(out, len, "neon");
+#else
+	(void)len;
+#endif
+}
+
 static struct cpu_kernels k_table;
 static pthread_once_t k_once = PTHREAD_ONCE_INIT;
 

@@ -1,0 +1,537 @@
+/* vec_kgemm2.c — Q4_K on AVX2 (the ALICE_CPU_ISA=avx2 table, no VNNI) in
+ * vec_kseq.h's order: per superblock the exact integer sums S_b (scales x
+ * sub-block dots) and M_b (mins x bsums), acc = fma(d_w d_a, S_b, acc),
+ * accm = fma(dmin_w d_a, M_b, accm), result acc - accm. A mat-vec and a
+ * prefill GEMM with that arithmetic, so a row's bits do not depend on the
+ * launch; registered for the default mode only (ALICE_CPU_EXACT keeps the
+ * AVX2 dot of ggml's order).
+ *
+ * The GEMM takes its 16 weight rows as two halves of 8: each half is
+ * unpacked once into the thread's scratch with 4 nibbles of each row per
+ * 32-bit lane (lanes = rows), then every activation row takes, per 32-input
+ * sub-block, 8 vpmaddubsw against broadcasts of its own 4-byte groups, summed
+ * in int16 (8 x 2 x 15 x 127 < 2^15) and scaled by one vpmaddwd. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "vec_x86.h"
+
+#define Q4K_BYTES 144
+/* per superblock of 8 rows: nibbles [64 quads][8 rows][4], scales [8][8]
+ * (i16 pair sc, sc), min pairs [4][8] (i16 mn[2p], mn[2p + 1]), d [8], dmin [8] */
+#define V_Q 2048
+#define V_SC (V_Q + 8 * 32)
+#define V_MN (V_SC + 4 * 32)
+#define V_D (V_MN + 32)
+#define V_BYTES (V_D + 32)
+_Static_assert(2 * V_BYTES <= 32 * QKK, "cpu_gemm_scratch(k) >= k * 32");
+
+/* the superblock's scales and mins as 8-bit values: [0..7] scales, [8..15] mins */
+static inline void sc_mn(const uint8_t *blk, uint8_t *s8)
+{
+	uint32_t v[4];
+	k4_scales_mins(blk + 4, v);
+	memcpy(s8, v, 16);
+}
+
+/* S_b and M_b of one weight superblock and one activation block */
+static inline void sums_1(const uint8_t *blk, const struct act_q8_k *a, int32_t *S, int32_t *Mb)
+{
+	const __m256i m4 = _mm256_set1_epi8(0xf);
+	uint8_t s8[16];
+	sc_mn(blk, s8);
+	__m256i acc = _mm256_setzero_si256();
+	for (int p = 0; p < 4; p++) {
+		__m256i q4 = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * p));
+		__m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4),
+						  _mm256_loadu_si256((const __m256i *)(a->q + 64 * p)));
+		__m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+						  _mm256_loadu_si256((const __m256i *)(a->q + 64 * p + 32)));
+		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(lo, _mm256_set1_epi16((short)s8[2 * p])));
+		acc = _mm256_add_epi32(acc, _mm256_madd_epi16(hi, _mm256_set1_epi16((short)s8[2 * p + 1])));
+	}
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+	s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+	*S = _mm_cvtsi128_si32(s);
+	int32_t m = 0;
+	for (int j = 0; j < 8; j++)
+		m += (int32_t)s8[8 + j] * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
+	*Mb = m;
+}
+
+static void v_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	float acc = 0.0f, accm = 0.0f;
+	for (int64_t b = 0; b < k / QKK; b++, wb += Q4K_BYTES, a++) {
+		prefetch_ahead(wb, Q4K_BYTES);
+		int32_t S, Mb;
+		sums_1(wb, a, &S, &Mb);
+		acc = fmaf(ld_fp16(wb) * a->d, (float)S, acc);
+		accm = fmaf(ld_fp16(wb + 2) * a->d, (float)Mb, accm);
+	}
+	*out = acc - accm;
+}
+
+/* 8 x 8 dwords: in[r] = row r -> out[q] = dword q of rows 0..7 */
+static inline void transpose8(const __m256i *in, __m256i *out)
+{
+	__m256i t[8], u[8];
+	for (int i = 0; i < 4; i++) {
+		t[2 * i] = _mm256_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+		t[2 * i + 1] = _mm256_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+	}
+	for (int h = 0; h < 2; h++) {
+		const __m256i *a = t + 4 * h;
+		u[4 * h + 0] = _mm256_unpacklo_epi64(a[0], a[2]);
+		u[4 * h + 1] = _mm256_unpackhi_epi64(a[0], a[2]);
+		u[4 * h + 2] = _mm256_unpacklo_epi64(a[1], a[3]);
+		u[4 * h + 3] = _mm256_unpackhi_epi64(a[1], a[3]);
+	}
+	for (int q = 0; q < 4; q++) {
+		out[q] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x20);
+		out[q + 4] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x31);
+	}
+}
+
+static void unpack8(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
+{
+	const __m256i m4 = _mm256_set1_epi8(0xf);
+	for (int p = 0; p < 4; p++) {
+		__m256i lo[8], hi[8], out[8];
+		for (int r = 0; r < 8; r++) {
+			__m256i z = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * ws + b * Q4K_BYTES + 16 + 32 * p));
+			lo[r] = _mm256_and_si256(z, m4);
+			hi[r] = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+		}
+		transpose8(lo, out);
+		for (int q = 0; q < 8; q++)
+			_mm256_storeu_si256((__m256i *)(u + (16 * p + q) * 32), out[q]);
+		transpose8(hi, out);
+		for (int q = 0; q < 8; q++)
+			_mm256_storeu_si256((__m256i *)(u + (16 * p + 8 + q) * 32), out[q]);
+	}
+	int32_t *sc = (int32_t *)(u + V_Q), *mn = (int32_t *)(u + V_SC);
+	float *d = (float *)(u + V_MN), *dm = (float *)(u + V_D);
+	for (int r = 0; r < 8; r++) {
+		const uint8_t *blk = w + (size_t)r * ws + b * Q4K_BYTES;
+		uint8_t s8[16];
+		sc_mn(blk, s8);
+		for (int j = 0; j < 8; j++)
+			sc[j * 8 + r] = (int32_t)((uint32_t)s8[j] | (uint32_t)s8[j] << 16);
+		for (int p = 0; p < 4; p++)
+			mn[p * 8 + r] = (int32_t)((uint32_t)s8[8 + 2 * p] | (uint32_t)s8[9 + 2 * p] << 16);
+		d[r] = ld_fp16(blk);
+		dm[r] = ld_fp16(blk + 2);
+	}
+}
+
+static inline __attribute__((always_inline)) void rows_block8(int mr, const uint8_t *u, const struct act_q8_k *const *a,
+							      __m256 *acc, __m256 *accm)
+{
+	__m256i S[4];
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) S[r] = _mm256_setzero_si256();
+	for (int j = 0; j < 8; j++) {
+		__m256i t[4];
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) t[r] = _mm256_setzero_si256();
+		_Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+			__m256i wz = _mm256_loadu_si256((const __m256i *)(u + (8 * j + q) * 32));
+			_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+				int32_t x;
+				memcpy(&x, a[r]->q + 32 * j + 4 * q, 4);
+				t[r] = _mm256_add_epi16(t[r], _mm256_maddubs_epi16(wz, _mm256_set1_epi32(x)));
+			}
+		}
+		__m256i sc = _mm256_loadu_si256((const __m256i *)(u + V_Q + 32 * j));
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(t[r], sc));
+	}
+	__m256 d = _mm256_loadu_ps((const float *)(u + V_MN)), dm = _mm256_loadu_ps((const float *)(u + V_D));
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[r]->bsums),
+					    _mm_loadu_si128((const __m128i *)(a[r]->bsums + 8)));
+		int32_t bp[4];
+		_mm_storeu_si128((__m128i *)bp, bs);
+		__m256i Mi = _mm256_setzero_si256();
+		for (int p = 0; p < 4; p++)
+			Mi = _mm256_add_epi32(Mi, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(u + V_SC + 32 * p)),
+								    _mm256_set1_epi32(bp[p])));
+		__m256 da = _mm256_set1_ps(a[r]->d);
+		acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(S[r]), acc[r]);
+		accm[r] = _mm256_fmadd_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(Mi), accm[r]);
+	}
+}
+
+static inline __attribute__((always_inline)) void rows_tile8(int mr, int64_t nb, const uint8_t *un,
+							     const struct act_q8_k *a0, size_t astride, int64_t m,
+							     uint8_t *out, size_t os_n, size_t os_m)
+{
+	const struct act_q8_k *a[4];
+	__m256 acc[4], accm[4];
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+		acc[r] = _mm256_setzero_ps();
+		accm[r] = _mm256_setzero_ps();
+	}
+	for (int64_t b = 0; b < nb; b++) {
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++)
+			a[r] = (const struct act_q8_k *)((const uint8_t *)a0 + (size_t)(m + r) * astride) + b;
+		rows_block8(mr, un + (size_t)b * V_BYTES, a, acc, accm);
+	}
+	for (int r = 0; r < mr; r++) {
+		float v[8];
+		_mm256_storeu_ps(v, _mm256_sub_ps(acc[r], accm[r]));
+		uint8_t *o = out + (size_t)(m + r) * os_m;
+		for (int n = 0; n < 8; n++)
+			memcpy(o + n * os_n, &v[n], 4);
+	}
+}
+
+static void v_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)grp;
+	int64_t nb = k / QKK;
+	size_t astride = (size_t)nb * sizeof(struct act_q8_k);
+	uint8_t *un = scratch;
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *wh = (const uint8_t *)w + (size_t)(8 * h) * ws;
+		uint8_t *oh = out + (size_t)(8 * h) * os_n;
+		for (int64_t b = 0; b < nb; b++)
+			unpack8(wh, ws, b, un + (size_t)b * V_BYTES);
+		int64_t m = 0;
+		for (; m + 4 <= M; m += 4)
+			rows_tile8(4, nb, un, act, astride, m, oh, os_n, os_m);
+		for (; m < M; m++)
+			rows_tile8(1, nb, un, act, astride, m, oh, os_n, os_m);
+	}
+}
+
+/* ---- Q6_K in the same shape: S_b = sum_j sc_j (dot_j - 32 bsum_j) over
+ * its 16-element sub-blocks (exact), acc = fma(d_w d_a, S_b, acc). ---- */
+#define Q6K_BYTES 210
+/* per superblock of 8 rows: 6-bit values [64 quads][8 rows][4], scales
+ * [16][8] (i16 pair sc, sc), scale pairs [8][8] (sc[2p], sc[2p + 1]), d [8] */
+#define W_SC 2048
+#define W_SP (W_SC + 16 * 32)
+#define W_D (W_SP + 8 * 32)
+#define W_BYTES (W_D + 32)
+_Static_assert(W_BYTES <= 32 * QKK, "cpu_gemm_scratch(k) >= k * 32");
+
+/* the superblock's 256 values 0..63 in element order, 32 per vector */
+static inline void q6_values(const uint8_t *blk, __m256i *v)
+{
+	const __m256i m4 = _mm256_set1_epi8(0xf), m2 = _mm256_set1_epi8(3);
+	for (int n = 0; n < 2; n++) {
+		__m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * n));
+		__m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * n + 32));
+		__m256i h = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
+		v[4 * n + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+		v[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+		v[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+		v[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+					       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+	}
+}
+
+/* 32 * sum_j sc_j bsum_j */
+static inline int32_t q6_offset(const int8_t *sc, const struct act_q8_k *a)
+{
+	int32_t o = 0;
+	for (int j = 0; j < 16; j++)
+		o += (int32_t)sc[j] * a->bsums[j];
+	return 32 * o;
+}
+
+static void v_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	float acc = 0.0f;
+	for (int64_t b = 0; b < k / QKK; b++, wb += Q6K_BYTES, a++) {
+		prefetch_ahead(wb, Q6K_BYTES);
+		const int8_t *sc = (const int8_t *)(wb + 192);
+		__m256i v[8], s = _mm256_setzero_si256();
+		q6_values(wb, v);
+		for (int c = 0; c < 8; c++) { /* 32 values: sub-blocks 2c, 2c + 1 */
+			__m256i p = _mm256_maddubs_epi16(v[c], _mm256_loadu_si256((const __m256i *)(a->q + 32 * c)));
+			__m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+			s = _mm256_add_epi32(s, _mm256_madd_epi16(p, scv));
+		}
+		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+		r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+		r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+		int32_t S = _mm_cvtsi128_si32(r) - q6_offset(sc, a);
+		acc = fmaf(ld_fp16(wb + 208) * a->d, (float)S, acc);
+	}
+	*out = acc;
+}
+
+static void unpack8_q6(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
+{
+	__m256i v[8][8], in[8], out[8];
+	for (int r = 0; r < 8; r++)
+		q6_values(w + (size_t)r * ws + b * Q6K_BYTES, v[r]);
+	for (int c = 0; c < 8; c++) {
+		for (int r = 0; r < 8; r++)
+			in[r] = v[r][c];
+		transpose8(in, out);
+		for (int q = 0; q < 8; q++)
+			_mm256_storeu_si256((__m256i *)(u + (8 * c + q) * 32), out[q]);
+	}
+	int32_t *sc = (int32_t *)(u + W_SC), *sp = (int32_t *)(u + W_SP);
+	float *d = (float *)(u + W_D);
+	for (int r = 0; r < 8; r++) {
+		const uint8_t *blk = w + (size_t)r * ws + b * Q6K_BYTES;
+		const int8_t *s8 = (const int8_t *)(blk + 192);
+		for (int j = 0; j < 16; j++)
+			sc[j * 8 + r] = (int32_t)((uint32_t)(uint16_t)s8[j] | (uint32_t)(uint16_t)s8[j] << 16);
+		for (int p = 0; p < 8; p++)
+			sp[p * 8 + r] = (int32_t)((uint32_t)(uint16_t)s8[2 * p] | (uint32_t)(uint16_t)s8[2 * p + 1] << 16);
+		d[r] = ld_fp16(blk + 208);
+	}
+}
+
+static inline __attribute__((always_inline)) void q6_block8(int mr, const uint8_t *u, const struct act_q8_k *const *a,
+							    __m256 *acc)
+{
+	__m256i S[4];
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) S[r] = _mm256_setzero_si256();
+	for (int j = 0; j < 16; j++) {
+		__m256i sc = _mm256_loadu_si256((const __m256i *)(u + W_SC + 32 * j));
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) { /* quads 4j + 2h, 4j + 2h + 1: int16 sums fit */
+			__m256i w0 = _mm256_loadu_si256((const __m256i *)(u + (4 * j + 2 * h) * 32));
+			__m256i w1 = _mm256_loadu_si256((const __m256i *)(u + (4 * j + 2 * h + 1) * 32));
+			_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+				int32_t x0, x1;
+				memcpy(&x0, a[r]->q + 16 * j + 8 * h, 4);
+				memcpy(&x1, a[r]->q + 16 * j + 8 * h + 4, 4);
+				__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(x0)),
+							     _mm256_maddubs_epi16(w1, _mm256_set1_epi32(x1)));
+				S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(t, sc));
+			}
+		}
+	}
+	__m256 d = _mm256_loadu_ps((const float *)(u + W_D));
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+		int32_t bp[8];
+		memcpy(bp, a[r]->bsums, 32); /* pairs (bsum 2p, bsum 2p + 1) */
+		__m256i o = _mm256_setzero_si256();
+		for (int p = 0; p < 8; p++)
+			o = _mm256_add_epi32(o, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(u + W_SP + 32 * p)),
+								  _mm256_set1_epi32(bp[p])));
+		__m256i St = _mm256_sub_epi32(S[r], _mm256_slli_epi32(o, 5));
+		acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[r]->d)), _mm256_cvtepi32_ps(St), acc[r]);
+	}
+}
+
+static inline __attribute__((always_inline)) void q6_tile8(int mr, int64_t nb, const uint8_t *un,
+							   const struct act_q8_k *a0, size_t astride, int64_t m,
+							   uint8_t *out, size_t os_n, size_t os_m)
+{
+	const struct act_q8_k *a[4];
+	__m256 acc[4];
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) acc[r] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++)
+			a[r] = (const struct act_q8_k *)((const uint8_t *)a0 + (size_t)(m + r) * astride) + b;
+		q6_block8(mr, un + (size_t)b * W_BYTES, a, acc);
+	}
+	for (int r = 0; r < mr; r++) {
+		float v[8];
+		_mm256_storeu_ps(v, acc[r]);
+		uint8_t *o = out + (size_t)(m + r) * os_m;
+		for (int n = 0; n < 8; n++)
+			memcpy(o + n * os_n, &v[n], 4);
+	}
+}
+
+static void v_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)grp;
+	int64_t nb = k / QKK;
+	size_t astride = (size_t)nb * sizeof(struct act_q8_k);
+	uint8_t *un = scratch;
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *wh = (const uint8_t *)w + (size_t)(8 * h) * ws;
+		uint8_t *oh = out + (size_t)(8 * h) * os_n;
+		for (int64_t b = 0; b < nb; b++)
+			unpack8_q6(wh, ws, b, un + (size_t)b * W_BYTES);
+		int64_t m = 0;
+		for (; m + 4 <= M; m += 4)
+			q6_tile8(4, nb, un, act, astride, m, oh, os_n, os_m);
+		for (; m < M; m++)
+			q6_tile8(1, nb, un, act, astride, m, oh, os_n, os_m);
+	}
+}
+
+/* ---- Q4_0: one chain per output, per block the exact S_b = sum (q - 8) a,
+ * acc = fma(d_w d_a, S_b, acc) (vec_kgemm512.c's order) ---- */
+#define Q40_BYTES 18
+#define X_D 256 /* per block of 8 rows: nibbles [8 quads][8 rows][4], d [8] */
+#define X_BYTES (X_D + 32)
+_Static_assert(X_BYTES <= 32 * QK8, "cpu_gemm_scratch(k) >= k * 32");
+
+static inline __m256i q40_nibbles(const uint8_t *blk)
+{
+	__m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
+	const __m128i m4 = _mm_set1_epi8(0xf);
+	return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+/* sum of the 32 int8 of a block */
+static inline int32_t q8_sum32(const int8_t *q)
+{
+	__m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)q)),
+				      _mm256_set1_epi16(1));
+	__m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+	r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+	r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+	return _mm_cvtsi128_si32(r);
+}
+
+/* 8 int32 lanes of one block's (q - 8) . a products (sign trick: |w| as u8
+ * against a with w's sign) */
+static inline __m256i q40_lanes(const uint8_t *blk, __m256i av)
+{
+	__m256i wv = _mm256_sub_epi8(q40_nibbles(blk), _mm256_set1_epi8(8));
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv)),
+				 _mm256_set1_epi16(1));
+}
+
+static void v_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	float acc = 0.0f;
+	for (int64_t b = 0; b < k / QK8; b++, wb += Q40_BYTES, a++) {
+		prefetch_ahead(wb, Q40_BYTES);
+		__m256i p = q40_lanes(wb, _mm256_loadu_si256((const __m256i *)a->q));
+		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+		r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+		r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+		acc = fmaf(ld_fp16(wb) * a->d, (float)_mm_cvtsi128_si32(r), acc);
+	}
+	*out = acc;
+}
+
+/* 4 rows `ws` apart (decode), the same order: the 4 block sums at once */
+static void v_dotr4_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	const uint8_t *w0 = w;
+	const struct act_q8_0 *a = act;
+	__m128 acc = _mm_setzero_ps();
+	for (int64_t b = 0; b < k / QK8; b++, a++) {
+		__m256i av = _mm256_loadu_si256((const __m256i *)a->q);
+		__m256i p[4];
+		uint16_t h[4];
+		for (int r = 0; r < 4; r++) {
+			const uint8_t *blk = w0 + (size_t)r * ws + b * Q40_BYTES;
+			_mm_prefetch((const char *)blk + 4 * ws, _MM_HINT_T0);
+			p[r] = q40_lanes(blk, av);
+			memcpy(&h[r], blk, 2);
+		}
+		__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+		__m128i S = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+		__m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h)), _mm_set1_ps(a->d));
+		acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(S), acc);
+	}
+	_mm_storeu_ps(out, acc);
+}
+
+static void unpack8_q40(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
+{
+	__m256i in[8], out[8];
+	float *d = (float *)(u + X_D);
+	for (int r = 0; r < 8; r++) {
+		const uint8_t *blk = w + (size_t)r * ws + b * Q40_BYTES;
+		in[r] = q40_nibbles(blk);
+		d[r] = ld_fp16(blk);
+	}
+	transpose8(in, out);
+	for (int q = 0; q < 8; q++)
+		_mm256_storeu_si256((__m256i *)(u + q * 32), out[q]);
+}
+
+static inline __attribute__((always_inline)) void q40_tile8(int mr, int64_t nb, const uint8_t *un,
+							    const struct act_q8_0 *a0, size_t astride, int64_t m,
+							    uint8_t *out, size_t os_n, size_t os_m)
+{
+	__m256 acc[4];
+	const __m256i one16 = _mm256_set1_epi16(1);
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) acc[r] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *u = un + (size_t)b * X_BYTES;
+		const struct act_q8_0 *a[4];
+		__m256i t[4];
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+			a[r] = (const struct act_q8_0 *)((const uint8_t *)a0 + (size_t)(m + r) * astride) + b;
+			t[r] = _mm256_setzero_si256();
+		}
+		_Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+			__m256i wz = _mm256_loadu_si256((const __m256i *)(u + q * 32));
+			_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+				int32_t x;
+				memcpy(&x, a[r]->q + 4 * q, 4);
+				t[r] = _mm256_add_epi16(t[r], _mm256_maddubs_epi16(wz, _mm256_set1_epi32(x)));
+			}
+		}
+		__m256 d = _mm256_loadu_ps((const float *)(u + X_D));
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+			__m256i S = _mm256_sub_epi32(_mm256_madd_epi16(t[r], one16), _mm256_set1_epi32(8 * q8_sum32(a[r]->q)));
+			acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[r]->d)), _mm256_cvtepi32_ps(S), acc[r]);
+		}
+	}
+	for (int r = 0; r < mr; r++) {
+		float v[8];
+		_mm256_storeu_ps(v, acc[r]);
+		uint8_t *o = out + (size_t)(m + r) * os_m;
+		for (int n = 0; n < 8; n++)
+			memcpy(o + n * os_n, &v[n], 4);
+	}
+}
+
+static void v_gemm_q4_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)grp;
+	int64_t nb = k / QK8;
+	size_t astride = (size_t)nb * sizeof(struct act_q8_0);
+	uint8_t *un = scratch;
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *wh = (const uint8_t *)w + (size_t)(8 * h) * ws;
+		uint8_t *oh = out + (size_t)(8 * h) * os_n;
+		for (int64_t b = 0; b < nb; b++)
+			unpack8_q40(wh, ws, b, un + (size_t)b * X_BYTES);
+		int64_t m = 0;
+		for (; m + 4 <= M; m += 4)
+			q40_tile8(4, nb, un, act, astride, m, oh, os_n, os_m);
+		for (; m < M; m++)
+			q40_tile8(1, nb, un, act, astride, m, oh, os_n, os_m);
+	}
+}
+
+void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact)
+{
+	if (exact)
+		return;
+	k->dot[ALICE_TYPE_Q4_0] = v_dot_q4_0;
+	k->dotr4[ALICE_TYPE_Q4_0] = v_dotr4_q4_0;
+	k->gemm[ALICE_TYPE_Q4_0] = v_gemm_q4_0;
+	k->gemm_rows[ALICE_TYPE_Q4_0] = true;
+	k->dot[ALICE_TYPE_Q6_K] = v_dot_q6_k;
+	k->gemm[ALICE_TYPE_Q6_K] = v_gemm_q6_k;
+	k->gemm_rows[ALICE_TYPE_Q6_K] = true;
+	k->dot[ALICE_TYPE_Q4_K] = v_dot_q4_k;
+	k->gemm[ALICE_TYPE_Q4_K] = v_gemm_q4_k;
+	k->gemm_rows[ALICE_TYPE_Q4_K] = true;
+}
+#endif
