@@ -657,11 +657,20 @@ Test(gguf, fixture_vocabs_match_manifest)
 		json_object *e = json_object_array_get_idx(vocab, k);
 		json_object *tok = jget(e, "tokenizer");
 		const char *file = json_object_get_string(jget(json_object_array_get_idx(jget(e, "files"), 0), "file"));
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		struct alice_gguf *g = open_fixture(file);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+		/* the best of 3 parses: the parser's cost, not a cold page cache's
+		 * or a neighbouring test's (ctest -j2 on 2 cores) */
+		struct alice_gguf *g = NULL;
+		double ms = 1e9;
+		for (int rep = 0; rep < 3; rep++) {
+			if (g)
+				alice_gguf_close(g);
+			struct timespec t0, t1;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			g = open_fixture(file);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			double t = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+			ms = t < ms ? t : ms;
+		}
 		struct alice_gguf_arr a;
 		cr_assert_eq(alice_gguf_get_arr(g, "tokenizer.ggml.tokens", &a, NULL), ALICE_OK);
 		uint64_t n_tokens = (uint64_t)json_object_get_int64(jget(tok, "n_tokens"));
