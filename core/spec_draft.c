@@ -20,7 +20,7 @@ struct alice_spec_drafter {
 	int32_t *toks; /* [n_seq][n_ctx]: what each sequence holds */
 	int32_t *len;  /* [n_seq] */
 	int32_t *b_tok, *b_pos, *b_seq;
-	bool *b_out;
+	bool *b_out, *b_solo;
 };
 
 void alice_spec_drafter_free(struct alice_spec_drafter *d)
@@ -34,6 +34,7 @@ void alice_spec_drafter_free(struct alice_spec_drafter *d)
 	free(d->b_pos);
 	free(d->b_seq);
 	free(d->b_out);
+	free(d->b_solo);
 	free(d);
 }
 
@@ -68,7 +69,8 @@ enum alice_status alice_spec_drafter_create(struct alice_model *draft, uint32_t 
 	d->b_pos = malloc(DRAFT_BATCH * sizeof(*d->b_pos));
 	d->b_seq = malloc(DRAFT_BATCH * sizeof(*d->b_seq));
 	d->b_out = malloc(DRAFT_BATCH * sizeof(*d->b_out));
-	if (!d->toks || !d->len || !d->b_tok || !d->b_pos || !d->b_seq || !d->b_out) {
+	d->b_solo = malloc(DRAFT_BATCH * sizeof(*d->b_solo));
+	if (!d->toks || !d->len || !d->b_tok || !d->b_pos || !d->b_seq || !d->b_out || !d->b_solo) {
 		alice_spec_drafter_free(d);
 		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 	}
@@ -83,13 +85,20 @@ static enum alice_status feed(struct alice_spec_drafter *d, int32_t seq, const i
 	int32_t *held = d->toks + (size_t)seq * d->n_ctx;
 	while (from < to) {
 		int32_t n = to - from < DRAFT_BATCH ? to - from : DRAFT_BATCH;
+		/* tokens the target produced since the last feed (after a verify
+		 * step: at most draft-max + 1) go in as solo rows, each computed
+		 * as a one-row step like the target's verify rows, so a draft
+		 * drafting for itself writes the same K/V as the target did; a
+		 * prompt goes in as the target's prompt chunks do */
+		const bool solo = from > 0 && n <= ALICE_SPEC_MAX_DRAFT + 1;
 		for (int32_t i = 0; i < n; i++) {
 			d->b_tok[i] = ctx[from + i];
 			d->b_pos[i] = from + i;
 			d->b_seq[i] = seq;
 			d->b_out[i] = i == n - 1;
+			d->b_solo[i] = solo;
 		}
-		struct alice_batch b = {n, d->b_tok, d->b_pos, d->b_seq, d->b_out, NULL};
+		struct alice_batch b = {n, d->b_tok, d->b_pos, d->b_seq, d->b_out, solo ? d->b_solo : NULL};
 		enum alice_status st = alice_context_decode(d->ctx, &b, err);
 		if (st != ALICE_OK) {
 			alice_context_seq_clear(d->ctx, seq);

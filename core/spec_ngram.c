@@ -8,7 +8,7 @@
 void alice_spec_params_default(struct alice_spec_params *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->n_max = 16;
+	p->n_max = ALICE_SPEC_MAX_DRAFT;
 	p->p_min = 0.75f;
 	p->ngram_n = 3;
 }
@@ -16,7 +16,7 @@ void alice_spec_params_default(struct alice_spec_params *p)
 enum alice_status alice_spec_params_check(struct alice_spec_params *p, struct alice_error *err)
 {
 	if (p->n_max == 0)
-		p->n_max = 16;
+		p->n_max = ALICE_SPEC_MAX_DRAFT;
 	if (p->ngram_n == 0)
 		p->ngram_n = 3;
 	if (p->n_max > ALICE_SPEC_MAX_DRAFT)

@@ -74,7 +74,7 @@ static void usage(FILE *f)
 		"  --spec MODE           speculative decoding: none | ngram (prompt lookup, no draft model)\n"
 		"                        | draft (needs --model-draft; the default when it is given)\n"
 		"  --spec-ngram N        ngram: tokens matched to find a continuation (1-16, default 3)\n"
-		"  --draft-max N         tokens drafted per step (1-32, default 16)\n"
+		"  --draft-max N         tokens drafted per step (1-14, default 14)\n"
 		"  --draft-min N         verify no draft shorter than this (default 0)\n"
 		"  --draft-p-min P       draft model: stop drafting below this top probability (default 0.75)\n"
 		"  --help                this text\n"
@@ -231,8 +231,8 @@ static const struct num_opt {
 	{O_DEADLINE, 0, 86400, "--request-deadline: '%s' must be between 0 and 86400 seconds"},
 	{O_RESPONSES_STORE, 0, 1 << 20, "--responses-store: '%s' must be between 0 and 1048576"},
 	{O_SPEC_NGRAM, 1, 16, "--spec-ngram: '%s' must be between 1 and 16"},
-	{O_DRAFT_MAX, 1, ALICE_SPEC_MAX_DRAFT, "--draft-max: '%s' must be between 1 and 32"},
-	{O_DRAFT_MIN, 0, ALICE_SPEC_MAX_DRAFT, "--draft-min: '%s' must be between 0 and 32"},
+	{O_DRAFT_MAX, 1, ALICE_SPEC_MAX_DRAFT, "--draft-max: '%s' must be between 1 and 14"},
+	{O_DRAFT_MIN, 0, ALICE_SPEC_MAX_DRAFT, "--draft-min: '%s' must be between 0 and 14"},
 };
 
 /* Where a numeric flag's value goes. */

@@ -23,7 +23,10 @@
 
 #include "alice/status.h"
 
-#define ALICE_SPEC_MAX_DRAFT 32 /* keeps a verify run under the attention's 64-row prefill regime */
+/* a verify run (drafts + 1 rows of one sequence) stays under every backend's
+ * multi-token attention regime (CUDA's flash kernel takes runs of 16+, the
+ * CPU's tiled order 64+), so its rows are computed as decode rows are */
+#define ALICE_SPEC_MAX_DRAFT 14
 
 enum alice_spec_mode {
 	ALICE_SPEC_NONE = 0,
@@ -36,7 +39,7 @@ struct alice_model;
 struct alice_spec_params {
 	enum alice_spec_mode mode;
 	struct alice_model *draft; /* ALICE_SPEC_DRAFT: borrowed, outlives the engine */
-	uint32_t n_max;   /* drafted tokens per step, 1..ALICE_SPEC_MAX_DRAFT; 0 = 16 */
+	uint32_t n_max;   /* drafted tokens per step, 1..ALICE_SPEC_MAX_DRAFT; 0 = 14 */
 	uint32_t n_min;   /* a shorter draft is not verified; 0 = any */
 	float p_min;      /* draft model: stop drafting below this top probability; default 0.75 */
 	uint32_t ngram_n; /* n-gram match length, 1..16; 0 = 3 */
