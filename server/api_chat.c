@@ -6,20 +6,6 @@
 
 #include "gen.h"
 
-const char *api_type_name(struct json_object *v)
-{
-	switch (json_object_get_type(v)) {
-	case json_type_null: return "null";
-	case json_type_boolean: return "a boolean";
-	case json_type_double:
-	case json_type_int: return "a number";
-	case json_type_object: return "an object";
-	case json_type_array: return "an array";
-	case json_type_string: return "a string";
-	}
-	return "?";
-}
-
 struct json_object *api_field(struct json_object *o, const char *key)
 {
 	struct json_object *v = NULL;

@@ -14,8 +14,6 @@
 struct srv_gen;
 struct srv_choice;
 
-/* A JSON value's type in words ("a string", "an array", ...). */
-const char *api_type_name(struct json_object *v);
 /* Member key of o when present and not null, else NULL. */
 struct json_object *api_field(struct json_object *o, const char *key);
 /* Copy member `from` of in (when present and not null) to out as `to`. */

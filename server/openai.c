@@ -71,7 +71,7 @@ static struct json_object *field(struct json_object *o, const char *key)
 	return v; /* NULL for JSON null too */
 }
 
-static const char *type_name(struct json_object *v)
+const char *srv_json_type_name(struct json_object *v)
 {
 	switch (json_object_get_type(v)) {
 	case json_type_null: return "null";
@@ -91,7 +91,7 @@ int srv_json_get_bool(struct json_object *o, const char *key, bool *out, struct 
 	if (!v)
 		return 0;
 	if (!json_object_is_type(v, json_type_boolean)) {
-		srv_api_error_invalid(e, key, "'%s' must be a boolean, got %s", key, type_name(v));
+		srv_api_error_invalid(e, key, "'%s' must be a boolean, got %s", key, srv_json_type_name(v));
 		return -1;
 	}
 	*out = json_object_get_boolean(v);
@@ -129,7 +129,7 @@ static int get_int(struct json_object *o, const char *key, int64_t lo, int64_t h
 	if (as_int(v, &x) != 0) {
 		srv_api_error_invalid(e, key, "'%s' must be an integer, got %s", key,
 				      json_object_is_type(v, json_type_double) ? "a non-integral number"
-									      : type_name(v));
+									      : srv_json_type_name(v));
 		return -1;
 	}
 	if (x < lo || x > hi) {
@@ -148,7 +148,7 @@ static int get_num(struct json_object *o, const char *key, double lo, double hi,
 	if (!v)
 		return 0;
 	if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double)) {
-		srv_api_error_invalid(e, key, "'%s' must be a number, got %s", key, type_name(v));
+		srv_api_error_invalid(e, key, "'%s' must be a number, got %s", key, srv_json_type_name(v));
 		return -1;
 	}
 	double d = json_object_get_double(v);
@@ -203,7 +203,7 @@ static int parse_content(struct json_object *c, size_t i, const char **out, stru
 	}
 	if (c && !json_object_is_type(c, json_type_array)) {
 		srv_api_error_invalid(e, "messages", "%s must be a string or an array of content parts, got %s",
-				      what, type_name(c));
+				      what, srv_json_type_name(c));
 		return -1;
 	}
 	size_t np = c ? json_object_array_length(c) : 0;
@@ -257,7 +257,7 @@ static int parse_messages(struct json_object *o, struct srv_gen_request *r, stru
 		return -1;
 	}
 	if (!json_object_is_type(m, json_type_array)) {
-		srv_api_error_invalid(e, "messages", "'messages' must be an array, got %s", type_name(m));
+		srv_api_error_invalid(e, "messages", "'messages' must be an array, got %s", srv_json_type_name(m));
 		return -1;
 	}
 	size_t n = json_object_array_length(m);
@@ -357,7 +357,7 @@ static int parse_prompt(struct json_object *o, struct srv_gen_request *r, struct
 	if (!json_object_is_type(p, json_type_array)) {
 		srv_api_error_invalid(e, "prompt",
 				      "'prompt' must be a string, an array of strings, or token ids; got %s",
-				      type_name(p));
+				      srv_json_type_name(p));
 		return -1;
 	}
 	size_t n = json_object_array_length(p);
@@ -397,7 +397,7 @@ static int parse_prompt(struct json_object *o, struct srv_gen_request *r, struct
 				return -1;
 		} else {
 			srv_api_error_invalid(e, "prompt", "%s must be a string or an array of token ids, got %s",
-					      what, v ? type_name(v) : "null");
+					      what, v ? srv_json_type_name(v) : "null");
 			return -1;
 		}
 	}
@@ -425,7 +425,7 @@ static int parse_stop(struct json_object *o, struct srv_gen_request *r, struct s
 	}
 	if (!json_object_is_type(s, json_type_array)) {
 		srv_api_error_invalid(e, "stop", "'stop' must be a string or an array of strings, got %s",
-				      type_name(s));
+				      srv_json_type_name(s));
 		return -1;
 	}
 	size_t n = json_object_array_length(s);
@@ -460,7 +460,7 @@ static int parse_logit_bias(struct json_object *o, struct srv_gen_request *r, st
 	if (!json_object_is_type(b, json_type_object)) {
 		srv_api_error_invalid(e, "logit_bias",
 				      "'logit_bias' must be an object mapping token ids to numbers, got %s",
-				      type_name(b));
+				      srv_json_type_name(b));
 		return -1;
 	}
 	size_t n = (size_t)json_object_object_length(b);
@@ -540,7 +540,7 @@ static int parse_grammar(struct json_object *o, struct srv_gen_request *r, const
 	if (!v)
 		return 0;
 	if (!json_object_is_type(v, json_type_string)) {
-		srv_api_error_invalid(e, "grammar", "'grammar' must be a string (GBNF), got %s", type_name(v));
+		srv_api_error_invalid(e, "grammar", "'grammar' must be a string (GBNF), got %s", srv_json_type_name(v));
 		return -1;
 	}
 	if (json_object_get_string_len(v) == 0)
@@ -574,7 +574,7 @@ static int parse_response_format(struct json_object *o, struct srv_gen_request *
 	if (!v)
 		return 0;
 	if (!json_object_is_type(v, json_type_object)) {
-		srv_api_error_invalid(e, P, "'response_format' must be an object, got %s", type_name(v));
+		srv_api_error_invalid(e, P, "'response_format' must be an object, got %s", srv_json_type_name(v));
 		return -1;
 	}
 	t = field(v, "type");
@@ -646,7 +646,7 @@ static int parse_template_kwargs(struct json_object *o, struct srv_gen_request *
 		return -1;
 	}
 	if (!json_object_is_type(v, json_type_object)) {
-		srv_api_error_invalid(e, P, "'chat_template_kwargs' must be an object, got %s", type_name(v));
+		srv_api_error_invalid(e, P, "'chat_template_kwargs' must be an object, got %s", srv_json_type_name(v));
 		return -1;
 	}
 	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
@@ -680,7 +680,7 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, const
 	struct json_object *v;
 	if ((v = field(o, "model"))) {
 		if (!json_object_is_type(v, json_type_string)) {
-			srv_api_error_invalid(e, "model", "'model' must be a string, got %s", type_name(v));
+			srv_api_error_invalid(e, "model", "'model' must be a string, got %s", srv_json_type_name(v));
 			return -1;
 		}
 		if (!(r->model = dup_string(v, "model", "'model'", e)))
@@ -691,7 +691,7 @@ static int parse_options(struct json_object *o, struct srv_gen_request *r, const
 	if ((v = field(o, "stream_options"))) {
 		if (!json_object_is_type(v, json_type_object)) {
 			srv_api_error_invalid(e, "stream_options", "'stream_options' must be an object, got %s",
-					      type_name(v));
+					      srv_json_type_name(v));
 			return -1;
 		}
 		if (!r->stream) {

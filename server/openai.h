@@ -151,6 +151,8 @@ int srv_openai_parse_tools(struct json_object *o, struct srv_gen_request *r, str
 int srv_openai_message_extra(struct json_object *msg, size_t i, const char *role, struct json_object **extra,
 			     struct srv_api_error *e);
 
+/* A JSON value's type in words ("a string", "an array", ...), for messages. */
+const char *srv_json_type_name(struct json_object *v);
 /* Parse a JSON object body with a depth limit; NULL + e on error. */
 struct json_object *srv_json_parse_object(const char *body, size_t len, struct srv_api_error *e);
 /* Optional boolean member key of o: 0 = absent or null (*out kept), 1 = set,

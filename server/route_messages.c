@@ -44,7 +44,7 @@ static int blocks_text(struct json_object *c, const char *param, const char *wha
 	}
 	if (!json_object_is_type(c, json_type_array)) {
 		srv_api_error_invalid(e, param, "%s must be a string or an array of text blocks, got %s", what,
-				      api_type_name(c));
+				      srv_json_type_name(c));
 		return -1;
 	}
 	for (size_t j = 0; j < json_object_array_length(c); j++) {
@@ -189,7 +189,7 @@ static int parse_tools(struct json_object *in, struct json_object *chat, struct 
 	struct json_object *v = api_field(in, "tools"), *tc = api_field(in, "tool_choice");
 	if (v) {
 		if (!json_object_is_type(v, json_type_array)) {
-			srv_api_error_invalid(e, "tools", "'tools' must be an array, got %s", api_type_name(v));
+			srv_api_error_invalid(e, "tools", "'tools' must be an array, got %s", srv_json_type_name(v));
 			return -1;
 		}
 		struct json_object *tools = json_object_new_array();

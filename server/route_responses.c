@@ -51,7 +51,7 @@ static int content_text(struct json_object *c, const char *what, struct alice_sb
 	}
 	if (!json_object_is_type(c, json_type_array)) {
 		srv_api_error_invalid(e, "input", "%s must be a string or an array of content parts, got %s", what,
-				      api_type_name(c));
+				      srv_json_type_name(c));
 		return -1;
 	}
 	for (size_t j = 0; j < json_object_array_length(c); j++) {
@@ -92,7 +92,7 @@ static int add_item(struct json_object *hist, struct json_object *it, size_t i, 
 	char what[48];
 	snprintf(what, sizeof(what), "input[%zu].content", i);
 	if (!json_object_is_type(it, json_type_object)) {
-		srv_api_error_invalid(e, "input", "input[%zu] must be an object, got %s", i, api_type_name(it));
+		srv_api_error_invalid(e, "input", "input[%zu] must be an object, got %s", i, srv_json_type_name(it));
 		return -1;
 	}
 	struct json_object *t = api_field(it, "type");
@@ -170,7 +170,7 @@ static int parse_input(struct json_object *in, struct resp_state *st, struct srv
 	}
 	if (!json_object_is_type(v, json_type_array)) {
 		srv_api_error_invalid(e, "input", "'input' must be a string or an array of items, got %s",
-				      api_type_name(v));
+				      srv_json_type_name(v));
 		return -1;
 	}
 	for (size_t i = 0; i < json_object_array_length(v); i++)
@@ -186,7 +186,7 @@ static int parse_tools(struct json_object *in, struct json_object *chat, struct 
 	if (!v)
 		return 0;
 	if (!json_object_is_type(v, json_type_array)) {
-		srv_api_error_invalid(e, "tools", "'tools' must be an array, got %s", api_type_name(v));
+		srv_api_error_invalid(e, "tools", "'tools' must be an array, got %s", srv_json_type_name(v));
 		return -1;
 	}
 	struct json_object *tools = json_object_new_array();
@@ -257,7 +257,7 @@ static int get_string_or_null(struct json_object *in, const char *key, struct sr
 {
 	struct json_object *v = api_field(in, key);
 	if (v && !json_object_is_type(v, json_type_string)) {
-		srv_api_error_invalid(e, key, "'%s' must be a string, got %s", key, api_type_name(v));
+		srv_api_error_invalid(e, key, "'%s' must be a string, got %s", key, srv_json_type_name(v));
 		return -1;
 	}
 	return 0;

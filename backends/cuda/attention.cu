@@ -29,6 +29,33 @@ struct att_params {
 	float scale, softcap;
 };
 
+/* The last block of a (head, token) to finish merges its ns split
+ * partials (max, sum, unnormalized acc at part) into dst, dims e0, e0 +
+ * step, ... */
+__device__ static inline void att_merge_splits(const float *__restrict__ part, int ns, const struct att_params &p,
+					       int h, int t, uint8_t *__restrict__ dst, int e0, int step)
+{
+	const float *pp = part + ((int64_t)t * p.n_head + h) * p.n_split * (p.dv + 2);
+	float GM = -INFINITY;
+	for (int s2 = 0; s2 < ns; s2++)
+		GM = fmaxf(GM, __ldcg(pp + s2 * (p.dv + 2)));
+	float GL = 0.f;
+	for (int s2 = 0; s2 < ns; s2++) {
+		float ms = __ldcg(pp + s2 * (p.dv + 2));
+		if (ms != -INFINITY)
+			GL += __ldcg(pp + s2 * (p.dv + 2) + 1) * expf(ms - GM);
+	}
+	for (int e = e0; e < p.dv; e += step) {
+		float a = 0.f;
+		for (int s2 = 0; s2 < ns; s2++) {
+			float ms = __ldcg(pp + s2 * (p.dv + 2));
+			if (ms != -INFINITY)
+				a += __ldcg(pp + s2 * (p.dv + 2) + 2 + e) * expf(ms - GM);
+		}
+		*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = GL > 0.f ? a / GL : 0.f;
+	}
+}
+
 template <int J>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
@@ -142,25 +169,7 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 	if (!last)
 		return;
 	__threadfence();
-	const float *pp = part + ((int64_t)t * p.n_head + h) * p.n_split * (p.dv + 2);
-	float GM = -INFINITY;
-	for (int s2 = 0; s2 < ns; s2++)
-		GM = fmaxf(GM, __ldcg(pp + s2 * (p.dv + 2)));
-	float GL = 0.f;
-	for (int s2 = 0; s2 < ns; s2++) {
-		float ms = __ldcg(pp + s2 * (p.dv + 2));
-		if (ms != -INFINITY)
-			GL += __ldcg(pp + s2 * (p.dv + 2) + 1) * expf(ms - GM);
-	}
-	for (int e = threadIdx.x; e < p.dv; e += ATT_WARPS * 32) {
-		float a = 0.f;
-		for (int s2 = 0; s2 < ns; s2++) {
-			float ms = __ldcg(pp + s2 * (p.dv + 2));
-			if (ms != -INFINITY)
-				a += __ldcg(pp + s2 * (p.dv + 2) + 2 + e) * expf(ms - GM);
-		}
-		*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = GL > 0.f ? a / GL : 0.f;
-	}
+	att_merge_splits(part, ns, p, h, t, dst, threadIdx.x, ATT_WARPS * 32);
 	if (threadIdx.x == 0)
 		cnt[(int64_t)t * p.n_head + h] = 0;
 }
@@ -280,27 +289,7 @@ k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const 
 	if (!last)
 		return;
 	__threadfence();
-	const float *ph = part + ((int64_t)t * p.n_head + h) * p.n_split * (p.dv + 2);
-	float GM = -INFINITY;
-	for (int s2 = 0; s2 < ns; s2++)
-		GM = fmaxf(GM, __ldcg(ph + s2 * (p.dv + 2)));
-	float GL = 0.f;
-	for (int s2 = 0; s2 < ns; s2++) {
-		const float ms = __ldcg(ph + s2 * (p.dv + 2));
-		if (ms != -INFINITY)
-			GL += __ldcg(ph + s2 * (p.dv + 2) + 1) * expf(ms - GM);
-	}
-#pragma unroll
-	for (int j = 0; j < J; j++) {
-		const int e = lane + 32 * j;
-		float a = 0.f;
-		for (int s2 = 0; s2 < ns; s2++) {
-			const float ms = __ldcg(ph + s2 * (p.dv + 2));
-			if (ms != -INFINITY)
-				a += __ldcg(ph + s2 * (p.dv + 2) + 2 + e) * expf(ms - GM);
-		}
-		*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = GL > 0.f ? a / GL : 0.f;
-	}
+	att_merge_splits(part, ns, p, h, t, dst, lane, 32);
 	if (threadIdx.x == 0)
 		cnt[(int64_t)t * p.n_head + hk * G] = 0;
 }

@@ -14,7 +14,7 @@
  * K-quants: one fixed arithmetic per (row, column), whatever kernel runs it
  * (the one-row mat-vec, the rows-per-warp one, the tensor-core one of
  * mmvq_tc.cu): each super-block's scaled integer sums are exact, then one
- * float term per super-block (kq_term), accumulated by super-block group
+ * float term per super-block (kq_acc, kquant.cuh), accumulated by group
  * g = sb % (4 S) in order, the groups combined as (g0 + g2) + (g1 + g3)
  * within a part and parts in order. So a column's result never depends on
  * the launch that computed it (batch invariance).
@@ -26,6 +26,7 @@
  * loads for Q4_K and F16 (Q6_K / Q8_0 blocks are only 2-byte aligned). */
 #include "common.cuh"
 #include "quantx.cuh"
+#include "kquant.cuh"
 
 #define MMVQ_WARPS 4
 /* F16 weights with activations staged as F16 in scratch (fused launches) */
@@ -82,12 +83,6 @@ __device__ static inline uint4 ldw16(const uint8_t *p, bool na)
 	return *(const uint4 *)p;
 }
 
-__device__ static inline uint32_t ld_b2(const uint8_t *p)
-{
-	const uint16_t *h = (const uint16_t *)p;
-	return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
-}
-
 /* The 8 lanes of a super-block group (lanes 8 g .. 8 g + 7) add an integer
  * (exact, so in any order). */
 __device__ static inline int grp8_isum(int v, int lane)
@@ -105,15 +100,6 @@ __device__ static inline float grp_sum(float v)
 {
 	v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 16));
 	return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 8));
-}
-
-/* one super-block's term of a row's sum, from its exact integer sums:
- * Q4_K d d8 sumi - dmin d8 summ (Q6_K: summ = 0, dmin = 0); rounding fixed
- * by intrinsics so no kernel contracts it differently */
-__device__ static inline float kq_acc(float acc, float d, float dmin, float d8, int sumi, int summ)
-{
-	float t = __fmaf_rn(__fmul_rn(d, d8), (float)sumi, -__fmul_rn(__fmul_rn(dmin, d8), (float)summ));
-	return __fadd_rn(acc, t);
 }
 
 /* Q4_K: lane l of the warp takes super-blocks sb = l/8 (+4 each step) and

@@ -3,7 +3,8 @@
  * The same arithmetic per (row, column) as mmvq.cu's mat-vec (see the
  * K-quant note there): per super-block, exact integer sums from mma
  * (m16n8k32 for Q4_K's 32-value sub-blocks, m16n8k16 for Q6_K's 16), scaled
- * by the sub-block scales in integers, then one float term (kq_term);
+ * by the sub-block scales in integers, then one float term (kq_acc,
+ * kquant.cuh);
  * super-blocks accumulated by group sb % (4 S) in order, groups combined
  * (g0 + g2) + (g1 + g3), parts in order. A column's result is bit for bit
  * the mat-vec's, so which columns run here never shows in the output.
@@ -14,15 +15,9 @@
  * loads 8 contiguous weight bytes per row and the activations match them:
  * k slots 4t..4t+3 <- bytes 8t..8t+3, 16+4t.. <- bytes 8t+4..8t+7 (Q4_K). */
 #include "common.cuh"
+#include "kquant.cuh"
 
 #define TC_COLS 16
-
-__device__ static inline float tc_term(float acc, float d, float dmin, float d8, int sumi, int summ)
-{
-	/* kept equal to mmvq.cu's kq_acc */
-	float t = __fmaf_rn(__fmul_rn(d, d8), (float)sumi, -__fmul_rn(__fmul_rn(dmin, d8), (float)summ));
-	return __fadd_rn(acc, t);
-}
 
 __device__ static inline void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
 				      uint32_t b1)
@@ -44,10 +39,17 @@ __device__ static inline void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32_t
 #endif
 }
 
-__device__ static inline uint32_t ld_u32_2(const uint8_t *p)
+/* every element of a thread's [MT][2][4] fragment set */
+template <int MT, typename V>
+__device__ static inline void frag_fill(V (&a)[MT][2][4], V v)
 {
-	const uint16_t *h = (const uint16_t *)p;
-	return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				a[mt][nt][e] = v;
 }
 
 __device__ static inline int byte_of(uint32_t lo, uint32_t hi, int j)
@@ -75,13 +77,8 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[MT][2], const in
 			schi[mt][h] = (hd.w & 0x0f0f0f0fu) | (((hd.y >> 6) & 0x03030303u) << 4);
 			mhi[mt][h] = ((hd.w >> 4) & 0x0f0f0f0fu) | (((hd.z >> 6) & 0x03030303u) << 4);
 		}
-#pragma unroll
-	for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-		for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				sumi[mt][nt][e] = summ[mt][nt][e] = 0;
+	frag_fill<MT>(sumi, 0);
+	frag_fill<MT>(summ, 0);
 #pragma unroll
 	for (int c = 0; c < 4; c++) {
 		uint2 q[MT][2];
@@ -134,13 +131,7 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const in
 #pragma unroll
 		for (int h = 0; h < 2; h++)
 			d[mt][h] = __half2float(*(const __half *)(wr[mt][h] + sb * 210 + 208));
-#pragma unroll
-	for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-		for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				sumi[mt][nt][e] = 0;
+	frag_fill<MT>(sumi, 0);
 #pragma unroll
 	for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -152,9 +143,9 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const in
 #pragma unroll
 				for (int h = 0; h < 2; h++) {
 					const uint8_t *b = wr[mt][h] + sb * 210;
-					ql0[mt][h] = ld_u32_2(b + 64 * n + 16 * hh + 4 * t);
-					ql1[mt][h] = ld_u32_2(b + 64 * n + 32 + 16 * hh + 4 * t);
-					qh[mt][h] = ld_u32_2(b + 128 + 32 * n + 16 * hh + 4 * t);
+					ql0[mt][h] = ld_b2(b + 64 * n + 16 * hh + 4 * t);
+					ql1[mt][h] = ld_b2(b + 64 * n + 32 + 16 * hh + 4 * t);
+					qh[mt][h] = ld_b2(b + 128 + 32 * n + 16 * hh + 4 * t);
 					const int8_t *s = (const int8_t *)(b + 192) + 8 * n + hh;
 #pragma unroll
 					for (int r = 0; r < 4; r++)
@@ -210,13 +201,7 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 	pdl_wait();
 	pdl_trigger();
 	float acc[MT][2][4];
-#pragma unroll
-	for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-		for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				acc[mt][nt][e] = 0.f;
+	frag_fill<MT>(acc, 0.f);
 	if (p < S) {
 		const uint8_t *wr[MT][2];
 #pragma unroll
@@ -237,13 +222,7 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 #pragma unroll
 				for (int mt = 0; mt < MT; mt++)
 					dmin[mt][0] = dmin[mt][1] = 0.f;
-#pragma unroll
-				for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-					for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-						for (int e = 0; e < 4; e++)
-							summ[mt][nt][e] = 0;
+				frag_fill<MT>(summ, 0);
 			}
 #pragma unroll
 			for (int nt = 0; nt < 2; nt++) {
@@ -253,7 +232,7 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 				for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 					for (int e = 0; e < 4; e++)
-						acc[mt][nt][e] = tc_term(acc[mt][nt][e], d[mt][e >> 1], dmin[mt][e >> 1],
+						acc[mt][nt][e] = kq_acc(acc[mt][nt][e], d[mt][e >> 1], dmin[mt][e >> 1],
 									 (e & 1) ? d8b : d8a, sumi[mt][nt][e], summ[mt][nt][e]);
 			}
 		}
