@@ -66,6 +66,13 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 						(long long)t->ne[1], c->out_width, n_out);
 	}
 	alice_gb_set_output(gb, logits);
+	c->gb_top = -1;
+	if (logits >= 0 && c->topk > 0) {
+		c->gb_top = alice_gb_topk(gb, logits, c->topk);
+		if (c->gb_top < 0)
+			return -1;
+		alice_gb_set_output(gb, c->gb_top);
+	}
 	return logits;
 }
 
@@ -119,6 +126,9 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->n_batch = p->n_batch ? p->n_batch : 512;
 	c->embd = p->embeddings;
 	c->out_width = c->embd ? hp->n_embd : hp->n_vocab;
+	c->topk = c->embd ? 0 : (int32_t)(p->topk < ALICE_TOPK_MAX ? p->topk : ALICE_TOPK_MAX);
+	if (c->topk > (int32_t)hp->n_vocab)
+		c->topk = (int32_t)hp->n_vocab;
 	if (m->arch->encoder && c->n_ctx > hp->n_ctx_train) { /* absolute position embeddings end there */
 		st = alice_fail(err, ALICE_ERR_RANGE, "%s: a %s model has positions for %u tokens; n_ctx %u is more",
 				alice_gguf_path(m->gguf), m->arch->name, hp->n_ctx_train, c->n_ctx);
@@ -210,6 +220,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	 * buffer and ask the backend whether it can run every node. */
 	struct alice_step stp;
 	c->gb_reuse = false;
+worst_case:;
 	int32_t logits = build_step(c, (int32_t)c->n_batch, 1, &stp);
 	uint64_t size = 0;
 	if (logits < 0) {
@@ -224,6 +235,11 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	for (uint32_t i = 0; i < g.n_nodes; i++) {
 		if (!vt->supports_op(m->bctx, &g, &g.nodes[i])) {
+			if (g.nodes[i].op == ALICE_OP_TOPK) { /* optional: whole rows are read instead */
+				alice_log(ALICE_LOG_INFO, "context: backend %s picks no top-k on the device", m->be->name);
+				c->topk = 0;
+				goto worst_case;
+			}
 			char what[512];
 			describe_node(&c->gb, &g.nodes[i], what, sizeof(what));
 			st = alice_fail(err, ALICE_ERR_UNSUPPORTED, "%s: backend %s cannot run %s",
@@ -249,6 +265,10 @@ static void logits_free(struct alice_context *c)
 	c->logits = NULL;
 	c->logits_pinned = false;
 	c->logits_cap = 0;
+	free(c->top);
+	free(c->row_full);
+	c->top = NULL;
+	c->row_full = NULL;
 }
 
 void alice_context_free(struct alice_context *c)
@@ -345,6 +365,42 @@ out:
 	return st;
 }
 
+/* Copy the step's n_out output rows back: the top-k pairs of every row (a
+ * topk context), and the whole rows not marked top_only, in runs of
+ * adjacent rows. */
+static enum alice_status read_rows(struct alice_context *c, const struct alice_batch *b, int32_t start,
+				   int32_t n_out, int32_t logits, struct alice_error *err)
+{
+	struct alice_model *m = c->m;
+	const struct alice_backend_vtable *vt = m->be->vt;
+	const struct alice_tensor *lt = alice_gb_tensor(&c->gb, logits);
+	if (c->topk) {
+		const struct alice_tensor *tt = alice_gb_tensor(&c->gb, c->gb_top);
+		int32_t *dst = c->top + (size_t)c->n_logits * 2 * c->topk;
+		if (vt->buffer_read(m->bctx, tt->buf, tt->offset, dst, (uint64_t)n_out * 2 * c->topk * sizeof(int32_t)) !=
+		    ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading top-k failed: %s", m->be->name,
+					  vt->last_error(m->bctx));
+	}
+	for (int32_t j = 0; j < n_out;) {
+		bool full = !c->topk || !b->top_only || !b->top_only[start + c->in_out[j]];
+		int32_t e = j + 1;
+		while (e < n_out && full == (!c->topk || !b->top_only || !b->top_only[start + c->in_out[e]]))
+			e++;
+		for (int32_t r = j; r < e; r++)
+			c->row_full[c->n_logits + r] = full;
+		if (full) {
+			float *dst = c->logits + (size_t)(c->n_logits + j) * c->out_width;
+			uint64_t row = (uint64_t)c->out_width * sizeof(float);
+			if (vt->buffer_read(m->bctx, lt->buf, lt->offset + j * row, dst, (e - j) * row) != ALICE_OK)
+				return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading logits failed: %s",
+						  m->be->name, vt->last_error(m->bctx));
+		}
+		j = e;
+	}
+	return ALICE_OK;
+}
+
 /* Tokens [start, start+n) of the batch: one graph, one graph_compute. */
 static enum alice_status run_chunk(struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t n,
 				   struct alice_error *err)
@@ -421,12 +477,8 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", m->be->name,
 				  vt->last_error(m->bctx));
 	if (!discard) {
-		const struct alice_tensor *lt = alice_gb_tensor(&c->gb, logits);
-		float *dst = c->logits + (size_t)c->n_logits * c->out_width;
-		uint64_t bytes = (uint64_t)n_out * c->out_width * sizeof(float);
-		if (vt->buffer_read(m->bctx, lt->buf, lt->offset, dst, bytes) != ALICE_OK)
-			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading logits failed: %s", m->be->name,
-					  vt->last_error(m->bctx));
+		if ((st = read_rows(c, b, start, n_out, logits, err)) != ALICE_OK)
+			return st;
 		c->n_logits += n_out;
 	}
 	for (int32_t i = 0; i < n; i++) {
@@ -498,6 +550,13 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 		}
 		c->logits = nl;
 		c->logits_cap = rows;
+		c->row_full = malloc(rows * sizeof(*c->row_full));
+		c->top = c->topk ? malloc(rows * 2 * (size_t)c->topk * sizeof(*c->top)) : NULL;
+		if (!c->row_full || (c->topk && !c->top)) {
+			logits_free(c);
+			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %zu logits rows", rows);
+			goto out;
+		}
 	}
 	for (int32_t start = 0; start < b->n_tokens; start += (int32_t)c->n_batch) {
 		int32_t n = b->n_tokens - start;
@@ -515,7 +574,7 @@ out:
 
 const float *alice_context_logits(const struct alice_context *c, int32_t i)
 {
-	if (c->embd || i < 0 || i >= c->n_logits)
+	if (c->embd || i < 0 || i >= c->n_logits || !c->row_full[i])
 		return NULL;
 	return c->logits + (size_t)i * c->out_width;
 }
@@ -530,6 +589,18 @@ const float *alice_context_embd(const struct alice_context *c, int32_t i)
 int32_t alice_context_n_logits(const struct alice_context *c)
 {
 	return c->n_logits;
+}
+
+const int32_t *alice_context_top(const struct alice_context *c, int32_t i)
+{
+	if (!c->topk || i < 0 || i >= c->n_logits)
+		return NULL;
+	return c->top + (size_t)i * 2 * c->topk;
+}
+
+int32_t alice_context_top_k(const struct alice_context *c)
+{
+	return c->topk;
 }
 
 void alice_context_seq_clear(struct alice_context *c, int32_t seq)

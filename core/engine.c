@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alice/backend.h"
 #include "alice/embed.h"
 #include "alice/grammar.h"
 #include "alice/log.h"
@@ -135,7 +136,7 @@ struct alice_engine {
 
 	struct eng_slot *slots;
 	int32_t *b_tok, *b_pos, *b_seq;
-	bool *b_logits, *b_solo;
+	bool *b_logits, *b_solo, *b_top;
 	struct alice_workpool *pool; /* samples a step's rows in parallel */
 	struct eng_slot **picks;     /* [n_slots]: the slots sampled this step */
 };
@@ -347,6 +348,8 @@ static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl,
 	sl->n_past = keep;
 	sl->n_reused = keep;
 	sl->n_cached = 0;
+	if (e->drafter) /* the draft recomputes what the target does, in the same steps */
+		alice_spec_drafter_keep(e->drafter, sl->seq, keep);
 	pthread_mutex_lock(&e->mu);
 	e->stats.prompt_tokens += (uint64_t)r->n_prompt;
 	e->stats.prompt_tokens_cached += (uint64_t)keep;
@@ -431,6 +434,14 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 	e->stats.queued = e->n_queued;
 }
 
+/* Whether the slot's next token depends only on its row's best entries,
+ * which the backend then picks (alice_context_top), the whole row staying
+ * on the device. */
+static bool slot_top_only(const struct alice_engine *e, const struct eng_slot *sl)
+{
+	return !sl->r->grammar && alice_sampler_top_ok(sl->sampler, alice_context_top_k(e->ctx));
+}
+
 /* Mask and sample the slot's next token from its logits row into sl->res
  * (sl->pick_st / pick_msg on failure). Touches only this slot and its
  * request, so a step's rows are picked in parallel. */
@@ -440,8 +451,17 @@ static void slot_pick(struct alice_engine *e, struct eng_slot *sl)
 	struct alice_error err = {{0}};
 	const uint8_t *mask = NULL;
 	enum alice_status st;
-	const float *logits = alice_context_logits(e->ctx, sl->row);
 	sl->pick_st = ALICE_OK;
+	if (slot_top_only(e, sl)) { /* the backend picked the row's best entries */
+		const int32_t *top = alice_context_top(e->ctx, sl->row);
+		if ((st = alice_sampler_sample_top(sl->sampler, top, alice_context_top_k(e->ctx), &sl->res, &err)) !=
+		    ALICE_OK) {
+			sl->pick_st = st;
+			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "%s", err.msg);
+		}
+		return;
+	}
+	const float *logits = alice_context_logits(e->ctx, sl->row);
 	if (!logits) {
 		sl->pick_st = ALICE_ERR_BACKEND;
 		snprintf(sl->pick_msg, sizeof(sl->pick_msg), "decode returned no logits");
@@ -630,7 +650,7 @@ static int32_t slot_draft(struct alice_engine *e, struct eng_slot *sl)
 	} else {
 		float p_min = r->spec_p_min > 0 ? r->spec_p_min : e->spec.p_min;
 		struct alice_error err = {{0}};
-		k = alice_spec_drafter_draft(e->drafter, sl->seq, sl->toks, sl->n_past + 1, n_max, p_min, sl->draft,
+		k = alice_spec_drafter_draft(e->drafter, sl->seq, sl->toks, sl->n_past + 1, r->n_prompt, n_max, p_min, sl->draft,
 					     &err);
 		if (k < 0) { /* the draft failed: this request goes on without it */
 			alice_log(ALICE_LOG_WARN, "engine: request %llu: draft model failed, not drafting: %s",
@@ -694,6 +714,7 @@ static void step(struct alice_engine *e)
 			e->b_seq[n] = sl->seq;
 			e->b_logits[n] = true;
 			e->b_solo[n] = sl->n_draft > 0;
+			e->b_top[n] = slot_top_only(e, sl);
 			n_rows++;
 			n++;
 		}
@@ -718,6 +739,7 @@ static void step(struct alice_engine *e)
 			e->b_seq[n] = sl->seq;
 			e->b_logits[n] = false;
 			e->b_solo[n] = false;
+			e->b_top[n] = false;
 			n++;
 		}
 		budget -= (uint32_t)chunk;
@@ -728,12 +750,13 @@ static void step(struct alice_engine *e)
 			n_rows += chunk;
 		} else if (chunk == left) {
 			e->b_logits[n - 1] = true;
+			e->b_top[n - 1] = slot_top_only(e, sl);
 			sl->row = n_rows++;
 		}
 	}
 	if (n == 0)
 		return;
-	struct alice_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits, e->b_solo};
+	struct alice_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits, e->b_solo, e->b_top};
 	struct alice_error err = {{0}};
 	enum alice_status st = alice_context_decode(e->ctx, &b, &err);
 	pthread_mutex_lock(&e->mu);
@@ -910,12 +933,17 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	cp.n_seq = e->n_slots;
 	cp.n_batch = step_max;
 	cp.embeddings = e->embd;
+	/* the backend picks each row's best entries, enough for greedy and
+	 * top-k <= 128 sampling: only those cross to the host (ALICE_TOPK=0:
+	 * whole rows, for comparisons) */
+	const char *tk = getenv("ALICE_TOPK");
+	cp.topk = tk && !strcmp(tk, "0") ? 0 : ALICE_TOPK_MAX;
 	st = alice_context_create(model, &cp, &e->ctx, err);
 	if (st != ALICE_OK)
 		goto fail;
 	e->n_ctx = alice_context_n_ctx(e->ctx);
 	if (e->spec.mode == ALICE_SPEC_DRAFT &&
-	    (st = alice_spec_drafter_create(e->spec.draft, e->n_slots, e->n_ctx, &e->drafter, err)) != ALICE_OK)
+	    (st = alice_spec_drafter_create(e->spec.draft, e->n_slots, e->n_ctx, e->n_batch, &e->drafter, err)) != ALICE_OK)
 		goto fail;
 	e->slots = calloc(e->n_slots, sizeof(*e->slots));
 	e->b_tok = malloc(step_max * sizeof(*e->b_tok));
@@ -923,12 +951,13 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_seq = malloc(step_max * sizeof(*e->b_seq));
 	e->b_logits = malloc(step_max * sizeof(*e->b_logits));
 	e->b_solo = malloc(step_max * sizeof(*e->b_solo));
+	e->b_top = malloc(step_max * sizeof(*e->b_top));
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));
 	if (e->embd && !(e->vec = malloc((size_t)step_max * (size_t)e->n_embd * sizeof(float)))) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
-	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->picks) {
+	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->picks) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -999,6 +1028,7 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_seq);
 	free(e->b_logits);
 	free(e->b_solo);
+	free(e->b_top);
 	free(e->picks);
 	free(e->vec);
 	free(e);

@@ -518,6 +518,20 @@ int32_t alice_gb_copy(struct alice_gb *gb, int32_t src, uint32_t type)
 	return push_node(gb, ALICE_OP_COPY, d, src, -1, -1, -1);
 }
 
+int32_t alice_gb_topk(struct alice_gb *gb, int32_t x, int32_t k)
+{
+	if (!all_valid(gb, x, -2))
+		return -1;
+	if (k < 1 || k > ALICE_TOPK_MAX || k > T(x)->ne[0] || T(x)->ne[2] != 1 || T(x)->ne[3] != 1)
+		return alice_gb_error(gb, "topk: %d of a [%lld, %lld] tensor", k, (long long)T(x)->ne[0],
+				      (long long)T(x)->ne[1]);
+	int32_t d = alice_gb_new(gb, ALICE_TYPE_I32, 2, k, T(x)->ne[1], 1);
+	if (push_node(gb, ALICE_OP_TOPK, d, x, -1, -1, -1) < 0)
+		return -1;
+	last_node(gb)->ip[0] = k;
+	return d;
+}
+
 /* ---- placement ---- */
 
 struct free_block {

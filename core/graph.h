@@ -116,6 +116,8 @@ int32_t alice_gb_kv_write(struct alice_gb *gb, int32_t cache, int32_t rows, int3
 int32_t alice_gb_glu(struct alice_gb *gb, int32_t a, int32_t b, int act);
 int32_t alice_gb_unary(struct alice_gb *gb, int32_t a, int act);
 int32_t alice_gb_copy(struct alice_gb *gb, int32_t src, uint32_t type);
+/* TOPK: I32 [2, k, rows] (index, value bits) pairs of each row of x, best first */
+int32_t alice_gb_topk(struct alice_gb *gb, int32_t x, int32_t k);
 /* Append a node with dst and up to ALICE_MAX_SRC sources (-1 = none), for op
  * helpers outside this file (an arch/ file's own ops); the caller checks shapes first
  * and sets ip/fp on the returned node. NULL if gb has failed or an index is

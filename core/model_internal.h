@@ -48,7 +48,7 @@ struct alice_context {
 	 * token and output counts has the same graph (everything else a step
 	 * changes is input data), so it is reused as is */
 	bool gb_reuse;
-	int32_t gb_n, gb_n_out, gb_logits;
+	int32_t gb_n, gb_n_out, gb_logits, gb_top;
 	struct alice_step gb_step;
 	int32_t *seq_len; /* [n_seq] */
 	/* host staging of one chunk's inputs */
@@ -62,6 +62,9 @@ struct alice_context {
 	bool logits_pinned; /* from the backend's host_alloc */
 	int32_t n_logits;
 	size_t logits_cap; /* rows */
+	int32_t topk;      /* entries per row of top (0 = none) */
+	int32_t *top;      /* [logits_cap * 2 * topk] */
+	bool *row_full;    /* [logits_cap] the row's whole logits were read */
 };
 
 #endif

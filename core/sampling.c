@@ -665,3 +665,39 @@ enum alice_status alice_sampler_sample(struct alice_sampler *s, const float *log
 	}
 	return ALICE_OK;
 }
+
+bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k)
+{
+	return s && k >= 1 && !s->p.n_logit_bias && !s->stamp && !s->counts && !s->p.logprobs &&
+	       (s->p.temperature <= 1e-6f || (s->p.top_k >= 1 && s->p.top_k <= k && s->p.top_k <= 128));
+}
+
+enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_t *top, int32_t k,
+					   struct alice_sample_result *out, struct alice_error *err)
+{
+	if (!s || !top || !out || !alice_sampler_top_ok(s, k))
+		return alice_fail(err, ALICE_ERR_INVALID, "sampling: the best %d logits cannot decide this step", k);
+	memset(out, 0, sizeof(*out));
+	float mx;
+	memcpy(&mx, &top[1], sizeof(mx));
+	if (!(mx > -INFINITY))
+		return alice_fail(err, ALICE_ERR_INVALID,
+				  "sampling: no token can be sampled (all masked, banned or NaN)");
+	if (s->p.temperature <= 1e-6f) { /* the first index of the maximum */
+		out->token = top[0];
+		return ALICE_OK;
+	}
+	/* gather()'s candidates: the best top_k of those at or above the floor */
+	const float t = s->p.temperature > 1 ? s->p.temperature : 1;
+	const float floor = mx - NEGLIGIBLE_NATS * t;
+	size_t m = 0;
+	for (int32_t i = 0; i < s->p.top_k; i++) {
+		float l;
+		memcpy(&l, &top[2 * i + 1], sizeof(l));
+		if (!(l >= floor))
+			break;
+		s->cand[m++] = (struct cand){top[2 * i], l, 0};
+	}
+	out->token = sample_candidates(s, s->cand, m, true);
+	return ALICE_OK;
+}

@@ -15,7 +15,7 @@
 struct alice_spec_drafter {
 	struct alice_model *m;
 	struct alice_context *ctx;
-	uint32_t n_seq, n_ctx;
+	uint32_t n_seq, n_ctx, n_batch;
 	int32_t n_vocab;
 	int32_t *toks; /* [n_seq][n_ctx]: what each sequence holds */
 	int32_t *len;  /* [n_seq] */
@@ -39,7 +39,7 @@ void alice_spec_drafter_free(struct alice_spec_drafter *d)
 }
 
 enum alice_status alice_spec_drafter_create(struct alice_model *draft, uint32_t n_seq, uint32_t n_ctx,
-					    struct alice_spec_drafter **out, struct alice_error *err)
+					    uint32_t n_batch, struct alice_spec_drafter **out, struct alice_error *err)
 {
 	*out = NULL;
 	if (alice_model_is_recurrent(draft))
@@ -51,12 +51,13 @@ enum alice_status alice_spec_drafter_create(struct alice_model *draft, uint32_t 
 		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 	d->m = draft;
 	d->n_seq = n_seq;
+	d->n_batch = n_batch ? n_batch : DRAFT_BATCH;
 	d->n_vocab = alice_model_n_vocab(draft);
 	struct alice_context_params cp;
 	alice_context_params_default(&cp);
 	cp.n_ctx = n_ctx;
 	cp.n_seq = n_seq;
-	cp.n_batch = DRAFT_BATCH;
+	cp.n_batch = d->n_batch;
 	enum alice_status st = alice_context_create(draft, &cp, &d->ctx, err);
 	if (st != ALICE_OK) {
 		alice_spec_drafter_free(d);
@@ -65,11 +66,11 @@ enum alice_status alice_spec_drafter_create(struct alice_model *draft, uint32_t 
 	d->n_ctx = alice_context_n_ctx(d->ctx);
 	d->toks = malloc((size_t)n_seq * d->n_ctx * sizeof(*d->toks));
 	d->len = calloc(n_seq, sizeof(*d->len));
-	d->b_tok = malloc(DRAFT_BATCH * sizeof(*d->b_tok));
-	d->b_pos = malloc(DRAFT_BATCH * sizeof(*d->b_pos));
-	d->b_seq = malloc(DRAFT_BATCH * sizeof(*d->b_seq));
-	d->b_out = malloc(DRAFT_BATCH * sizeof(*d->b_out));
-	d->b_solo = malloc(DRAFT_BATCH * sizeof(*d->b_solo));
+	d->b_tok = malloc((size_t)d->n_batch * sizeof(*d->b_tok));
+	d->b_pos = malloc((size_t)d->n_batch * sizeof(*d->b_pos));
+	d->b_seq = malloc((size_t)d->n_batch * sizeof(*d->b_seq));
+	d->b_out = malloc((size_t)d->n_batch * sizeof(*d->b_out));
+	d->b_solo = malloc((size_t)d->n_batch * sizeof(*d->b_solo));
 	if (!d->toks || !d->len || !d->b_tok || !d->b_pos || !d->b_seq || !d->b_out || !d->b_solo) {
 		alice_spec_drafter_free(d);
 		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
@@ -78,19 +79,33 @@ enum alice_status alice_spec_drafter_create(struct alice_model *draft, uint32_t 
 	return ALICE_OK;
 }
 
-/* Feed ctx[from, to) to seq (positions from..), logits for the last. */
+void alice_spec_drafter_keep(struct alice_spec_drafter *d, int32_t seq, int32_t keep)
+{
+	if (seq < 0 || (uint32_t)seq >= d->n_seq || keep >= d->len[seq])
+		return;
+	if (keep < 0 || !alice_context_seq_truncate(d->ctx, seq, keep)) {
+		alice_context_seq_clear(d->ctx, seq);
+		keep = 0;
+	}
+	d->len[seq] = keep;
+}
+
+/* Feed ctx[from, to) to seq (positions from..), logits for the last. The
+ * prompt (positions < n_prompt) goes in as the target's prefill chunks do
+ * (n_batch tokens from where its cache ends); the tokens after it as solo
+ * rows (each a one-row step, like the target's decode and verify rows), at
+ * most ALICE_SPEC_MAX_DRAFT + 1 a step so they keep the decode attention. */
 static enum alice_status feed(struct alice_spec_drafter *d, int32_t seq, const int32_t *ctx, int32_t from,
-			      int32_t to, struct alice_error *err)
+			      int32_t to, int32_t n_prompt, struct alice_error *err)
 {
 	int32_t *held = d->toks + (size_t)seq * d->n_ctx;
 	while (from < to) {
-		int32_t n = to - from < DRAFT_BATCH ? to - from : DRAFT_BATCH;
-		/* tokens the target produced since the last feed (after a verify
-		 * step: at most draft-max + 1) go in as solo rows, each computed
-		 * as a one-row step like the target's verify rows, so a draft
-		 * drafting for itself writes the same K/V as the target did; a
-		 * prompt goes in as the target's prompt chunks do */
-		const bool solo = from > 0 && n <= ALICE_SPEC_MAX_DRAFT + 1;
+		const bool solo = from >= n_prompt;
+		int32_t end = solo ? to : (n_prompt < to ? n_prompt : to);
+		int32_t cap = (int32_t)d->n_batch;
+		if (solo && cap > ALICE_SPEC_MAX_DRAFT + 1)
+			cap = ALICE_SPEC_MAX_DRAFT + 1;
+		int32_t n = end - from < cap ? end - from : cap;
 		for (int32_t i = 0; i < n; i++) {
 			d->b_tok[i] = ctx[from + i];
 			d->b_pos[i] = from + i;
@@ -98,7 +113,7 @@ static enum alice_status feed(struct alice_spec_drafter *d, int32_t seq, const i
 			d->b_out[i] = i == n - 1;
 			d->b_solo[i] = solo;
 		}
-		struct alice_batch b = {n, d->b_tok, d->b_pos, d->b_seq, d->b_out, solo ? d->b_solo : NULL};
+		struct alice_batch b = {n, d->b_tok, d->b_pos, d->b_seq, d->b_out, solo ? d->b_solo : NULL, NULL};
 		enum alice_status st = alice_context_decode(d->ctx, &b, err);
 		if (st != ALICE_OK) {
 			alice_context_seq_clear(d->ctx, seq);
@@ -127,7 +142,7 @@ static int32_t top1(const float *l, int32_t n, float *p)
 }
 
 int32_t alice_spec_drafter_draft(struct alice_spec_drafter *d, int32_t seq, const int32_t *ctx, int32_t len,
-				 int32_t n_max, float p_min, int32_t *out, struct alice_error *err)
+				 int32_t n_prompt, int32_t n_max, float p_min, int32_t *out, struct alice_error *err)
 {
 	if (seq < 0 || (uint32_t)seq >= d->n_seq || len < 1) {
 		alice_fail(err, ALICE_ERR_RANGE, "draft: sequence %d / length %d out of range", seq, len);
@@ -148,7 +163,7 @@ int32_t alice_spec_drafter_draft(struct alice_spec_drafter *d, int32_t seq, cons
 		keep = 0;
 	}
 	d->len[seq] = keep;
-	if (feed(d, seq, ctx, keep, len, err) != ALICE_OK)
+	if (feed(d, seq, ctx, keep, len, n_prompt, err) != ALICE_OK)
 		return -1;
 	int32_t k = 0;
 	for (;;) {
@@ -165,7 +180,7 @@ int32_t alice_spec_drafter_draft(struct alice_spec_drafter *d, int32_t seq, cons
 		d->b_pos[0] = pos;
 		d->b_seq[0] = seq;
 		d->b_out[0] = true;
-		struct alice_batch b = {1, d->b_tok, d->b_pos, d->b_seq, d->b_out, NULL};
+		struct alice_batch b = {1, d->b_tok, d->b_pos, d->b_seq, d->b_out, NULL, NULL};
 		if (alice_context_decode(d->ctx, &b, err) != ALICE_OK) {
 			alice_context_seq_clear(d->ctx, seq);
 			d->len[seq] = 0;

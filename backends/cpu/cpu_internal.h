@@ -15,7 +15,7 @@
 
 #define CPU_HIDDEN __attribute__((visibility("hidden")))
 #define CPU_MAX_THREADS 256
-#define CPU_OP_COUNT ALICE_OP_COUNT_V1_3 /* ops this backend knows (backend.h 1.3) */
+#define CPU_OP_COUNT ALICE_OP_COUNT_V1_4 /* ops this backend knows (backend.h 1.4) */
 #define QK8 32
 #define QKK 256
 
@@ -115,6 +115,7 @@ enum alice_status cpu_op_unary(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_copy(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_ssm_conv(const struct alice_op_args *a) CPU_HIDDEN;        /* ops_ssm.c */
 enum alice_status cpu_op_gated_delta_net(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_topk(const struct alice_op_args *a) CPU_HIDDEN;              /* ops_topk.c */
 
 
 /* ---- activation formats for the dot products (llama.cpp-compatible

@@ -15,6 +15,7 @@
  * dot product (F16 / BF16 / Q8_0 / Q8_K, as llama.cpp does) can cost. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -797,6 +798,72 @@ static void build_copy(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+/* TOPK: rows of several widths, with ties (values on a coarse grid), NaN,
+ * +inf and -inf entries, an all-NaN row; K from 1 to the maximum. The
+ * reference sorts each row (higher first, ties to the lower index); the
+ * comparison is exact (bound 0): ids and value bits. */
+struct topk_ent {
+	int32_t id;
+	float v;
+};
+
+static int topk_cmp(const void *pa, const void *pb)
+{
+	const struct topk_ent *a = pa, *b = pb;
+	if (a->v != b->v)
+		return a->v > b->v ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static void build_topk(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { int64_t n, rows; int k; int grid; } v[] = {
+		{1000, 3, 1, 0}, {1000, 5, 40, 16}, {32000, 4, 128, 0}, {152064, 2, 128, 64},
+		{129, 7, 128, 4}, {5000, 64, 64, 0}, {300, 2, 128, 1},
+	};
+	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+		struct tcase *c = new_case(cs, n, "TOPK k=%d [%lld,%lld]%s", v[s].k, (long long)v[s].n,
+					   (long long)v[s].rows, v[s].grid ? " ties" : "");
+		c->node.op = ALICE_OP_TOPK;
+		c->node.ip[0] = v[s].k;
+		tc_tensor(c, ALICE_TYPE_I32, 2, v[s].k, v[s].rows, 1, 0);
+		int x = tc_tensor(c, ALICE_TYPE_F32, v[s].n, v[s].rows, 1, 1, 0);
+		c->node.src[0] = x;
+		fill_gauss(c, x, r, 4.0);
+		float *xs = malloc((size_t)v[s].n * sizeof(float));
+		struct topk_ent *e = malloc((size_t)v[s].n * sizeof(*e));
+		double *ref = alloc_ref(c);
+		for (int64_t row = 0; row < v[s].rows; row++) {
+			for (int64_t i = 0; i < v[s].n; i++) {
+				float f = (float)get_el(c, x, i + v[s].n * row);
+				if (v[s].grid) /* few distinct values: many ties */
+					f = roundf(f * (float)v[s].grid / 8.0f);
+				uint64_t u = rng_u64(r) % 1000;
+				f = u == 0 ? NAN : u == 1 ? INFINITY : u == 2 ? -INFINITY : f;
+				if (row == 1 && v[s].rows > 2) /* a row that is all NaN */
+					f = NAN;
+				set_el(c, x, i + v[s].n * row, f);
+				xs[i] = f;
+			}
+			for (int64_t i = 0; i < v[s].n; i++) {
+				float f = xs[i] != xs[i] ? -INFINITY : xs[i] > FLT_MAX ? FLT_MAX : xs[i];
+				e[i] = (struct topk_ent){(int32_t)i, f};
+			}
+			qsort(e, (size_t)v[s].n, sizeof(*e), topk_cmp);
+			for (int j = 0; j < v[s].k; j++) {
+				int32_t bits;
+				memcpy(&bits, &e[j].v, 4);
+				ref[2 * j + 2 * v[s].k * row] = e[j].id;
+				ref[2 * j + 1 + 2 * v[s].k * row] = bits;
+			}
+		}
+		free(xs);
+		free(e);
+		c->bound = 0; /* exact */
+		c->core = false;
+	}
+}
+
 typedef void (*builder_fn)(struct tcase **cs, int *n, struct rng *r);
 
 static const struct {
@@ -806,7 +873,7 @@ static const struct {
 	{"MUL_MAT", build_mul_mat},   {"GET_ROWS", build_get_rows}, {"ADD_MUL", build_binary},
 	{"UNARY_GLU", build_unary_glu}, {"SCALE_SOFTCAP", build_scale_softcap}, {"NORM", build_norm}, {"LAYER_NORM", build_layer_norm},
 	{"ROPE", build_rope},	      {"ATTENTION", build_attention}, {"KV_WRITE", build_kv_write},
-	{"COPY", build_copy},
+	{"COPY", build_copy},         {"TOPK", build_topk},
 };
 #define N_GROUPS (int)(sizeof(op_groups) / sizeof(op_groups[0]))
 

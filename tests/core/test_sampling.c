@@ -690,3 +690,122 @@ Test(sampling, random_params_and_logits)
 		alice_sampler_free(s);
 	}
 }
+
+/* The device path (alice_sampler_sample_top on a row's best entries, as
+ * backend.h's TOPK gives them) picks the same token, with the same RNG use,
+ * as sampling the whole row, whenever top_ok says it may be used. */
+struct top_ent {
+	int32_t id;
+	float v;
+};
+
+static int top_cmp(const void *pa, const void *pb)
+{
+	const struct top_ent *a = pa, *b = pb;
+	if (a->v != b->v)
+		return a->v > b->v ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static void best_k(const float *l, int32_t n, int32_t k, int32_t *top)
+{
+	struct top_ent *e = malloc((size_t)n * sizeof(*e));
+	cr_assert_not_null(e);
+	for (int32_t i = 0; i < n; i++)
+		e[i] = (struct top_ent){i, l[i] != l[i] ? -INFINITY : l[i] > FLT_MAX ? FLT_MAX : l[i]};
+	qsort(e, (size_t)n, sizeof(*e), top_cmp);
+	for (int32_t j = 0; j < k; j++) {
+		top[2 * j] = e[j].id;
+		memcpy(&top[2 * j + 1], &e[j].v, 4);
+	}
+	free(e);
+}
+
+Test(sampling, top_entries_decide_like_the_whole_row)
+{
+	enum { K = 128, NMAX = 5000 };
+	static float l[NMAX];
+	static int32_t top[2 * K];
+	int used = 0;
+	for (int trial = 0; trial < 400; trial++) {
+		int32_t n = 130 + (int32_t)(lcg_uniform() * (NMAX - 130));
+		random_logits(l, n, 1.0f + 4.0f * (float)lcg_uniform());
+		if (trial % 3 == 0) /* a coarse grid: many ties */
+			for (int32_t i = 0; i < n; i++)
+				l[i] = roundf(l[i] * 2.0f);
+		if (trial % 5 == 0) /* non-finite entries */
+			for (int k = 0; k < 6; k++)
+				l[(int32_t)(lcg_uniform() * n)] = k % 3 == 0 ? NAN : k % 3 == 1 ? INFINITY : -INFINITY;
+		struct alice_sampling_params p;
+		alice_sampling_params_default(&p);
+		p.seed = (uint64_t)trial * 7919u;
+		double u = lcg_uniform();
+		p.temperature = u < 0.2 ? 0.0f : (float)(0.1 + 2.0 * lcg_uniform());
+		p.top_k = 1 + (int32_t)(lcg_uniform() * (trial % 4 == 0 ? 200 : 128));
+		if (lcg_uniform() < 0.5)
+			p.top_p = (float)(0.5 + 0.5 * lcg_uniform());
+		if (lcg_uniform() < 0.5)
+			p.min_p = (float)(0.2 * lcg_uniform());
+		struct alice_sampler *a = mk(&p, n), *b = mk(&p, n);
+		if (!alice_sampler_top_ok(b, K)) {
+			cr_assert(p.top_k > K && p.temperature > 1e-6f, "top_ok refused a plain top-k %d", p.top_k);
+			alice_sampler_free(a);
+			alice_sampler_free(b);
+			continue;
+		}
+		used++;
+		best_k(l, n, K, top);
+		for (int step = 0; step < 6; step++) { /* the RNG advances alike */
+			struct alice_sample_result r;
+			struct alice_error err = {{0}};
+			cr_assert_eq(alice_sampler_sample_top(b, top, K, &r, &err), ALICE_OK, "%s", err.msg);
+			cr_assert_eq(r.token, draw(a, l, NULL), "trial %d step %d: T %g top_k %d top_p %g min_p %g", trial,
+				     step, (double)p.temperature, p.top_k, (double)p.top_p, (double)p.min_p);
+		}
+		alice_sampler_free(a);
+		alice_sampler_free(b);
+	}
+	cr_expect_gt(used, 300);
+
+	/* what needs the whole row is refused */
+	struct alice_sampling_params p;
+	alice_sampling_params_default(&p);
+	p.top_k = 40;
+	struct alice_sampler *s = mk(&p, 1000);
+	cr_expect(alice_sampler_top_ok(s, K));
+	cr_expect_not(alice_sampler_top_ok(s, 20), "top_k beyond the entries given");
+	alice_sampler_free(s);
+	p.top_k = 0; /* temperature 1 over the whole vocabulary */
+	s = mk(&p, 1000);
+	cr_expect_not(alice_sampler_top_ok(s, K));
+	alice_sampler_free(s);
+	struct alice_sampling_params q[4];
+	for (int i = 0; i < 4; i++) {
+		alice_sampling_params_default(&q[i]);
+		q[i].temperature = 0;
+	}
+	struct alice_logit_bias bias = {3, 2.0f};
+	q[0].logit_bias = &bias;
+	q[0].n_logit_bias = 1;
+	q[1].repeat_penalty = 1.1f;
+	q[2].presence_penalty = 0.5f;
+	q[3].logprobs = true;
+	for (int i = 0; i < 4; i++) {
+		s = mk(&q[i], 1000);
+		cr_expect_not(alice_sampler_top_ok(s, K), "case %d needs the whole row", i);
+		alice_sampler_free(s);
+	}
+	/* an all-NaN row: nothing can be sampled, as from the whole row */
+	for (int32_t i = 0; i < 200; i++)
+		l[i] = NAN;
+	best_k(l, 200, K, top);
+	s = mk(&q[3], 200);
+	alice_sampling_params_default(&p);
+	p.temperature = 0;
+	struct alice_sampler *g = mk(&p, 200);
+	struct alice_sample_result r;
+	struct alice_error err = {{0}};
+	cr_expect_eq(alice_sampler_sample_top(g, top, K, &r, &err), ALICE_ERR_INVALID);
+	alice_sampler_free(g);
+	alice_sampler_free(s);
+}

@@ -131,6 +131,8 @@ static const char *prompts[] = {
 /* tiny-tolstoy's end-of-generation tokens; banning them makes runs last max_tokens */
 static const struct alice_logit_bias no_eog[] = {{0, -100.0f}, {2, -100.0f}};
 
+static bool allow_eog; /* the draft's argmax knows no logit bias */
+
 struct samp {
 	float temperature;
 	int32_t top_k;
@@ -158,8 +160,10 @@ static void submit(struct alice_engine *e, struct run *r, const char *prompt, in
 		q.sampling.top_p = sm->top_p;
 		q.sampling.seed = sm->seed;
 	}
-	q.sampling.logit_bias = no_eog;
-	q.sampling.n_logit_bias = 2;
+	if (!allow_eog) {
+		q.sampling.logit_bias = no_eog;
+		q.sampling.n_logit_bias = 2;
+	}
 	q.sampling.logprobs = true; /* they must be the model's, speculating or not */
 	q.sampling.n_probs = 2;
 	q.grammar = g;
@@ -398,6 +402,40 @@ Test(spec, grammar_with_draft)
 		cr_assert((r[1].text[i] >= 'a' && r[1].text[i] <= 'z') || r[1].text[i] == ' ', "'%s'", r[1].text);
 	alice_grammar_free(g);
 	alice_grammar_vocab_free(v);
+}
+
+/* A model drafting for itself computes the target's K/V bit for bit (the
+ * prompt in the target's prefill chunks, later tokens as one-row steps),
+ * so every drafted token is accepted: the upper bound the machinery
+ * allows. Prompts longer than a prefill chunk (64 here), one slot, so
+ * later requests reuse a cached prefix in both models. */
+Test(spec, self_draft_accepts_everything)
+{
+	struct alice_model *saved = draft;
+	draft = target;
+	struct alice_engine *e = engine_new_ctx(1, ALICE_SPEC_DRAFT, 512);
+	draft = saved;
+	char long_prompt[2048] = "";
+	for (int i = 0; i < 12; i++)
+		strcat(long_prompt, "Prince Andrew looked at the old count and said that he ");
+	const char *ps[] = {long_prompt, "Natasha", long_prompt, "The old count said"};
+	static struct run r[4];
+	int64_t drafted = 0;
+	allow_eog = true;
+	for (int i = 0; i < 4; i++) {
+		submit(e, &r[i], ps[i], 48, NULL, NULL);
+		run_wait(&r[i]);
+		drafted += r[i].n_drafted;
+		if (r[i].n_tokens == 48) /* ran to its length: every draft was used */
+			cr_expect_eq(r[i].n_accepted, r[i].n_drafted, "request %d: %d of %d drafted tokens accepted", i,
+				     r[i].n_accepted, r[i].n_drafted);
+		else /* it ended on an end-of-generation token: only the drafts past it go unused */
+			cr_expect_leq(r[i].n_drafted - r[i].n_accepted, 8, "request %d: %d of %d drafted tokens accepted",
+				      i, r[i].n_accepted, r[i].n_drafted);
+	}
+	allow_eog = false;
+	alice_engine_free(e);
+	cr_assert_gt(drafted, 40, "only %lld tokens drafted", (long long)drafted);
 }
 
 /* speculative: false (no_spec) drafts nothing */

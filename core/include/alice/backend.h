@@ -26,7 +26,7 @@
 #include "alice/status.h"
 
 #define ALICE_BACKEND_ABI_MAJOR 1
-#define ALICE_BACKEND_ABI_MINOR 3 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM */
+#define ALICE_BACKEND_ABI_MINOR 4 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM; 1.4: TOPK */
 #define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
 #define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
 
@@ -158,8 +158,21 @@ enum alice_op {
 	 * * src1 and + src2 where present (F32 [ne0], broadcast like RMS_NORM's
 	 * weight), each rounded to float in that order. */
 	ALICE_OP_NORM = ALICE_OP_COUNT_V1_1,
-	ALICE_OP_COUNT_V1_3
+	ALICE_OP_COUNT_V1_3,
+
+	/* ---- 1.4: sampling's first cut on the device ----
+	 * A backend without it answers supports_op false (the core then reads
+	 * whole logits rows instead).
+	 * The best K = ip[0] entries of each row of src0 (F32 [n, rows], dim 0
+	 * contiguous; 1 <= K <= min(n, ALICE_TOPK_MAX)), best first: the higher
+	 * value first, ties to the lower index. Values are cleaned first as the
+	 * sampler does: NaN -> -inf, +inf -> FLT_MAX. dst: I32 [2, K, rows]
+	 * contiguous, (index, the cleaned value's bits) pairs. */
+	ALICE_OP_TOPK = ALICE_OP_COUNT_V1_3,
+	ALICE_OP_COUNT_V1_4
 };
+
+#define ALICE_TOPK_MAX 128
 
 enum alice_rope_mode {
 	ALICE_ROPE_NORMAL = 0, /* rotate pairs (2i, 2i+1) */

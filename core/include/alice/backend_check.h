@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 /* The ops this header knows (backend.h 1.3). */
-#define ALICE_BC_OP_COUNT ALICE_OP_COUNT_V1_3
+#define ALICE_BC_OP_COUNT ALICE_OP_COUNT_V1_4
 
 /* What the contract says of one op: its name and its number of sources
  * (src[0..min_src) are required, none past max_src). */
@@ -71,7 +71,8 @@ static inline struct alice_op_rule alice_bc_op_rule(uint32_t op)
 	case ALICE_OP_SSM_CONV: return alice_bc_rule_of("SSM_CONV", 4, 4);
 	case ALICE_OP_GATED_DELTA_NET: return alice_bc_rule_of("GATED_DELTA_NET", 6, 6);
 	case ALICE_OP_NORM: return alice_bc_rule_of("NORM", 1, 3);
-	case ALICE_OP_COUNT_V1_3: break;
+	case ALICE_OP_TOPK: return alice_bc_rule_of("TOPK", 1, 1);
+	case ALICE_OP_COUNT_V1_4: break;
 	}
 	return alice_bc_rule_of(NULL, 0, 0);
 }
@@ -170,6 +171,10 @@ static inline bool alice_bc_types_ok(const struct alice_node *n, const struct al
 	case ALICE_OP_GATED_DELTA_NET: /* qk, v, g, beta, state, seq */
 		return alice_bc_is_f32(s[0]) && alice_bc_is_f32(s[1]) && alice_bc_is_f32(s[2]) && alice_bc_is_f32(s[3]) &&
 		       alice_bc_is_f32(s[4]) && alice_bc_is_i32(s[5]) && alice_bc_is_f32(dst);
+	case ALICE_OP_TOPK:
+		return alice_bc_is_f32(s[0]) && alice_bc_is_i32(dst) && n->ip[0] >= 1 && n->ip[0] <= ALICE_TOPK_MAX &&
+		       n->ip[0] <= s[0]->ne[0] && s[0]->nb[0] == 4 && dst->ne[0] == 2 && dst->ne[1] == n->ip[0] &&
+		       dst->ne[2] == s[0]->ne[1] && s[0]->ne[2] == 1 && s[0]->ne[3] == 1;
 	default:
 		return false;
 	}

@@ -64,6 +64,10 @@ struct alice_context_params {
 	 * instead of logits (embed.h). An encoder model (alice_model_is_encoder)
 	 * needs it. */
 	bool embeddings;
+	/* > 0: the backend also picks each logits row's best topk entries
+	 * (alice_context_top), and rows marked batch.top_only are never read
+	 * whole. Ignored (alice_context_top_k 0) where the backend cannot. */
+	uint32_t topk;
 };
 
 void alice_context_params_default(struct alice_context_params *p);
@@ -86,6 +90,9 @@ struct alice_batch {
 	 * verification). Up to 63 such rows per sequence keep the attention's
 	 * short-batch regime, which is the decode one. */
 	const bool *solo;
+	/* [n_tokens] or NULL: rows whose logits the caller reads only through
+	 * alice_context_top (a topk context then skips copying the whole row) */
+	const bool *top_only;
 };
 
 /* Run one forward step. Batches larger than n_batch are split internally
@@ -98,13 +105,17 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 				       struct alice_error *err);
 /* Logits (n_vocab floats) of the i-th row that asked for logits in the last
  * decode call, in batch order. Borrowed until the next decode. NULL if out of
- * range or in an embeddings context. */
+ * range, in an embeddings context, or a top_only row of a topk context. */
 const float *alice_context_logits(const struct alice_context *c, int32_t i);
 /* The same for an embeddings context: the hidden state (n_embd floats) of
  * the i-th row that asked for output. NULL if out of range or not an
  * embeddings context. */
 const float *alice_context_embd(const struct alice_context *c, int32_t i);
 int32_t alice_context_n_logits(const struct alice_context *c);
+/* The best alice_context_top_k(c) entries of the i-th logits row, as
+ * (id, value bits) pairs, best first (backend.h TOPK); NULL without them. */
+const int32_t *alice_context_top(const struct alice_context *c, int32_t i);
+int32_t alice_context_top_k(const struct alice_context *c);
 /* Forget a sequence: its positions restart at 0, recurrent state is zeroed. */
 void alice_context_seq_clear(struct alice_context *c, int32_t seq);
 /* Keep only positions [0, n) of a sequence (prefix reuse); recurrent models

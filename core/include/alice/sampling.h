@@ -106,6 +106,17 @@ enum alice_status alice_sampler_sample(struct alice_sampler *s, const float *log
 				       const uint8_t *allowed_mask, struct alice_sample_result *out,
 				       struct alice_error *err);
 
+/* Whether a step of s depends only on the best k logits (so the backend
+ * can pick them and the whole row need not be read): no bias, penalties or
+ * logprobs, and greedy or 1 <= top_k <= k. */
+bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k);
+
+/* The same step as alice_sampler_sample (same token, same RNG use) from the
+ * row's best k entries: top holds k (id, value bits) pairs, best first, ties
+ * to the lower id, values cleaned (backend.h's TOPK). Needs top_ok(s, k). */
+enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_t *top, int32_t k,
+					   struct alice_sample_result *out, struct alice_error *err);
+
 /* Steps 1-3 only (bias, penalties, mask): write the n_vocab transformed
  * logits to out (-inf = excluded). For tests and diagnostics. */
 enum alice_status alice_sampler_transform(struct alice_sampler *s, const float *logits,

@@ -71,13 +71,20 @@ struct alice_spec_drafter;
 /* The model is borrowed. ALICE_ERR_INVALID for a recurrent draft model
  * (its state cannot be rewound after a rejected draft). */
 enum alice_status alice_spec_drafter_create(struct alice_model *draft, uint32_t n_seq, uint32_t n_ctx,
-					    struct alice_spec_drafter **out, struct alice_error *err);
+					    uint32_t n_batch, struct alice_spec_drafter **out, struct alice_error *err);
 void alice_spec_drafter_free(struct alice_spec_drafter *d); /* NULL is a no-op */
+/* A request starts on seq keeping the target's first keep positions:
+ * the draft keeps no more, so it recomputes the rest as the target does. */
+void alice_spec_drafter_keep(struct alice_spec_drafter *d, int32_t seq, int32_t keep);
 
 /* Greedy draft of up to n_max tokens continuing ctx[0, len) on sequence
  * seq, stopping early when the draft's top probability falls below p_min.
- * Returns how many went to out, or -1 when the draft model failed (err). */
+ * ctx[0, n_prompt) is the request's prompt: the draft computes it in the
+ * target's prefill chunks (n_batch tokens) and the tokens after it as
+ * one-row steps, as the target does, so a model drafting for itself holds
+ * the target's K/V bit for bit. Returns how many went to out, or -1 when
+ * the draft model failed (err). */
 int32_t alice_spec_drafter_draft(struct alice_spec_drafter *d, int32_t seq, const int32_t *ctx, int32_t len,
-				 int32_t n_max, float p_min, int32_t *out, struct alice_error *err);
+				 int32_t n_prompt, int32_t n_max, float p_min, int32_t *out, struct alice_error *err);
 
 #endif
