@@ -1,12 +1,31 @@
-# server probes: sampling vs greedy, slots
-b=.devbuild; m1=/tmp/llama-1b-Q4_K_M.gguf
-for par in 256 1; do
-  "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel $par --port 8112 --ctx-size 512 > /tmp/srv$par.log 2>&1 &
+#!/usr/bin/env bash
+# Server probes on the GPU device (issue: throughput under concurrency):
+# 1B Q4_K_M, 64 clients greedy / temperature 0.8 / top_k 40, with the
+# device top-k (default) and with whole rows read back (ALICE_TOPK=0), and
+# one client against alice-bench tg. Run after batch_run.sh made the model.
+b=${BUILD:-.devbuild}; m1=/tmp/llama-1b-Q4_K_M.gguf
+lg() { timeout ${T:-90} python3 .devfix/loadgen.py --port 8112 --max-tokens 128 --prompt-words 100 "$@" 2>&1 | tail -1; }
+serve() {
+  env "$@" "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-256} --port 8112 --ctx-size 512 > /tmp/srv.log 2>&1 &
   sp=$!
   for i in $(seq 1 60); do curl -sf localhost:8112/health >/dev/null 2>&1 && break; sleep 1; done
-  echo "== parallel $par, temperature 0.8 / greedy"
-  timeout 60 python3 .devfix/loadgen.py --port 8112 --concurrency 1 --requests-per-client 3 --max-tokens 128 --prompt-words 100 2>&1 | tail -1
-  timeout 60 python3 .devfix/loadgen.py --port 8112 --concurrency 1 --requests-per-client 3 --max-tokens 128 --prompt-words 100 --extra '{"temperature": 0}' 2>&1 | tail -1
-  if [ $par = 256 ]; then timeout 90 python3 .devfix/loadgen.py --port 8112 --concurrency 64 --requests-per-client 2 --max-tokens 128 --prompt-words 100 --extra '{"temperature": 0}' 2>&1 | tail -1; fi
+}
+for mode in ALICE_TOPK=1 ALICE_TOPK=0; do
+  serve $mode
+  echo "== $mode, 64 clients: greedy / temperature 0.8 / temperature 0.8 top_k 40"
+  lg --concurrency 64 --requests-per-client 2 --extra '{"temperature": 0}'
+  lg --concurrency 64 --requests-per-client 2
+  lg --concurrency 64 --requests-per-client 2 --extra '{"top_k": 40}'
+  if [ $mode = ALICE_TOPK=1 ]; then
+    echo "== 256 clients greedy, 16 clients greedy"
+    T=150 lg --concurrency 256 --requests-per-client 1 --extra '{"temperature": 0}'
+    lg --concurrency 16 --requests-per-client 2 --extra '{"temperature": 0}'
+  fi
   kill $sp; wait $sp 2>/dev/null
 done
+PAR=1 serve ALICE_TOPK=1
+echo "== 1 client (parallel 1): greedy / temperature 0.8"
+lg --concurrency 1 --requests-per-client 3 --extra '{"temperature": 0}'
+lg --concurrency 1 --requests-per-client 3
+kill $sp; wait $sp 2>/dev/null
+timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | tail -2
