@@ -10,7 +10,7 @@ m1=/tmp/llama-1b-Q4_K_M.gguf; mt=/tmp/tiny-Q4_K_M.gguf
 [ -f $m1 ] || "$b/bin/alice-mkmodel" --shape llama-1b --type Q4_K_M --vocab $voc -o $m1 --threads 16 > /dev/null
 [ -f $mt ] || "$b/bin/alice-mkmodel" --shape tiny --type Q4_K_M --vocab $voc -o $mt --threads 16 --seed 7 > /dev/null
 timeout 60 "$b/bin/alice-bench" -m $m1 --backend cuda -p 0 -n 128 -r 3 2>&1 | grep -vE "info|^$" | tail -2
-for args in ${SPEC_ARGS:-"--draft $m1 --draft-max 8 --draft-p-min 0" "--draft $mt --draft-max 8 --draft-p-min 0" "--draft $mt --draft-max 8" "--spec ngram --draft-max 8"}; do
+for args in "--draft $m1 --draft-max 8 --draft-p-min 0" "--draft $mt --draft-max 8 --draft-p-min 0" "--draft $mt --draft-max 8" "--spec ngram --draft-max 8"; do
   echo "== $args"
   timeout 150 "$b/bin/alice-bench" -m $m1 --backend cuda -n 128 -r 3 $args 2>&1 | grep -vE "info|^$" | tail -4
 done
