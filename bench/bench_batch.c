@@ -76,7 +76,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 		seq[q] = q;
 		lg[q] = true;
 	}
-	struct alice_batch w = {B, tok, pos, seq, lg, NULL, NULL};
+	struct alice_batch w = {B, tok, pos, seq, lg, NULL, NULL, NULL};
 	if (alice_context_decode(c, &w, &err) != ALICE_OK) {
 		fail(r, "warm-up", &err);
 		goto out;
@@ -102,7 +102,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 		alice_context_seq_clear(c, q);
 	if (P > 0) {
 		s = make_prompts(B, P, n_vocab, tok, pos, seq, lg);
-		struct alice_batch b = {(int32_t)nt, tok, pos, seq, lg, NULL, NULL};
+		struct alice_batch b = {(int32_t)nt, tok, pos, seq, lg, NULL, NULL, NULL};
 		double t0 = now_s();
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "prefill", &err);
@@ -120,7 +120,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 			seq[q] = q;
 			lg[q] = true;
 		}
-		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL};
+		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "decode", &err);
 			goto out;
@@ -141,7 +141,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 			pos[q] = P + N + i;
 			lg[q] = q == 0;
 		}
-		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL};
+		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "decode (one logits row)", &err);
 			goto out;

@@ -73,6 +73,14 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 			return -1;
 		alice_gb_set_output(gb, c->gb_top);
 	}
+	c->gb_draw_in = c->gb_draw = -1;
+	if (logits >= 0 && c->draw_on) {
+		c->gb_draw_in = alice_gb_input(gb, ALICE_TYPE_I32, 4, n_out);
+		c->gb_draw = alice_gb_sample_temp(gb, logits, c->gb_draw_in);
+		if (c->gb_draw < 0)
+			return -1;
+		alice_gb_set_output(gb, c->gb_draw);
+	}
 	return logits;
 }
 
@@ -129,6 +137,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->topk = c->embd ? 0 : (int32_t)(p->topk < ALICE_TOPK_MAX ? p->topk : ALICE_TOPK_MAX);
 	if (c->topk > (int32_t)hp->n_vocab)
 		c->topk = (int32_t)hp->n_vocab;
+	c->draw_on = c->topk > 0;
 	if (m->arch->encoder && c->n_ctx > hp->n_ctx_train) { /* absolute position embeddings end there */
 		st = alice_fail(err, ALICE_ERR_RANGE, "%s: a %s model has positions for %u tokens; n_ctx %u is more",
 				alice_gguf_path(m->gguf), m->arch->name, hp->n_ctx_train, c->n_ctx);
@@ -158,12 +167,13 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->in_pos = malloc(4 * c->n_batch * sizeof(int32_t)); /* IMROPE: 4 per token */
 	c->in_ranges = malloc(2 * c->n_batch * sizeof(int32_t));
 	c->in_cells = malloc(c->n_batch * sizeof(int32_t));
+	c->draw_in = malloc(4 * (size_t)c->n_batch * sizeof(int32_t));
 	c->in_out = malloc(c->n_batch * sizeof(int32_t));
 	c->in_seq = malloc(c->n_batch * sizeof(int32_t));
 	c->in_solo = calloc(c->n_batch, sizeof(bool));
 	c->in_swa = malloc(2 * c->n_batch * sizeof(int32_t));
 	if (!c->seq_len || !c->seq_end || !c->k_cache || !c->v_cache || !c->in_tok || !c->in_pos || !c->in_ranges ||
-	    !c->in_cells || !c->in_out || !c->in_seq || !c->in_solo || !c->in_swa) {
+	    !c->in_cells || !c->draw_in || !c->in_out || !c->in_seq || !c->in_solo || !c->in_swa) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -235,9 +245,12 @@ worst_case:;
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	for (uint32_t i = 0; i < g.n_nodes; i++) {
 		if (!vt->supports_op(m->bctx, &g, &g.nodes[i])) {
-			if (g.nodes[i].op == ALICE_OP_TOPK) { /* optional: whole rows are read instead */
-				alice_log(ALICE_LOG_INFO, "context: backend %s picks no top-k on the device", m->be->name);
+			if (g.nodes[i].op == ALICE_OP_TOPK || g.nodes[i].op == ALICE_OP_SAMPLE_TEMP) {
+				/* optional: whole rows are read instead */
+				alice_log(ALICE_LOG_INFO, "context: backend %s does not sample on the device (%s)",
+					  m->be->name, g.nodes[i].op == ALICE_OP_TOPK ? "TOPK" : "SAMPLE_TEMP");
 				c->topk = 0;
+				c->draw_on = false;
 				goto worst_case;
 			}
 			char what[512];
@@ -267,8 +280,10 @@ static void logits_free(struct alice_context *c)
 	c->logits_cap = 0;
 	free(c->top);
 	free(c->row_full);
+	free(c->drawn);
 	c->top = NULL;
 	c->row_full = NULL;
+	c->drawn = NULL;
 }
 
 void alice_context_free(struct alice_context *c)
@@ -290,6 +305,7 @@ void alice_context_free(struct alice_context *c)
 	free(c->in_pos);
 	free(c->in_ranges);
 	free(c->in_cells);
+	free(c->draw_in);
 	free(c->in_out);
 	free(c->in_seq);
 	free(c->in_solo);
@@ -365,6 +381,25 @@ out:
 	return st;
 }
 
+/* SAMPLE_TEMP's parameters for the chunk's output rows (zeros: not drawn) */
+static enum alice_status write_draws(struct alice_context *c, const struct alice_batch *b, int32_t start,
+				     int32_t n_out, struct alice_error *err)
+{
+	for (int32_t j = 0; j < n_out; j++) {
+		const struct alice_draw *d = b->draw ? &b->draw[start + c->in_out[j]] : NULL;
+		int32_t *o = c->draw_in + 4 * j;
+		memset(o, 0, 4 * sizeof(*o));
+		if (d && d->t > 0) {
+			uint64_t r;
+			memcpy(&o[0], &d->t, 4);
+			memcpy(&r, &d->r, 8);
+			o[1] = (int32_t)(uint32_t)r;
+			o[2] = (int32_t)(uint32_t)(r >> 32);
+		}
+	}
+	return write_input(c, c->gb_draw_in, c->draw_in, err);
+}
+
 /* Copy the step's n_out output rows back: the top-k pairs of every row (a
  * topk context), and the whole rows not marked top_only, in runs of
  * adjacent rows. */
@@ -381,6 +416,16 @@ static enum alice_status read_rows(struct alice_context *c, const struct alice_b
 		    ALICE_OK)
 			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading top-k failed: %s", m->be->name,
 					  vt->last_error(m->bctx));
+	}
+	if (c->draw_on) {
+		const struct alice_tensor *dt = alice_gb_tensor(&c->gb, c->gb_draw);
+		int32_t *dst = c->drawn + (size_t)c->n_logits * 2;
+		if (vt->buffer_read(m->bctx, dt->buf, dt->offset, dst, (uint64_t)n_out * 2 * sizeof(int32_t)) != ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading drawn tokens failed: %s",
+					  m->be->name, vt->last_error(m->bctx));
+		for (int32_t j = 0; j < n_out; j++) /* a row not drawn reads back (-1, 0): mark it */
+			if (!b->draw || !(b->draw[start + c->in_out[j]].t > 0))
+				dst[2 * j + 1] = -1;
 	}
 	for (int32_t j = 0; j < n_out;) {
 		bool full = !c->topk || !b->top_only || !b->top_only[start + c->in_out[j]];
@@ -470,7 +515,8 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	    (st = write_input(c, stp.inp_out, c->in_out, err)) != ALICE_OK ||
 	    (st = write_input(c, stp.inp_seq, c->in_seq, err)) != ALICE_OK ||
 	    (stp.inp_ranges_swa >= 0 && (st = write_input(c, stp.inp_ranges_swa, c->in_swa, err)) != ALICE_OK) ||
-	    (st = write_row_regimes(c, n, n_out, err)) != ALICE_OK)
+	    (st = write_row_regimes(c, n, n_out, err)) != ALICE_OK ||
+	    (c->draw_on && (st = write_draws(c, b, start, n_out, err)) != ALICE_OK))
 		return st;
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	if (vt->graph_compute(m->bctx, &g) != ALICE_OK)
@@ -552,7 +598,8 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 		c->logits_cap = rows;
 		c->row_full = malloc(rows * sizeof(*c->row_full));
 		c->top = c->topk ? malloc(rows * 2 * (size_t)c->topk * sizeof(*c->top)) : NULL;
-		if (!c->row_full || (c->topk && !c->top)) {
+		c->drawn = c->draw_on ? malloc(rows * 2 * sizeof(*c->drawn)) : NULL;
+		if (!c->row_full || (c->topk && !c->top) || (c->draw_on && !c->drawn)) {
 			logits_free(c);
 			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %zu logits rows", rows);
 			goto out;
@@ -601,6 +648,15 @@ const int32_t *alice_context_top(const struct alice_context *c, int32_t i)
 int32_t alice_context_top_k(const struct alice_context *c)
 {
 	return c->topk;
+}
+
+bool alice_context_drawn(const struct alice_context *c, int32_t i, int32_t *token, bool *used)
+{
+	if (!c->draw_on || i < 0 || i >= c->n_logits || c->drawn[2 * i + 1] < 0)
+		return false;
+	*token = c->drawn[2 * i];
+	*used = c->drawn[2 * i + 1] != 0;
+	return true;
 }
 
 void alice_context_seq_clear(struct alice_context *c, int32_t seq)

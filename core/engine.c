@@ -137,6 +137,7 @@ struct alice_engine {
 	struct eng_slot *slots;
 	int32_t *b_tok, *b_pos, *b_seq;
 	bool *b_logits, *b_solo, *b_top;
+	struct alice_draw *b_draw; /* backend draws (alice_sampler_temp_ok rows) */
 	struct alice_workpool *pool; /* samples a step's rows in parallel */
 	struct eng_slot **picks;     /* [n_slots]: the slots sampled this step */
 };
@@ -442,6 +443,15 @@ static bool slot_top_only(const struct alice_engine *e, const struct eng_slot *s
 	return !sl->r->grammar && alice_sampler_top_ok(sl->sampler, alice_context_top_k(e->ctx));
 }
 
+/* The row's draw parameters when the backend draws it, else t = 0. */
+static struct alice_draw slot_draw(const struct alice_engine *e, const struct eng_slot *sl)
+{
+	struct alice_draw d = {0, 0};
+	if (!sl->r->grammar && alice_context_top_k(e->ctx) > 0 && alice_sampler_temp_ok(sl->sampler))
+		alice_sampler_temp_params(sl->sampler, &d.t, &d.r);
+	return d;
+}
+
 /* Mask and sample the slot's next token from its logits row into sl->res
  * (sl->pick_st / pick_msg on failure). Touches only this slot and its
  * request, so a step's rows are picked in parallel. */
@@ -452,6 +462,15 @@ static void slot_pick(struct alice_engine *e, struct eng_slot *sl)
 	const uint8_t *mask = NULL;
 	enum alice_status st;
 	sl->pick_st = ALICE_OK;
+	int32_t tok;
+	bool used;
+	if (alice_context_drawn(e->ctx, sl->row, &tok, &used)) { /* the backend drew it */
+		if ((st = alice_sampler_temp_done(sl->sampler, tok, used, &sl->res, &err)) != ALICE_OK) {
+			sl->pick_st = st;
+			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "%s", err.msg);
+		}
+		return;
+	}
 	if (slot_top_only(e, sl)) { /* the backend picked the row's best entries */
 		const int32_t *top = alice_context_top(e->ctx, sl->row);
 		if ((st = alice_sampler_sample_top(sl->sampler, top, alice_context_top_k(e->ctx), &sl->res, &err)) !=
@@ -659,9 +678,9 @@ static int32_t slot_draft(struct alice_engine *e, struct eng_slot *sl)
 			k = 0;
 		}
 	}
-	if (k == 0 && e->spec.mode == ALICE_SPEC_DRAFT && ++sl->misses >= 3)
+	if (k == 0 && e->spec.mode == ALICE_SPEC_DRAFT && ++sl->misses >= 2)
 		/* the draft model ran and was never sure enough: pause it too */
-		sl->cool = 1 << (sl->misses - 3 < 5 ? sl->misses - 3 : 5);
+		sl->cool = 1 << (sl->misses - 2 < 7 ? sl->misses - 2 : 7);
 	return k >= n_min ? k : 0;
 }
 
@@ -685,8 +704,8 @@ static void slot_spec_adapt(struct alice_engine *e, struct eng_slot *sl, int32_t
 	if (a == 0) {
 		sl->misses++;
 		sl->spec_k = sl->spec_k > 1 ? sl->spec_k / 2 : 1;
-		if (sl->misses >= 3)
-			sl->cool = 1 << (sl->misses - 3 < 5 ? sl->misses - 3 : 5);
+		if (sl->misses >= 2) /* up to 128 plain steps between tries */
+			sl->cool = 1 << (sl->misses - 2 < 7 ? sl->misses - 2 : 7);
 		return;
 	}
 	sl->misses = 0;
@@ -714,7 +733,10 @@ static void step(struct alice_engine *e)
 			e->b_seq[n] = sl->seq;
 			e->b_logits[n] = true;
 			e->b_solo[n] = sl->n_draft > 0;
-			e->b_top[n] = slot_top_only(e, sl);
+			/* a verify row's uniform depends on the rows before it: only
+			 * the first is drawn by the backend */
+			e->b_draw[n] = k == 0 ? slot_draw(e, sl) : (struct alice_draw){0, 0};
+			e->b_top[n] = slot_top_only(e, sl) || e->b_draw[n].t > 0;
 			n_rows++;
 			n++;
 		}
@@ -740,6 +762,7 @@ static void step(struct alice_engine *e)
 			e->b_logits[n] = false;
 			e->b_solo[n] = false;
 			e->b_top[n] = false;
+			e->b_draw[n] = (struct alice_draw){0, 0};
 			n++;
 		}
 		budget -= (uint32_t)chunk;
@@ -750,13 +773,14 @@ static void step(struct alice_engine *e)
 			n_rows += chunk;
 		} else if (chunk == left) {
 			e->b_logits[n - 1] = true;
-			e->b_top[n - 1] = slot_top_only(e, sl);
+			e->b_draw[n - 1] = slot_draw(e, sl);
+			e->b_top[n - 1] = slot_top_only(e, sl) || e->b_draw[n - 1].t > 0;
 			sl->row = n_rows++;
 		}
 	}
 	if (n == 0)
 		return;
-	struct alice_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits, e->b_solo, e->b_top};
+	struct alice_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits, e->b_solo, e->b_top, e->b_draw};
 	struct alice_error err = {{0}};
 	enum alice_status st = alice_context_decode(e->ctx, &b, &err);
 	pthread_mutex_lock(&e->mu);
@@ -952,12 +976,13 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_logits = malloc(step_max * sizeof(*e->b_logits));
 	e->b_solo = malloc(step_max * sizeof(*e->b_solo));
 	e->b_top = malloc(step_max * sizeof(*e->b_top));
+	e->b_draw = malloc(step_max * sizeof(*e->b_draw));
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));
 	if (e->embd && !(e->vec = malloc((size_t)step_max * (size_t)e->n_embd * sizeof(float)))) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
-	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->picks) {
+	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->b_draw || !e->picks) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -1029,6 +1054,7 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_logits);
 	free(e->b_solo);
 	free(e->b_top);
+	free(e->b_draw);
 	free(e->picks);
 	free(e->vec);
 	free(e);

@@ -532,6 +532,14 @@ int32_t alice_gb_topk(struct alice_gb *gb, int32_t x, int32_t k)
 	return d;
 }
 
+int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params)
+{
+	if (!all_valid(gb, x, params))
+		return -1;
+	int32_t d = alice_gb_new(gb, ALICE_TYPE_I32, 2, T(x)->ne[1], 1, 1);
+	return push_node(gb, ALICE_OP_SAMPLE_TEMP, d, x, params, -1, -1);
+}
+
 /* ---- placement ---- */
 
 struct free_block {

@@ -48,7 +48,7 @@ struct alice_context {
 	 * token and output counts has the same graph (everything else a step
 	 * changes is input data), so it is reused as is */
 	bool gb_reuse;
-	int32_t gb_n, gb_n_out, gb_logits, gb_top;
+	int32_t gb_n, gb_n_out, gb_logits, gb_top, gb_draw_in, gb_draw;
 	struct alice_step gb_step;
 	int32_t *seq_len; /* [n_seq] */
 	/* host staging of one chunk's inputs */
@@ -65,6 +65,9 @@ struct alice_context {
 	int32_t topk;      /* entries per row of top (0 = none) */
 	int32_t *top;      /* [logits_cap * 2 * topk] */
 	bool *row_full;    /* [logits_cap] the row's whole logits were read */
+	bool draw_on;      /* the backend draws rows at a temperature (SAMPLE_TEMP) */
+	int32_t *draw_in;  /* [n_batch * 4] one chunk's SAMPLE_TEMP parameters */
+	int32_t *drawn;    /* [logits_cap * 2] (token, used) per row */
 };
 
 #endif

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vexp.h"
+#include "alice/temp_sample.h"
+#include "alice/vexp.h"
 
 struct cand {
 	int32_t id;
@@ -420,73 +421,17 @@ static float vocab_max(const float *w, int32_t n)
 	return m;
 }
 
-/* ---- the whole vocabulary, untruncated (temperature only) ----------------
- * The weights go into w in place, in blocks whose sums are taken over 8
- * interleaved partial sums (so the loop vectorises; the order is fixed), and
- * the draw walks the block sums before the tokens of one block. Tokens below
- * `floor` weigh 0, as they would be absent from the candidates. */
-#define WBLOCK 1024
-
+/* ---- the whole vocabulary, untruncated (temperature only): temp_sample.h's
+ * rule, the weights in w in place; tokens below `floor` weigh 0, as they
+ * would be absent from the candidates. */
 static int32_t sample_full(struct alice_sampler *s, float *w, float mx, float floor)
 {
-	const int32_t nv = s->n_vocab;
-	const float inv_t = 1.0f / s->p.temperature;
-	const int32_t nblk = (nv + WBLOCK - 1) / WBLOCK;
 	double *bs = (double *)s->cand; /* n_vocab * 12 bytes: room for the block sums */
-	double z = 0;
-	int32_t n_live = 0, last = -1;
-	for (int32_t b = 0; b < nblk; b++) {
-		int32_t i0 = b * WBLOCK, i1 = i0 + WBLOCK < nv ? i0 + WBLOCK : nv;
-		float part[8] = {0};
-		int32_t live = 0, i = i0;
-		for (; i + 8 <= i1; i += 8)
-			for (int k = 0; k < 8; k++) {
-				float x = w[i + k];
-				float v = alice_fsel(x >= floor, alice_exp_neg((x - mx) * inv_t), 0.0f);
-				live += x >= floor;
-				w[i + k] = v;
-				part[k] += v;
-			}
-		for (; i < i1; i++) {
-			float x = w[i];
-			float v = alice_exp_neg((x - mx) * inv_t);
-			v = x >= floor ? v : 0.0f;
-			live += x >= floor;
-			w[i] = v;
-			part[(i - i0) & 7] += v;
-		}
-		double sum = 0;
-		for (int k = 0; k < 8; k++)
-			sum += part[k];
-		bs[b] = sum;
-		z += sum;
-		n_live += live;
-		if (live)
-			last = b;
-	}
+	int32_t n_live, last;
+	const double z = alice_ts_weigh(w, s->n_vocab, mx, floor, 1.0f / s->p.temperature, bs, &n_live, &last);
 	if (n_live == 1) /* nothing to draw, and no RNG state consumed */
-		for (int32_t i = 0; i < nv; i++)
-			if (w[i] > 0)
-				return i;
-	const double u = rng_uniform(s->rng) * z;
-	double cum = 0;
-	for (int32_t b = 0; b < nblk; b++) {
-		if (!(u < cum + bs[b]) && b != last) {
-			cum += bs[b];
-			continue;
-		}
-		int32_t i0 = b * WBLOCK, i1 = i0 + WBLOCK < nv ? i0 + WBLOCK : nv, hit = -1;
-		for (int32_t i = i0; i < i1; i++) {
-			if (w[i] > 0)
-				hit = i;
-			cum += w[i];
-			if (w[i] > 0 && u < cum)
-				return i;
-		}
-		if (b == last)
-			return hit; /* u landed in the rounding slack */
-	}
-	return -1;
+		return alice_ts_single(w, s->n_vocab);
+	return alice_ts_draw(w, s->n_vocab, bs, last, rng_uniform(s->rng) * z);
 }
 
 /* top-p over c[0..m): the smallest set of best tokens whose mass reaches
@@ -642,8 +587,7 @@ enum alice_status alice_sampler_sample(struct alice_sampler *s, const float *log
 	} else if (s->p.top_k == 0 && s->p.top_p >= 1 && s->p.min_p <= 0) {
 		const float mx = vocab_max(w, nv);
 		if (mx > -INFINITY) {
-			const float t = s->p.temperature > 1 ? s->p.temperature : 1;
-			token = sample_full(s, w, mx, mx - NEGLIGIBLE_NATS * t);
+			token = sample_full(s, w, mx, alice_ts_floor(mx, s->p.temperature));
 		}
 	} else {
 		bool sorted;
@@ -699,5 +643,32 @@ enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_
 		s->cand[m++] = (struct cand){top[2 * i], l, 0};
 	}
 	out->token = sample_candidates(s, s->cand, m, true);
+	return ALICE_OK;
+}
+
+bool alice_sampler_temp_ok(const struct alice_sampler *s)
+{
+	return s && !s->p.n_logit_bias && !s->stamp && !s->counts && !s->p.logprobs && s->p.temperature > 1e-6f &&
+	       s->p.top_k == 0 && s->p.top_p >= 1 && s->p.min_p <= 0;
+}
+
+void alice_sampler_temp_params(const struct alice_sampler *s, float *t, double *r)
+{
+	uint64_t st[4];
+	memcpy(st, s->rng, sizeof(st));
+	*t = s->p.temperature;
+	*r = rng_uniform(st);
+}
+
+enum alice_status alice_sampler_temp_done(struct alice_sampler *s, int32_t token, bool used,
+					  struct alice_sample_result *out, struct alice_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (token < 0 || token >= s->n_vocab)
+		return alice_fail(err, ALICE_ERR_INVALID,
+				  "sampling: no token can be sampled (all masked, banned or NaN)");
+	if (used)
+		rng_next(s->rng);
+	out->token = token;
 	return ALICE_OK;
 }

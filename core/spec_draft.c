@@ -113,7 +113,7 @@ static enum alice_status feed(struct alice_spec_drafter *d, int32_t seq, const i
 			d->b_out[i] = i == n - 1;
 			d->b_solo[i] = solo;
 		}
-		struct alice_batch b = {n, d->b_tok, d->b_pos, d->b_seq, d->b_out, solo ? d->b_solo : NULL, NULL};
+		struct alice_batch b = {n, d->b_tok, d->b_pos, d->b_seq, d->b_out, solo ? d->b_solo : NULL, NULL, NULL};
 		enum alice_status st = alice_context_decode(d->ctx, &b, err);
 		if (st != ALICE_OK) {
 			alice_context_seq_clear(d->ctx, seq);
@@ -127,17 +127,30 @@ static enum alice_status feed(struct alice_spec_drafter *d, int32_t seq, const i
 	return ALICE_OK;
 }
 
-/* argmax (ties to the lowest id) and its softmax probability */
-static int32_t top1(const float *l, int32_t n, float *p)
+/* argmax (ties to the lowest id); *sure: its softmax probability is at
+ * least p_min. The sum of exp(l - best) stops as soon as it passes 1/p_min
+ * (an unsure draft, the common case for an unrelated draft model, costs a
+ * few blocks, not a pass over the vocabulary). */
+static int32_t top1(const float *l, int32_t n, float p_min, bool *sure)
 {
 	int32_t best = 0;
 	for (int32_t i = 1; i < n; i++)
 		if (l[i] > l[best])
 			best = i;
+	*sure = true;
+	if (p_min <= 0)
+		return best;
+	const double limit = 1.0 / (double)p_min;
 	double sum = 0;
-	for (int32_t i = 0; i < n; i++)
-		sum += exp((double)l[i] - (double)l[best]);
-	*p = (float)(1.0 / sum);
+	for (int32_t i0 = 0; i0 < n; i0 += 1024) {
+		int32_t i1 = i0 + 1024 < n ? i0 + 1024 : n;
+		for (int32_t i = i0; i < i1; i++)
+			sum += exp((double)l[i] - (double)l[best]);
+		if (sum > limit) {
+			*sure = false;
+			break;
+		}
+	}
 	return best;
 }
 
@@ -167,9 +180,9 @@ int32_t alice_spec_drafter_draft(struct alice_spec_drafter *d, int32_t seq, cons
 		return -1;
 	int32_t k = 0;
 	for (;;) {
-		float p;
-		int32_t t = top1(alice_context_logits(d->ctx, 0), d->n_vocab, &p);
-		if (p < p_min)
+		bool sure;
+		int32_t t = top1(alice_context_logits(d->ctx, 0), d->n_vocab, p_min, &sure);
+		if (!sure)
 			break;
 		out[k++] = t;
 		if (k >= n_max)
@@ -180,7 +193,7 @@ int32_t alice_spec_drafter_draft(struct alice_spec_drafter *d, int32_t seq, cons
 		d->b_pos[0] = pos;
 		d->b_seq[0] = seq;
 		d->b_out[0] = true;
-		struct alice_batch b = {1, d->b_tok, d->b_pos, d->b_seq, d->b_out, NULL, NULL};
+		struct alice_batch b = {1, d->b_tok, d->b_pos, d->b_seq, d->b_out, NULL, NULL, NULL};
 		if (alice_context_decode(d->ctx, &b, err) != ALICE_OK) {
 			alice_context_seq_clear(d->ctx, seq);
 			d->len[seq] = 0;

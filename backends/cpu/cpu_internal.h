@@ -115,7 +115,8 @@ enum alice_status cpu_op_unary(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_copy(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_ssm_conv(const struct alice_op_args *a) CPU_HIDDEN;        /* ops_ssm.c */
 enum alice_status cpu_op_gated_delta_net(const struct alice_op_args *a) CPU_HIDDEN;
-enum alice_status cpu_op_topk(const struct alice_op_args *a) CPU_HIDDEN;              /* ops_topk.c */
+enum alice_status cpu_op_topk(const struct alice_op_args *a) CPU_HIDDEN;              /* ops_sample.c */
+enum alice_status cpu_op_sample_temp(const struct alice_op_args *a) CPU_HIDDEN;
 
 
 /* ---- activation formats for the dot products (llama.cpp-compatible

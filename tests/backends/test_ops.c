@@ -24,6 +24,7 @@
 #include "alice/backend.h"
 #include "alice/backend_loader.h"
 #include "alice/quant.h"
+#include "alice/temp_sample.h"
 
 /* ---- error bounds (NMSE) ------------------------------------------------
  * Activations are N(0,1). Rounding x to a format with relative error u
@@ -864,6 +865,78 @@ static void build_topk(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+/* SAMPLE_TEMP: rows drawn at several temperatures (0: skipped), a row with
+ * one live token, an all -inf row, ties, NaN and +inf; the reference is
+ * alice/temp_sample.h itself (the sampler's code); exact. */
+static void build_sample_temp(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { int64_t n, rows; float grid; } v[] = {
+		{1000, 6, 0}, {32000, 5, 2}, {128256, 4, 0}, {152064, 3, 0}, {300, 8, 1}, {4097, 64, 0},
+	};
+	const float temps[] = {0.8f, 1.0f, 0.0f, 0.3f, 1.7f, 0.05f, 2.0f, 0.8f};
+	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+		int64_t nv = v[s].n, rows = v[s].rows;
+		struct tcase *c = new_case(cs, n, "SAMPLE_TEMP [%lld,%lld]%s", (long long)nv, (long long)rows,
+					   v[s].grid ? " ties" : "");
+		c->node.op = ALICE_OP_SAMPLE_TEMP;
+		tc_tensor(c, ALICE_TYPE_I32, 2, rows, 1, 1, 0);
+		int x = tc_tensor(c, ALICE_TYPE_F32, nv, rows, 1, 1, 0);
+		int p = tc_tensor(c, ALICE_TYPE_I32, 4, rows, 1, 1, 0);
+		c->node.src[0] = x;
+		c->node.src[1] = p;
+		fill_gauss(c, x, r, 3.0);
+		float *w = malloc((size_t)nv * sizeof(float));
+		double *bs = malloc((size_t)(nv / ALICE_TS_BLOCK + 1) * sizeof(double));
+		double *ref = alloc_ref(c);
+		for (int64_t row = 0; row < rows; row++) {
+			float t = temps[row % 8];
+			for (int64_t i = 0; i < nv; i++) {
+				float f = (float)get_el(c, x, i + nv * row);
+				if (v[s].grid)
+					f = roundf(f * v[s].grid);
+				uint64_t u = rng_u64(r) % 2000;
+				f = u == 0 ? NAN : u == 1 ? -INFINITY : u == 2 && row == 3 ? INFINITY : f;
+				if (row == 1) /* one live token: the rest far below */
+					f = i == nv / 2 ? 50.0f : f - 100.0f;
+				if (row == 5 && rows > 5) /* nothing can be drawn */
+					f = -INFINITY;
+				set_el(c, x, i + nv * row, f);
+				w[i] = f != f ? -INFINITY : f > FLT_MAX ? FLT_MAX : f;
+			}
+			double u01 = (double)(rng_u64(r) >> 11) * 0x1.0p-53;
+			uint64_t ub;
+			memcpy(&ub, &u01, 8);
+			int32_t tb;
+			memcpy(&tb, &t, 4);
+			int32_t *pp = (int32_t *)(c->host[p] + row * c->t[p].nb[1]);
+			pp[0] = tb;
+			pp[1] = (int32_t)(uint32_t)ub;
+			pp[2] = (int32_t)(uint32_t)(ub >> 32);
+			pp[3] = 0;
+			int32_t tok = -1, used = 0;
+			float mx = -INFINITY;
+			for (int64_t i = 0; i < nv; i++)
+				mx = w[i] > mx ? w[i] : mx;
+			if (t > 0 && mx > -INFINITY) {
+				int32_t live, last;
+				double z = alice_ts_weigh(w, (int32_t)nv, mx, alice_ts_floor(mx, t), 1.0f / t, bs, &live, &last);
+				if (live == 1) {
+					tok = alice_ts_single(w, (int32_t)nv);
+				} else {
+					tok = alice_ts_draw(w, (int32_t)nv, bs, last, u01 * z);
+					used = 1;
+				}
+			}
+			ref[2 * row] = tok;
+			ref[2 * row + 1] = used;
+		}
+		free(w);
+		free(bs);
+		c->bound = 0; /* exact */
+		c->core = false;
+	}
+}
+
 typedef void (*builder_fn)(struct tcase **cs, int *n, struct rng *r);
 
 static const struct {
@@ -873,7 +946,7 @@ static const struct {
 	{"MUL_MAT", build_mul_mat},   {"GET_ROWS", build_get_rows}, {"ADD_MUL", build_binary},
 	{"UNARY_GLU", build_unary_glu}, {"SCALE_SOFTCAP", build_scale_softcap}, {"NORM", build_norm}, {"LAYER_NORM", build_layer_norm},
 	{"ROPE", build_rope},	      {"ATTENTION", build_attention}, {"KV_WRITE", build_kv_write},
-	{"COPY", build_copy},         {"TOPK", build_topk},
+	{"COPY", build_copy},         {"TOPK", build_topk}, {"SAMPLE_TEMP", build_sample_temp},
 };
 #define N_GROUPS (int)(sizeof(op_groups) / sizeof(op_groups[0]))
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "alice/sampling.h"
+#include "alice/temp_sample.h"
 
 static struct alice_sampler *mk(const struct alice_sampling_params *p, int32_t n_vocab)
 {
@@ -807,5 +808,60 @@ Test(sampling, top_entries_decide_like_the_whole_row)
 	struct alice_error err = {{0}};
 	cr_expect_eq(alice_sampler_sample_top(g, top, K, &r, &err), ALICE_ERR_INVALID);
 	alice_sampler_free(g);
+	alice_sampler_free(s);
+}
+
+/* The backend-drawn path (alice_sampler_temp_params, the op's rule from
+ * alice/temp_sample.h, alice_sampler_temp_done) gives the whole-row
+ * sampler's tokens and RNG use, step after step, including rows with a
+ * single live token (no draw). */
+Test(sampling, backend_draw_equals_the_sampler)
+{
+	enum { NMAX = 9000 };
+	static float l[NMAX], w[NMAX];
+	static double bs[NMAX / ALICE_TS_BLOCK + 1];
+	for (int trial = 0; trial < 200; trial++) {
+		int32_t n = 2 + (int32_t)(lcg_uniform() * (NMAX - 2));
+		struct alice_sampling_params p;
+		alice_sampling_params_default(&p);
+		p.seed = (uint64_t)trial * 104729u;
+		p.temperature = (float)(0.05 + 2.0 * lcg_uniform());
+		struct alice_sampler *a = mk(&p, n), *b = mk(&p, n);
+		cr_assert(alice_sampler_temp_ok(b));
+		for (int step = 0; step < 5; step++) {
+			random_logits(l, n, 1.0f + 6.0f * (float)lcg_uniform());
+			if (step == 2) /* one live token: no draw, no RNG use */
+				for (int32_t i = 0; i < n; i++)
+					l[i] = i == n / 3 ? 100.0f : l[i] - 200.0f;
+			float t;
+			double r;
+			alice_sampler_temp_params(b, &t, &r);
+			float mx = -INFINITY;
+			for (int32_t i = 0; i < n; i++) {
+				w[i] = l[i];
+				mx = w[i] > mx ? w[i] : mx;
+			}
+			int32_t live, last, tok;
+			double z = alice_ts_weigh(w, n, mx, alice_ts_floor(mx, t), 1.0f / t, bs, &live, &last);
+			bool used = live > 1;
+			tok = used ? alice_ts_draw(w, n, bs, last, r * z) : alice_ts_single(w, n);
+			struct alice_sample_result res;
+			struct alice_error err = {{0}};
+			cr_assert_eq(alice_sampler_temp_done(b, tok, used, &res, &err), ALICE_OK, "%s", err.msg);
+			cr_assert_eq(res.token, draw(a, l, NULL), "trial %d step %d (T %g, n %d)", trial, step, (double)t, n);
+		}
+		alice_sampler_free(a);
+		alice_sampler_free(b);
+	}
+	struct alice_sampling_params p;
+	alice_sampling_params_default(&p);
+	p.top_k = 40; /* truncated: not a whole-row draw */
+	struct alice_sampler *s = mk(&p, 100);
+	cr_expect_not(alice_sampler_temp_ok(s));
+	alice_sampler_free(s);
+	p.top_k = 0;
+	p.temperature = 0; /* greedy */
+	s = mk(&p, 100);
+	cr_expect_not(alice_sampler_temp_ok(s));
 	alice_sampler_free(s);
 }

@@ -26,7 +26,7 @@
 #include "alice/status.h"
 
 #define ALICE_BACKEND_ABI_MAJOR 1
-#define ALICE_BACKEND_ABI_MINOR 4 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM; 1.4: TOPK */
+#define ALICE_BACKEND_ABI_MINOR 4 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM; 1.4: TOPK, SAMPLE_TEMP */
 #define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
 #define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
 
@@ -160,19 +160,29 @@ enum alice_op {
 	ALICE_OP_NORM = ALICE_OP_COUNT_V1_1,
 	ALICE_OP_COUNT_V1_3,
 
-	/* ---- 1.4: sampling's first cut on the device ----
-	 * A backend without it answers supports_op false (the core then reads
-	 * whole logits rows instead).
+	/* ---- 1.4: sampling on the device ----
+	 * A backend without them answers supports_op false (the core then
+	 * reads whole logits rows instead).
 	 * The best K = ip[0] entries of each row of src0 (F32 [n, rows], dim 0
 	 * contiguous; 1 <= K <= min(n, ALICE_TOPK_MAX)), best first: the higher
 	 * value first, ties to the lower index. Values are cleaned first as the
 	 * sampler does: NaN -> -inf, +inf -> FLT_MAX. dst: I32 [2, K, rows]
 	 * contiguous, (index, the cleaned value's bits) pairs. */
 	ALICE_OP_TOPK = ALICE_OP_COUNT_V1_3,
+	/* A draw from each whole row of src0 (F32 [n, rows], dim 0 contiguous,
+	 * n <= ALICE_SAMPLE_TEMP_MAX) at temperature T with no truncation, by
+	 * the rule of alice/temp_sample.h on the cleaned row (as TOPK cleans),
+	 * bit for bit. src1 I32 [4, rows] contiguous, per row: T's float bits
+	 * (T <= 0: the row is skipped, dst (-1, 0)); r, a double in [0, 1), as
+	 * its low then high 32-bit words; one unused word. dst I32 [2, rows]:
+	 * the token (-1 when every value is NaN or -inf), and 1 when the draw
+	 * used r (more than one live token), else 0. */
+	ALICE_OP_SAMPLE_TEMP,
 	ALICE_OP_COUNT_V1_4
 };
 
 #define ALICE_TOPK_MAX 128
+#define ALICE_SAMPLE_TEMP_MAX 262144
 
 enum alice_rope_mode {
 	ALICE_ROPE_NORMAL = 0, /* rotate pairs (2i, 2i+1) */

@@ -72,6 +72,7 @@ static inline struct alice_op_rule alice_bc_op_rule(uint32_t op)
 	case ALICE_OP_GATED_DELTA_NET: return alice_bc_rule_of("GATED_DELTA_NET", 6, 6);
 	case ALICE_OP_NORM: return alice_bc_rule_of("NORM", 1, 3);
 	case ALICE_OP_TOPK: return alice_bc_rule_of("TOPK", 1, 1);
+	case ALICE_OP_SAMPLE_TEMP: return alice_bc_rule_of("SAMPLE_TEMP", 2, 2);
 	case ALICE_OP_COUNT_V1_4: break;
 	}
 	return alice_bc_rule_of(NULL, 0, 0);
@@ -175,6 +176,11 @@ static inline bool alice_bc_types_ok(const struct alice_node *n, const struct al
 		return alice_bc_is_f32(s[0]) && alice_bc_is_i32(dst) && n->ip[0] >= 1 && n->ip[0] <= ALICE_TOPK_MAX &&
 		       n->ip[0] <= s[0]->ne[0] && s[0]->nb[0] == 4 && dst->ne[0] == 2 && dst->ne[1] == n->ip[0] &&
 		       dst->ne[2] == s[0]->ne[1] && s[0]->ne[2] == 1 && s[0]->ne[3] == 1;
+	case ALICE_OP_SAMPLE_TEMP:
+		return alice_bc_is_f32(s[0]) && alice_bc_is_i32(s[1]) && alice_bc_is_i32(dst) && s[0]->nb[0] == 4 &&
+		       s[0]->ne[0] <= ALICE_SAMPLE_TEMP_MAX && s[0]->ne[2] == 1 && s[0]->ne[3] == 1 &&
+		       s[1]->ne[0] == 4 && s[1]->ne[1] == s[0]->ne[1] && s[1]->nb[0] == 4 && s[1]->nb[1] == 16 &&
+		       dst->ne[0] == 2 && dst->ne[1] == s[0]->ne[1] && dst->nb[0] == 4 && dst->nb[1] == 8;
 	default:
 		return false;
 	}

@@ -78,6 +78,11 @@ uint32_t alice_context_n_ctx(const struct alice_context *c);
 uint32_t alice_context_n_seq(const struct alice_context *c);
 uint32_t alice_context_n_batch(const struct alice_context *c);
 
+struct alice_draw {
+	float t;
+	double r;
+};
+
 struct alice_batch {
 	int32_t n_tokens;
 	const int32_t *token;  /* [n_tokens] */
@@ -91,8 +96,12 @@ struct alice_batch {
 	 * short-batch regime, which is the decode one. */
 	const bool *solo;
 	/* [n_tokens] or NULL: rows whose logits the caller reads only through
-	 * alice_context_top (a topk context then skips copying the whole row) */
+	 * alice_context_top / alice_context_drawn (a topk context then skips
+	 * copying the whole row) */
 	const bool *top_only;
+	/* [n_tokens] or NULL: rows the backend draws from (a topk context):
+	 * t > 0 the temperature, r the draw's uniform (alice/temp_sample.h) */
+	const struct alice_draw *draw;
 };
 
 /* Run one forward step. Batches larger than n_batch are split internally
@@ -116,6 +125,9 @@ int32_t alice_context_n_logits(const struct alice_context *c);
  * (id, value bits) pairs, best first (backend.h TOPK); NULL without them. */
 const int32_t *alice_context_top(const struct alice_context *c, int32_t i);
 int32_t alice_context_top_k(const struct alice_context *c);
+/* The token the backend drew for the i-th logits row (batch.draw) and
+ * whether the draw used its uniform; false when the row was not drawn. */
+bool alice_context_drawn(const struct alice_context *c, int32_t i, int32_t *token, bool *used);
 /* Forget a sequence: its positions restart at 0, recurrent state is zeroed. */
 void alice_context_seq_clear(struct alice_context *c, int32_t seq);
 /* Keep only positions [0, n) of a sequence (prefix reuse); recurrent models

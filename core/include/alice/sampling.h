@@ -117,6 +117,19 @@ bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k);
 enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_t *top, int32_t k,
 					   struct alice_sample_result *out, struct alice_error *err);
 
+/* Whether a step of s is a plain draw at temperature T from the whole row
+ * (no truncation, bias, penalties or logprobs), which the backend's
+ * SAMPLE_TEMP op makes as this sampler would (alice/temp_sample.h). */
+bool alice_sampler_temp_ok(const struct alice_sampler *s);
+/* That step's op parameters: T, and the uniform its draw would use (the
+ * RNG does not advance). */
+void alice_sampler_temp_params(const struct alice_sampler *s, float *t, double *r);
+/* The backend drew token (used: it took the uniform): fills out and
+ * advances the RNG as alice_sampler_sample would have. token < 0: nothing
+ * could be sampled (ALICE_ERR_INVALID). */
+enum alice_status alice_sampler_temp_done(struct alice_sampler *s, int32_t token, bool used,
+					  struct alice_sample_result *out, struct alice_error *err);
+
 /* Steps 1-3 only (bias, penalties, mask): write the n_vocab transformed
  * logits to out (-inf = excluded). For tests and diagnostics. */
 enum alice_status alice_sampler_transform(struct alice_sampler *s, const float *logits,

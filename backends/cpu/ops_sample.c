@@ -1,0 +1,114 @@
+/* ops_sample.c — sampling ops (backend.h 1.4), rows split across threads.
+ * TOPK: the best K entries of each row by sorted insertion (after the
+ * first few hundred entries almost nothing beats the K-th, so a row costs
+ * about one compare per entry). SAMPLE_TEMP: alice/temp_sample.h's rule,
+ * the sampler's own code. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "alice/temp_sample.h"
+#include "cpu_internal.h"
+
+struct topk_job {
+	const struct alice_tensor *x, *d;
+	int32_t k;
+};
+
+static inline float clean(float x)
+{
+	x = x == x ? x : -INFINITY;
+	return x < FLT_MAX ? x : FLT_MAX;
+}
+
+static void topk_run(void *arg, int ith, int nth)
+{
+	const struct topk_job *j = arg;
+	const int64_t n = j->x->ne[0], rows = j->x->ne[1];
+	const int32_t k = j->k;
+	for (int64_t r = ith; r < rows; r += nth) {
+		const float *x = (const float *)(tensor_data(j->x) + r * j->x->nb[1]);
+		int32_t *o = (int32_t *)(tensor_data(j->d) + r * j->d->nb[2]);
+		float v[ALICE_TOPK_MAX];
+		int32_t id[ALICE_TOPK_MAX], m = 0;
+		for (int64_t i = 0; i < n; i++) {
+			float xi = clean(x[i]);
+			/* a later index loses a tie, so it must be strictly better */
+			if (m == k && !(xi > v[k - 1]))
+				continue;
+			int32_t p = m < k ? m++ : k - 1;
+			while (p > 0 && xi > v[p - 1]) {
+				v[p] = v[p - 1];
+				id[p] = id[p - 1];
+				p--;
+			}
+			v[p] = xi;
+			id[p] = (int32_t)i;
+		}
+		for (int32_t i = 0; i < k; i++) {
+			o[2 * i] = id[i];
+			memcpy(&o[2 * i + 1], &v[i], 4);
+		}
+	}
+}
+
+enum alice_status cpu_op_topk(const struct alice_op_args *a)
+{
+	struct topk_job j = {.x = a->src[0], .d = a->dst, .k = a->node->ip[0]};
+	cpu_pool_run_sized(a->ctx->pool, topk_run, &j, tensor_nelem(j.x));
+	return ALICE_OK;
+}
+
+struct temp_job {
+	const struct alice_tensor *x, *p, *d;
+	struct alice_backend_ctx *ctx;
+};
+
+static void temp_run(void *arg, int ith, int nth)
+{
+	const struct temp_job *j = arg;
+	const int32_t n = (int32_t)j->x->ne[0];
+	const int64_t rows = j->x->ne[1];
+	float *w = (float *)j->ctx->tdata[ith];
+	double *bs = (double *)(w + n + (n & 1));
+	for (int64_t r = ith; r < rows; r += nth) {
+		const float *x = (const float *)(tensor_data(j->x) + r * j->x->nb[1]);
+		const int32_t *p = (const int32_t *)(tensor_data(j->p) + r * j->p->nb[1]);
+		int32_t *o = (int32_t *)(tensor_data(j->d) + r * j->d->nb[1]);
+		float t;
+		memcpy(&t, &p[0], 4);
+		o[0] = -1;
+		o[1] = 0;
+		if (!(t > 0))
+			continue;
+		float mx = -INFINITY;
+		for (int32_t i = 0; i < n; i++) {
+			w[i] = clean(x[i]);
+			mx = w[i] > mx ? w[i] : mx;
+		}
+		if (!(mx > -INFINITY))
+			continue;
+		int32_t n_live, last;
+		double z = alice_ts_weigh(w, n, mx, alice_ts_floor(mx, t), 1.0f / t, bs, &n_live, &last);
+		if (n_live == 1) {
+			o[0] = alice_ts_single(w, n);
+			continue;
+		}
+		uint64_t bits = (uint64_t)(uint32_t)p[1] | (uint64_t)(uint32_t)p[2] << 32;
+		double u01;
+		memcpy(&u01, &bits, 8);
+		o[0] = alice_ts_draw(w, n, bs, last, u01 * z);
+		o[1] = 1;
+	}
+}
+
+enum alice_status cpu_op_sample_temp(const struct alice_op_args *a)
+{
+	struct temp_job j = {.x = a->src[0], .p = a->src[1], .d = a->dst, .ctx = a->ctx};
+	int64_t n = j.x->ne[0], nblk = (n + ALICE_TS_BLOCK - 1) / ALICE_TS_BLOCK;
+	enum alice_status st = cpu_scratch(a->ctx, 0, (size_t)(n + 1) * sizeof(float) + (size_t)nblk * sizeof(double));
+	if (st != ALICE_OK)
+		return st;
+	cpu_pool_run_sized(a->ctx->pool, temp_run, &j, tensor_nelem(j.x));
+	return ALICE_OK;
+}
