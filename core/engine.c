@@ -440,6 +440,19 @@ static struct eng_slot *kv_admit(struct alice_engine *e, struct eng_req *r)
 	sl->n_cached = keep;
 	int32_t need = req_kv_tokens(e, r);
 	bool ok = alice_context_seq_reserve(e->ctx, sl->seq, need);
+	if (!ok) {
+		/* evict only when that would be enough: the blocks it still
+		 * needs against those free plus those only other idle slots hold */
+		for (uint32_t i = 0; i < e->n_slots; i++)
+			e->active[i] = e->slots[i].r != NULL || &e->slots[i] == sl;
+		struct alice_kv_usage u;
+		alice_context_kv_usage(e->ctx, e->active, &u);
+		uint32_t want = (uint32_t)((need + ALICE_KV_BLOCK - 1) / ALICE_KV_BLOCK),
+			 held = alice_context_seq_blocks(e->ctx, sl->seq);
+		want = want > held ? want - held : 0;
+		if (want > u.blocks_available + u.blocks_idle)
+			goto wait;
+	}
 	while (!ok) { /* evict idle caches, least recently used first */
 		struct eng_slot *v = NULL;
 		for (uint32_t i = 0; i < e->n_slots; i++) {
@@ -455,6 +468,7 @@ static struct eng_slot *kv_admit(struct alice_engine *e, struct eng_req *r)
 		ok = alice_context_seq_reserve(e->ctx, sl->seq, need);
 	}
 	if (!ok) {
+wait:
 		if (!r->kv_waited) {
 			r->kv_waited = true;
 			e->stats.requests_kv_waited++;
