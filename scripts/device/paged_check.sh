@@ -6,7 +6,7 @@
 #   . scripts/device/setup.sh .devbuild && scripts/device/paged_check.sh
 # Needs in .devbuild/bin: backends_test_ops, server_test_kv_paged,
 # alice-llm-server (and core_test_batch_invariance / core_test_parity_hybrid
-# when present); fixtures: models/qwen35-F16.gguf (+ refs/qwen35-F16.*).
+# when present, with FULL=1); fixtures: models/qwen35-F16.gguf (+ refs/qwen35-F16.*).
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/paged_out}
@@ -22,12 +22,12 @@ grep -E '^\[cuda\]' "$out/ops.log" | grep -v ' ok:' | head -20
 ALICE_TEST_BACKEND=cuda timeout 600 "$b/bin/server_test_kv_paged" --jobs=1 > "$out/kv_paged.log" 2>&1
 add "server_test_kv_paged (cuda): rc $?"
 grep -E 'waited|FAIL|Assert|Synthesis' "$out/kv_paged.log" | head -20
-if [ -x "$b/bin/core_test_parity_hybrid" ]; then
+if [ -n "${FULL:-}" ] && [ -x "$b/bin/core_test_parity_hybrid" ]; then
   ALICE_TEST_BACKEND=cuda timeout 600 "$b/bin/core_test_parity_hybrid" --jobs=1 > "$out/parity_hybrid.log" 2>&1
   add "core_test_parity_hybrid (cuda): rc $?"
   grep -E 'FAIL|Synthesis' "$out/parity_hybrid.log" | head -10
 fi
-if [ -x "$b/bin/core_test_batch_invariance" ]; then
+if [ -n "${FULL:-}" ] && [ -x "$b/bin/core_test_batch_invariance" ]; then
   ALICE_TEST_BACKEND=cuda timeout 600 "$b/bin/core_test_batch_invariance" --jobs=1 > "$out/batch_inv.log" 2>&1
   add "core_test_batch_invariance (cuda): rc $? (fixtures not carried fail: see the log)"
   grep -E 'FAIL|Synthesis|Assert' "$out/batch_inv.log" | head -20
