@@ -676,10 +676,22 @@ static enum alice_status alice_context_sync_blocks(struct alice_context *c, stru
 	if (p->dirty_lo >= p->dirty_hi)
 		return ALICE_OK;
 	const struct alice_backend_vtable *vt = c->m->be->vt;
-	if (vt->buffer_write(c->m->bctx, c->tbl_buf, (uint64_t)p->dirty_lo * sizeof(int32_t), p->tbl + p->dirty_lo,
-			     (uint64_t)(p->dirty_hi - p->dirty_lo) * sizeof(int32_t)) != ALICE_OK)
-		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: writing the KV block table failed: %s",
-				  c->m->be->name, vt->last_error(c->m->bctx));
+	/* one write of the changed span while it is small; else the rows of
+	 * the sequences that changed (a decode step of many sequences changes
+	 * a few rows far apart) */
+	uint32_t lo = p->dirty_lo, hi = p->dirty_hi;
+	bool whole = (uint64_t)(hi - lo) * sizeof(int32_t) <= ((uint64_t)64 << 10);
+	for (uint32_t s = lo / p->max_blk; s < p->n_seq && s * p->max_blk < hi; s++) {
+		uint32_t a = whole ? lo : s * p->max_blk, b = whole ? hi : a + p->max_blk;
+		if (!whole && !p->seq_dirty[s])
+			continue;
+		if (vt->buffer_write(c->m->bctx, c->tbl_buf, (uint64_t)a * sizeof(int32_t), p->tbl + a,
+				     (uint64_t)(b - a) * sizeof(int32_t)) != ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: writing the KV block table failed: %s",
+					  c->m->be->name, vt->last_error(c->m->bctx));
+		if (whole)
+			break;
+	}
 	alice_kv_pool_clean(p);
 	return ALICE_OK;
 }

@@ -18,7 +18,8 @@ struct alice_kv_pool *alice_kv_pool_create(uint32_t n_blocks, uint32_t n_seq, ui
 	p->tbl = malloc((size_t)n_seq * max_blk * sizeof(*p->tbl));
 	p->n_blk = calloc(n_seq, sizeof(*p->n_blk));
 	p->reserve = calloc(n_seq, sizeof(*p->reserve));
-	if (!p->ref || !p->free_list || !p->tbl || !p->n_blk || !p->reserve) {
+	p->seq_dirty = malloc(n_seq * sizeof(*p->seq_dirty));
+	if (!p->ref || !p->free_list || !p->tbl || !p->n_blk || !p->reserve || !p->seq_dirty) {
 		alice_kv_pool_free(p);
 		return NULL;
 	}
@@ -30,6 +31,8 @@ struct alice_kv_pool *alice_kv_pool_create(uint32_t n_blocks, uint32_t n_seq, ui
 		p->tbl[i] = -1;
 	p->dirty_lo = 0;
 	p->dirty_hi = n_seq * max_blk; /* the caller uploads the whole table once */
+	for (uint32_t i = 0; i < n_seq; i++)
+		p->seq_dirty[i] = true;
 	return p;
 }
 
@@ -42,6 +45,7 @@ void alice_kv_pool_free(struct alice_kv_pool *p)
 	free(p->tbl);
 	free(p->n_blk);
 	free(p->reserve);
+	free(p->seq_dirty);
 	free(p);
 }
 
@@ -72,6 +76,7 @@ static void set_entry(struct alice_kv_pool *p, uint32_t seq, uint32_t i, int32_t
 {
 	uint32_t at = seq * p->max_blk + i;
 	p->tbl[at] = b;
+	p->seq_dirty[seq] = true;
 	mark(p, at);
 }
 
@@ -161,5 +166,8 @@ bool alice_kv_pool_seq_block_shared(const struct alice_kv_pool *p, uint32_t seq,
 
 void alice_kv_pool_clean(struct alice_kv_pool *p)
 {
+	if (p->dirty_lo < p->dirty_hi)
+		for (uint32_t s = p->dirty_lo / p->max_blk; s < p->n_seq && s * p->max_blk < p->dirty_hi; s++)
+			p->seq_dirty[s] = false;
 	p->dirty_lo = p->dirty_hi = 0;
 }

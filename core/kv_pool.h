@@ -30,8 +30,10 @@ struct alice_kv_pool {
 	uint32_t *reserve; /* [n_seq] reserved table length (0 = none) */
 	uint64_t outstanding; /* sum over sequences of max(0, reserve - n_blk) */
 	uint32_t n_shared; /* blocks with ref > 1 */
-	/* table entries changed since the last alice_kv_pool_clean: [lo, hi) */
+	/* table entries changed since the last alice_kv_pool_clean: [lo, hi),
+	 * and which sequences' rows they are in */
 	uint32_t dirty_lo, dirty_hi;
+	bool *seq_dirty; /* [n_seq] */
 };
 
 /* NULL when out of memory or a size is 0 / too large. */
