@@ -1,13 +1,23 @@
-/* context.c — a model context: the F16 KV cache of n_seq sequences, the
- * compute buffer, and forward steps (batch validation, splitting into
+/* context.c — a model context: the paged F16 KV cache of n_seq sequences,
+ * the compute buffer, and forward steps (batch validation, splitting into
  * n_batch chunks, graph build via the arch, logits of the rows that asked).
  *
- * Cache layout (model.h): sequence s owns cells [s*n_ctx, (s+1)*n_ctx); the
- * token at position p of s lives in cell s*n_ctx + p. Each token attends the
- * cells [s*n_ctx, s*n_ctx + p + 1), which carries causality and sequence
- * separation into the ATTENTION op; an encoder's token attends every cell of
- * its sequence in the step instead (bidirectional). An embeddings context
- * reads the hidden states of the output rows instead of logits. */
+ * Cache layout: a virtual cell space where sequence s owns cells
+ * [s*stride, (s+1)*stride) (stride = n_ctx rounded up to whole blocks of
+ * ALICE_KV_BLOCK cells); the token at position p of s is virtual cell
+ * s*stride + p. Each token attends the virtual cells [s*stride, s*stride +
+ * p + 1), which carries causality and sequence separation into the
+ * ATTENTION op; an encoder's token attends every cell of its sequence in the
+ * step instead (bidirectional). The physical cache is a pool of blocks
+ * (kv_pool.c) shared by all sequences: a sequence takes blocks as its
+ * positions grow, and the block table (ATTENTION's src4, backend.h) maps
+ * virtual block s*max_blk + p/BS to its physical block. KV_WRITE gets
+ * physical cells. Sequences may share whole blocks of a common prefix
+ * (alice_context_seq_share); a shared block is never written again: only
+ * full blocks are shared and a sequence only appends, or truncates to a
+ * position outside its shared blocks (alice_context_seq_keep).
+ * An embeddings context reads the hidden states of the output rows
+ * instead of logits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +25,13 @@
 #include "alice/log.h"
 #include "alice/model.h"
 #include "alice/quant.h"
+#include "kv_pool.h"
 #include "model_internal.h"
 #include "recurrent.h"
 
 #define KV_TYPE ALICE_TYPE_F16 /* llama.cpp's default cache type */
+
+static enum alice_status alice_context_sync_blocks(struct alice_context *c, struct alice_error *err);
 
 void alice_context_params_default(struct alice_context_params *p)
 {
@@ -52,6 +65,7 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 	st->inp_out = alice_gb_input(gb, ALICE_TYPE_I32, n_out, 1);
 	st->inp_seq = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
 	st->inp_ranges_swa = m->hp.n_swa ? alice_gb_input(gb, ALICE_TYPE_I32, 2, n) : -1;
+	alice_gb_set_kv_pages(gb, alice_gb_external(gb, &c->tbl_t), ALICE_KV_BLOCK);
 	alice_gb_row_regime(gb, 0, n);     /* MUL_MAT src2 (written by run_chunk) */
 	alice_gb_row_regime(gb, 1, n_out);
 	st->state = c->rs;
@@ -154,9 +168,31 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 				c->n_seq, c->n_batch);
 		goto fail;
 	}
-	c->n_cells = (uint64_t)c->n_ctx * c->n_seq;
-	if (c->n_cells > INT32_MAX) {
+	if (vt->abi_minor < 4) { /* ATTENTION's block table is 1.4 */
+		st = alice_fail(err, ALICE_ERR_UNSUPPORTED,
+				"backend %s: ABI %u.%u has no paged attention (1.4): rebuild the backend", m->be->name,
+				vt->abi_major, vt->abi_minor);
+		goto fail;
+	}
+	c->stride = (c->n_ctx + ALICE_KV_BLOCK - 1) / ALICE_KV_BLOCK * ALICE_KV_BLOCK;
+	c->max_blk = c->stride / ALICE_KV_BLOCK;
+	if ((uint64_t)c->stride * c->n_seq > INT32_MAX) {
 		st = alice_fail(err, ALICE_ERR_RANGE, "context: %u sequences of %u cells is too many", c->n_seq, c->n_ctx);
+		goto fail;
+	}
+	c->n_cells = p->n_kv_cells ? ((uint64_t)p->n_kv_cells + ALICE_KV_BLOCK - 1) / ALICE_KV_BLOCK * ALICE_KV_BLOCK
+				   : (uint64_t)c->stride * c->n_seq;
+	if (c->n_cells < c->stride) {
+		st = alice_fail(err, ALICE_ERR_RANGE,
+				"context: a KV pool of %u cells cannot hold one full context of %u positions",
+				p->n_kv_cells, c->n_ctx);
+		goto fail;
+	}
+	if (c->n_cells > (uint64_t)c->stride * c->n_seq) /* more than every sequence can use */
+		c->n_cells = (uint64_t)c->stride * c->n_seq;
+	c->pool = alice_kv_pool_create((uint32_t)(c->n_cells / ALICE_KV_BLOCK), c->n_seq, c->max_blk);
+	if (!c->pool) {
+		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory for the KV block tables");
 		goto fail;
 	}
 	c->seq_len = calloc(c->n_seq, sizeof(*c->seq_len));
@@ -223,6 +259,21 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 		c->k_cache[il].buf = c->kv_buf;
 		c->v_cache[il].buf = c->kv_buf;
 	}
+	/* the block table, on the device: ATTENTION's src4 */
+	uint64_t tbytes = (uint64_t)c->n_seq * c->max_blk * sizeof(int32_t);
+	if (vt->buffer_alloc(m->bctx, tbytes, ALICE_BUFFER_CACHE, &c->tbl_buf) != ALICE_OK) {
+		st = alice_fail(err, ALICE_ERR_BACKEND, "backend %s: cannot allocate the KV block table: %s", m->be->name,
+				vt->last_error(m->bctx));
+		goto fail;
+	}
+	c->tbl_t.type = ALICE_TYPE_I32;
+	c->tbl_t.ne[0] = (int64_t)c->n_seq * c->max_blk;
+	c->tbl_t.ne[1] = c->tbl_t.ne[2] = c->tbl_t.ne[3] = 1;
+	c->tbl_t.nb[0] = 4;
+	c->tbl_t.nb[1] = c->tbl_t.nb[2] = c->tbl_t.nb[3] = (int64_t)tbytes;
+	c->tbl_t.buf = c->tbl_buf;
+	if ((st = alice_context_sync_blocks(c, err)) != ALICE_OK)
+		goto fail;
 	if ((st = alice_rs_create(c, err)) != ALICE_OK) /* recurrent state, if the arch has any */
 		goto fail;
 
@@ -260,8 +311,11 @@ worst_case:;
 			goto fail;
 		}
 	}
-	alice_log(ALICE_LOG_INFO, "context: n_ctx %u x %u seq, n_batch %u, KV cache %.1f MB (F16), compute %.1f MB",
-		  c->n_ctx, c->n_seq, c->n_batch, (double)off / 1e6, (double)size / 1e6);
+	alice_log(ALICE_LOG_INFO,
+		  "context: n_ctx %u x %u seq, n_batch %u, KV cache %.1f MB (F16, %llu cells in blocks of %d), "
+		  "compute %.1f MB",
+		  c->n_ctx, c->n_seq, c->n_batch, (double)off / 1e6, (unsigned long long)c->n_cells, ALICE_KV_BLOCK,
+		  (double)size / 1e6);
 	*out = c;
 	return ALICE_OK;
 fail:
@@ -295,6 +349,9 @@ void alice_context_free(struct alice_context *c)
 		vt->buffer_free(c->m->bctx, c->compute_buf);
 	if (c->kv_buf)
 		vt->buffer_free(c->m->bctx, c->kv_buf);
+	if (c->tbl_buf)
+		vt->buffer_free(c->m->bctx, c->tbl_buf);
+	alice_kv_pool_free(c->pool);
 	alice_rs_free(c);
 	alice_gb_free(&c->gb);
 	free(c->seq_len);
@@ -461,10 +518,11 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	for (int32_t i = 0; i < n; i++) {
 		int32_t bi = start + i;
 		int32_t s = b->seq ? b->seq[bi] : 0;
-		int64_t cell0 = (int64_t)s * c->n_ctx;
+		int64_t cell0 = (int64_t)s * c->stride; /* virtual */
+		int32_t blk = c->pool->tbl[(size_t)s * c->max_blk + (uint32_t)b->pos[bi] / ALICE_KV_BLOCK];
 		c->in_tok[i] = b->token[bi];
 		c->in_pos[i] = b->pos[bi];
-		c->in_cells[i] = (int32_t)(cell0 + b->pos[bi]);
+		c->in_cells[i] = blk * ALICE_KV_BLOCK + b->pos[bi] % ALICE_KV_BLOCK; /* physical */
 		c->in_ranges[2 * i] = (int32_t)cell0;
 		c->in_ranges[2 * i + 1] = (int32_t)(cell0 + (m->arch->encoder ? c->seq_end[s] : b->pos[bi] + 1));
 		c->in_seq[i] = s;
@@ -605,6 +663,22 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 			goto out;
 		}
 	}
+	/* the blocks the new positions need, then the device's table */
+	for (uint32_t s = 0; s < c->n_seq; s++) {
+		if (next[s] == c->seq_len[s])
+			continue;
+		uint32_t need = ((uint32_t)next[s] + ALICE_KV_BLOCK - 1) / ALICE_KV_BLOCK;
+		if (!alice_kv_pool_seq_grow(c->pool, s, need)) {
+			st = alice_fail(err, ALICE_ERR_NOMEM,
+					"decode: the KV pool has no free block for sequence %u (%u of %u blocks in use, "
+					"%llu reserved)",
+					s, alice_kv_pool_used(c->pool), c->pool->n_blocks,
+					(unsigned long long)c->pool->outstanding);
+			goto out;
+		}
+	}
+	if ((st = alice_context_sync_blocks(c, err)) != ALICE_OK)
+		goto out;
 	for (int32_t start = 0; start < b->n_tokens; start += (int32_t)c->n_batch) {
 		int32_t n = b->n_tokens - start;
 		if (n > (int32_t)c->n_batch)
@@ -663,8 +737,15 @@ void alice_context_seq_clear(struct alice_context *c, int32_t seq)
 {
 	if (seq >= 0 && (uint32_t)seq < c->n_seq) {
 		c->seq_len[seq] = 0;
+		alice_kv_pool_seq_shrink(c->pool, (uint32_t)seq, 0);
 		alice_rs_clear_seq(c, seq);
 	}
+}
+
+/* Is the block holding position n of seq (n not at a block start) shared? */
+static bool tail_shared(const struct alice_context *c, int32_t seq, int32_t n)
+{
+	return n % ALICE_KV_BLOCK != 0 && alice_kv_pool_seq_block_shared(c->pool, (uint32_t)seq, (uint32_t)n / ALICE_KV_BLOCK);
 }
 
 bool alice_context_seq_truncate(struct alice_context *c, int32_t seq, int32_t n)
@@ -676,8 +757,116 @@ bool alice_context_seq_truncate(struct alice_context *c, int32_t seq, int32_t n)
 			return false;
 		alice_rs_clear_seq(c, seq);
 	}
+	if (n != c->seq_len[seq] && tail_shared(c, seq, n))
+		return false; /* the next write would land in another sequence's block */
 	c->seq_len[seq] = n; /* cells past n are never attended again */
+	alice_kv_pool_seq_shrink(c->pool, (uint32_t)seq, ((uint32_t)n + ALICE_KV_BLOCK - 1) / ALICE_KV_BLOCK);
 	return true;
+}
+
+int32_t alice_context_seq_keep(struct alice_context *c, int32_t seq, int32_t n)
+{
+	if (seq < 0 || (uint32_t)seq >= c->n_seq)
+		return -1;
+	if (n < 0)
+		n = 0;
+	if (n > c->seq_len[seq])
+		n = c->seq_len[seq];
+	if (n != c->seq_len[seq] && tail_shared(c, seq, n))
+		n = n / ALICE_KV_BLOCK * ALICE_KV_BLOCK; /* recompute that block's part instead */
+	if (!alice_context_seq_truncate(c, seq, n)) {
+		alice_context_seq_clear(c, seq);
+		return 0;
+	}
+	return n;
+}
+
+int32_t alice_context_seq_share(struct alice_context *c, int32_t dst, int32_t src, int32_t n_tokens)
+{
+	if (dst < 0 || (uint32_t)dst >= c->n_seq || src < 0 || (uint32_t)src >= c->n_seq || dst == src || c->rs ||
+	    c->m->arch->encoder)
+		return -1;
+	alice_context_seq_clear(c, dst);
+	if (n_tokens > c->seq_len[src])
+		n_tokens = c->seq_len[src];
+	uint32_t nb = n_tokens > 0 ? (uint32_t)n_tokens / ALICE_KV_BLOCK : 0;
+	if (!alice_kv_pool_seq_share(c->pool, (uint32_t)dst, (uint32_t)src, nb))
+		return -1;
+	c->seq_len[dst] = (int32_t)(nb * ALICE_KV_BLOCK);
+	return c->seq_len[dst];
+}
+
+/* Copy the changed part of the block table to the device. */
+static enum alice_status alice_context_sync_blocks(struct alice_context *c, struct alice_error *err)
+{
+	struct alice_kv_pool *p = c->pool;
+	if (p->dirty_lo >= p->dirty_hi)
+		return ALICE_OK;
+	const struct alice_backend_vtable *vt = c->m->be->vt;
+	/* one write of the changed span while it is small; else the rows of
+	 * the sequences that changed (a decode step of many sequences changes
+	 * a few rows far apart) */
+	uint32_t lo = p->dirty_lo, hi = p->dirty_hi;
+	bool whole = (uint64_t)(hi - lo) * sizeof(int32_t) <= ((uint64_t)64 << 10);
+	for (uint32_t s = lo / p->max_blk; s < p->n_seq && s * p->max_blk < hi; s++) {
+		uint32_t a = whole ? lo : s * p->max_blk, b = whole ? hi : a + p->max_blk;
+		if (!whole && !p->seq_dirty[s])
+			continue;
+		if (vt->buffer_write(c->m->bctx, c->tbl_buf, (uint64_t)a * sizeof(int32_t), p->tbl + a,
+				     (uint64_t)(b - a) * sizeof(int32_t)) != ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: writing the KV block table failed: %s",
+					  c->m->be->name, vt->last_error(c->m->bctx));
+		if (whole)
+			break;
+	}
+	alice_kv_pool_clean(p);
+	return ALICE_OK;
+}
+
+void alice_context_kv_usage(const struct alice_context *c, const bool *active, struct alice_kv_usage *out)
+{
+	const struct alice_kv_pool *p = c->pool;
+	memset(out, 0, sizeof(*out));
+	out->block_cells = ALICE_KV_BLOCK;
+	out->blocks_total = p->n_blocks;
+	out->blocks_used = alice_kv_pool_used(p);
+	out->blocks_shared = p->n_shared;
+	out->blocks_available = alice_kv_pool_available(p);
+	if (!active)
+		return;
+	/* idle: used blocks no active sequence holds */
+	uint8_t *held = calloc(p->n_blocks, 1);
+	if (!held)
+		return;
+	for (uint32_t s = 0; s < p->n_seq; s++)
+		if (active[s])
+			for (uint32_t i = 0; i < p->n_blk[s]; i++)
+				held[p->tbl[(size_t)s * p->max_blk + i]] = 1;
+	uint32_t n_held = 0;
+	for (uint32_t b = 0; b < p->n_blocks; b++)
+		n_held += held[b];
+	out->blocks_idle = out->blocks_used - n_held;
+	free(held);
+}
+
+uint32_t alice_context_kv_available(const struct alice_context *c)
+{
+	return alice_kv_pool_available(c->pool);
+}
+
+uint32_t alice_context_seq_blocks(const struct alice_context *c, int32_t seq)
+{
+	return seq >= 0 && (uint32_t)seq < c->n_seq ? c->pool->n_blk[seq] : 0;
+}
+
+bool alice_context_seq_reserve(struct alice_context *c, int32_t seq, int32_t n_tokens)
+{
+	if (seq < 0 || (uint32_t)seq >= c->n_seq || n_tokens < 0)
+		return false;
+	uint64_t nb = ((uint64_t)n_tokens + ALICE_KV_BLOCK - 1) / ALICE_KV_BLOCK;
+	if (nb > c->max_blk)
+		nb = c->max_blk;
+	return alice_kv_pool_seq_reserve(c->pool, (uint32_t)seq, (uint32_t)nb);
 }
 
 int32_t alice_context_seq_len(const struct alice_context *c, int32_t seq)

@@ -42,6 +42,7 @@ struct eng_req {
 	void *user;
 	int cancel; /* atomic */
 	double t_submit;
+	bool kv_waited; /* counted in stats.requests_kv_waited */
 };
 
 struct eng_slot {
@@ -140,6 +141,7 @@ struct alice_engine {
 	struct alice_draw *b_draw; /* backend draws (alice_sampler_temp_ok rows) */
 	struct alice_workpool *pool; /* samples a step's rows in parallel */
 	struct eng_slot **picks;     /* [n_slots]: the slots sampled this step */
+	bool *active;                /* [n_slots]: scratch of kv_stats_update */
 };
 
 static double now_ms(void)
@@ -227,9 +229,19 @@ static void emit_done(struct eng_req *r, enum alice_engine_finish f, const char 
 static void kv_stats_update(struct alice_engine *e)
 {
 	uint64_t kv = 0;
-	for (uint32_t i = 0; i < e->n_slots; i++)
+	for (uint32_t i = 0; i < e->n_slots; i++) {
 		kv += (uint64_t)(e->slots[i].r ? e->slots[i].n_past : e->slots[i].n_cached);
+		e->active[i] = e->slots[i].r != NULL;
+	}
 	e->stats.kv_cells_used = kv;
+	struct alice_kv_usage u;
+	alice_context_kv_usage(e->ctx, e->active, &u);
+	e->stats.kv_block_cells = u.block_cells;
+	e->stats.kv_blocks_total = u.blocks_total;
+	e->stats.kv_blocks_used = u.blocks_used;
+	e->stats.kv_blocks_shared = u.blocks_shared;
+	e->stats.kv_blocks_cached = u.blocks_idle;
+	e->stats.kv_blocks_available = u.blocks_available;
 }
 
 /* Free the slot for the next request and update the stats; returns the
@@ -245,6 +257,8 @@ static struct eng_req *slot_release(struct alice_engine *e, struct eng_slot *sl)
 	sl->detok = NULL;
 	sl->pending.n = 0;
 	sl->pending.oom = false;
+	/* the blocks it did not take go back; those it holds stay cached */
+	alice_context_seq_reserve(e->ctx, sl->seq, 0);
 	/* keep the KV for the next request unless it may be inconsistent */
 	if (e->prefix_cache && sl->n_past > 0 && sl->toks) {
 		sl->n_cached = sl->n_past;
@@ -334,21 +348,8 @@ static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl,
 {
 	enum alice_status st;
 	struct eng_req *r = sl->r;
-	/* reuse the cached KV of the common prefix, but prefill at least the
-	 * prompt's last token: its logits start the generation */
-	int32_t keep = 0;
-	if (e->prefix_cache && sl->n_cached > 0) {
-		keep = common_prefix(r->prompt, r->n_prompt, sl->toks, sl->n_cached);
-		if (keep > r->n_prompt - 1)
-			keep = r->n_prompt - 1;
-		if (keep > 0 && !alice_context_seq_truncate(e->ctx, sl->seq, keep))
-			keep = 0; /* recurrent state cannot be rolled back */
-	}
-	if (keep == 0)
-		alice_context_seq_clear(e->ctx, sl->seq); /* nothing from the previous request survives */
-	sl->n_past = keep;
-	sl->n_reused = keep;
-	sl->n_cached = 0;
+	/* the KV it reuses was set up at admission (sl->n_past = n_reused) */
+	int32_t keep = sl->n_reused;
 	if (e->drafter) /* the draft recomputes what the target does, in the same steps */
 		alice_spec_drafter_keep(e->drafter, sl->seq, keep);
 	pthread_mutex_lock(&e->mu);
@@ -375,6 +376,114 @@ static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl,
 
 /* ---- the step ---- */
 
+/* KV positions a request may fill: its prompt and max_tokens generated
+ * tokens (the last one is never fed back, and drafted rows stay within
+ * max_tokens: slot_draft), at most a full context. */
+static int32_t req_kv_tokens(const struct alice_engine *e, const struct eng_req *r)
+{
+	int64_t n = e->embd ? r->n_prompt : r->max_tokens >= 0 ? (int64_t)r->n_prompt + r->max_tokens : e->n_ctx;
+	return n < (int64_t)e->n_ctx ? (int32_t)n : (int32_t)e->n_ctx;
+}
+
+/* The KV of a slot's tokens (busy slots: those computed so far). */
+static int32_t slot_held(const struct eng_slot *c)
+{
+	return c->r ? c->n_past : c->n_cached;
+}
+
+/* Pick the slot for request r and set its KV up: the reused prefix (kept
+ * in place or shared from another slot), then the reservation of every
+ * block it may need, evicting idle slots' caches (least recently used
+ * first) when the pool is short. Returns the slot (its n_past = n_reused =
+ * the reused positions), or NULL when r must wait: no idle slot, or the
+ * blocks are held by running requests (the slot picked then keeps what it
+ * reused as its cache). Under mu, on the engine thread. */
+static struct eng_slot *kv_admit(struct alice_engine *e, struct eng_req *r)
+{
+	/* the slot, idle or running, whose tokens share the longest prefix
+	 * (prefill at least the prompt's last token: its logits start the
+	 * generation), and the least recently used idle slot */
+	struct eng_slot *src = NULL, *lru = NULL;
+	int32_t best = 0;
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_slot *c = &e->slots[i];
+		int32_t held = slot_held(c);
+		if (e->prefix_cache && c->toks && held > 0) {
+			int32_t k = common_prefix(r->prompt, r->n_prompt - 1, c->toks, held);
+			if (k > best || (k == best && k > 0 && !c->r && src && src->r)) { /* ties: an idle one */
+				best = k;
+				src = c;
+			}
+		}
+		if (!c->r && (!lru || c->last_used < lru->last_used))
+			lru = c;
+	}
+	if (!lru)
+		return NULL;
+	/* in place when that slot is idle and the prefix is at least half the
+	 * prompt; else the LRU idle slot, sharing the prefix's whole blocks,
+	 * so a mere shared BOS or system line does not evict another
+	 * conversation's history */
+	struct eng_slot *sl;
+	int32_t keep = 0;
+	if (src && !src->r && (2 * (int64_t)best >= (int64_t)r->n_prompt || src == lru)) {
+		sl = src;
+		keep = alice_context_seq_keep(e->ctx, sl->seq, best);
+	} else {
+		sl = lru;
+		keep = src && best >= ALICE_KV_BLOCK ? alice_context_seq_share(e->ctx, sl->seq, src->seq, best) : -1;
+		if (keep < 0) { /* nothing shared (recurrent model, short prefix) */
+			alice_context_seq_clear(e->ctx, sl->seq);
+			keep = 0;
+		} else if (keep > 0) {
+			memcpy(sl->toks, r->prompt, (size_t)keep * sizeof(*sl->toks));
+		}
+	}
+	if (keep < 0)
+		keep = 0;
+	sl->n_cached = keep;
+	int32_t need = req_kv_tokens(e, r);
+	bool ok = alice_context_seq_reserve(e->ctx, sl->seq, need);
+	if (!ok) {
+		/* evict only when that would be enough: the blocks it still
+		 * needs against those free plus those only other idle slots hold */
+		for (uint32_t i = 0; i < e->n_slots; i++)
+			e->active[i] = e->slots[i].r != NULL || &e->slots[i] == sl;
+		struct alice_kv_usage u;
+		alice_context_kv_usage(e->ctx, e->active, &u);
+		uint32_t want = (uint32_t)((need + ALICE_KV_BLOCK - 1) / ALICE_KV_BLOCK),
+			 held = alice_context_seq_blocks(e->ctx, sl->seq);
+		want = want > held ? want - held : 0;
+		if (want > u.blocks_available + u.blocks_idle)
+			goto wait;
+	}
+	while (!ok) { /* evict idle caches, least recently used first */
+		struct eng_slot *v = NULL;
+		for (uint32_t i = 0; i < e->n_slots; i++) {
+			struct eng_slot *c = &e->slots[i];
+			if (c != sl && !c->r && alice_context_seq_blocks(e->ctx, c->seq) > 0 &&
+			    (!v || c->last_used < v->last_used))
+				v = c;
+		}
+		if (!v)
+			break;
+		alice_context_seq_clear(e->ctx, v->seq);
+		v->n_cached = v->n_past = 0;
+		ok = alice_context_seq_reserve(e->ctx, sl->seq, need);
+	}
+	if (!ok) {
+wait:
+		if (!r->kv_waited) {
+			r->kv_waited = true;
+			e->stats.requests_kv_waited++;
+		}
+		return NULL;
+	}
+	sl->n_past = sl->n_reused = keep;
+	sl->n_cached = 0;
+	return sl;
+}
+
 static void admit(struct alice_engine *e, struct eng_req **cancelled)
 {
 	/* queued requests that were cancelled leave without a slot */
@@ -393,30 +502,9 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 	}
 	e->q_tail = last;
 	while (e->q_head) {
-		/* The idle slot whose cached tokens share the longest prefix, if
-		 * that covers at least half the prompt; else the least recently
-		 * used idle slot, so a mere shared BOS or system line does not
-		 * evict another conversation's history. */
-		struct eng_slot *sl = NULL, *lru = NULL;
-		int32_t best = 0;
-		for (uint32_t i = 0; i < e->n_slots; i++) {
-			struct eng_slot *c = &e->slots[i];
-			if (c->r)
-				continue;
-			int32_t k = c->n_cached > 0 ? common_prefix(e->q_head->prompt, e->q_head->n_prompt,
-								    c->toks, c->n_cached)
-						    : 0;
-			if (k > best) {
-				best = k;
-				sl = c;
-			}
-			if (!lru || c->last_used < lru->last_used)
-				lru = c;
-		}
-		if (!lru)
-			break;
-		if (!sl || 2 * (int64_t)best < (int64_t)e->q_head->n_prompt)
-			sl = lru;
+		struct eng_slot *sl = kv_admit(e, e->q_head);
+		if (!sl)
+			break; /* no idle slot, or not enough KV blocks yet: it waits */
 		sl->last_used = ++e->n_admitted;
 		struct eng_req *r = e->q_head;
 		e->q_head = r->next;
@@ -428,7 +516,6 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 		sl->started = false;
 		sl->t_start = sl->t_first = sl->t_last = 0;
 		sl->n_generated = 0;
-		sl->n_reused = 0;
 		sl->generating = false;
 		e->stats.slots_busy++;
 	}
@@ -962,6 +1049,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	 * whole rows, for comparisons) */
 	const char *tk = getenv("ALICE_TOPK");
 	cp.topk = tk && !strcmp(tk, "0") ? 0 : ALICE_TOPK_MAX;
+	cp.n_kv_cells = p->n_kv_cells;
 	st = alice_context_create(model, &cp, &e->ctx, err);
 	if (st != ALICE_OK)
 		goto fail;
@@ -978,11 +1066,13 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_top = malloc(step_max * sizeof(*e->b_top));
 	e->b_draw = malloc(step_max * sizeof(*e->b_draw));
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));
+	e->active = calloc(e->n_slots, sizeof(*e->active));
 	if (e->embd && !(e->vec = malloc((size_t)step_max * (size_t)e->n_embd * sizeof(float)))) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
-	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->b_draw || !e->picks) {
+	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->b_draw ||
+	    !e->picks || !e->active) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -1009,7 +1099,12 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		}
 	}
 	e->stats.n_slots = e->n_slots;
-	e->stats.kv_cells_total = (uint64_t)e->n_slots * e->n_ctx;
+	{
+		struct alice_kv_usage u;
+		alice_context_kv_usage(e->ctx, NULL, &u);
+		e->stats.kv_cells_total = (uint64_t)u.blocks_total * u.block_cells;
+		kv_stats_update(e);
+	}
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
@@ -1056,6 +1151,7 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_top);
 	free(e->b_draw);
 	free(e->picks);
+	free(e->active);
 	free(e->vec);
 	free(e);
 }

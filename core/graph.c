@@ -17,6 +17,7 @@ const char *alice_op_name(uint32_t op)
 void alice_gb_init(struct alice_gb *gb)
 {
 	memset(gb, 0, sizeof(*gb));
+	gb->kv_table = -1;
 }
 
 void alice_gb_reset(struct alice_gb *gb)
@@ -26,6 +27,14 @@ void alice_gb_reset(struct alice_gb *gb)
 	gb->failed = false;
 	gb->err.msg[0] = 0;
 	memset(gb->row_hint, 0, sizeof(gb->row_hint));
+	gb->kv_table = -1;
+	gb->kv_bs = 0;
+}
+
+void alice_gb_set_kv_pages(struct alice_gb *gb, int32_t t, int32_t bs)
+{
+	gb->kv_table = t;
+	gb->kv_bs = bs;
 }
 
 int32_t alice_gb_row_regime(struct alice_gb *gb, int which, int32_t rows)
@@ -446,6 +455,10 @@ int32_t alice_gb_attention(struct alice_gb *gb, int32_t q, int32_t k, int32_t v,
 		return -1;
 	last_node(gb)->fp[0] = scale;
 	last_node(gb)->fp[1] = softcap;
+	if (gb->kv_table >= 0) {
+		last_node(gb)->src[4] = gb->kv_table;
+		last_node(gb)->ip[0] = gb->kv_bs;
+	}
 	return d;
 }
 

@@ -55,6 +55,10 @@ struct alice_gb {
 	 * selection); set by the context per step and given as src2 to each
 	 * MUL_MAT whose activations have that many rows (both agree when equal) */
 	struct alice_gb_row_hint row_hint[2];
+	/* paged KV cache: the block table tensor given to every ATTENTION as
+	 * src4 (backend.h), -1 = none; kv_bs its block size */
+	int32_t kv_table;
+	int32_t kv_bs;
 };
 
 #define ALICE_GB_ALIGN 256u
@@ -82,6 +86,9 @@ const struct alice_tensor *alice_gb_tensor(const struct alice_gb *gb, int32_t t)
 
 /* ---- tensors ---- */
 int32_t alice_gb_external(struct alice_gb *gb, const struct alice_tensor *t);
+/* Every ATTENTION built after this reads its K/V through the block table t
+ * (an EXTERNAL I32 tensor) of bs cells per block (backend.h, src4). */
+void alice_gb_set_kv_pages(struct alice_gb *gb, int32_t t, int32_t bs);
 /* Contiguous new tensor of up to 4 dims (unused = 1). */
 int32_t alice_gb_new(struct alice_gb *gb, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 /* A new F32 COMPUTE tensor of x's shape (-1 if x is not valid). */

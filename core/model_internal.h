@@ -35,12 +35,20 @@ struct alice_model {
 struct alice_context {
 	struct alice_model *m;
 	uint32_t n_ctx, n_seq, n_batch;
-	uint64_t n_cells;
+	uint64_t n_cells; /* physical KV cells (the pool) */
 	bool embd;          /* rows are hidden states (embed.h), not logits */
 	uint32_t out_width; /* floats per output row: n_embd or n_vocab */
 	int32_t *seq_end;   /* [n_seq] an encoder chunk's end position per sequence */
 	struct alice_buffer *kv_buf;
-	struct alice_tensor *k_cache, *v_cache; /* [n_layer] */
+	struct alice_tensor *k_cache, *v_cache; /* [n_layer]: [hd, n_head_kv, n_cells] physical cells */
+	/* paged KV cache: sequence s, position p is virtual cell s * stride + p
+	 * (stride = n_ctx rounded up to whole blocks); its physical cell is
+	 * tbl[s * max_blk + p / BS] * BS + p % BS (pool->tbl, mirrored on the
+	 * device in tbl_buf: ATTENTION's src4, updated when a table changes) */
+	uint32_t stride, max_blk;
+	struct alice_kv_pool *pool;
+	struct alice_buffer *tbl_buf;
+	struct alice_tensor tbl_t;
 	struct alice_buffer *compute_buf;
 	uint64_t compute_size;
 	struct alice_gb gb;

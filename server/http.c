@@ -203,6 +203,7 @@ static enum alice_status load_model(struct srv *s, struct load_msg *m)
 	ep.n_batch = (uint32_t)s->cfg.n_batch;
 	ep.max_queue = (uint32_t)s->cfg.queue;
 	ep.no_prefix_cache = s->cfg.no_prefix_cache;
+	ep.n_kv_cells = s->cfg.kv_cells;
 	/* an embedding model (an encoder, or a GGUF naming its pooling) serves
 	 * embeddings without --embeddings (README: "Embeddings") */
 	ep.embeddings = s->cfg.embeddings || alice_model_is_encoder(s->model) || alice_model_pooling(s->model) >= 0;
@@ -264,9 +265,14 @@ static void on_loaded(struct srv *s)
 			  s->cfg.spec.mode == ALICE_SPEC_NGRAM ? "n-gram prompt lookup" : s->cfg.draft_path,
 			  s->cfg.spec.n_max, s->cfg.spec.n_min,
 			  alice_model_is_recurrent(s->model) ? " (off: the model is recurrent)" : "");
-	alice_log(ALICE_LOG_INFO, "model %s loaded: arch %s, backend %s (%s), %d slots x %u positions, chat template %s (%s)",
+	struct alice_engine_stats est;
+	alice_engine_stats(s->engine, &est);
+	alice_log(ALICE_LOG_INFO,
+		  "model %s loaded: arch %s, backend %s (%s), %d slots x %u positions, KV pool %llu cells, chat "
+		  "template %s (%s)",
 		  s->model_id, alice_model_arch(s->model), alice_model_backend_name(s->model),
 		  alice_model_device_name(s->model), s->cfg.n_parallel, alice_engine_n_ctx(s->engine),
+		  (unsigned long long)est.kv_cells_total,
 		  alice_chat_template_name(s->chat_tmpl), alice_chat_format_name(s->chat_format));
 	if (alice_engine_pooling(s->engine) >= 0)
 		alice_log(ALICE_LOG_INFO, "embeddings server: /v1/embeddings with %s pooling; generation routes refused",

@@ -33,6 +33,11 @@ static void usage(FILE *f)
 		"  --port N              port to listen on (default 8000)\n"
 		"  --ctx-size N          context positions per slot (default: the model's, at most 4096)\n"
 		"  --parallel N          requests decoded together, one slot each (default 4)\n"
+		"  --kv-cells N          KV cache cells shared by all slots, in blocks of 16 (default 0:\n"
+		"                        parallel x ctx-size, every slot can fill its context at once;\n"
+		"                        at least ctx-size). A request is admitted when the pool can promise\n"
+		"                        it prompt + max_tokens cells (the context when max_tokens is\n"
+		"                        absent: see --max-tokens-limit), else it waits in the queue\n"
 		"  --batch-size N        prompt tokens per engine step (default 512)\n"
 		"  --threads N           CPU threads (default: physical cores)\n"
 		"  --queue N             requests waiting for a slot before 503 (default 64)\n"
@@ -163,7 +168,7 @@ enum {
 	O_THREADS, O_QUEUE, O_API_KEY, O_MAX_BODY, O_TEMPLATE, O_LOG_FORMAT, O_HELP, O_VERSION,
 	O_CORS, O_TIMEOUT, O_MAX_N, O_MAX_TOKENS, O_MAX_MESSAGES, O_MAX_GRAMMAR, O_NO_PREFIX_CACHE,
 	O_MAX_CONNS, O_DEADLINE, O_METRICS_NO_AUTH, O_TEMPLATE_FILE, O_RESPONSES_STORE, O_NO_WEBUI, O_REASONING, O_EMBEDDINGS, O_POOLING,
-	O_MODEL_DRAFT, O_BACKEND_DRAFT, O_SPEC, O_SPEC_NGRAM, O_DRAFT_MAX, O_DRAFT_MIN, O_DRAFT_P_MIN,
+	O_MODEL_DRAFT, O_BACKEND_DRAFT, O_SPEC, O_SPEC_NGRAM, O_DRAFT_MAX, O_DRAFT_MIN, O_DRAFT_P_MIN, O_KV_CELLS,
 };
 
 static const struct option opts[] = {
@@ -175,6 +180,7 @@ static const struct option opts[] = {
 	{"port", required_argument, NULL, O_PORT},
 	{"ctx-size", required_argument, NULL, O_CTX},
 	{"parallel", required_argument, NULL, O_PARALLEL},
+	{"kv-cells", required_argument, NULL, O_KV_CELLS},
 	{"batch-size", required_argument, NULL, O_BATCH},
 	{"threads", required_argument, NULL, O_THREADS},
 	{"queue", required_argument, NULL, O_QUEUE},
@@ -219,6 +225,7 @@ static const struct num_opt {
 	{O_PORT, 0, 65535, "--port: '%s' is not a port number (0-65535)"},
 	{O_CTX, 1, 1 << 24, "--ctx-size: '%s' is not a positive number"},
 	{O_PARALLEL, 1, 256, "--parallel: '%s' must be between 1 and 256"},
+	{O_KV_CELLS, 0, INT32_MAX, "--kv-cells: '%s' must be a number >= 0 (0: parallel x ctx-size)"},
 	{O_BATCH, 1, 1 << 16, "--batch-size: '%s' must be between 1 and 65536"},
 	{O_THREADS, 0, 1024, "--threads: '%s' must be between 0 and 1024"},
 	{O_QUEUE, 1, 1 << 20, "--queue: '%s' must be a positive number"},
@@ -242,6 +249,7 @@ static void set_num(struct srv_config *cfg, int id, long v)
 	case O_PORT: cfg->port = (int)v; break;
 	case O_CTX: cfg->n_ctx = (int)v; break;
 	case O_PARALLEL: cfg->n_parallel = (int)v; break;
+	case O_KV_CELLS: cfg->kv_cells = (uint32_t)v; break;
 	case O_BATCH: cfg->n_batch = (int)v; break;
 	case O_THREADS: cfg->n_threads = (int)v; break;
 	case O_QUEUE: cfg->queue = (int)v; break;

@@ -55,11 +55,25 @@ static void load_metrics(struct evbuffer *b, const struct srv *s, const struct a
 	evbuffer_add_printf(b, "alice_slots_total %u\n", st->n_slots);
 	metric(b, "alice_kv_cache_cells_used", "gauge", "KV cache positions in use, prefix-cached idle slots included.");
 	evbuffer_add_printf(b, "alice_kv_cache_cells_used %llu\n", (unsigned long long)st->kv_cells_used);
-	metric(b, "alice_kv_cache_cells_total", "gauge", "KV cache positions (slots x context).");
+	metric(b, "alice_kv_cache_cells_total", "gauge", "KV cache cells (the pool; default slots x context).");
 	evbuffer_add_printf(b, "alice_kv_cache_cells_total %llu\n", (unsigned long long)st->kv_cells_total);
 	metric(b, "alice_kv_cache_usage_ratio", "gauge", "Used / total KV cache positions.");
 	evbuffer_add_printf(b, "alice_kv_cache_usage_ratio %.6f\n",
 			    st->kv_cells_total ? (double)st->kv_cells_used / (double)st->kv_cells_total : 0.0);
+	metric(b, "alice_kv_block_cells", "gauge", "Cells per block of the paged KV cache.");
+	evbuffer_add_printf(b, "alice_kv_block_cells %u\n", st->kv_block_cells);
+	metric(b, "alice_kv_blocks_total", "gauge", "Blocks of the paged KV cache (--kv-cells / block cells).");
+	evbuffer_add_printf(b, "alice_kv_blocks_total %u\n", st->kv_blocks_total);
+	metric(b, "alice_kv_blocks_used", "gauge", "KV blocks held by at least one slot, cached idle slots included.");
+	evbuffer_add_printf(b, "alice_kv_blocks_used %u\n", st->kv_blocks_used);
+	metric(b, "alice_kv_blocks_shared", "gauge", "KV blocks held by more than one slot (shared prompt prefixes).");
+	evbuffer_add_printf(b, "alice_kv_blocks_shared %u\n", st->kv_blocks_shared);
+	metric(b, "alice_kv_blocks_cached", "gauge", "KV blocks held only by idle slots' prefix caches (evictable).");
+	evbuffer_add_printf(b, "alice_kv_blocks_cached %u\n", st->kv_blocks_cached);
+	metric(b, "alice_kv_blocks_available", "gauge", "KV blocks free and not reserved by running requests.");
+	evbuffer_add_printf(b, "alice_kv_blocks_available %u\n", st->kv_blocks_available);
+	metric(b, "alice_kv_waited_requests_total", "counter", "Requests that waited in the queue for KV blocks.");
+	evbuffer_add_printf(b, "alice_kv_waited_requests_total %llu\n", (unsigned long long)st->requests_kv_waited);
 	metric(b, "alice_time_to_first_token_ms", "gauge",
 	       "Time to first token (queue + prefill), p50 and p95 over the last 4096 requests.");
 	evbuffer_add_printf(b, "alice_time_to_first_token_ms{quantile=\"0.5\"} %.3f\n", st->ttft_p50_ms);

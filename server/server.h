@@ -42,6 +42,7 @@ struct srv_config {
 	const char *host;
 	int port;
 	int n_ctx;                 /* per slot; 0 = model's choice */
+	uint32_t kv_cells;         /* the paged KV cache's cells; 0 = n_parallel * n_ctx */
 	int n_parallel;
 	int n_threads;             /* 0 = backend default */
 	int n_batch;

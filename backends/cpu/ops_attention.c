@@ -86,8 +86,22 @@ struct attn_job {
 	 * row, when they would not fit the size cap) */
 	float *ktp, *vfp;
 	int64_t ntiles, ncell;
+	/* paged cache (backend.h, ATTENTION src4): virtual cell c lives in
+	 * physical cell tbl[c >> sh] << sh | (c & mask); NULL = identity */
+	const int32_t *tbl;
+	int sh;
+	int64_t nblk; /* physical blocks */
 	atomic_long ctr;
 };
+
+/* The physical cell of virtual cell c (checked by cpu_op_attention for
+ * every cell a range covers). */
+static inline int64_t pcell(const struct attn_job *j, int64_t c)
+{
+	if (!j->tbl)
+		return c;
+	return ((int64_t)j->tbl[c >> j->sh] << j->sh) | (c & (((int64_t)1 << j->sh) - 1));
+}
 
 static inline int32_t range_at(const struct alice_tensor *r, int64_t i, int64_t t)
 {
@@ -189,7 +203,8 @@ static inline __attribute__((always_inline)) void attn_row_cells(const struct at
 	const uint8_t *kb = tensor_data(k) + hk * k->nb[1];
 	const uint8_t *vb = tensor_data(v) + hk * v->nb[1];
 	for (int64_t c = c0; c < c1; c++) {
-		const uint8_t *kr = kb + c * k->nb[2];
+		const int64_t pc = pcell(j, c);
+		const uint8_t *kr = kb + pc * k->nb[2];
 		float s;
 		if (k16) {
 			h2f(hw, dk, (const uint16_t *)kr, row);
@@ -215,7 +230,7 @@ static inline __attribute__((always_inline)) void attn_row_cells(const struct at
 			vs = expf(s - m);
 		}
 		l = fmaf(l, ms, vs);
-		const uint8_t *vr = vb + c * v->nb[2];
+		const uint8_t *vr = vb + pc * v->nb[2];
 		if (v16) {
 			acc16(hw, dv, (const uint16_t *)vr, vs, acc, row, tmp);
 		} else {
@@ -247,7 +262,7 @@ static inline __attribute__((always_inline)) void attn_row_tiles(const struct at
 		if (j->ktp)
 			kt = j->ktp + (hk * j->ntiles + t0 / ATTN_TILE) * dk * ATTN_TILE;
 		for (int64_t c = a; c < e && !j->ktp; c++) {
-			const float *kr = (const float *)(kb + c * k->nb[2]);
+			const float *kr = (const float *)(kb + pcell(j, c) * k->nb[2]);
 			if (k16) {
 				h2f(hw, dk, (const uint16_t *)kr, row);
 				kr = row;
@@ -299,7 +314,7 @@ static inline __attribute__((always_inline)) void attn_row_tiles(const struct at
 			float pc = p[c - t0];
 			if (pc == 0.0f)
 				continue; /* fma(v, 0, acc) == acc */
-			const float *vr = (const float *)(vb + c * v->nb[2]);
+			const float *vr = (const float *)(vb + pcell(j, c) * v->nb[2]);
 			if (v16 && j->vfp) {
 				vr = j->vfp + (hk * j->ncell + c) * dv;
 			} else if (v16) {
@@ -326,17 +341,24 @@ static void attn_prep(void *arg, int ith, int nth)
 		int64_t hk = u / j->ntiles, t0 = (u % j->ntiles) * ATTN_TILE;
 		float *kt = j->ktp + u * dk * ATTN_TILE;
 		for (int64_t c = t0; c < t0 + ATTN_TILE; c++) {
-			if (c >= j->ncell)
+			/* a paged cell of a block no range reads may be unmapped: zeros */
+			bool mapped = c < j->ncell && (!j->tbl || (j->tbl[c >> j->sh] >= 0 && j->tbl[c >> j->sh] < j->nblk));
+			int64_t pc = mapped ? pcell(j, c) : 0;
+			if (!mapped)
 				memset(row, 0, (size_t)dk * 4);
 			else if (k->type == ALICE_TYPE_F16)
-				cpu_k->f16_to_f32(dk, (const uint16_t *)(tensor_data(k) + hk * k->nb[1] + c * k->nb[2]), row);
+				cpu_k->f16_to_f32(dk, (const uint16_t *)(tensor_data(k) + hk * k->nb[1] + pc * k->nb[2]), row);
 			else
-				memcpy(row, tensor_data(k) + hk * k->nb[1] + c * k->nb[2], (size_t)dk * 4);
+				memcpy(row, tensor_data(k) + hk * k->nb[1] + pc * k->nb[2], (size_t)dk * 4);
 			for (int64_t d = 0; d < dk; d++)
 				kt[d * ATTN_TILE + (c - t0)] = row[d];
-			if (j->vfp && c < j->ncell)
-				cpu_k->f16_to_f32(dv, (const uint16_t *)(tensor_data(v) + hk * v->nb[1] + c * v->nb[2]),
-						  j->vfp + (hk * j->ncell + c) * dv);
+			if (j->vfp && c < j->ncell) {
+				float *vd = j->vfp + (hk * j->ncell + c) * dv;
+				if (mapped)
+					cpu_k->f16_to_f32(dv, (const uint16_t *)(tensor_data(v) + hk * v->nb[1] + pc * v->nb[2]), vd);
+				else
+					memset(vd, 0, (size_t)dv * 4);
+			}
 		}
 	}
 }
@@ -408,15 +430,25 @@ enum alice_status cpu_op_attention(const struct alice_op_args *a)
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3],
 				  *d = a->dst;
 	struct alice_backend_ctx *ctx = a->ctx;
-	int64_t dk = q->ne[0], nh = q->ne[1], nt = q->ne[2], nkv = k->ne[1], ncell = k->ne[2];
+	int64_t dk = q->ne[0], nh = q->ne[1], nt = q->ne[2], nkv = k->ne[1], ncell;
 	enum alice_status st = alice_bc_attention_shape(q, k, v, r, d, ctx->err, sizeof(ctx->err));
 	if (st != ALICE_OK)
 		return st;
+	struct alice_bc_attn_pages pg;
+	const struct alice_tensor *tbt = a->src[4];
+	if ((st = alice_bc_attention_pages(a->node, k, tbt, &pg, ctx->err, sizeof(ctx->err))) != ALICE_OK)
+		return st;
+	ncell = pg.n_vcells; /* ranges index the virtual cells */
+	const int32_t *tbl = tbt ? (const int32_t *)tensor_data(tbt) : NULL;
 	for (int64_t t = 0; t < nt; t++) {
 		int32_t c0 = range_at(r, 0, t), c1 = range_at(r, 1, t);
 		if (c0 < 0 || c1 < c0 || c1 > ncell)
 			return cpu_fail(ctx, ALICE_ERR_RANGE, "token %lld: cell range [%d, %d) outside 0..%lld",
 					(long long)t, c0, c1, (long long)ncell);
+		for (int64_t bi = c1 > c0 && tbl ? c0 >> pg.bs_log2 : 0; c1 > c0 && tbl && bi <= (c1 - 1) >> pg.bs_log2; bi++)
+			if (tbl[bi] < 0 || tbl[bi] >= pg.n_blocks)
+				return cpu_fail(ctx, ALICE_ERR_RANGE, "token %lld: block %lld of its range maps to %d, outside 0..%lld",
+						(long long)t, (long long)bi, tbl[bi], (long long)pg.n_blocks - 1);
 	}
 	if (!isfinite(a->node->fp[0]) || !isfinite(a->node->fp[1]) || a->node->fp[1] < 0.0f)
 		return cpu_fail(ctx, ALICE_ERR_INVALID, "bad scale %g or soft-cap %g", a->node->fp[0],
@@ -462,7 +494,8 @@ enum alice_status cpu_op_attention(const struct alice_op_args *a)
 	}
 	struct attn_job j = {.q = q, .k = k, .v = v, .r = r, .d = d, .ctx = ctx, .scale = a->node->fp[0],
 			     .cap = a->node->fp[1], .group = nh / nkv,
-			     .tiled = tiled, .ntiles = ntiles, .ncell = used};
+			     .tiled = tiled, .ntiles = ntiles, .ncell = used,
+			     .tbl = tbl, .sh = pg.bs_log2, .nblk = pg.n_blocks};
 	atomic_init(&j.ctr, 0);
 	if (prep) {
 		j.ktp = (float *)ctx->wdata;

@@ -13,7 +13,11 @@
  * cache size (the whole cache is every step's K/V) and the GPU, never on the
  * op's token count, and tokens that the flash kernel takes (fattn.cu: runs
  * of >= 16 tokens) are skipped here, so a token's result does not depend on
- * the other tokens of the op. */
+ * the other tokens of the op.
+ * Paged cache (src4): ranges, splits and the order of the cells are those of
+ * the virtual cell space (n_cells = its extent); only each cell's address
+ * goes through the block table (cu_pcell), so results equal the contiguous
+ * layout's bit for bit. */
 #include "common.cuh"
 
 #define ATT_WARPS 4
@@ -23,10 +27,11 @@ struct att_params {
 	struct cu_view q, k, v, d;
 	const uint8_t *rng;
 	int64_t rnb0, rnb1;
-	int64_t n_head, n_head_kv, n_tokens, n_cells;
+	int64_t n_head, n_head_kv, n_tokens, n_cells; /* n_cells: virtual (the ranges' extent) */
 	int dk, dv, n_split;
 	uint32_t kt, vt;
 	float scale, softcap;
+	struct cu_pages pg;
 };
 
 /* The last block of a (head, token) to finish merges its ns split
@@ -97,7 +102,8 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 	}
 	float m = -INFINITY, l = 0.f;
 	for (int32_t c = c0 + warp; c < c1; c += ATT_WARPS) {
-		const uint8_t *kr = kc + hk * p.k.nb[1] + (int64_t)c * p.k.nb[2];
+		const int64_t pc = cu_pcell(p.pg, c, flag);
+		const uint8_t *kr = kc + hk * p.k.nb[1] + pc * p.k.nb[2];
 		float s = 0.f;
 #pragma unroll
 		for (int j = 0; j < J; j++) {
@@ -111,7 +117,7 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
 		float mn = fmaxf(m, s);
 		float corr = expf(m - mn), w = expf(s - mn);
 		l = l * corr + w;
-		const uint8_t *vr = vc + hk * p.v.nb[1] + (int64_t)c * p.v.nb[2];
+		const uint8_t *vr = vc + hk * p.v.nb[1] + pc * p.v.nb[2];
 #pragma unroll
 		for (int j = 0; j < J; j++) {
 			int e = lane + 32 * j;
@@ -231,8 +237,9 @@ k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const 
 	for (int32_t cb = c0; cb < c1; cb += 32) {
 		const int32_t c = cb + lane;
 		float s = -INFINITY;
+		const int64_t pc = c < c1 ? cu_pcell(p.pg, c, flag) : 0; /* this lane's cell, then lane i's for P V */
 		if (c < c1) {
-			const uint4 *kr = (const uint4 *)(kb + (int64_t)c * p.k.nb[2]);
+			const uint4 *kr = (const uint4 *)(kb + pc * p.k.nb[2]);
 			float a = 0.f;
 #pragma unroll
 			for (int i = 0; i < D / 8; i++) {
@@ -256,7 +263,8 @@ k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const 
 		const int nc = c1 - cb < 32 ? c1 - cb : 32;
 		for (int i = 0; i < nc; i++) {
 			const float wi = __shfl_sync(0xffffffffu, w, i);
-			const __half *vr = (const __half *)(vb + (int64_t)(cb + i) * p.v.nb[2]);
+			const long long pci = __shfl_sync(0xffffffffu, (long long)pc, i);
+			const __half *vr = (const __half *)(vb + (int64_t)pci * p.v.nb[2]);
 #pragma unroll
 			for (int j = 0; j < J; j++)
 				acc[j] = fmaf(wi, __half2float(vr[lane + 32 * j]), acc[j]);
@@ -307,14 +315,38 @@ static bool att_dec_ok(const struct att_params &p, const struct alice_tensor *k,
 	       k->nb[1] % 16 == 0 && ((uintptr_t)tdata(k) & 15) == 0;
 }
 
+/* The cells ATTENTION's ranges index: the virtual extent with a block
+ * table (src4), else K's cells. */
+static int64_t att_vcells(const struct alice_op_args *a)
+{
+	const struct alice_tensor *k = a->src[1], *t = a->src[4];
+	return t ? t->ne[0] * (int64_t)a->node->ip[0] : k->ne[2];
+}
+
+enum alice_status cu_attention_pages(const struct alice_op_args *a, struct cu_pages *pg, int64_t *n_vcells)
+{
+	struct alice_bc_attn_pages bp;
+	enum alice_status st = alice_bc_attention_pages(a->node, a->src[1], a->src[4], &bp, a->ctx->err,
+							sizeof(a->ctx->err));
+	if (st != ALICE_OK)
+		return st;
+	if (bp.n_blocks > INT32_MAX)
+		return cu_fail(a->ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: more than 2^31 cache blocks");
+	pg->tbl = a->src[4] ? (const int32_t *)tdata(a->src[4]) : NULL;
+	pg->sh = bp.bs_log2;
+	pg->n_blk = (int32_t)bp.n_blocks;
+	*n_vcells = bp.n_vcells;
+	return ALICE_OK;
+}
+
 /* Splits per token: enough blocks for a single decode token to fill the
- * GPU, at most one per 128 cells of the cache. Must not depend on the op's
- * token count (batch invariance). */
+ * GPU, at most one per 128 cells of the (virtual) cache. Must not depend on
+ * the op's token count (batch invariance). */
 static int att_splits(const struct alice_op_args *a)
 {
-	const struct alice_tensor *q = a->src[0], *k = a->src[1];
+	const struct alice_tensor *q = a->src[0];
 	int64_t want = (2 * (int64_t)a->ctx->n_sm + q->ne[1] - 1) / q->ne[1];
-	int64_t cap = k->ne[2] / 128;
+	int64_t cap = att_vcells(a) / 128;
 	if (want > cap)
 		want = cap;
 	if (want > 32)
@@ -353,7 +385,9 @@ enum alice_status cu_op_attention(const struct alice_op_args *a)
 	p.n_head = q->ne[1];
 	p.n_tokens = q->ne[2];
 	p.n_head_kv = k->ne[1];
-	p.n_cells = k->ne[2];
+	enum alice_status pst = cu_attention_pages(a, &p.pg, &p.n_cells);
+	if (pst != ALICE_OK)
+		return pst;
 	if (k->ne[0] != q->ne[0] || v->ne[1] != k->ne[1] || v->ne[2] != k->ne[2] || p.n_head_kv < 1 ||
 	    p.n_head % p.n_head_kv != 0 || d->ne[0] != v->ne[0] || d->ne[1] != p.n_head || d->ne[2] != p.n_tokens ||
 	    q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1 || d->ne[3] != 1)

@@ -312,7 +312,11 @@ static enum alice_status cu_buffer_write(struct alice_backend_ctx *ctx, struct a
 	if (st != ALICE_OK || !size)
 		return st;
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
-	if (cu_inputs_take(ctx, buf->dev + offset, src, size))
+	/* a persistent buffer's write (the KV block table: written on the steps
+	 * where a sequence gets or drops blocks) stays out of the gathered
+	 * inputs, whose records are part of a captured graph's signature: the
+	 * decode graph replays whether or not this step changed the table */
+	if (buf->usage != ALICE_BUFFER_CACHE && cu_inputs_take(ctx, buf->dev + offset, src, size))
 		return ALICE_OK;
 	if ((st = cu_inputs_flush(ctx)) != ALICE_OK)
 		return st;

@@ -181,6 +181,42 @@ static inline struct cu_view cu_view_of(const struct alice_tensor *t)
 	return v;
 }
 
+/* ATTENTION's block table (backend.h 1.4, src4): virtual cell c lives in
+ * physical cell tbl[c >> sh] << sh | (c & (2^sh - 1)); tbl NULL = the
+ * identity (no src4). n_blk: physical blocks (n_cells >> sh). */
+struct cu_pages {
+	const int32_t *tbl;
+	int sh;
+	int32_t n_blk;
+};
+
+/* The physical cell of virtual cell c, which a token's range covers: an
+ * entry outside the pool raises CU_FLAG_RANGE (the step fails) and reads
+ * block 0, so no access leaves the cache. */
+__device__ static inline int64_t cu_pcell(const struct cu_pages &pg, int64_t c, int *flag)
+{
+	if (!pg.tbl)
+		return c;
+	int32_t b = pg.tbl[c >> pg.sh];
+	if (b < 0 || b >= pg.n_blk) {
+		atomicOr(flag, CU_FLAG_RANGE);
+		b = 0;
+	}
+	return ((int64_t)b << pg.sh) | (c & (((int64_t)1 << pg.sh) - 1));
+}
+
+/* The same for a cell a kernel reads only to fill a tile (maybe outside
+ * every range, so maybe in a block no table maps): -1 when unmapped. */
+__device__ static inline int64_t cu_pcell_or_none(const struct cu_pages &pg, int64_t c)
+{
+	if (!pg.tbl)
+		return c;
+	int32_t b = pg.tbl[c >> pg.sh];
+	if (b < 0 || b >= pg.n_blk)
+		return -1;
+	return ((int64_t)b << pg.sh) | (c & (((int64_t)1 << pg.sh) - 1));
+}
+
 /* Byte offset of flat element index i (dim 0 fastest) in a view. */
 __device__ static inline int64_t view_off(const struct cu_view &v, int64_t i)
 {
@@ -327,6 +363,10 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 			  int64_t xnb0, int64_t xnb1, int64_t dcs, int64_t K, int64_t M, bool glu, bool stage) CU_HIDDEN;
 /* quantized types always copy x to scratch (int8) first; F16 does (as
  * halves) when stage is set: a fused launch whose outputs overlap x */
+
+/* attention.cu: ATTENTION's block table (src4) checked, as kernels take
+ * it; *n_vcells: the cells its ranges index (K's without a table). */
+enum alice_status cu_attention_pages(const struct alice_op_args *a, struct cu_pages *pg, int64_t *n_vcells);
 
 /* fattn.cu: tensor-core ATTENTION for prefill batches (F16 cache, head
  * dims 64/128, no softcap); ALICE_CUDA_FATTN=0 turns it off. */

@@ -17,7 +17,11 @@
  * backend takes it), not by the op's token count: tokens of short runs
  * (decode) are left to attention.cu's kernel. Cell tiles are aligned to
  * multiples of 64, so a token's tiles, and its sums, do not depend on the
- * other tokens of its block (tiles outside its range are exact no-ops). */
+ * other tokens of its block (tiles outside its range are exact no-ops).
+ * Paged cache (src4): tiles are of virtual cells (the same tiles and sums
+ * as the contiguous layout); each row is fetched through the block table,
+ * a cell of a block no table maps (outside every range of the block's
+ * tokens: masked) is loaded as zeros. */
 #include "common.cuh"
 
 #define FA_WARPS 4
@@ -29,8 +33,9 @@ struct fa_params {
 	struct cu_view q, k, v, d;
 	const uint8_t *rng;
 	int64_t rnb0, rnb1;
-	int64_t n_head, n_head_kv, n_tokens, n_cells;
+	int64_t n_head, n_head_kv, n_tokens, n_cells; /* n_cells: virtual (the ranges' extent) */
 	float scale;
+	struct cu_pages pg;
 };
 
 __device__ static inline void mma16816(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -136,9 +141,10 @@ k_fattn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uin
 			int r = i / PER_ROW, cpart = i % PER_ROW;
 			int64_t cell = c0 + r;
 			uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-			if (cell < hi) {
-				kv = *(const uint4 *)(kbase + cell * p.k.nb[2] + cpart * 16);
-				vv = *(const uint4 *)(vbase + cell * p.v.nb[2] + cpart * 16);
+			const int64_t pc = cell < hi ? cu_pcell_or_none(p.pg, cell) : -1;
+			if (pc >= 0) {
+				kv = *(const uint4 *)(kbase + pc * p.k.nb[2] + cpart * 16);
+				vv = *(const uint4 *)(vbase + pc * p.v.nb[2] + cpart * 16);
 			}
 			*(uint4 *)(ks + r * ST + cpart * 8) = kv;
 			*(uint4 *)(vs + r * ST + cpart * 8) = vv;
@@ -303,7 +309,9 @@ enum alice_status cu_fattn(const struct alice_op_args *a, uint8_t *tiled)
 	p.n_head = q->ne[1];
 	p.n_head_kv = k->ne[1];
 	p.n_tokens = q->ne[2];
-	p.n_cells = k->ne[2];
+	enum alice_status st = cu_attention_pages(a, &p.pg, &p.n_cells);
+	if (st != ALICE_OK)
+		return st;
 	p.scale = a->node->fp[0];
 	cu_launch(k_fa_regime, cu_blocks(p.n_tokens, 256), 256, ctx->stream, p.rng, p.rnb0, p.rnb1, p.n_tokens, tiled);
 	CUDA_LAUNCH_CHECK(ctx, "attention regime");

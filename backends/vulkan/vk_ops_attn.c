@@ -15,6 +15,7 @@ struct attn_push {
 	uint32_t r_off, r_nb0, r_nb1, d_off;
 	uint32_t d_nb0, d_nb1, d_nb2, n_cells;
 	float scale, cap;
+	uint32_t t_off, tbl_n, bs_sh, n_blk; /* block table (src4): tbl_n 0 = none */
 };
 
 struct kvw_push {
@@ -29,15 +30,22 @@ enum alice_status vk_op_attention(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;
-	int64_t dk = q->ne[0], nh = q->ne[1], nt = q->ne[2], nkv = k->ne[1], ncell = k->ne[2];
+	int64_t dk = q->ne[0], nh = q->ne[1], nt = q->ne[2], nkv = k->ne[1];
 	enum alice_status st = alice_bc_attention_shape(q, k, v, r, d, ctx->err, sizeof(ctx->err));
 	if (st != ALICE_OK)
 		return st;
+	struct alice_bc_attn_pages pg;
+	if ((st = alice_bc_attention_pages(a->node, k, a->src[4], &pg, ctx->err, sizeof(ctx->err))) != ALICE_OK)
+		return st;
+	int64_t ncell = pg.n_vcells; /* the ranges' extent */
+	if (ncell > 0xffffffffll)
+		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: more than 2^32 cells");
 	if (!isfinite(a->node->fp[0]) || !isfinite(a->node->fp[1]) || a->node->fp[1] < 0.0f)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "bad scale %g or soft-cap %g", a->node->fp[0], a->node->fp[1]);
-	struct vk_bind b[5];
+	struct vk_bind b[6];
+	int nb = a->src[4] ? 6 : 5;
 	st = vk_bind_tensor(ctx, d, &b[0]);
-	for (int i = 0; i < 4 && st == ALICE_OK; i++)
+	for (int i = 0; i < nb - 1 && st == ALICE_OK; i++)
 		st = vk_bind_tensor(ctx, a->src[i], &b[i + 1]);
 	if (st != ALICE_OK)
 		return st;
@@ -49,8 +57,10 @@ enum alice_status vk_op_attention(const struct alice_op_args *a)
 		.r_off = b[4].rel, .r_nb0 = (uint32_t)r->nb[0], .r_nb1 = (uint32_t)r->nb[1], .d_off = b[0].rel,
 		.d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1], .d_nb2 = (uint32_t)d->nb[2],
 		.n_cells = (uint32_t)ncell, .scale = a->node->fp[0], .cap = a->node->fp[1],
+		.t_off = nb == 6 ? b[5].rel : 0, .tbl_n = a->src[4] ? (uint32_t)a->src[4]->ne[0] : 0,
+		.bs_sh = (uint32_t)pg.bs_log2, .n_blk = (uint32_t)pg.n_blocks,
 	};
-	return vk_dispatch(ctx, "attn", b, 5, &p, sizeof(p), (uint32_t)(nh * nt));
+	return vk_dispatch(ctx, "attn", b, nb, &p, sizeof(p), (uint32_t)(nh * nt));
 }
 
 enum alice_status vk_op_kv_write(const struct alice_op_args *a)

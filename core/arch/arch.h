@@ -173,8 +173,10 @@ struct alice_step {
 	int32_t n_out;
 	int32_t inp_tokens; /* I32 [n_tokens] */
 	int32_t inp_pos;    /* I32 [n_tokens] */
-	int32_t inp_ranges; /* I32 [2, n_tokens] attended cells [start, end) */
-	int32_t inp_cells;  /* I32 [n_tokens] cache cell of each token */
+	int32_t inp_ranges; /* I32 [2, n_tokens] attended (virtual) cells [start, end) */
+	int32_t inp_cells;  /* I32 [n_tokens] (physical) cache cell of each token, for KV_WRITE */
+	/* (the paged cache: every alice_gb_attention gets the context's block
+	 * table as src4, graph.h alice_gb_set_kv_pages) */
 	int32_t inp_out;    /* I32 [n_out] rows whose logits are wanted */
 	/* (IMROPE: inp_pos is I32 [4 * n_tokens]: t, h, w positions = the token
 	 * position, e = 0, as llama.cpp does for text.) */

@@ -71,7 +71,7 @@ Test(backend_check, arity_is_what_backend_h_says)
 	} want[] = {
 		{ALICE_OP_GET_ROWS, 2, 2}, {ALICE_OP_MUL_MAT, 2, 3},  {ALICE_OP_ADD, 2, 2},	{ALICE_OP_MUL, 2, 2},
 		{ALICE_OP_SCALE, 1, 1},	   {ALICE_OP_RMS_NORM, 1, 2}, {ALICE_OP_L2_NORM, 1, 1}, {ALICE_OP_ROPE, 2, 3},
-		{ALICE_OP_ATTENTION, 4, 4}, {ALICE_OP_KV_WRITE, 2, 2}, {ALICE_OP_GLU, 2, 2},	{ALICE_OP_UNARY, 1, 1},
+		{ALICE_OP_ATTENTION, 4, 5}, {ALICE_OP_KV_WRITE, 2, 2}, {ALICE_OP_GLU, 2, 2},	{ALICE_OP_UNARY, 1, 1},
 		{ALICE_OP_SOFTCAP, 1, 1},  {ALICE_OP_COPY, 1, 1},     {ALICE_OP_SSM_CONV, 4, 4},
 		{ALICE_OP_GATED_DELTA_NET, 6, 6}, {ALICE_OP_NORM, 1, 3},  {ALICE_OP_TOPK, 1, 1}, {ALICE_OP_SAMPLE_TEMP, 2, 2},
 	};
@@ -81,6 +81,36 @@ Test(backend_check, arity_is_what_backend_h_says)
 		cr_assert_eq(r.min_src, want[i].lo, "%s", r.name);
 		cr_assert_eq(r.max_src, want[i].hi, "%s", r.name);
 	}
+}
+
+/* ATTENTION's block table (1.4, src4): block size, virtual extent, and
+ * what a malformed table is refused for. */
+Test(backend_check, attention_block_table)
+{
+	struct alice_tensor k = tensor(ALICE_TYPE_F16, 64, 2, 96, 1);
+	struct alice_tensor tb = tensor(ALICE_TYPE_I32, 10, 1, 1, 1);
+	struct alice_node n;
+	memset(&n, 0, sizeof(n));
+	n.op = ALICE_OP_ATTENTION;
+	struct alice_bc_attn_pages pg;
+	cr_assert_eq(alice_bc_attention_pages(&n, &k, NULL, &pg, err, sizeof(err)), ALICE_OK);
+	cr_assert_eq(pg.n_vcells, 96, "no table: the identity over K's cells");
+	cr_assert_eq(pg.bs, 1);
+	n.ip[0] = 16;
+	cr_assert_eq(alice_bc_attention_pages(&n, &k, &tb, &pg, err, sizeof(err)), ALICE_OK, "%s", err);
+	cr_assert_eq(pg.bs_log2, 4);
+	cr_assert_eq(pg.n_vcells, 160, "the ranges index 10 blocks of 16 virtual cells");
+	cr_assert_eq(pg.n_blocks, 6);
+	n.ip[0] = 24;
+	cr_assert_eq(alice_bc_attention_pages(&n, &k, &tb, &pg, err, sizeof(err)), ALICE_ERR_INVALID, "not a power of two");
+	n.ip[0] = 64;
+	cr_assert_eq(alice_bc_attention_pages(&n, &k, &tb, &pg, err, sizeof(err)), ALICE_ERR_INVALID, "96 cells are not whole blocks");
+	n.ip[0] = 16;
+	tb.type = ALICE_TYPE_F32;
+	cr_assert_eq(alice_bc_attention_pages(&n, &k, &tb, &pg, err, sizeof(err)), ALICE_ERR_INVALID);
+	tb.type = ALICE_TYPE_I32;
+	tb.nb[0] = 8;
+	cr_assert_eq(alice_bc_attention_pages(&n, &k, &tb, &pg, err, sizeof(err)), ALICE_ERR_INVALID, "not contiguous");
 }
 
 Test(backend_check, extent_of_plain_and_block_tensors)

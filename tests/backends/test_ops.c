@@ -630,28 +630,48 @@ static void build_rope(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+/* An ATTENTION case: its shape, cache type, soft-cap, window (0 none),
+ * q padding; two: the tokens are two sequences, the first half at the end of
+ * cells [0, ncell/2), the rest at the end of [ncell/2, ncell) (a server
+ * step's layout). */
+struct attn_variant {
+	int dk, dv, nh, nkv, nt, ncell;
+	uint32_t kt;
+	float cap;
+	int window;
+	int pad;
+	bool two;
+};
+
+static void build_attention_cases(struct tcase **cs, int *n, struct rng *r, const struct attn_variant *v, size_t nv);
+
 static void build_attention(struct tcase **cs, int *n, struct rng *r)
 {
-	struct { int dk, dv, nh, nkv, nt, ncell; uint32_t kt; float cap; int window; int pad; } v[] = {
-		{64, 64, 8, 8, 1, 40, ALICE_TYPE_F16, 0.0f, 0, 0},
-		{64, 64, 8, 2, 7, 40, ALICE_TYPE_F16, 0.0f, 0, 0},
-		{64, 64, 8, 1, 5, 33, ALICE_TYPE_F32, 0.0f, 0, 2},
-		{128, 128, 4, 2, 6, 50, ALICE_TYPE_F16, 0.0f, 8, 0},
+	static const struct attn_variant v[] = {
+		{64, 64, 8, 8, 1, 40, ALICE_TYPE_F16, 0.0f, 0, 0, false},
+		{64, 64, 8, 2, 7, 40, ALICE_TYPE_F16, 0.0f, 0, 0, false},
+		{64, 64, 8, 1, 5, 33, ALICE_TYPE_F32, 0.0f, 0, 2, false},
+		{128, 128, 4, 2, 6, 50, ALICE_TYPE_F16, 0.0f, 8, 0, false},
 		/* long decode ranges: a token's range cut into several splits */
-		{128, 128, 16, 4, 3, 1100, ALICE_TYPE_F16, 0.0f, 0, 0},
-		{64, 64, 8, 8, 2, 600, ALICE_TYPE_F16, 0.0f, 0, 0},
-		{64, 32, 6, 3, 4, 20, ALICE_TYPE_F16, 30.0f, 0, 0},
-		{32, 32, 4, 4, 9, 64, ALICE_TYPE_F32, 50.0f, 5, 1},
+		{128, 128, 16, 4, 3, 1100, ALICE_TYPE_F16, 0.0f, 0, 0, false},
+		{64, 64, 8, 8, 2, 600, ALICE_TYPE_F16, 0.0f, 0, 0, false},
+		{64, 32, 6, 3, 4, 20, ALICE_TYPE_F16, 30.0f, 0, 0, false},
+		{32, 32, 4, 4, 9, 64, ALICE_TYPE_F32, 50.0f, 5, 1, false},
 		/* >= 64 tokens: the prefill regime (64-cell tiles, F32 accumulator) */
-		{64, 64, 4, 2, 70, 150, ALICE_TYPE_F16, 0.0f, 0, 0},
-		{64, 32, 4, 4, 66, 100, ALICE_TYPE_F32, 30.0f, 40, 1},
+		{64, 64, 4, 2, 70, 150, ALICE_TYPE_F16, 0.0f, 0, 0, false},
+		{64, 32, 4, 4, 66, 100, ALICE_TYPE_F32, 30.0f, 40, 1, false},
 	};
-	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+	build_attention_cases(cs, n, r, v, sizeof(v) / sizeof(v[0]));
+}
+
+static void build_attention_cases(struct tcase **cs, int *n, struct rng *r, const struct attn_variant *v, size_t nv)
+{
+	for (size_t s = 0; s < nv; s++) {
 		int dk = v[s].dk, dv = v[s].dv, nh = v[s].nh, nkv = v[s].nkv, nt = v[s].nt, nc = v[s].ncell;
-		struct tcase *c = new_case(cs, n, "ATTENTION %s d_k=%d d_v=%d heads=%d/%d tokens=%d cells=%d%s%s%s",
+		struct tcase *c = new_case(cs, n, "ATTENTION %s d_k=%d d_v=%d heads=%d/%d tokens=%d cells=%d%s%s%s%s",
 					   alice_type_name(v[s].kt), dk, dv, nh, nkv, nt, nc,
 					   v[s].cap != 0.0f ? " soft-cap" : "", v[s].window ? " window" : "",
-					   v[s].pad ? " strided-q" : "");
+					   v[s].pad ? " strided-q" : "", v[s].two ? " two-seq" : "");
 		c->node.op = ALICE_OP_ATTENTION;
 		float scale = 1.0f / sqrtf((float)dk) * (v[s].cap != 0.0f ? 8.0f : 1.0f);
 		c->node.fp[0] = scale;
@@ -671,6 +691,14 @@ static void build_attention(struct tcase **cs, int *n, struct rng *r)
 		for (int t = 0; t < nt; t++) {
 			/* causal: token t sits at cell nc - nt + t; windowed: last `window` cells */
 			int end = nc - nt + t + 1, beg = v[s].window ? end - v[s].window : 0;
+			if (v[s].two) { /* sequence 0: tokens [0, nt/2) ending cells [0, nc/2) */
+				int h0 = nt / 2, base = t < h0 ? 0 : nc / 2, len = nc / 2, k0 = t < h0 ? h0 : nt - h0;
+				int i = t < h0 ? t : t - h0;
+				end = base + len - k0 + i + 1;
+				beg = v[s].window ? end - v[s].window : base;
+				if (beg < base)
+					beg = base;
+			}
 			if (beg < 0)
 				beg = 0;
 			set_el(c, rg, 2 * t, beg);
@@ -1200,6 +1228,169 @@ ParameterizedTest(struct op_param *p, ops, rejects_bad_nodes)
 	free(cs);
 	vt->free(ctx);
 	alice_backend_close(be);
+}
+
+/* ---- ATTENTION over a paged cache (ABI 1.4, src4) ------------------------
+ * The same case through a block table must give exactly the contiguous
+ * layout's output, bit for bit: K/V rows scattered over shuffled physical
+ * blocks (more blocks than the table maps; the spare ones hold NaN, so a
+ * row read from a wrong place shows), the blocks no range touches left
+ * unmapped (-1). Cell counts are whole blocks, so the virtual extent (and
+ * with it any split or tile the backend takes) equals the contiguous one's. */
+
+static void paged_clone(const struct tcase *s, struct tcase *d, struct rng *r, int bs)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%.150s paged bs=%d", s->name, bs);
+	d->node = s->node;
+	d->bound = s->bound;
+	d->core = s->core;
+	for (int i = 0; i < 2; i++) { /* dst, q */
+		d->t[i] = s->t[i];
+		d->size[i] = s->size[i];
+		d->host[i] = calloc(1, s->size[i] + 64);
+		memcpy(d->host[i], s->host[i], s->size[i]);
+	}
+	d->nt = 2;
+	const struct alice_tensor *ks = &s->t[2], *vs = &s->t[3];
+	int64_t nc = ks->ne[2], nblk = nc / bs, nphys = nblk + 3;
+	int k = tc_tensor(d, ks->type, ks->ne[0], ks->ne[1], nphys * bs, 1, 0);
+	int v = tc_tensor(d, vs->type, vs->ne[0], vs->ne[1], nphys * bs, 1, 0);
+	int rg = d->nt++;
+	d->t[rg] = s->t[4];
+	d->size[rg] = s->size[4];
+	d->host[rg] = calloc(1, s->size[4] + 64);
+	memcpy(d->host[rg], s->host[4], s->size[4]);
+	int tb = tc_tensor(d, ALICE_TYPE_I32, nblk, 1, 1, 1, 0);
+	for (int64_t i = 0; i < nelem(&d->t[k]); i++)
+		set_el(d, k, i, NAN);
+	for (int64_t i = 0; i < nelem(&d->t[v]); i++)
+		set_el(d, v, i, NAN);
+	/* the blocks some range touches */
+	bool *used = calloc((size_t)nblk, 1);
+	for (int64_t t = 0; t < s->t[4].ne[1]; t++) {
+		int beg = (int)get_el(d, rg, 2 * t), end = (int)get_el(d, rg, 2 * t + 1);
+		for (int c = beg; c < end; c++)
+			used[c / bs] = true;
+	}
+	int64_t *perm = malloc((size_t)nphys * sizeof(*perm));
+	for (int64_t i = 0; i < nphys; i++)
+		perm[i] = i;
+	for (int64_t i = nphys - 1; i > 0; i--) {
+		int64_t j = (int64_t)(rng_u64(r) % (uint64_t)(i + 1)), x = perm[i];
+		perm[i] = perm[j];
+		perm[j] = x;
+	}
+	int64_t rk = ks->ne[0] * ks->ne[1], rv = vs->ne[0] * vs->ne[1]; /* elements per cell */
+	for (int64_t b = 0; b < nblk; b++) {
+		set_el(d, tb, b, used[b] ? (double)perm[b] : -1.0);
+		if (!used[b])
+			continue;
+		for (int64_t c = 0; c < bs; c++) {
+			int64_t from = b * bs + c, to = perm[b] * bs + c;
+			for (int64_t e = 0; e < rk; e++)
+				set_el(d, k, to * rk + e, get_el((struct tcase *)s, 2, from * rk + e));
+			for (int64_t e = 0; e < rv; e++)
+				set_el(d, v, to * rv + e, get_el((struct tcase *)s, 3, from * rv + e));
+		}
+	}
+	free(perm);
+	free(used);
+	d->node.src[1] = k;
+	d->node.src[2] = v;
+	d->node.src[3] = rg;
+	d->node.src[4] = tb;
+	d->node.ip[0] = bs;
+	d->ref = malloc((size_t)nelem(&s->t[0]) * sizeof(double));
+	memcpy(d->ref, s->ref, (size_t)nelem(&s->t[0]) * sizeof(double));
+}
+
+ParameterizedTestParameters(ops, attention_paged)
+{
+	static struct op_param params[32];
+	static size_t np;
+	np = 0;
+	struct alice_backend_listing *list = NULL;
+	size_t n = 0;
+	if (alice_backend_list(NULL, &list, &n, NULL) == ALICE_OK)
+		for (size_t i = 0; i < n && np < 32; i++)
+			if (!list[i].shadowed)
+				snprintf(params[np++].backend, sizeof(params[0].backend), "%s", list[i].name);
+	alice_backend_list_free(list);
+	return cr_make_param_array(struct op_param, params, np);
+}
+
+ParameterizedTest(struct op_param *p, ops, attention_paged, .timeout = 600)
+{
+	struct alice_backend *be = NULL;
+	struct alice_error err = {{0}};
+	enum alice_status st = alice_backend_open(p->backend, NULL, &be, &err);
+	if (st == ALICE_ERR_UNSUPPORTED && strstr(err.msg, "cannot run here"))
+		cr_skip_test("%s: skipped: %s", p->backend, err.msg);
+	cr_assert_eq(st, ALICE_OK, "%s", err.msg);
+	struct alice_backend_ctx *ctx = NULL;
+	cr_assert_eq(alice_backend_init(be, NULL, &ctx, &err), ALICE_OK, "%s", err.msg);
+	const struct alice_backend_vtable *vt = be->vt;
+	/* every kernel regime: decode over long ranges (splits; the GQA decode
+	 * kernel for F16 d 64/128), short batches, soft-cap, windows, F32
+	 * caches, >= 16 and >= 64 token runs (flash / tiled prefill), two
+	 * sequences in one op */
+	static const struct attn_variant v[] = {
+		{64, 64, 8, 2, 1, 1104, ALICE_TYPE_F16, 0.0f, 0, 0, false},
+		{128, 128, 16, 4, 3, 1104, ALICE_TYPE_F16, 0.0f, 0, 0, true},
+		{64, 64, 8, 8, 7, 48, ALICE_TYPE_F16, 0.0f, 0, 0, false},
+		{64, 64, 8, 1, 5, 48, ALICE_TYPE_F32, 0.0f, 0, 2, false},
+		{128, 128, 4, 2, 6, 64, ALICE_TYPE_F16, 0.0f, 8, 0, false},
+		{64, 32, 6, 3, 4, 32, ALICE_TYPE_F16, 30.0f, 0, 0, true},
+		{64, 64, 4, 2, 70, 160, ALICE_TYPE_F16, 0.0f, 0, 0, false},
+		{128, 128, 4, 2, 40, 192, ALICE_TYPE_F16, 0.0f, 0, 0, true},
+		{64, 64, 4, 2, 20, 96, ALICE_TYPE_F16, 0.0f, 24, 0, false},
+		{64, 32, 4, 4, 66, 128, ALICE_TYPE_F32, 30.0f, 40, 1, false},
+	};
+	static const int bss[] = {16, 16, 1, 16, 64, 16, 32, 16, 16, 64};
+	struct rng r = {0x5eed0f9a6edull};
+	struct tcase *cs = NULL;
+	int nc = 0;
+	build_attention_cases(&cs, &nc, &r, v, sizeof(v) / sizeof(v[0]));
+	int n_fail = 0, n_unsup = 0, n_cases = nc;
+	for (int i = 0; i < nc; i++) {
+		char msg[600], pmsg[600];
+		double nmse, pnmse;
+		enum outcome o = run_case(vt, ctx, false, &cs[i], &nmse, msg, sizeof(msg));
+		struct tcase pc;
+		paged_clone(&cs[i], &pc, &r, bss[i]);
+		enum outcome po = run_case(vt, ctx, false, &pc, &pnmse, pmsg, sizeof(pmsg));
+		bool same = o == OUT_PASS && po == OUT_PASS && memcmp(cs[i].host[0], pc.host[0], cs[i].size[0]) == 0;
+		fprintf(stderr, "[%s] %-80s contiguous %s, paged %s: %s\n", p->backend, pc.name, msg, pmsg,
+			o == OUT_UNSUPPORTED || po == OUT_UNSUPPORTED ? "unsupported" : same ? "bit-identical" : "FAIL");
+		if (o == OUT_UNSUPPORTED && po == OUT_UNSUPPORTED)
+			n_unsup++;
+		else if (!same)
+			n_fail++;
+		tc_free(&pc);
+	}
+	for (int i = 0; i < nc; i++)
+		tc_free(&cs[i]);
+	free(cs);
+	/* a range over an unmapped block is an error, not a read */
+	cs = NULL;
+	nc = 0;
+	build_attention_cases(&cs, &nc, &r, &v[2], 1);
+	struct tcase pc;
+	paged_clone(&cs[0], &pc, &r, 16);
+	set_el(&pc, 5, 1, -1); /* block 1 of 3: every token's range covers it */
+	char msg[600];
+	double nmse;
+	cr_assert_neq(run_case(vt, ctx, false, &pc, &nmse, msg, sizeof(msg)), OUT_PASS);
+	fprintf(stderr, "[%s] unmapped block in a range: %s\n", p->backend, msg);
+	tc_free(&pc);
+	tc_free(&cs[0]);
+	free(cs);
+	vt->free(ctx);
+	alice_backend_close(be);
+	cr_assert_eq(n_fail, 0, "[%s] %d of %d paged ATTENTION cases differ from the contiguous layout", p->backend,
+		     n_fail, n_cases);
+	cr_assert_eq(n_unsup, 0, "[%s] paged ATTENTION not supported", p->backend);
 }
 
 /* The list must not be empty: with no backend found every test above would

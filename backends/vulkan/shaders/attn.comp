@@ -4,6 +4,10 @@
 // one score per thread, online softmax across blocks; each thread owns
 // output dims tid, tid + WG, ... (d_v <= 4 * WG). With an F16 K cache, q is
 // rounded to F16 first (as the CPU reference does).
+// Paged cache (src4 = f_, tbl_n > 0): the ranges and the order of cells are
+// virtual (n_cells = the virtual extent); each cell's K/V row is at its
+// physical cell tbl[c >> bs_sh] << bs_sh | c & (2^bs_sh - 1); an entry
+// outside the pool is reported (ST_RANGE) and read as block 0.
 #extension GL_GOOGLE_include_directive : require
 #define WG 128u
 #define DMAX 512u
@@ -19,10 +23,12 @@ layout(push_constant) uniform PC {
 	uint r_off, r_nb0, r_nb1, d_off;
 	uint d_nb0, d_nb1, d_nb2, n_cells;
 	float scale, cap;
+	uint t_off, tbl_n, bs_sh, n_blk; // block table: byte offset in f_, entries (0: none), log2 block, blocks
 } p;
 
 shared float qs[DMAX];
 shared float ps[WG];
+shared uint pcs[WG]; // the block's physical cells
 
 // K row dot q (K in b_)
 float kdot(uint kr)
@@ -43,6 +49,19 @@ float kdot(uint kr)
 			s += b_ld(kr + i * 2u, T_F16) * qs[i];
 	}
 	return s;
+}
+
+// the physical cell of virtual cell c (in a range)
+uint pcell(uint c)
+{
+	if (p.tbl_n == 0u)
+		return c;
+	int b = int(f_[(p.t_off >> 2) + (c >> p.bs_sh)]);
+	if (b < 0 || uint(b) >= p.n_blk) {
+		report(ST_RANGE, uint(b));
+		b = 0;
+	}
+	return (uint(b) << p.bs_sh) | (c & ((1u << p.bs_sh) - 1u));
 }
 
 float tanh_s(float x)
@@ -81,8 +100,9 @@ void main()
 	for (int cb = c0; cb < c1; cb += int(WG)) {
 		int c = cb + int(tid);
 		float s = -1.0 / 0.0;
+		uint pc = c < c1 ? pcell(uint(c)) : 0u;
 		if (c < c1) {
-			s = kdot(kb + uint(c) * p.k_nb2) * p.scale;
+			s = kdot(kb + pc * p.k_nb2) * p.scale;
 			if (p.cap != 0.0)
 				s = p.cap * tanh_s(s / p.cap);
 		}
@@ -92,7 +112,8 @@ void main()
 			continue; // uniform: every score of the block is -inf
 		float pv = s == -1.0 / 0.0 ? 0.0 : exp(s - nm);
 		ps[tid] = pv;
-		float bs = wg_sum(pv); // its barriers also publish ps[]
+		pcs[tid] = pc;
+		float bs = wg_sum(pv); // its barriers also publish ps[] and pcs[]
 		float f = m == -1.0 / 0.0 ? 0.0 : exp(m - nm);
 		l = l * f + bs;
 		m = nm;
@@ -101,11 +122,11 @@ void main()
 			uint dcol = tid + j * WG;
 			if (dcol < p.dv) {
 				float a = acc[j] * f;
-				uint vr = vb + uint(cb) * p.v_nb2 + dcol * vsz;
+				uint vr = vb + dcol * vsz;
 				for (uint cc = 0u; cc < nc; cc++) {
 					float w = ps[cc];
 					if (w != 0.0)
-						a += w * c_ld(vr + cc * p.v_nb2, p.v_type);
+						a += w * c_ld(vr + pcs[cc] * p.v_nb2, p.v_type);
 				}
 				acc[j] = a;
 			}

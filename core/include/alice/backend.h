@@ -26,7 +26,8 @@
 #include "alice/status.h"
 
 #define ALICE_BACKEND_ABI_MAJOR 1
-#define ALICE_BACKEND_ABI_MINOR 4 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM; 1.4: TOPK, SAMPLE_TEMP */
+#define ALICE_BACKEND_ABI_MINOR 4 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM;
+                                   1.4: ATTENTION's block table (src4), TOPK, SAMPLE_TEMP */
 #define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
 #define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
 
@@ -92,7 +93,20 @@ enum alice_op {
 	 * windows).  GQA: query head h uses kv head h / (n_head / n_head_kv).
 	 * fp[0] scale on q.k, fp[1] soft-cap (0 = none: s = cap*tanh(s/cap)).
 	 * dst: F32 [d_v, n_head, n_tokens].  Softmax in F32.  K and V rows are
-	 * contiguous in dim 0; an empty range [c, c) gives zeros. */
+	 * contiguous in dim 0; an empty range [c, c) gives zeros.
+	 * 1.4, optional src4: a block table (paged KV cache). src4 I32 [n_blk]
+	 * contiguous, ip[0] = BS, the block size in cells (a power of two,
+	 * 1..65536, dividing n_cells). The ranges of src3 are then in a
+	 * virtual cell space of n_blk * BS cells, and virtual cell c lives in
+	 * the physical cell src4[c / BS] * BS + c % BS of K and V (each entry
+	 * read < n_cells / BS). Only the address changes: the cells are visited
+	 * and summed in the same (virtual) order, with the same tiles and
+	 * splits as an unpaged cache of n_blk * BS cells, so a paged layout
+	 * gives bit-identical results to the contiguous one holding the same
+	 * rows. Entries of blocks that no range touches are never used (a
+	 * backend that reads whole tiles reads such cells as zeros). Without
+	 * src4: the identity (today's layout). A backend of ABI < 1.4 answers
+	 * supports_op false for an ATTENTION node with src4. */
 	ALICE_OP_ATTENTION = 9,
 	/* In place: dst is the cache [row..., n_cells] (F16 or F32); src0 F32
 	 * rows [.., n] with the same elements per cell; src1 I32 cell index [n].

@@ -62,7 +62,7 @@ static inline struct alice_op_rule alice_bc_op_rule(uint32_t op)
 	case ALICE_OP_RMS_NORM: return alice_bc_rule_of("RMS_NORM", 1, 2);
 	case ALICE_OP_L2_NORM: return alice_bc_rule_of("L2_NORM", 1, 1);
 	case ALICE_OP_ROPE: return alice_bc_rule_of("ROPE", 2, 3);
-	case ALICE_OP_ATTENTION: return alice_bc_rule_of("ATTENTION", 4, 4);
+	case ALICE_OP_ATTENTION: return alice_bc_rule_of("ATTENTION", 4, 5);
 	case ALICE_OP_KV_WRITE: return alice_bc_rule_of("KV_WRITE", 2, 2);
 	case ALICE_OP_GLU: return alice_bc_rule_of("GLU", 2, 2);
 	case ALICE_OP_UNARY: return alice_bc_rule_of("UNARY", 1, 1);
@@ -161,7 +161,8 @@ static inline bool alice_bc_types_ok(const struct alice_node *n, const struct al
 		       (n->ip[1] == ALICE_ROPE_NORMAL || n->ip[1] == ALICE_ROPE_NEOX || n->ip[1] == ALICE_ROPE_IMROPE);
 	case ALICE_OP_ATTENTION:
 		return alice_bc_is_f32(s[0]) && alice_bc_is_f16_f32(s[1]->type) && alice_bc_is_f16_f32(s[2]->type) &&
-		       alice_bc_is_i32(s[3]) && alice_bc_is_f32(dst);
+		       alice_bc_is_i32(s[3]) && alice_bc_is_f32(dst) &&
+		       (!s[4] || (alice_bc_is_i32(s[4]) && n->ip[0] >= 1 && n->ip[0] <= 65536 && (n->ip[0] & (n->ip[0] - 1)) == 0));
 	case ALICE_OP_KV_WRITE:
 		return alice_bc_is_f32(s[0]) && alice_bc_is_i32(s[1]) && alice_bc_is_f16_f32(dst->type);
 	case ALICE_OP_COPY:
@@ -522,6 +523,47 @@ static inline enum alice_status alice_bc_attention_shape(const struct alice_tens
 				     (long long)nh, (long long)nkv);
 	if (k->nb[0] != (k->type == ALICE_TYPE_F16 ? 2 : 4) || v->nb[0] != (v->type == ALICE_TYPE_F16 ? 2 : 4))
 		return alice_bc_fail(err, err_len, ALICE_ERR_INVALID, "K and V rows must be contiguous in dim 0");
+	return ALICE_OK;
+}
+
+/* ATTENTION's block table (1.4, optional src4; backend.h): checks it
+ * against K (n_cells) and gives the block size (1 without a table: then
+ * the identity) and the extent of the virtual cell space the ranges index
+ * (n_cells without a table). */
+struct alice_bc_attn_pages {
+	int64_t bs;       /* cells per block, a power of two */
+	int bs_log2;
+	int64_t n_vcells; /* virtual cells: ranges must lie in [0, n_vcells) */
+	int64_t n_blocks; /* physical blocks: n_cells / bs; table entries must be below */
+};
+
+static inline enum alice_status alice_bc_attention_pages(const struct alice_node *n, const struct alice_tensor *k,
+							 const struct alice_tensor *tbl, struct alice_bc_attn_pages *pg,
+							 char *err, size_t err_len)
+{
+	pg->bs = 1;
+	pg->bs_log2 = 0;
+	pg->n_vcells = k->ne[2];
+	pg->n_blocks = k->ne[2];
+	if (!tbl)
+		return ALICE_OK;
+	int64_t bs = n->ip[0];
+	if (bs < 1 || bs > 65536 || (bs & (bs - 1)) != 0)
+		return alice_bc_fail(err, err_len, ALICE_ERR_INVALID, "block size %lld is not a power of two in 1..65536",
+				     (long long)bs);
+	if (tbl->type != ALICE_TYPE_I32 || tbl->nb[0] != 4 || tbl->ne[1] != 1 || tbl->ne[2] != 1 || tbl->ne[3] != 1)
+		return alice_bc_fail(err, err_len, ALICE_ERR_INVALID, "the block table must be contiguous I32 [n_blk]");
+	if (k->ne[2] % bs != 0)
+		return alice_bc_fail(err, err_len, ALICE_ERR_INVALID, "%lld cells are not whole blocks of %lld",
+				     (long long)k->ne[2], (long long)bs);
+	if (tbl->ne[0] > INT32_MAX / bs)
+		return alice_bc_fail(err, err_len, ALICE_ERR_RANGE, "a block table of %lld blocks of %lld cells is too large",
+				     (long long)tbl->ne[0], (long long)bs);
+	pg->bs = bs;
+	while (((int64_t)1 << pg->bs_log2) < bs)
+		pg->bs_log2++;
+	pg->n_vcells = tbl->ne[0] * bs;
+	pg->n_blocks = k->ne[2] / bs;
 	return ALICE_OK;
 }
 

@@ -13,14 +13,27 @@
  * gets exactly one terminal event (ALICE_ENGINE_EVENT_DONE), also when it is
  * cancelled or fails; after it, the request's callback is never called again.
  *
- * Prefix cache: a finished request's KV stays in its slot. A new request
- * goes to the idle slot whose cached tokens share the longest prefix with
- * its prompt (if it covers half the prompt; else the least recently used
- * idle slot); the sequence is truncated to that common prefix and only the
- * rest is prefilled (recurrent models: reuse only when the whole cached
- * sequence is a prefix of the prompt). Reused entries are the KV of the
- * very same tokens at the same positions, so nothing of another request's
- * content leaks; anything past the common prefix is dropped. */
+ * KV memory: the slots share one paged KV cache (model.h, ALICE_KV_BLOCK
+ * cells per block) of n_kv_cells cells. A request is admitted only when the
+ * pool can promise it every block it may need (prompt + max_tokens, capped
+ * by n_ctx): the blocks are reserved then and taken as its positions grow,
+ * so a running request never runs out of KV memory; one that cannot get
+ * them waits in the queue (FIFO) until running requests end. Blocks that
+ * only idle slots' caches hold are evicted for it, least recently used
+ * slot first.
+ *
+ * Prefix cache: a finished request's KV stays in its slot (evictable). A new
+ * request looks for the slot, idle or running, whose tokens share the
+ * longest prefix with its prompt. If that slot is idle and the prefix covers
+ * half the prompt, the request takes that slot and its sequence is
+ * truncated to the common prefix; otherwise it takes the least recently
+ * used idle slot and maps the whole blocks of that prefix into its table
+ * (shared, not copied). Only the rest is prefilled, at least the prompt's
+ * last token (recurrent models: no sharing across slots, and reuse only
+ * when the whole cached sequence is a prefix of the prompt). Reused entries
+ * are the KV of the very same tokens at the same positions, so nothing of
+ * another request's content leaks; anything past the common prefix is
+ * dropped. */
 #ifndef ALICE_ENGINE_H
 #define ALICE_ENGINE_H
 
@@ -41,6 +54,9 @@ struct alice_engine_params {
 	uint32_t n_batch;   /* prompt tokens per step (plus one decode token per slot); 0 = 512 */
 	uint32_t max_queue; /* requests waiting for a slot; 0 = 64 */
 	bool no_prefix_cache; /* clear each slot before reuse (no KV reuse) */
+	/* cells of the paged KV cache shared by all slots (context params
+	 * n_kv_cells); 0 = n_slots * n_ctx. At least n_ctx. */
+	uint32_t n_kv_cells;
 	uint32_t n_sample_threads; /* threads sampling a step's rows; 0 = all CPUs but one, at most 32 */
 	/* An embeddings engine: every request is an input to embed, not a
 	 * prompt to continue. Its prompt is decoded whole in one step (so it
@@ -184,7 +200,15 @@ struct alice_engine_stats {
 	uint64_t prompt_tokens;        /* prompt tokens of started requests */
 	uint64_t prompt_tokens_cached; /* of which reused from the prefix cache */
 	uint64_t kv_cells_used;        /* positions held in the KV cache, cached idle slots included */
-	uint64_t kv_cells_total;       /* n_slots * n_ctx */
+	uint64_t kv_cells_total;       /* cells of the KV pool (default n_slots * n_ctx) */
+	/* the paged KV cache, in blocks of kv_block_cells cells (model.h) */
+	uint32_t kv_block_cells;
+	uint32_t kv_blocks_total;
+	uint32_t kv_blocks_used;      /* held by at least one slot */
+	uint32_t kv_blocks_shared;    /* held by more than one slot (shared prefixes) */
+	uint32_t kv_blocks_cached;    /* held only by idle slots (prefix cache, evictable) */
+	uint32_t kv_blocks_available; /* free and not reserved by running requests */
+	uint64_t requests_kv_waited;  /* requests that waited in the queue for KV blocks */
 	/* Latency over the last ALICE_ENGINE_LAT_WINDOW samples (ms; 0 before
 	 * any): time to first token from submission (queue + prefill), and
 	 * the gap between consecutive tokens of a request. */

@@ -68,7 +68,18 @@ struct alice_context_params {
 	 * (alice_context_top), and rows marked batch.top_only are never read
 	 * whole. Ignored (alice_context_top_k 0) where the backend cannot. */
 	uint32_t topk;
+	/* Cells of the paged KV cache, shared by all sequences (rounded up to
+	 * whole blocks of ALICE_KV_BLOCK cells); 0 = n_seq * n_ctx (every
+	 * sequence can hold a full context at once, today's memory). At least
+	 * n_ctx: one sequence can always grow to a full context. */
+	uint32_t n_kv_cells;
 };
+
+/* Cells per block of the paged KV cache (a power of two; backend.h
+ * ATTENTION src4). Sequences take blocks as their positions grow, share
+ * whole blocks of a common prefix (alice_context_seq_share), and give them
+ * back on clear/truncate. */
+#define ALICE_KV_BLOCK 16
 
 void alice_context_params_default(struct alice_context_params *p);
 enum alice_status alice_context_create(struct alice_model *m, const struct alice_context_params *p,
@@ -130,9 +141,48 @@ int32_t alice_context_top_k(const struct alice_context *c);
 bool alice_context_drawn(const struct alice_context *c, int32_t i, int32_t *token, bool *used);
 /* Forget a sequence: its positions restart at 0, recurrent state is zeroed. */
 void alice_context_seq_clear(struct alice_context *c, int32_t seq);
-/* Keep only positions [0, n) of a sequence (prefix reuse); recurrent models
- * can only keep n == current length or 0 (returns false otherwise). */
+/* Keep only positions [0, n) of a sequence (prefix reuse; blocks past n
+ * go back to the pool); recurrent models can only keep n == current length
+ * or 0 (returns false otherwise), and so does a sequence whose block
+ * holding position n is shared (alice_context_seq_keep handles that). */
 bool alice_context_seq_truncate(struct alice_context *c, int32_t seq, int32_t n);
 int32_t alice_context_seq_len(const struct alice_context *c, int32_t seq);
+
+/* ---- the paged KV cache's blocks (context.c; sizes in blocks of
+ * ALICE_KV_BLOCK cells). A decode takes the blocks its positions need; it
+ * fails (ALICE_ERR_NOMEM, nothing computed) when the pool cannot give them
+ * without taking blocks reserved by other sequences. A sequence that
+ * reserved enough blocks for all the positions it will decode never sees
+ * that error. */
+struct alice_kv_usage {
+	uint32_t block_cells;  /* ALICE_KV_BLOCK */
+	uint32_t blocks_total;
+	uint32_t blocks_used;  /* held by at least one sequence */
+	uint32_t blocks_shared;/* held by more than one sequence */
+	uint32_t blocks_idle;  /* held only by sequences not marked active (evictable cache) */
+	uint32_t blocks_available; /* free and not reserved */
+};
+/* active: [n_seq] sequences in use (for blocks_idle), or NULL (all active). */
+void alice_context_kv_usage(const struct alice_context *c, const bool *active, struct alice_kv_usage *out);
+/* Blocks the pool can still promise (free and not reserved). */
+uint32_t alice_context_kv_available(const struct alice_context *c);
+/* Blocks seq holds. */
+uint32_t alice_context_seq_blocks(const struct alice_context *c, int32_t seq);
+/* Reserve blocks for positions [0, n_tokens) of seq (n_tokens 0: drop the
+ * reservation). False (nothing changed) when the pool cannot promise them. */
+bool alice_context_seq_reserve(struct alice_context *c, int32_t seq, int32_t n_tokens);
+/* Clear dst, then map the whole blocks among src's first n_tokens positions
+ * into it (no copy: the blocks are shared until either side drops them;
+ * neither ever writes them again since only whole, full blocks are shared).
+ * Returns the positions dst now holds (a multiple of ALICE_KV_BLOCK, maybe
+ * 0); -1 when sharing is not possible (a recurrent model: its state is
+ * per sequence; a bad id). */
+int32_t alice_context_seq_share(struct alice_context *c, int32_t dst, int32_t src, int32_t n_tokens);
+/* Keep at most positions [0, n) of seq, fewer when the block holding
+ * position n is shared with another sequence (writing it would change the
+ * other's cache: the kept length drops to that block's start instead).
+ * Returns the positions kept (0 when seq cannot be truncated to n, a
+ * recurrent model's: it is then cleared), -1 for a bad id. */
+int32_t alice_context_seq_keep(struct alice_context *c, int32_t seq, int32_t n);
 
 #endif
