@@ -403,7 +403,7 @@ static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_4] = {
 	cu_op_scale,	cu_op_rms_norm, cu_op_l2_norm,	 cu_op_rope,	  cu_op_attention,
 	cu_op_kv_write, cu_op_glu,	cu_op_unary,	 cu_op_softcap,	  cu_op_copy,
 	cu_op_ssm_conv, cu_op_gated_delta_net,
-	NULL /* NORM */, cu_op_topk,
+	NULL /* NORM */, cu_op_topk,	cu_op_sample_temp,
 };
 
 /* The largest ne / nb per dim this backend takes. */

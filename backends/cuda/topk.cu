@@ -1,4 +1,4 @@
-/* topk.cu — TOPK (backend.h): the best K entries of each logits row, so a
+/* topk.cu — TOPK and SAMPLE_TEMP (backend.h): the best K entries of each logits row, so a
  * step's sampling reads K pairs per row instead of the row. One block per
  * row: a 4-pass radix select (8 bits a pass, over order-preserving keys)
  * finds the K-th key; the entries above it and the lowest-index ties at it
@@ -159,5 +159,221 @@ enum alice_status cu_op_topk(const struct alice_op_args *a)
 	k_topk<<<(unsigned)s->ne[1], TOPK_THREADS, 0, ctx->stream>>>(tdata(s), s->nb[1], s->ne[0], k,
 								      (int32_t *)tdata(d));
 	CUDA_LAUNCH_CHECK(ctx, "topk");
+	return ALICE_OK;
+}
+
+/* ---- SAMPLE_TEMP: alice/temp_sample.h's draw, the same float and double
+ * operations in the same order (explicit _rn intrinsics: nothing is
+ * contracted into an FMA), so the token equals the host sampler's. One
+ * block per row: thread pairs (block, lane) hold the 8 interleaved partial
+ * sums of a 1024-token block; thread 0 walks the block sums, the entered
+ * block's weights are recomputed into shared memory and walked in order. */
+
+#define TS_BLOCK 1024
+#define TS_MAXBLK (ALICE_SAMPLE_TEMP_MAX / TS_BLOCK)
+
+__device__ static inline float ts_exp_neg(float x)
+{
+	const float lo = -87.0f;
+	float xc = x < lo ? lo : x;
+	xc = xc > 0.0f ? 0.0f : xc;
+	float n = __fsub_rn(__fadd_rn(__fmul_rn(xc, 1.44269504f), 12582912.0f), 12582912.0f);
+	float r = __fsub_rn(xc, __fmul_rn(n, 0.693145752f));
+	r = __fsub_rn(r, __fmul_rn(n, 1.42860677e-6f));
+	float p = 1.3888889e-3f;
+	p = __fadd_rn(__fmul_rn(p, r), 8.3333333e-3f);
+	p = __fadd_rn(__fmul_rn(p, r), 4.1666667e-2f);
+	p = __fadd_rn(__fmul_rn(p, r), 1.6666667e-1f);
+	p = __fadd_rn(__fmul_rn(p, r), 0.5f);
+	p = __fadd_rn(__fmul_rn(p, r), 1.0f);
+	p = __fadd_rn(__fmul_rn(p, r), 1.0f);
+	float sc = __int_as_float(((int32_t)n + 127) * (1 << 23));
+	return x < lo ? 0.0f : __fmul_rn(p, sc);
+}
+
+/* the weight of cleaned value x (0 below floor) */
+__device__ static inline float ts_weight(float x, float mx, float floor, float inv_t)
+{
+	return x >= floor ? ts_exp_neg(__fmul_rn(__fsub_rn(x, mx), inv_t)) : 0.0f;
+}
+
+__global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__restrict__ src, int64_t nb1, int n,
+								const int32_t *__restrict__ prm,
+								int32_t *__restrict__ dst)
+{
+	pdl_wait();
+	__shared__ float part[TS_MAXBLK * 8];
+	__shared__ int livec[TS_MAXBLK * 8];
+	__shared__ double bs[TS_MAXBLK];
+	__shared__ float wblk[TS_BLOCK];
+	__shared__ float red[32];
+	__shared__ double s_z, s_cum;
+	__shared__ int s_live, s_last, s_b, s_tok, s_state;
+	const int tid = threadIdx.x, row = blockIdx.x;
+	const int32_t *p = prm + 4 * (int64_t)row;
+	int32_t *o = dst + 2 * (int64_t)row;
+	const float t = __int_as_float(p[0]);
+	if (!(t > 0)) {
+		if (tid == 0) {
+			o[0] = -1;
+			o[1] = 0;
+		}
+		return;
+	}
+	const float *x = (const float *)(src + (int64_t)row * nb1);
+
+	float m = -INFINITY;
+	for (int i = tid; i < n; i += TOPK_THREADS)
+		m = fmaxf(m, topk_clean(x[i]));
+#pragma unroll
+	for (int off = 16; off > 0; off >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+	if ((tid & 31) == 0)
+		red[tid >> 5] = m;
+	__syncthreads();
+	if (tid < 32) {
+		float v = red[tid];
+#pragma unroll
+		for (int off = 16; off > 0; off >>= 1)
+			v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+		if (tid == 0)
+			red[0] = v;
+	}
+	__syncthreads();
+	const float mx = red[0];
+	if (!(mx > -INFINITY)) {
+		if (tid == 0) {
+			o[0] = -1;
+			o[1] = 0;
+		}
+		return;
+	}
+	const float floor = __fsub_rn(mx, __fmul_rn(30.0f, t > 1.0f ? t : 1.0f));
+	const float inv_t = __fdiv_rn(1.0f, t);
+	const int nblk = (n + TS_BLOCK - 1) / TS_BLOCK;
+
+	for (int pr = tid; pr < nblk * 8; pr += TOPK_THREADS) {
+		const int b = pr >> 3, i1 = min((b + 1) * TS_BLOCK, n);
+		float acc = 0.0f;
+		int live = 0;
+		for (int i = b * TS_BLOCK + (pr & 7); i < i1; i += 8) {
+			float xv = topk_clean(x[i]);
+			live += xv >= floor;
+			acc = __fadd_rn(acc, ts_weight(xv, mx, floor, inv_t));
+		}
+		part[pr] = acc;
+		livec[pr] = live;
+	}
+	__syncthreads();
+	for (int b = tid; b < nblk; b += TOPK_THREADS) {
+		double sum = 0.0;
+		int live = 0;
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			sum = __dadd_rn(sum, (double)part[8 * b + k]);
+			live += livec[8 * b + k];
+		}
+		bs[b] = sum;
+		livec[8 * b] = live; /* the block's live count */
+	}
+	__syncthreads();
+	if (tid == 0) {
+		double z = 0.0;
+		int live = 0, last = -1;
+		for (int b = 0; b < nblk; b++) {
+			z = __dadd_rn(z, bs[b]);
+			live += livec[8 * b];
+			if (livec[8 * b])
+				last = b;
+		}
+		s_z = z;
+		s_live = live;
+		s_last = last;
+		s_tok = 0x7fffffff;
+	}
+	__syncthreads();
+	if (s_live == 1) { /* the one live token, no draw */
+		for (int i = tid; i < n; i += TOPK_THREADS)
+			if (topk_clean(x[i]) >= floor)
+				atomicMin(&s_tok, i);
+		__syncthreads();
+		if (tid == 0) {
+			o[0] = s_tok;
+			o[1] = 0;
+		}
+		return;
+	}
+	const uint64_t rb = (uint64_t)(uint32_t)p[1] | ((uint64_t)(uint32_t)p[2] << 32);
+	const double u = __dmul_rn(__longlong_as_double((long long)rb), s_z);
+	const int last = s_last;
+	if (tid == 0) {
+		s_cum = 0.0;
+		s_b = 0;
+		s_state = 0; /* 0 walking, 1 done */
+	}
+	__syncthreads();
+	for (;;) {
+		if (tid == 0) { /* skip whole blocks */
+			int b = s_b;
+			double cum = s_cum;
+			while (b < nblk && !(u < __dadd_rn(cum, bs[b])) && b != last) {
+				cum = __dadd_rn(cum, bs[b]);
+				b++;
+			}
+			s_b = b;
+			s_cum = cum;
+			if (b >= nblk) {
+				s_tok = -1;
+				s_state = 1;
+			}
+		}
+		__syncthreads();
+		if (s_state)
+			break;
+		const int b = s_b, i0 = b * TS_BLOCK, i1 = min(i0 + TS_BLOCK, n);
+		for (int i = i0 + tid; i < i1; i += TOPK_THREADS)
+			wblk[i - i0] = ts_weight(topk_clean(x[i]), mx, floor, inv_t);
+		__syncthreads();
+		if (tid == 0) {
+			double cum = s_cum;
+			int hit = -1, tok = -1;
+			for (int i = i0; i < i1; i++) {
+				float w = wblk[i - i0];
+				if (w > 0)
+					hit = i;
+				cum = __dadd_rn(cum, (double)w);
+				if (w > 0 && u < cum) {
+					tok = i;
+					break;
+				}
+			}
+			s_cum = cum;
+			if (tok >= 0 || b == last) {
+				s_tok = tok >= 0 ? tok : hit; /* past the end: u landed in the rounding slack */
+				s_state = 1;
+			} else {
+				s_b = b + 1;
+			}
+		}
+		__syncthreads();
+		if (s_state)
+			break;
+	}
+	if (tid == 0) {
+		o[0] = s_tok;
+		o[1] = 1;
+	}
+}
+
+enum alice_status cu_op_sample_temp(const struct alice_op_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *s = a->src[0], *pr = a->src[1], *d = a->dst;
+	if (s->ne[1] > 0x7fffffff)
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "SAMPLE_TEMP: %lld rows", (long long)s->ne[1]);
+	k_sample_temp<<<(unsigned)s->ne[1], TOPK_THREADS, 0, ctx->stream>>>(tdata(s), s->nb[1], (int)s->ne[0],
+									     (const int32_t *)tdata(pr),
+									     (int32_t *)tdata(d));
+	CUDA_LAUNCH_CHECK(ctx, "sample_temp");
 	return ALICE_OK;
 }

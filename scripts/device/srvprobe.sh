@@ -3,20 +3,21 @@
 # 1B Q4_K_M, 64 clients greedy / temperature 0.8 / top_k 40, with the
 # device top-k (default) and with whole rows read back (ALICE_TOPK=0), and
 # one client against alice-bench tg. Run after batch_run.sh made the model.
-b=${BUILD:-.devbuild}; m1=/tmp/llama-1b-Q4_K_M.gguf
+b=${BUILD:-.devbuild}; m1=${M:-/tmp/llama-1b-Q4_K_M.gguf}
 lg() { timeout ${T:-90} python3 .devfix/loadgen.py --port 8112 --max-tokens 128 --prompt-words 100 "$@" 2>&1 | tail -1; }
 serve() {
   env "$@" "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-256} --port 8112 --ctx-size 512 > /tmp/srv.log 2>&1 &
   sp=$!
-  for i in $(seq 1 60); do curl -sf localhost:8112/health >/dev/null 2>&1 && break; sleep 1; done
+  for i in $(seq 1 90); do curl -sf localhost:8112/health >/dev/null 2>&1 && break; sleep 1; done
+  lg --concurrency 8 --requests-per-client 1 --max-tokens 16 > /dev/null # warm-up: graphs captured
 }
-for mode in ALICE_TOPK=1 ALICE_TOPK=0; do
+for mode in ALICE_TOPK=1 ${AB:-ALICE_TOPK=0}; do
   serve $mode
   echo "== $mode, 64 clients: greedy / temperature 0.8 / temperature 0.8 top_k 40"
   lg --concurrency 64 --requests-per-client 2 --extra '{"temperature": 0}'
   lg --concurrency 64 --requests-per-client 2
   lg --concurrency 64 --requests-per-client 2 --extra '{"top_k": 40}'
-  if [ $mode = ALICE_TOPK=1 ]; then
+  if [ $mode = ALICE_TOPK=1 ] && [ -z "${QUICK:-}" ]; then
     echo "== 256 clients greedy, 16 clients greedy"
     T=150 lg --concurrency 256 --requests-per-client 1 --extra '{"temperature": 0}'
     lg --concurrency 16 --requests-per-client 2 --extra '{"temperature": 0}'
