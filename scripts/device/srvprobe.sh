@@ -11,7 +11,7 @@ serve() {
   for i in $(seq 1 90); do curl -sf localhost:8112/health >/dev/null 2>&1 && break; sleep 1; done
   lg --concurrency 8 --requests-per-client 1 --max-tokens 16 > /dev/null # warm-up: graphs captured
 }
-for mode in ALICE_TOPK=1 ${AB:-ALICE_TOPK=0}; do
+for mode in ALICE_TOPK=1 ${AB-ALICE_TOPK=0}; do
   serve $mode
   echo "== $mode, 64 clients: greedy / temperature 0.8 / temperature 0.8 top_k 40"
   lg --concurrency 64 --requests-per-client 2 --extra '{"temperature": 0}'
