@@ -76,10 +76,19 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_topk(const uint8_t *__restrict
 		for (int i = tid; i < 256; i += TOPK_THREADS)
 			hist[i] = 0;
 		__syncthreads();
-		for (int64_t i = tid; i < n; i += TOPK_THREADS) {
-			uint32_t key = topk_key(x[i]);
-			if ((key & mask) == prefix)
-				atomicAdd(&hist[(key >> shift) & 255], 1);
+		/* logits share their top bits: lanes of a warp that hit one bin
+		 * add once (a plain atomic per lane serializes on that bin) */
+		for (int64_t i0 = (int64_t)(tid & ~31); i0 < n; i0 += TOPK_THREADS) {
+			int64_t i = i0 + (tid & 31);
+			int bin = 256;
+			if (i < n) {
+				uint32_t key = topk_key(x[i]);
+				if ((key & mask) == prefix)
+					bin = (int)((key >> shift) & 255);
+			}
+			unsigned peers = __match_any_sync(0xffffffffu, bin);
+			if (bin < 256 && (tid & 31) == __ffs(peers) - 1)
+				atomicAdd(&hist[bin], __popc(peers));
 		}
 		__syncthreads();
 		if (tid == 0) {

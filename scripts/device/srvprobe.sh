@@ -9,7 +9,7 @@ serve() {
   env "$@" "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-256} --port 8112 --ctx-size 512 > /tmp/srv.log 2>&1 &
   sp=$!
   for i in $(seq 1 90); do curl -sf localhost:8112/health >/dev/null 2>&1 && break; sleep 1; done
-  lg --concurrency 8 --requests-per-client 1 --max-tokens 16 > /dev/null # warm-up: graphs captured
+  lg --concurrency ${WARM:-64} --requests-per-client 1 --max-tokens 32 > /dev/null # warm-up: every batch size's graph captured
 }
 for mode in ALICE_TOPK=1 ${AB-ALICE_TOPK=0}; do
   serve $mode
@@ -24,6 +24,7 @@ for mode in ALICE_TOPK=1 ${AB-ALICE_TOPK=0}; do
   fi
   kill $sp; wait $sp 2>/dev/null
 done
+[ -n "${NO_ONE:-}" ] && exit 0
 PAR=1 serve ALICE_TOPK=1
 echo "== 1 client (parallel 1): greedy / temperature 0.8"
 lg --concurrency 1 --requests-per-client 3 --extra '{"temperature": 0}'

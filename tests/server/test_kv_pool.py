@@ -28,7 +28,10 @@ WORDS = ["Prince", "Andrew", "looked", "at", "the", "sky", "Natasha", "danced", 
 
 def prompt(i):
     n = 3 + (i * 7) % 40
-    return " ".join(WORDS[(i * 3 + j * 5) % len(WORDS)] for j in range(n))
+    # a distinct first word: no two prompts share a cached block, so "== alone"
+    # tests batch invariance, not which request's prefill computed a prefix
+    # (its K/V may differ in the last bits with the prefill's length on a GPU)
+    return f"{i}: " + " ".join(WORDS[(i * 3 + j * 5) % len(WORDS)] for j in range(n))
 
 
 def gen(s, p, n, out=None, i=None):
