@@ -466,7 +466,15 @@ static enum alice_status read_rows(struct alice_context *c, const struct alice_b
 	struct alice_model *m = c->m;
 	const struct alice_backend_vtable *vt = m->be->vt;
 	const struct alice_tensor *lt = alice_gb_tensor(&c->gb, logits);
-	if (c->topk) {
+	/* each read is a round trip: skip what no row of the chunk uses (the
+	 * entries of a drawn row, the draws of a chunk with none) */
+	bool any_draw = false, any_top = !c->draw_on;
+	for (int32_t j = 0; j < n_out && c->draw_on; j++) {
+		bool drawn = b->draw && b->draw[start + c->in_out[j]].t > 0;
+		any_draw = any_draw || drawn;
+		any_top = any_top || !drawn;
+	}
+	if (c->topk && any_top) {
 		const struct alice_tensor *tt = alice_gb_tensor(&c->gb, c->gb_top);
 		int32_t *dst = c->top + (size_t)c->n_logits * 2 * c->topk;
 		if (vt->buffer_read(m->bctx, tt->buf, tt->offset, dst, (uint64_t)n_out * 2 * c->topk * sizeof(int32_t)) !=
@@ -477,7 +485,8 @@ static enum alice_status read_rows(struct alice_context *c, const struct alice_b
 	if (c->draw_on) {
 		const struct alice_tensor *dt = alice_gb_tensor(&c->gb, c->gb_draw);
 		int32_t *dst = c->drawn + (size_t)c->n_logits * 2;
-		if (vt->buffer_read(m->bctx, dt->buf, dt->offset, dst, (uint64_t)n_out * 2 * sizeof(int32_t)) != ALICE_OK)
+		if (any_draw &&
+		    vt->buffer_read(m->bctx, dt->buf, dt->offset, dst, (uint64_t)n_out * 2 * sizeof(int32_t)) != ALICE_OK)
 			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading drawn tokens failed: %s",
 					  m->be->name, vt->last_error(m->bctx));
 		for (int32_t j = 0; j < n_out; j++) /* a row not drawn reads back (-1, 0): mark it */
@@ -714,8 +723,8 @@ int32_t alice_context_n_logits(const struct alice_context *c)
 
 const int32_t *alice_context_top(const struct alice_context *c, int32_t i)
 {
-	if (!c->topk || i < 0 || i >= c->n_logits)
-		return NULL;
+	if (!c->topk || i < 0 || i >= c->n_logits || (c->draw_on && c->drawn[2 * i + 1] >= 0))
+		return NULL; /* a drawn row's entries are not read back */
 	return c->top + (size_t)i * 2 * c->topk;
 }
 

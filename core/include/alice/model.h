@@ -133,7 +133,8 @@ const float *alice_context_logits(const struct alice_context *c, int32_t i);
 const float *alice_context_embd(const struct alice_context *c, int32_t i);
 int32_t alice_context_n_logits(const struct alice_context *c);
 /* The best alice_context_top_k(c) entries of the i-th logits row, as
- * (id, value bits) pairs, best first (backend.h TOPK); NULL without them. */
+ * (id, value bits) pairs, best first (backend.h TOPK); NULL without them
+ * (and for a row the backend drew). */
 const int32_t *alice_context_top(const struct alice_context *c, int32_t i);
 int32_t alice_context_top_k(const struct alice_context *c);
 /* The token the backend drew for the i-th logits row (batch.draw) and
