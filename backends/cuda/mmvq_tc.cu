@@ -10,7 +10,7 @@
  * the mat-vec's, so which columns run here never shows in the output.
  *
  * Block: 4 S warps, warp w = 4 p + g takes the super-blocks of group
- * g + 4 p; tile 16 MT rows (MT m16 tiles) x 16 columns (two n8 tiles). The
+ * g + 4 p; tile 16 MT rows (MT m16 tiles) x 8 NT columns (NT n8 tiles). The
  * integer dot's k order within a sub-block is free (exact), so each thread
  * loads 8 contiguous weight bytes per row and the activations match them:
  * k slots 4t..4t+3 <- bytes 8t..8t+3, 16+4t.. <- bytes 8t+4..8t+7 (Q4_K). */
@@ -39,14 +39,14 @@ __device__ static inline void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32_t
 #endif
 }
 
-/* every element of a thread's [MT][2][4] fragment set */
-template <int MT, typename V>
-__device__ static inline void frag_fill(V (&a)[MT][2][4], V v)
+/* every element of a thread's [MT][NT][4] fragment set */
+template <int MT, int NT, typename V>
+__device__ static inline void frag_fill(V (&a)[MT][NT][4], V v)
 {
 #pragma unroll
 	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-		for (int nt = 0; nt < 2; nt++)
+		for (int nt = 0; nt < NT; nt++)
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				a[mt][nt][e] = v;
@@ -59,10 +59,10 @@ __device__ static inline int byte_of(uint32_t lo, uint32_t hi, int j)
 
 /* one super-block of Q4_K: sumi/summ of the thread's 16 elements
  * [mt][nt][e] (e: c-fragment index) */
-template <int MT>
+template <int MT, int NT>
 __device__ static inline void q4k_sb(const uint8_t *const (&wr)[MT][2], const int8_t *__restrict__ xc, int64_t K,
 				     int64_t sb, int t, int g, float (&d)[MT][2], float (&dmin)[MT][2],
-				     int (&sumi)[MT][2][4], int (&summ)[MT][2][4])
+				     int (&sumi)[MT][NT][4], int (&summ)[MT][NT][4])
 {
 	uint32_t sclo[MT][2], schi[MT][2], mlo[MT][2], mhi[MT][2];
 #pragma unroll
@@ -77,8 +77,8 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[MT][2], const in
 			schi[mt][h] = (hd.w & 0x0f0f0f0fu) | (((hd.y >> 6) & 0x03030303u) << 4);
 			mhi[mt][h] = ((hd.w >> 4) & 0x0f0f0f0fu) | (((hd.z >> 6) & 0x03030303u) << 4);
 		}
-	frag_fill<MT>(sumi, 0);
-	frag_fill<MT>(summ, 0);
+	frag_fill<MT, NT>(sumi, 0);
+	frag_fill<MT, NT>(summ, 0);
 #pragma unroll
 	for (int c = 0; c < 4; c++) {
 		uint2 q[MT][2];
@@ -87,9 +87,9 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[MT][2], const in
 #pragma unroll
 			for (int h = 0; h < 2; h++)
 				q[mt][h] = *(const uint2 *)(wr[mt][h] + sb * 144 + 16 + 32 * c + 8 * t);
-		uint2 xb[2][2]; /* [nt][low/high sub-block] */
+		uint2 xb[NT][2]; /* [nt][low/high sub-block] */
 #pragma unroll
-		for (int nt = 0; nt < 2; nt++) {
+		for (int nt = 0; nt < NT; nt++) {
 			const int8_t *xp = xc + (int64_t)(nt * 8 + g) * K + sb * 256 + 64 * c + 8 * t;
 			xb[nt][0] = *(const uint2 *)xp;
 			xb[nt][1] = *(const uint2 *)(xp + 32);
@@ -106,7 +106,7 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[MT][2], const in
 				const uint32_t m0 = (uint32_t)byte_of(mlo[mt][0], mhi[mt][0], j) * 0x01010101u;
 				const uint32_t m1 = (uint32_t)byte_of(mlo[mt][1], mhi[mt][1], j) * 0x01010101u;
 #pragma unroll
-				for (int nt = 0; nt < 2; nt++) {
+				for (int nt = 0; nt < NT; nt++) {
 					int cq[4] = {0, 0, 0, 0};
 					mma_k32(cq, a0, a1, a2, a3, xb[nt][hh].x, xb[nt][hh].y);
 					mma_k32(summ[mt][nt], m0, m1, m0, m1, xb[nt][hh].x, xb[nt][hh].y);
@@ -122,16 +122,16 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[MT][2], const in
 
 /* one super-block of Q6_K (summ unused): 16 sub-blocks of 16 values; half
  * n, positions 16 hh + 4 t .. + 4 of each of its four 32-runs r */
-template <int MT>
+template <int MT, int NT>
 __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const int8_t *__restrict__ xc, int64_t K,
-				     int64_t sb, int t, int g, float (&d)[MT][2], int (&sumi)[MT][2][4])
+				     int64_t sb, int t, int g, float (&d)[MT][2], int (&sumi)[MT][NT][4])
 {
 #pragma unroll
 	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 		for (int h = 0; h < 2; h++)
 			d[mt][h] = __half2float(*(const __half *)(wr[mt][h] + sb * 210 + 208));
-	frag_fill<MT>(sumi, 0);
+	frag_fill<MT, NT>(sumi, 0);
 #pragma unroll
 	for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -153,9 +153,9 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const in
 				}
 #pragma unroll
 			for (int r = 0; r < 4; r++) {
-				uint32_t xb[2];
+				uint32_t xb[NT];
 #pragma unroll
-				for (int nt = 0; nt < 2; nt++)
+				for (int nt = 0; nt < NT; nt++)
 					xb[nt] = *(const uint32_t *)(xc + (int64_t)(nt * 8 + g) * K + sb * 256 + 128 * n + 32 * r +
 								     16 * hh + 4 * t);
 #pragma unroll
@@ -169,7 +169,7 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const in
 						a[h] = (uint32_t)__vsubss4((int)v, 0x20202020);
 					}
 #pragma unroll
-					for (int nt = 0; nt < 2; nt++) {
+					for (int nt = 0; nt < NT; nt++) {
 						int cq[4] = {0, 0, 0, 0};
 						mma_k16(cq, a[0], a[1], xb[nt]);
 						sumi[mt][nt][0] += sc[mt][0][r] * cq[0];
@@ -182,26 +182,27 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const in
 		}
 }
 
-/* grid: x = column group of TC_COLS, y = row tile of 16 MT rows over the set's
- * matrices (bstart); block: 4 * max split warps */
-template <int T, int MT>
+/* grid: x = column group of 8 NT, y = row tile of 16 MT rows over the set's
+ * matrices (bstart); block: 4 * max split warps. More columns per warp
+ * reuse each unpacked weight fragment for more mma (NT 4 at large M). */
+template <int T, int MT, int NT>
 __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const int8_t *__restrict__ x,
 						 const float *__restrict__ xd, int64_t dcs, int64_t K)
 {
-	constexpr int ROWS = 16 * MT;
-	__shared__ float red[16][ROWS * TC_COLS];
+	constexpr int ROWS = 16 * MT, COLS = 8 * NT;
+	__shared__ float red[16][ROWS * COLS];
 	const int m = (blockIdx.y >= set.bstart[1]) + (blockIdx.y >= set.bstart[2]);
 	const int S = set.split[m];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int p = warp >> 2, grp = warp & 3;
 	const int g = lane >> 2, t = lane & 3;
 	const int64_t N = set.N[m], row0 = (int64_t)(blockIdx.y - set.bstart[m]) * ROWS;
-	const int64_t c0 = (int64_t)blockIdx.x * TC_COLS;
+	const int64_t c0 = (int64_t)blockIdx.x * COLS;
 	const int8_t *xc = x + c0 * K;
 	pdl_wait();
 	pdl_trigger();
-	float acc[MT][2][4];
-	frag_fill<MT>(acc, 0.f);
+	float acc[MT][NT][4];
+	frag_fill<MT, NT>(acc, 0.f);
 	if (p < S) {
 		const uint8_t *wr[MT][2];
 #pragma unroll
@@ -214,18 +215,18 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 		const int64_t nsb = K / 256;
 		for (int64_t sb = grp + 4 * p; sb < nsb; sb += 4 * S) {
 			float d[MT][2], dmin[MT][2];
-			int sumi[MT][2][4], summ[MT][2][4];
+			int sumi[MT][NT][4], summ[MT][NT][4];
 			if constexpr (T == ALICE_TYPE_Q4_K) {
-				q4k_sb<MT>(wr, xc, K, sb, t, g, d, dmin, sumi, summ);
+				q4k_sb<MT, NT>(wr, xc, K, sb, t, g, d, dmin, sumi, summ);
 			} else {
-				q6k_sb<MT>(wr, xc, K, sb, t, g, d, sumi);
+				q6k_sb<MT, NT>(wr, xc, K, sb, t, g, d, sumi);
 #pragma unroll
 				for (int mt = 0; mt < MT; mt++)
 					dmin[mt][0] = dmin[mt][1] = 0.f;
-				frag_fill<MT>(summ, 0);
+				frag_fill<MT, NT>(summ, 0);
 			}
 #pragma unroll
-			for (int nt = 0; nt < 2; nt++) {
+			for (int nt = 0; nt < NT; nt++) {
 				const float d8a = xd[(c0 + nt * 8 + 2 * t) * (K / 32) + sb * 8];
 				const float d8b = xd[(c0 + nt * 8 + 2 * t + 1) * (K / 32) + sb * 8];
 #pragma unroll
@@ -240,15 +241,15 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 #pragma unroll
 		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-			for (int nt = 0; nt < 2; nt++)
+			for (int nt = 0; nt < NT; nt++)
 #pragma unroll
 				for (int e = 0; e < 4; e++)
-					red[warp][(mt * 16 + g + 8 * (e >> 1)) * TC_COLS + nt * 8 + 2 * t + (e & 1)] =
+					red[warp][(mt * 16 + g + 8 * (e >> 1)) * COLS + nt * 8 + 2 * t + (e & 1)] =
 						acc[mt][nt][e];
 	}
 	__syncthreads();
-	for (int i = threadIdx.x; i < ROWS * TC_COLS; i += blockDim.x) {
-		const int64_t row = row0 + i / TC_COLS, col = c0 + i % TC_COLS;
+	for (int i = threadIdx.x; i < ROWS * COLS; i += blockDim.x) {
+		const int64_t row = row0 + i / COLS, col = c0 + i % COLS;
 		float tot = 0.f;
 		for (int pp = 0; pp < S; pp++) {
 			const float w = __fadd_rn(__fadd_rn(red[4 * pp][i], red[4 * pp + 2][i]),
@@ -287,14 +288,19 @@ int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, con
 {
 	if ((type != ALICE_TYPE_Q4_K && type != ALICE_TYPE_Q6_K) || M < TC_COLS || tc_off())
 		return 0;
-	const int64_t ncols = M / TC_COLS * TC_COLS;
+	/* 32 columns per warp where that leaves no more columns to the
+	 * mat-vec than 16 would (ALICE_CUDA_TC_COLS=16 forces 16) */
+	static int c16 = -1;
+	const int nt = (M % 32 < 16 && M >= 32 && !cu_env_is("ALICE_CUDA_TC_COLS", '1', &c16)) ? 4 : 2;
+	const int64_t ncols = M / (8 * nt) * (8 * nt);
 	/* 16-row tiles while that gives few blocks (latency: a warp may have
 	 * only one super-block), 32 rows once the grid is large (activation
-	 * reuse); results are the same either way */
+	 * reuse); with 32 columns a tile keeps 16 rows (registers). Results are
+	 * the same either way */
 	int64_t rows_all = 0;
 	for (int i = 0; i < n; i++)
 		rows_all += set.N[i];
-	const int mt = rows_all / 32 * (ncols / TC_COLS) >= 8 * 132 ? 2 : 1;
+	const int mt = nt == 2 && rows_all / 32 * (ncols / TC_COLS) >= 8 * 132 ? 2 : 1;
 	unsigned b = 0;
 	int smax = 1;
 	for (int i = 0; i < MMV_MAX_SET; i++) {
@@ -305,15 +311,17 @@ int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, con
 		}
 	}
 	set.bstart[MMV_MAX_SET] = b;
-	dim3 grid((unsigned)(ncols / TC_COLS), b);
-	if (type == ALICE_TYPE_Q4_K && mt == 2)
-		cu_launch(k_mmvq_tc<ALICE_TYPE_Q4_K, 2>, grid, 128 * smax, s, set, x, xd, dcs, K);
-	else if (type == ALICE_TYPE_Q4_K)
-		cu_launch(k_mmvq_tc<ALICE_TYPE_Q4_K, 1>, grid, 128 * smax, s, set, x, xd, dcs, K);
+	dim3 grid((unsigned)(ncols / (8 * nt)), b);
+	const bool q4 = type == ALICE_TYPE_Q4_K;
+	if (nt == 4)
+		cu_launch(q4 ? k_mmvq_tc<ALICE_TYPE_Q4_K, 1, 4> : k_mmvq_tc<ALICE_TYPE_Q6_K, 1, 4>, grid, 128 * smax, s, set,
+			  x, xd, dcs, K);
 	else if (mt == 2)
-		cu_launch(k_mmvq_tc<ALICE_TYPE_Q6_K, 2>, grid, 128 * smax, s, set, x, xd, dcs, K);
+		cu_launch(q4 ? k_mmvq_tc<ALICE_TYPE_Q4_K, 2, 2> : k_mmvq_tc<ALICE_TYPE_Q6_K, 2, 2>, grid, 128 * smax, s, set,
+			  x, xd, dcs, K);
 	else
-		cu_launch(k_mmvq_tc<ALICE_TYPE_Q6_K, 1>, grid, 128 * smax, s, set, x, xd, dcs, K);
+		cu_launch(q4 ? k_mmvq_tc<ALICE_TYPE_Q4_K, 1, 2> : k_mmvq_tc<ALICE_TYPE_Q6_K, 1, 2>, grid, 128 * smax, s, set,
+			  x, xd, dcs, K);
 	if (glu)
 		cu_launch(k_tc_glu, cu_blocks(set.N[0] * ncols, 256), 256, s, set, dcs, set.N[0], ncols);
 	return ncols;
