@@ -254,15 +254,15 @@ static void print_batch(const struct opts *o, const struct result *res, int nres
 				const struct batch_result *b = &r->batch[k];
 				printf("  {\"model\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"isa\": \"%s\", "
 				       "\"cpu_flags\": \"%s\", \"ok\": %s, \"B\": %d, \"pp\": %d, \"tg\": %d, \"pp_tps\": %.3f, \"tg_tps\": %.3f, "
-				       "\"tg_seq_tps\": %.3f, \"step_ms\": %.4f, \"step1_ms\": %.4f, \"peak_rss_mib\": %.1f}%s\n",
+				       "\"tg_seq_tps\": %.3f, \"step_ms\": %.4f, \"step_whole_ms\": %.4f, \"peak_rss_mib\": %.1f}%s\n",
 				       r->model_name, r->backend, r->device, r->isa, r->flags, b->ok ? "true" : "false", o->batch[k],
-				       o->p, o->n, b->pp_tps, b->tg_tps, b->tg_seq_tps, b->step_ms, b->step1_ms, r->peak_rss_mib,
+				       o->p, o->n, b->pp_tps, b->tg_tps, b->tg_seq_tps, b->step_ms, b->step_whole_ms, r->peak_rss_mib,
 				       i + 1 < nres || k + 1 < o->n_batch ? "," : "");
 			}
 		printf("]\n");
 		return;
 	}
-	printf("| model | backend | B | pp | tg | prefill t/s | decode t/s | per-seq t/s | step ms | step ms, 1 logits row |\n");
+	printf("| model | backend | B | pp | tg | prefill t/s | decode t/s | per-seq t/s | step ms | step ms, rows read whole |\n");
 	printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
 	for (int i = 0; i < nres; i++) {
 		const struct result *r = &res[i];
@@ -275,7 +275,7 @@ static void print_batch(const struct opts *o, const struct result *res, int nres
 			}
 			printf("| %s | %s | %d | %d | %d | %.2f | %.2f | %.2f | %.3f | %.3f |\n", r->model_name,
 			       r->backend, b->B, o->p, o->n, b->pp_tps, b->tg_tps, b->tg_seq_tps, b->step_ms,
-			       b->step1_ms);
+			       b->step_whole_ms);
 		}
 	}
 }

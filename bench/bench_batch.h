@@ -11,7 +11,7 @@ struct batch_result {
 	double pp_s, pp_tps;             /* B*P prompt tokens */
 	double tg_s, tg_tps, tg_seq_tps; /* B*N decoded tokens; per sequence */
 	double step_ms;                  /* one B-row decode step */
-	double step1_ms;                 /* the same with one logits row */
+	double step_whole_ms;            /* the same reading every logits row whole */
 	char error[640];
 };
 
