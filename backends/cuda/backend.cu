@@ -494,6 +494,8 @@ static enum alice_status prepare_node(struct alice_backend_ctx *ctx, const struc
 		*scratch = cu_mul_mat_scratch(a);
 	else if (n->op == ALICE_OP_ATTENTION)
 		*scratch = cu_attention_scratch(a);
+	else if (n->op == ALICE_OP_TOPK)
+		*scratch = cu_topk_scratch(a);
 	return ALICE_OK;
 }
 

@@ -56,16 +56,15 @@ __device__ static inline int topk_scan(int v, int *sh /* [32] */)
 	return sh[w] + x - v;
 }
 
-__global__ void __launch_bounds__(TOPK_THREADS) k_topk(const uint8_t *__restrict__ src, int64_t nb1, int64_t n,
-							 int k, int32_t *__restrict__ dst)
+/* The best k (<= TOPK_SORT) entries of x[0, n) (indices id0 + i) into
+ * ent[0, k) as (key << 32 | ~index), unsorted; ent[k..] hold 0. */
+__device__ static void topk_block(const float *__restrict__ x, int64_t n, int64_t id0, int k,
+				  unsigned long long *ent /* [TOPK_SORT] shared */)
 {
-	pdl_wait();
 	__shared__ int hist[256];
 	__shared__ int scan_sh[32];
-	__shared__ unsigned long long ent[TOPK_SORT];
 	__shared__ uint32_t s_prefix;
 	__shared__ int s_want, s_above;
-	const float *x = (const float *)(src + (int64_t)blockIdx.x * nb1);
 	const int tid = threadIdx.x;
 
 	/* radix select: the key of the k-th best entry, and how many entries
@@ -117,12 +116,13 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_topk(const uint8_t *__restrict
 	const int64_t per = (n + TOPK_THREADS - 1) / TOPK_THREADS;
 	const int64_t i0 = tid * per, i1 = i0 + per < n ? i0 + per : n;
 	int ties = 0;
+#pragma unroll 4
 	for (int64_t i = i0; i < i1; i++)
 		ties += topk_key(x[i]) == kth;
 	int rank = topk_scan(ties, scan_sh);
 	for (int64_t i = i0; i < i1; i++) {
 		uint32_t key = topk_key(x[i]);
-		unsigned long long e = ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)i);
+		unsigned long long e = ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)(id0 + i));
 		if (key > kth) {
 			ent[atomicAdd(&s_above, 1)] = e;
 		} else if (key == kth) {
@@ -132,29 +132,105 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_topk(const uint8_t *__restrict
 		}
 	}
 	__syncthreads();
+}
 
-	/* bitonic sort, descending: key desc, then index asc */
-	for (int sz = 2; sz <= TOPK_SORT; sz <<= 1)
+/* bitonic sort of e[0, m) (m a power of two), descending */
+__device__ static void topk_sort(unsigned long long *e, int m)
+{
+	const int tid = threadIdx.x;
+	for (int sz = 2; sz <= m; sz <<= 1)
 		for (int j = sz >> 1; j > 0; j >>= 1) {
-			if (tid < TOPK_SORT) {
-				int p = tid ^ j;
-				if (p > tid) {
-					unsigned long long a = ent[tid], b = ent[p];
-					bool desc = (tid & sz) == 0;
+			for (int i = tid; i < m; i += TOPK_THREADS) {
+				int p = i ^ j;
+				if (p > i) {
+					unsigned long long a = e[i], b = e[p];
+					bool desc = (i & sz) == 0;
 					if (desc ? a < b : a > b) {
-						ent[tid] = b;
-						ent[p] = a;
+						e[i] = b;
+						e[p] = a;
 					}
 				}
 			}
 			__syncthreads();
 		}
-	int32_t *o = dst + (int64_t)blockIdx.x * 2 * k;
-	if (tid < k) {
-		uint32_t id = 0xffffffffu - (uint32_t)(ent[tid] & 0xffffffffu);
-		o[2 * tid] = (int32_t)id;
-		o[2 * tid + 1] = (int32_t)__float_as_uint(topk_clean(x[id]));
+}
+
+/* (index, cleaned value bits) of the k best of e (sorted) to o */
+__device__ static void topk_out(const unsigned long long *e, const float *__restrict__ x, int k, int32_t *o)
+{
+	for (int j = threadIdx.x; j < k; j += TOPK_THREADS) {
+		uint32_t id = 0xffffffffu - (uint32_t)(e[j] & 0xffffffffu);
+		o[2 * j] = (int32_t)id;
+		o[2 * j + 1] = (int32_t)__float_as_uint(topk_clean(x[id]));
 	}
+}
+
+/* one block per row: the whole row */
+__global__ void __launch_bounds__(TOPK_THREADS) k_topk(const uint8_t *__restrict__ src, int64_t nb1, int64_t n,
+							 int k, int32_t *__restrict__ dst)
+{
+	pdl_wait();
+	__shared__ unsigned long long ent[TOPK_SORT];
+	const float *x = (const float *)(src + (int64_t)blockIdx.x * nb1);
+	topk_block(x, n, 0, k, ent);
+	topk_sort(ent, TOPK_SORT);
+	topk_out(ent, x, k, dst + (int64_t)blockIdx.x * 2 * k);
+}
+
+/* few rows: S blocks per row (blockIdx.y), each the best k of its slice of
+ * len entries into part; k_topk_merge then takes the best k of the S k
+ * (the row's best k are among its slices' best k, in the same order) */
+__global__ void __launch_bounds__(TOPK_THREADS) k_topk_part(const uint8_t *__restrict__ src, int64_t nb1, int64_t n,
+							      int64_t len, int k, unsigned long long *__restrict__ part)
+{
+	pdl_wait();
+	__shared__ unsigned long long ent[TOPK_SORT];
+	const float *x = (const float *)(src + (int64_t)blockIdx.x * nb1);
+	const int64_t lo = (int64_t)blockIdx.y * len, hi = lo + len < n ? lo + len : n;
+	const int kk = hi - lo < k ? (int)(hi - lo) : k;
+	topk_block(x + lo, hi - lo, lo, kk, ent);
+	unsigned long long *o = part + ((int64_t)blockIdx.x * gridDim.y + blockIdx.y) * TOPK_SORT;
+	for (int j = threadIdx.x; j < TOPK_SORT; j += TOPK_THREADS)
+		o[j] = ent[j]; /* unsorted; zeros past kk */
+}
+
+#define TOPK_MAX_SPLIT 32
+
+__global__ void __launch_bounds__(TOPK_THREADS) k_topk_merge(const uint8_t *__restrict__ src, int64_t nb1, int ns,
+							       int k, const unsigned long long *__restrict__ part,
+							       int32_t *__restrict__ dst)
+{
+	pdl_wait();
+	__shared__ unsigned long long ent[TOPK_MAX_SPLIT * TOPK_SORT];
+	int m = TOPK_SORT;
+	while (m < ns * TOPK_SORT)
+		m <<= 1;
+	const unsigned long long *pr = part + (int64_t)blockIdx.x * ns * TOPK_SORT;
+	for (int i = threadIdx.x; i < m; i += TOPK_THREADS)
+		ent[i] = i < ns * TOPK_SORT ? pr[i] : 0;
+	__syncthreads();
+	topk_sort(ent, m);
+	const float *x = (const float *)(src + (int64_t)blockIdx.x * nb1);
+	topk_out(ent, x, k, dst + (int64_t)blockIdx.x * 2 * k);
+}
+
+/* Blocks per row: enough to fill the GPU when rows are few, slices of at
+ * least 4096 entries. */
+static int topk_splits(const struct alice_op_args *a)
+{
+	const struct alice_tensor *s = a->src[0];
+	int64_t rows = s->ne[1], want = (2 * (int64_t)a->ctx->n_sm + rows - 1) / rows, cap = s->ne[0] / 4096;
+	if (want > cap)
+		want = cap;
+	if (want > TOPK_MAX_SPLIT)
+		want = TOPK_MAX_SPLIT;
+	return want < 1 ? 1 : (int)want;
+}
+
+size_t cu_topk_scratch(const struct alice_op_args *a)
+{
+	int ns = topk_splits(a);
+	return ns > 1 ? (size_t)a->src[0]->ne[1] * ns * TOPK_SORT * sizeof(unsigned long long) : 0;
 }
 
 enum alice_status cu_op_topk(const struct alice_op_args *a)
@@ -162,11 +238,21 @@ enum alice_status cu_op_topk(const struct alice_op_args *a)
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *s = a->src[0], *d = a->dst;
 	int k = a->node->ip[0];
-	if (s->ne[1] > 0x7fffffff || s->ne[0] > 0x7fffffff)
+	if (s->ne[1] > 65535 || s->ne[0] > 0x7fffffff)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "TOPK: %lld rows of %lld", (long long)s->ne[1],
 			       (long long)s->ne[0]);
-	k_topk<<<(unsigned)s->ne[1], TOPK_THREADS, 0, ctx->stream>>>(tdata(s), s->nb[1], s->ne[0], k,
-								      (int32_t *)tdata(d));
+	const int ns = topk_splits(a);
+	if (ns == 1) {
+		k_topk<<<(unsigned)s->ne[1], TOPK_THREADS, 0, ctx->stream>>>(tdata(s), s->nb[1], s->ne[0], k,
+									      (int32_t *)tdata(d));
+	} else {
+		unsigned long long *part = (unsigned long long *)ctx->scratch;
+		const int64_t len = (s->ne[0] + ns - 1) / ns;
+		k_topk_part<<<dim3((unsigned)s->ne[1], (unsigned)ns), TOPK_THREADS, 0, ctx->stream>>>(
+			tdata(s), s->nb[1], s->ne[0], len, k, part);
+		k_topk_merge<<<(unsigned)s->ne[1], TOPK_THREADS, 0, ctx->stream>>>(tdata(s), s->nb[1], ns, k, part,
+										    (int32_t *)tdata(d));
+	}
 	CUDA_LAUNCH_CHECK(ctx, "topk");
 	return ALICE_OK;
 }
@@ -232,6 +318,7 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__r
 	const float *x = (const float *)(src + (int64_t)row * nb1);
 
 	float m = -INFINITY;
+#pragma unroll 4
 	for (int i = tid; i < n; i += TOPK_THREADS)
 		m = fmaxf(m, topk_clean(x[i]));
 #pragma unroll
@@ -265,6 +352,7 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__r
 		const int b = pr >> 3, i1 = min((b + 1) * TS_BLOCK, n);
 		float acc = 0.0f;
 		int live = 0;
+#pragma unroll 8
 		for (int i = b * TS_BLOCK + (pr & 7); i < i1; i += 8) {
 			float xv = topk_clean(x[i]);
 			live += xv >= floor;
