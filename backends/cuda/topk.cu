@@ -318,7 +318,6 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__r
 	const float *x = (const float *)(src + (int64_t)row * nb1);
 
 	float m = -INFINITY;
-#pragma unroll 4
 	for (int i = tid; i < n; i += TOPK_THREADS)
 		m = fmaxf(m, topk_clean(x[i]));
 #pragma unroll
@@ -352,7 +351,6 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__r
 		const int b = pr >> 3, i1 = min((b + 1) * TS_BLOCK, n);
 		float acc = 0.0f;
 		int live = 0;
-#pragma unroll 8
 		for (int i = b * TS_BLOCK + (pr & 7); i < i1; i += 8) {
 			float xv = topk_clean(x[i]);
 			live += xv >= floor;
