@@ -189,29 +189,57 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_topk_part(const uint8_t *__res
 	const int64_t lo = (int64_t)blockIdx.y * len, hi = lo + len < n ? lo + len : n;
 	const int kk = hi - lo < k ? (int)(hi - lo) : k;
 	topk_block(x + lo, hi - lo, lo, kk, ent);
+	topk_sort(ent, TOPK_SORT);
 	unsigned long long *o = part + ((int64_t)blockIdx.x * gridDim.y + blockIdx.y) * TOPK_SORT;
 	for (int j = threadIdx.x; j < TOPK_SORT; j += TOPK_THREADS)
-		o[j] = ent[j]; /* unsorted; zeros past kk */
+		o[j] = ent[j]; /* best first; zeros past kk */
 }
 
 #define TOPK_MAX_SPLIT 32
 
+/* The ns sorted lists of a row: an entry's rank is its place in its own
+ * list plus, in each other list, how many entries beat it (a binary search;
+ * entries are distinct, the zeros past a list's end beat nothing), and the
+ * ranks below k are the output's places: no sort over all lists. */
 __global__ void __launch_bounds__(TOPK_THREADS) k_topk_merge(const uint8_t *__restrict__ src, int64_t nb1, int ns,
 							       int k, const unsigned long long *__restrict__ part,
 							       int32_t *__restrict__ dst)
 {
 	pdl_wait();
 	__shared__ unsigned long long ent[TOPK_MAX_SPLIT * TOPK_SORT];
-	int m = TOPK_SORT;
-	while (m < ns * TOPK_SORT)
-		m <<= 1;
-	const unsigned long long *pr = part + (int64_t)blockIdx.x * ns * TOPK_SORT;
+	const int m = ns * TOPK_SORT;
+	const unsigned long long *pr = part + (int64_t)blockIdx.x * m;
 	for (int i = threadIdx.x; i < m; i += TOPK_THREADS)
-		ent[i] = i < ns * TOPK_SORT ? pr[i] : 0;
+		ent[i] = pr[i];
 	__syncthreads();
-	topk_sort(ent, m);
 	const float *x = (const float *)(src + (int64_t)blockIdx.x * nb1);
-	topk_out(ent, x, k, dst + (int64_t)blockIdx.x * 2 * k);
+	int32_t *o = dst + (int64_t)blockIdx.x * 2 * k;
+	for (int i = threadIdx.x; i < m; i += TOPK_THREADS) {
+		const unsigned long long c = ent[i];
+		const int l = i / TOPK_SORT;
+		int r = i % TOPK_SORT;
+		if (c == 0 || r >= k)
+			continue;
+		for (int l2 = 0; l2 < ns && r < k; l2++) {
+			if (l2 == l)
+				continue;
+			const unsigned long long *e = ent + l2 * TOPK_SORT;
+			int lo = 0, hi = TOPK_SORT; /* first place whose entry is below c */
+			while (lo < hi) {
+				int mid = (lo + hi) >> 1;
+				if (e[mid] > c)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			r += lo;
+		}
+		if (r < k) {
+			uint32_t id = 0xffffffffu - (uint32_t)(c & 0xffffffffu);
+			o[2 * r] = (int32_t)id;
+			o[2 * r + 1] = (int32_t)__float_as_uint(topk_clean(x[id]));
+		}
+	}
 }
 
 /* Blocks per row: enough to fill the GPU when rows are few, slices of at
