@@ -297,11 +297,13 @@ worst_case:;
 	for (uint32_t i = 0; i < g.n_nodes; i++) {
 		if (!vt->supports_op(m->bctx, &g, &g.nodes[i])) {
 			if (g.nodes[i].op == ALICE_OP_TOPK || g.nodes[i].op == ALICE_OP_SAMPLE_TEMP) {
-				/* optional: whole rows are read instead */
-				alice_log(ALICE_LOG_INFO, "context: backend %s does not sample on the device (%s)",
-					  m->be->name, g.nodes[i].op == ALICE_OP_TOPK ? "TOPK" : "SAMPLE_TEMP");
-				c->topk = 0;
+				/* optional: those rows are read whole instead */
+				bool top = g.nodes[i].op == ALICE_OP_TOPK;
+				alice_log(ALICE_LOG_INFO, "context: backend %s: no %s on the device", m->be->name,
+					  top ? "top-k (TOPK)" : "temperature draw (SAMPLE_TEMP)");
 				c->draw_on = false;
+				if (top)
+					c->topk = 0;
 				goto worst_case;
 			}
 			char what[512];
