@@ -58,36 +58,31 @@ static inline float hsum8_chain(const float *l)
 
 static void a5_dotr4_q8_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
 {
-	const uint8_t *r0 = w, *r1 = r0 + ws, *r2 = r1 + ws, *r3 = r2 + ws;
+	const uint8_t *r[4] = {w, (const uint8_t *)w + ws, (const uint8_t *)w + 2 * ws, (const uint8_t *)w + 3 * ws};
 	const struct act_q8_0 *a = act;
 	size_t pf = 4 * ws;
-	const __m512i c128 = _mm512_set1_epi8((char)0x80);
-	__m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+	/* 256-bit VNNI (AVX512VL): per block, (w + 128) as u8 against the
+	 * signed activations, started from -128 * sum(a) of each lane's 4
+	 * elements (computed once for the 4 rows): the exact signed sum per
+	 * lane, as ggml's maddubs/madd pair gives it */
+	const __m256i x80 = _mm256_set1_epi8((char)0x80);
+	__m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
 	for (int64_t b = 0; b < k / QK8; b++, a++) {
 		size_t o = (size_t)b * 34;
-		/* rows are adjacent in memory: fetch the next group's blocks */
-		_mm_prefetch((const char *)r0 + pf + o, _MM_HINT_T0);
-		_mm_prefetch((const char *)r1 + pf + o, _MM_HINT_T0);
-		_mm_prefetch((const char *)r2 + pf + o, _MM_HINT_T0);
-		_mm_prefetch((const char *)r3 + pf + o, _MM_HINT_T0);
-		/* a + 128 as u8 against signed w, started from -128 * sum(w) */
-		__m512i au = _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a->q)), c128);
-		__m512i w01 = ld2x256(r0 + o + 2, r1 + o + 2), w23 = ld2x256(r2 + o + 2, r3 + o + 2);
-		__m512i c01 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, w01));
-		__m512i c23 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, w23));
-		__m512i p01 = _mm512_dpbusd_epi32(c01, au, w01);
-		__m512i p23 = _mm512_dpbusd_epi32(c23, au, w23);
+		__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
+		__m256i c = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), x80, qa));
 		float da = a->d;
-		__m512 d01 = _mm512_insertf32x8(_mm512_set1_ps(ld_fp16(r0 + o) * da), _mm256_set1_ps(ld_fp16(r1 + o) * da), 1);
-		__m512 d23 = _mm512_insertf32x8(_mm512_set1_ps(ld_fp16(r2 + o) * da), _mm256_set1_ps(ld_fp16(r3 + o) * da), 1);
-		acc01 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(p01), acc01);
-		acc23 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(p23), acc23);
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			/* rows are adjacent in memory: fetch the next group's block */
+			_mm_prefetch((const char *)r[i] + pf + o, _MM_HINT_T0);
+			__m256i wv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(r[i] + o + 2)), x80);
+			__m256i p = _mm256_dpbusd_epi32(c, wv, qa);
+			acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(r[i] + o) * da), _mm256_cvtepi32_ps(p), acc[i]);
+		}
 	}
-	float l[32];
-	_mm512_storeu_ps(l, acc01);
-	_mm512_storeu_ps(l + 16, acc23);
-	for (int r = 0; r < 4; r++)
-		out[r] = hsum8_chain(l + 8 * r);
+	for (int i = 0; i < 4; i++)
+		out[i] = hsum256_ps(acc[i]);
 }
 
 /* 4 weight rows x P pairs of activation rows (struct apack_q8_0: a + 128 as

@@ -301,44 +301,65 @@ static void g_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
 	*out = acc;
 }
 
-/* 4 rows `ws` apart, one activation row (decode), the same order; two
- * blocks per zmm, reduced to per-block sums for the 4 rows at once */
+/* 4 rows `ws` apart, one activation row (decode), the same order. Four
+ * blocks per zmm (one per 128-bit chunk): the raw nibbles (u8) against the
+ * signed activations, started from -8 * sum(a) spread over the chunk's
+ * lanes, so each chunk sums to the exact S_b; the 4 rows' chunks reduce
+ * together (lane 4j + r = row r, block j), their d_w come in one gather. */
 static void g_dotr4_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
 {
 	const struct act_q8_0 *a = act;
 	const uint8_t *w0 = w;
 	__m128 acc = _mm_setzero_ps();
-	const __m512i ones = _mm512_set1_epi8(1), x80 = _mm512_set1_epi8((char)0x80);
+	const __m512i ones = _mm512_set1_epi8(1), m4 = _mm512_set1_epi8(0xf);
+	int32_t ix[16];
+	for (int j = 0; j < 4; j++)
+		for (int r = 0; r < 4; r++)
+			ix[4 * j + r] = (int32_t)((size_t)r * ws) + j * Q40_BYTES;
+	const __m512i gidx = _mm512_loadu_si512((const void *)ix);
+	const __m512i aidx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
 	int64_t nb = k / QK8, b = 0;
-	for (; b + 2 <= nb; b += 2) {
-		__m512i au = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a[b].q)),
-								 _mm256_loadu_si256((const __m256i *)a[b + 1].q), 1),
-					      x80);
-		__m512i T[4];
-		uint16_t h[2][4];
-		for (int r = 0; r < 4; r++) {
-			const uint8_t *blk = w0 + (size_t)r * ws + b * Q40_BYTES;
-			_mm_prefetch((const char *)blk + 4 * ws, _MM_HINT_T0);
-			__m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(q40_row(blk)), q40_row(blk + Q40_BYTES), 1);
-			__m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), au, wv);
-			T[r] = _mm512_sub_epi32(t, _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, wv), 7));
-			memcpy(&h[0][r], blk, 2);
-			memcpy(&h[1][r], blk + Q40_BYTES, 2);
+	for (; b + 4 <= nb; b += 4) {
+		const struct act_q8_0 *ab = a + b;
+		__m512i alo = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)ab[0].q));
+		__m512i ahi = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(ab[0].q + 16)));
+		for (int j = 1; j < 4; j++) {
+			alo = _mm512_inserti32x4(alo, _mm_loadu_si128((const __m128i *)ab[j].q), j);
+			ahi = _mm512_inserti32x4(ahi, _mm_loadu_si128((const __m128i *)(ab[j].q + 16)), j);
 		}
-		/* 128-bit chunk c of u: rows 0..3 summed over chunk c's lanes */
+		__m512i sa = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, alo), ones, ahi);
+		__m512i c = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sa, 3));
+		const uint8_t *wb = w0 + b * Q40_BYTES;
+		__m512i T[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++) {
+			const uint8_t *blk = wb + (size_t)r * ws;
+			_mm_prefetch((const char *)blk + 4 * ws, _MM_HINT_T0);
+			_mm_prefetch((const char *)blk + 4 * ws + 64, _MM_HINT_T0);
+			__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk + 2)));
+			v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(blk + 2 + Q40_BYTES)), 1);
+			v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(blk + 2 + 2 * Q40_BYTES)), 2);
+			v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(blk + 2 + 3 * Q40_BYTES)), 3);
+			__m512i t = _mm512_dpbusd_epi32(c, _mm512_and_si512(v, m4), alo);
+			T[r] = _mm512_dpbusd_epi32(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), ahi);
+		}
+		/* chunk j of u: rows 0..3 summed over chunk j's lanes */
 		__m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(T[0], T[1]), _mm512_unpackhi_epi32(T[0], T[1]));
 		__m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(T[2], T[3]), _mm512_unpackhi_epi32(T[2], T[3]));
 		__m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-		__m128i s0 = _mm_add_epi32(_mm512_extracti32x4_epi32(u, 0), _mm512_extracti32x4_epi32(u, 1));
-		__m128i s1 = _mm_add_epi32(_mm512_extracti32x4_epi32(u, 2), _mm512_extracti32x4_epi32(u, 3));
-		__m128 d0 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h[0])), _mm_set1_ps(a[b].d));
-		__m128 d1 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h[1])), _mm_set1_ps(a[b + 1].d));
-		acc = _mm_fmadd_ps(d0, _mm_cvtepi32_ps(s0), acc);
-		acc = _mm_fmadd_ps(d1, _mm_cvtepi32_ps(s1), acc);
+		__m512 S = _mm512_cvtepi32_ps(u);
+		__m512i hw = _mm512_i32gather_epi32(gidx, (const void *)wb, 1);
+		__m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hw));
+		__m512 da = _mm512_permutexvar_ps(aidx, _mm512_castps128_ps512(_mm_setr_ps(ab[0].d, ab[1].d, ab[2].d, ab[3].d)));
+		__m512 P = _mm512_mul_ps(dw, da);
+		acc = _mm_fmadd_ps(_mm512_castps512_ps128(P), _mm512_castps512_ps128(S), acc);
+		acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(P, 1), _mm512_extractf32x4_ps(S, 1), acc);
+		acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(P, 2), _mm512_extractf32x4_ps(S, 2), acc);
+		acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(P, 3), _mm512_extractf32x4_ps(S, 3), acc);
 	}
 	float r4[4];
 	_mm_storeu_ps(r4, acc);
-	for (int r = 0; r < 4; r++) { /* an odd last block: the single-row steps */
+	for (int r = 0; r < 4; r++) { /* the last nb % 4 blocks: the single-row steps */
 		float v = r4[r];
 		for (int64_t c = b; c < nb; c++) {
 			const uint8_t *blk = w0 + (size_t)r * ws + c * Q40_BYTES;
