@@ -27,6 +27,11 @@ static inline float ld_fp16(const uint8_t *p)
 #ifndef PREFETCH_DIST
 #define PREFETCH_DIST 2048
 #endif
+/* 4-row decode kernels: the rows of a group lie one after another, so they
+ * prefetch the same block DECODE_PF rows further on (the next groups). */
+#ifndef DECODE_PF
+#define DECODE_PF 4
+#endif
 static inline void prefetch_ahead(const uint8_t *p, int bytes)
 {
 	for (int o = 0; o < bytes; o += 64)
