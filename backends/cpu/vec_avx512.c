@@ -270,6 +270,62 @@ static void a5_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *apack,
 	}
 }
 
+/* ---- Q6_K single row (decode) in ggml's 8-lane order (vec_kseq.h), on
+ * 256-bit VNNI: the same int32 lanes as the AVX2 dot (vec_avx2.c) with
+ * fewer steps: the 2 high bits of each q moved to bits 4..5 with one
+ * shift and mask per group, merged with the low nibble by one vpternlogd,
+ * and madd + add fused into vpdpwssd. Rows read one after another. ---- */
+static inline __attribute__((always_inline)) float q6k_row1(int64_t nsb, const uint8_t *wb, const struct act_q8_k *a)
+{
+	const __m256i m4 = _mm256_set1_epi8(0xf), m30 = _mm256_set1_epi8(0x30);
+	__m256i shuf[4][2];
+	for (int g = 0; g < 4; g++) {
+		shuf[g][0] = _mm256_set_m128i(_mm_set1_epi16((short)(((4 * g + 3) << 8) | (4 * g + 2))),
+					      _mm_set1_epi16((short)(((4 * g + 1) << 8) | (4 * g))));
+	}
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nsb; b++, wb += 210, a++) {
+		prefetch_ahead(wb, 210);
+		__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wb + 192)));
+		__m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
+		__m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+#pragma GCC unroll 2
+		for (int n = 0; n < 2; n++) {
+			const uint8_t *ql = wb + 64 * n;
+			__m256i h = _mm256_loadu_si256((const __m256i *)(wb + 128 + 32 * n));
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+			__m256i q[4];
+			/* bits 0..3 from the low nibble source, bits 4..5 from h: A where C, else B */
+			q[0] = _mm256_ternarylogic_epi32(l0, _mm256_and_si256(_mm256_slli_epi16(h, 4), m30), m4, 0xE4);
+			q[1] = _mm256_ternarylogic_epi32(l1, _mm256_and_si256(_mm256_slli_epi16(h, 2), m30), m4, 0xE4);
+			q[2] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(l0, 4), _mm256_and_si256(h, m30), m4, 0xE4);
+			q[3] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(l1, 4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30),
+							 m4, 0xE4);
+			__m128i h16 = n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16);
+			__m256i hs = _mm256_set_m128i(h16, h16);
+#pragma GCC unroll 4
+			for (int g = 0; g < 4; g++) {
+				__m256i qa = _mm256_loadu_si256((const __m256i *)(a->q + 128 * n + 32 * g));
+				sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(q[g], qa), _mm256_shuffle_epi8(hs, shuf[g][0]));
+			}
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb + 208) * a->d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	return hsum256_ps(acc);
+}
+
+static void a5_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
+{
+	*out = q6k_row1(k / QKK, w, act);
+}
+
+static void a5_dotr4_q6_k(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	for (int r = 0; r < 4; r++)
+		out[r] = q6k_row1(k / QKK, (const uint8_t *)w + (size_t)r * ws, act);
+}
+
 /* ---- activation quantizers: the scalar ones' arithmetic (the same float
  * products, round-to-nearest-even), 16 lanes at a time ---- */
 
@@ -349,7 +405,8 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 	kseq_q4k_exact = ex && *ex && strcmp(ex, "0") != 0;
 	cpu_kernels_kgemm512(k, kseq_q4k_exact); /* Q4_K prefill without AMX */
 	k->dotr4[ALICE_TYPE_Q4_K] = x_dotr4s_q4_k;
-	/* dot[Q6_K]: the AVX2 one (ggml's lanes), one row after another */
+	k->dot[ALICE_TYPE_Q6_K] = a5_dot_q6_k; /* ggml's lanes, as the AVX2 one and the GEMM */
+	k->dotr4[ALICE_TYPE_Q6_K] = a5_dotr4_q6_k;
 	k->gemm[ALICE_TYPE_Q6_K] = a5_gemm_q6_k;
 	k->q6_k_pairs = true;
 	/* Q4_K/Q6_K single rows keep the AVX2 dots (measured faster streaming
