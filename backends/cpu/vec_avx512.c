@@ -67,16 +67,19 @@ static inline __m256i q80_corr(const struct act_q8_0 *a)
 /* One row in ggml's chain with 256-bit VNNI (AVX512VL): per block,
  * (w + 128) as u8 against the signed activations, started from
  * -128 * sum(a) of each lane's 4 elements: the exact signed sum per lane
- * that ggml's maddubs/madd pair gives. */
-static inline __attribute__((always_inline)) float q80_row(int64_t nb, const uint8_t *wb, const struct act_q8_0 *a,
-							   const __m256i *corr)
+ * that ggml's maddubs/madd pair gives. Decode calls it row after row (no
+ * 4-row kernel: 4 rows read side by side streamed from DRAM at ~13 ms
+ * CPU for K=2048 N=65536 on 1 thread against ~8 one after another; with
+ * the corrections laid out once per 4 rows, 2 threads: ~4.2-4.6 ms wall
+ * against ~3.9 with them formed in the loop). */
+static inline __attribute__((always_inline)) float q80_row(int64_t nb, const uint8_t *wb, const struct act_q8_0 *a)
 {
 	const __m256i x80 = _mm256_set1_epi8((char)0x80);
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nb; b++, wb += 34) {
 		prefetch_ahead(wb, 34);
 		__m256i wv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wb + 2)), x80);
-		__m256i c = corr ? _mm256_load_si256(corr + b) : q80_corr(a + b);
+		__m256i c = q80_corr(a + b);
 		__m256i p = _mm256_dpbusd_epi32(c, wv, _mm256_loadu_si256((const __m256i *)a[b].q));
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a[b].d), _mm256_cvtepi32_ps(p), acc);
 	}
@@ -85,24 +88,7 @@ static inline __attribute__((always_inline)) float q80_row(int64_t nb, const uin
 
 static void a5_dot_q8_0(int64_t k, const void *w, const void *act, float *out)
 {
-	*out = q80_row(k / QK8, w, act, NULL);
-}
-
-/* 4 rows, one after another: a row read start to end streams from DRAM
- * far better here than 4 rows read side by side (K=2048 N=65536, 1
- * thread: ~8 vs ~13 ms CPU); the activations' corrections once per call. */
-static void a5_dotr4_q8_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
-{
-	int64_t nb = k / QK8;
-	__m256i corr[256];
-	const __m256i *cp = NULL;
-	if (nb <= 256) {
-		for (int64_t b = 0; b < nb; b++)
-			corr[b] = q80_corr((const struct act_q8_0 *)act + b);
-		cp = corr;
-	}
-	for (int r = 0; r < 4; r++)
-		out[r] = q80_row(nb, (const uint8_t *)w + (size_t)r * ws, act, cp);
+	*out = q80_row(k / QK8, w, act);
 }
 
 /* 4 weight rows x P pairs of activation rows (struct apack_q8_0: a + 128 as
@@ -394,7 +380,7 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 	cpu_kernels_avx2_dots(k); /* dot[Q8_0]: the AVX2 one is llama.cpp's chain */
 	k->dot_f32 = a5_dot_f32;
 	k->dot[ALICE_TYPE_Q8_0] = a5_dot_q8_0;
-	k->dotr4[ALICE_TYPE_Q8_0] = a5_dotr4_q8_0;
+	k->dotr4[ALICE_TYPE_Q8_0] = NULL;
 	k->gemm[ALICE_TYPE_Q8_0] = a5_gemm_q8_0;
 	/* Q4_K/Q6_K: llama.cpp's orders (vec_kseq.h); the old 4-column dot4
 	 * kernels had their own lane order, so prefill without a GEMM takes
