@@ -155,9 +155,7 @@ static inline __attribute__((always_inline)) float q4k_row1(int64_t nsb, const u
 	float acc = 0.0f, accm = 0.0f;
 	for (int64_t b = 0; b < nsb; b++, wb += 144, a++) {
 		prefetch_ahead(wb, 144);
-		uint32_t u[4];
-		k4_scales_mins(wb + 4, u);
-		__m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+		__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
 		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
 					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
 		__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
