@@ -377,7 +377,7 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 {
 	k->quant_q8_0 = a5_quant_q8_0;
 	k->quant_q8_k = a5_quant_q8_k;
-	cpu_kernels_avx2_dots(k); /* dot[Q8_0]: the AVX2 one is llama.cpp's chain */
+	cpu_kernels_avx2_dots(k);
 	k->dot_f32 = a5_dot_f32;
 	k->dot[ALICE_TYPE_Q8_0] = a5_dot_q8_0;
 	k->dotr4[ALICE_TYPE_Q8_0] = NULL;
@@ -395,9 +395,8 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 	k->dotr4[ALICE_TYPE_Q6_K] = a5_dotr4_q6_k;
 	k->gemm[ALICE_TYPE_Q6_K] = a5_gemm_q6_k;
 	k->q6_k_pairs = true;
-	/* Q4_K/Q6_K single rows keep the AVX2 dots (measured faster streaming
-	 * from DRAM here); decode uses dotr4. A Q8_0 dotr4 measured slower
-	 * (1.3 vs 0.9 ms CPU, K=2048 N=8192), so Q8_0 has none. */
+	/* decode: every row kernel reads its rows one after another (README:
+	 * rows read side by side stream from DRAM at half the rate here) */
 	k->isa = "avx512";
 }
 #endif
