@@ -470,6 +470,105 @@ MMO_AVX512 static inline float gemm_raw_v(enum mm_order o, uint32_t t, int64_t K
 	}
 	return red16_v(c);
 }
+/* ---- BF16 with vdpbf16ps (AVX512_BF16), the default where the CPU has
+ * it: the same pairs and the same chains as the emulation above (lane l
+ * of a step adds the odd product, then the even one, of the pair 2l,
+ * 2l + 1), flushing denormal inputs and results as the instruction does,
+ * which is what llama.cpp's own AVX512_BF16 kernels do. The activations
+ * are floats already rounded to BF16, so converting them is exact.
+ * ALICE_CPU_EXACT=1 keeps the emulation (no flushing). ---- */
+#define MMO_BF16 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c")))
+
+static bool use_bf16dp(void)
+{
+	static atomic_int have = -1;
+	int h = atomic_load_explicit(&have, memory_order_relaxed);
+	if (h < 0) {
+		__builtin_cpu_init();
+		const char *ex = getenv("ALICE_CPU_EXACT");
+		h = use_avx512() && __builtin_cpu_supports("avx512bf16") && !(ex && *ex && strcmp(ex, "0") != 0);
+		atomic_store_explicit(&have, h, memory_order_relaxed);
+	}
+	return h != 0;
+}
+
+MMO_BF16 static inline __attribute__((always_inline)) __m512bh xbf16(const float *x)
+{
+	return _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
+}
+
+MMO_BF16 static inline __attribute__((always_inline)) __m512bh wbf16(const void *w, int64_t i)
+{
+	return (__m512bh)_mm512_loadu_si512((const void *)((const uint16_t *)w + i));
+}
+
+MMO_BF16 static inline __attribute__((always_inline)) float vec_bf16_dp(int64_t K, const void *w, const float *x)
+{
+	__m512 c1 = _mm512_setzero_ps(), c2 = c1;
+	int64_t i = 0;
+	for (; i + 64 <= K; i += 64) {
+		c1 = _mm512_dpbf16_ps(c1, wbf16(w, i), xbf16(x + i));
+		c2 = _mm512_dpbf16_ps(c2, wbf16(w, i + 32), xbf16(x + i + 32));
+	}
+	double s = 0.0; /* the sum of two +0 trees when no block ran */
+	if (i) {
+		s = (double)red16_v(c1);
+		s += (double)red16_v(c2);
+	}
+	float p[64];
+	tail_products(ALICE_TYPE_BF16, K - i, (const uint16_t *)w + i, x + i, p);
+	for (int64_t l = 0; l < K - i; l++)
+		s += (double)p[l];
+	return (float)s;
+}
+
+MMO_BF16 static inline __attribute__((always_inline)) float gemm_bf16_dp(int64_t K, const void *w, const float *x)
+{
+	__m512 c = _mm512_setzero_ps();
+	for (int64_t l = 0; l + 32 <= K; l += 32)
+		c = _mm512_dpbf16_ps(c, wbf16(w, l), xbf16(x + l));
+	return red16_v(c);
+}
+
+MMO_BF16 static float dot_bf16_dp(enum mm_order o, int64_t K, const void *w, const float *x)
+{
+	return o == MM_ORD_GEMM_BF16 ? gemm_bf16_dp(K, w, x) : vec_bf16_dp(K, w, x);
+}
+
+MMO_BF16 static void rows_bf16_dp(enum mm_order o, int64_t K, const void *w, size_t ws, const float *x, int64_t n,
+				  float *out, size_t os)
+{
+	for (int64_t r = 0; r < n; r++) {
+		const void *wr = (const uint8_t *)w + (size_t)r * ws;
+		float v = o == MM_ORD_GEMM_BF16 ? gemm_bf16_dp(K, wr, x) : vec_bf16_dp(K, wr, x);
+		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
+	}
+}
+
+/* 4 weight rows x 4 activation rows in the gemm order */
+MMO_BF16 static void gemm4x4_bf16_dp(int64_t K, const void *w, size_t ws, const float *x, int64_t xs, float *out,
+				     size_t os_n, size_t os_m)
+{
+	__m512 c[4][4];
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++)
+			c[a][b] = _mm512_setzero_ps();
+	for (int64_t l = 0; l + 32 <= K; l += 32) {
+		__m512bh wv[4];
+		_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+			wv[a] = wbf16((const uint8_t *)w + (size_t)a * ws, l);
+		_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+			__m512bh xv = xbf16(x + b * xs + l);
+			_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+				c[a][b] = _mm512_dpbf16_ps(c[a][b], wv[a], xv);
+		}
+	}
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
+			float v = red16_v(c[a][b]);
+			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+		}
+}
 #endif
 
 /* portable: widen into a stack chunk-free loop through the float versions */
@@ -562,6 +661,8 @@ __attribute__((target("avx2,fma"))) static float raw_fma(enum mm_order o, uint32
 float cpu_mm_order_dot_raw(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+	if (t == ALICE_TYPE_BF16 && (o == MM_ORD_GEMM_BF16 || o == MM_ORD_VEC_BF16) && use_bf16dp())
+		return dot_bf16_dp(o, K, w, x);
 	if (use_avx512()) {
 		switch (o) {
 		case MM_ORD_GEMM16:
@@ -579,6 +680,11 @@ void cpu_mm_order_dot_raw4(enum mm_order o, uint32_t t, int64_t K, const void *w
 			   float *out)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+	if (t == ALICE_TYPE_BF16 && o == MM_ORD_GEMM_BF16 && use_bf16dp()) {
+		for (int c = 0; c < 4; c++)
+			out[c] = dot_bf16_dp(o, K, w, x + c * xstride);
+		return;
+	}
 	if (use_avx512() && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16)) {
 		gemm4_raw_v(o, t, K, w, x, xstride, out);
 		return;
@@ -747,6 +853,10 @@ void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void 
 			     int64_t xstride, float *out, size_t os_n, size_t os_m)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+	if (t == ALICE_TYPE_BF16 && o == MM_ORD_GEMM_BF16 && use_bf16dp()) {
+		gemm4x4_bf16_dp(K, w, ws, x, xstride, out, os_n, os_m);
+		return;
+	}
 	if (use_avx512() && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && (t == ALICE_TYPE_BF16) == (o == MM_ORD_GEMM_BF16)) {
 		gemm4x4_raw_v(o, t, K, w, ws, x, xstride, out, os_n, os_m);
 		return;
@@ -795,6 +905,10 @@ void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w
 			   int64_t n, float *out, size_t os)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+	if (t == ALICE_TYPE_BF16 && (o == MM_ORD_GEMM_BF16 || o == MM_ORD_VEC_BF16) && use_bf16dp()) {
+		rows_bf16_dp(o, K, w, ws, x, n, out, os);
+		return;
+	}
 	if (use_avx512()) {
 		rows_v(o, t, K, w, ws, x, n, out, os);
 		return;

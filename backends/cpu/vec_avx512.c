@@ -56,38 +56,39 @@ static inline float hsum8_chain(const float *l)
 	return (t0 + t2) + (t1 + t3);
 }
 
-static void a5_dotr4_q8_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+/* -128 * sum(a) of each lane's 4 elements, per block (see below) */
+static inline __m256i q80_corr(const struct act_q8_0 *a)
 {
-	const uint8_t *r0 = w, *r1 = r0 + ws, *r2 = r1 + ws, *r3 = r2 + ws;
-	const struct act_q8_0 *a = act;
-	size_t pf = 4 * ws;
-	const __m512i c128 = _mm512_set1_epi8((char)0x80);
-	__m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
-	for (int64_t b = 0; b < k / QK8; b++, a++) {
-		size_t o = (size_t)b * 34;
-		/* rows are adjacent in memory: fetch the next group's blocks */
-		_mm_prefetch((const char *)r0 + pf + o, _MM_HINT_T0);
-		_mm_prefetch((const char *)r1 + pf + o, _MM_HINT_T0);
-		_mm_prefetch((const char *)r2 + pf + o, _MM_HINT_T0);
-		_mm_prefetch((const char *)r3 + pf + o, _MM_HINT_T0);
-		/* a + 128 as u8 against signed w, started from -128 * sum(w) */
-		__m512i au = _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a->q)), c128);
-		__m512i w01 = ld2x256(r0 + o + 2, r1 + o + 2), w23 = ld2x256(r2 + o + 2, r3 + o + 2);
-		__m512i c01 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, w01));
-		__m512i c23 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, w23));
-		__m512i p01 = _mm512_dpbusd_epi32(c01, au, w01);
-		__m512i p23 = _mm512_dpbusd_epi32(c23, au, w23);
-		float da = a->d;
-		__m512 d01 = _mm512_insertf32x8(_mm512_set1_ps(ld_fp16(r0 + o) * da), _mm256_set1_ps(ld_fp16(r1 + o) * da), 1);
-		__m512 d23 = _mm512_insertf32x8(_mm512_set1_ps(ld_fp16(r2 + o) * da), _mm256_set1_ps(ld_fp16(r3 + o) * da), 1);
-		acc01 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(p01), acc01);
-		acc23 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(p23), acc23);
+	const __m256i x80 = _mm256_set1_epi8((char)0x80);
+	__m256i qa = _mm256_loadu_si256((const __m256i *)a->q);
+	return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), x80, qa));
+}
+
+/* One row in ggml's chain with 256-bit VNNI (AVX512VL): per block,
+ * (w + 128) as u8 against the signed activations, started from
+ * -128 * sum(a) of each lane's 4 elements: the exact signed sum per lane
+ * that ggml's maddubs/madd pair gives. Decode calls it row after row (no
+ * 4-row kernel: 4 rows read side by side streamed from DRAM at ~13 ms
+ * CPU for K=2048 N=65536 on 1 thread against ~8 one after another; with
+ * the corrections laid out once per 4 rows, 2 threads: ~4.2-4.6 ms wall
+ * against ~3.9 with them formed in the loop). */
+static inline __attribute__((always_inline)) float q80_row(int64_t nb, const uint8_t *wb, const struct act_q8_0 *a)
+{
+	const __m256i x80 = _mm256_set1_epi8((char)0x80);
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++, wb += 34) {
+		prefetch_ahead(wb, 34);
+		__m256i wv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wb + 2)), x80);
+		__m256i c = q80_corr(a + b);
+		__m256i p = _mm256_dpbusd_epi32(c, wv, _mm256_loadu_si256((const __m256i *)a[b].q));
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * a[b].d), _mm256_cvtepi32_ps(p), acc);
 	}
-	float l[32];
-	_mm512_storeu_ps(l, acc01);
-	_mm512_storeu_ps(l + 16, acc23);
-	for (int r = 0; r < 4; r++)
-		out[r] = hsum8_chain(l + 8 * r);
+	return hsum256_ps(acc);
+}
+
+static void a5_dot_q8_0(int64_t k, const void *w, const void *act, float *out)
+{
+	*out = q80_row(k / QK8, w, act);
 }
 
 /* 4 weight rows x P pairs of activation rows (struct apack_q8_0: a + 128 as
@@ -255,6 +256,62 @@ static void a5_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *apack,
 	}
 }
 
+/* ---- Q6_K single row (decode) in ggml's 8-lane order (vec_kseq.h), on
+ * 256-bit VNNI: the same int32 lanes as the AVX2 dot (vec_avx2.c) with
+ * fewer steps: the 2 high bits of each q moved to bits 4..5 with one
+ * shift and mask per group, merged with the low nibble by one vpternlogd,
+ * and madd + add fused into vpdpwssd. Rows read one after another. ---- */
+static inline __attribute__((always_inline)) float q6k_row1(int64_t nsb, const uint8_t *wb, const struct act_q8_k *a)
+{
+	const __m256i m4 = _mm256_set1_epi8(0xf), m30 = _mm256_set1_epi8(0x30);
+	__m256i shuf[4][2];
+	for (int g = 0; g < 4; g++) {
+		shuf[g][0] = _mm256_set_m128i(_mm_set1_epi16((short)(((4 * g + 3) << 8) | (4 * g + 2))),
+					      _mm_set1_epi16((short)(((4 * g + 1) << 8) | (4 * g))));
+	}
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nsb; b++, wb += 210, a++) {
+		prefetch_ahead(wb, 210);
+		__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wb + 192)));
+		__m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
+		__m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+#pragma GCC unroll 2
+		for (int n = 0; n < 2; n++) {
+			const uint8_t *ql = wb + 64 * n;
+			__m256i h = _mm256_loadu_si256((const __m256i *)(wb + 128 + 32 * n));
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+			__m256i q[4];
+			/* bits 0..3 from the low nibble source, bits 4..5 from h: A where C, else B */
+			q[0] = _mm256_ternarylogic_epi32(l0, _mm256_and_si256(_mm256_slli_epi16(h, 4), m30), m4, 0xE4);
+			q[1] = _mm256_ternarylogic_epi32(l1, _mm256_and_si256(_mm256_slli_epi16(h, 2), m30), m4, 0xE4);
+			q[2] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(l0, 4), _mm256_and_si256(h, m30), m4, 0xE4);
+			q[3] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(l1, 4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30),
+							 m4, 0xE4);
+			__m128i h16 = n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16);
+			__m256i hs = _mm256_set_m128i(h16, h16);
+#pragma GCC unroll 4
+			for (int g = 0; g < 4; g++) {
+				__m256i qa = _mm256_loadu_si256((const __m256i *)(a->q + 128 * n + 32 * g));
+				sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(q[g], qa), _mm256_shuffle_epi8(hs, shuf[g][0]));
+			}
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb + 208) * a->d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	return hsum256_ps(acc);
+}
+
+static void a5_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
+{
+	*out = q6k_row1(k / QKK, w, act);
+}
+
+static void a5_dotr4_q6_k(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	for (int r = 0; r < 4; r++)
+		out[r] = q6k_row1(k / QKK, (const uint8_t *)w + (size_t)r * ws, act);
+}
+
 /* ---- activation quantizers: the scalar ones' arithmetic (the same float
  * products, round-to-nearest-even), 16 lanes at a time ---- */
 
@@ -320,25 +377,26 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 {
 	k->quant_q8_0 = a5_quant_q8_0;
 	k->quant_q8_k = a5_quant_q8_k;
-	cpu_kernels_avx2_dots(k); /* dot[Q8_0]: the AVX2 one is llama.cpp's chain */
+	cpu_kernels_avx2_dots(k);
 	k->dot_f32 = a5_dot_f32;
-	k->dotr4[ALICE_TYPE_Q8_0] = a5_dotr4_q8_0;
+	k->dot[ALICE_TYPE_Q8_0] = a5_dot_q8_0;
+	k->dotr4[ALICE_TYPE_Q8_0] = NULL;
 	k->gemm[ALICE_TYPE_Q8_0] = a5_gemm_q8_0;
 	/* Q4_K/Q6_K: llama.cpp's orders (vec_kseq.h); the old 4-column dot4
 	 * kernels had their own lane order, so prefill without a GEMM takes
 	 * the single-row dot */
-	k->dot[ALICE_TYPE_Q4_K] = x_dot_q4_k;
+	k->dot[ALICE_TYPE_Q4_K] = x_dot1_q4_k;
 	k->dotx[ALICE_TYPE_Q4_K] = x_dotx_q4_k;
 	const char *ex = getenv("ALICE_CPU_EXACT");
 	kseq_q4k_exact = ex && *ex && strcmp(ex, "0") != 0;
 	cpu_kernels_kgemm512(k, kseq_q4k_exact); /* Q4_K prefill without AMX */
-	k->dotr4[ALICE_TYPE_Q4_K] = x_dotr4_q4_k;
-	k->dotr4[ALICE_TYPE_Q6_K] = x_dotr4_q6_k; /* dot[Q6_K]: the AVX2 one (ggml's lanes) */
+	k->dotr4[ALICE_TYPE_Q4_K] = x_dotr4s_q4_k;
+	k->dot[ALICE_TYPE_Q6_K] = a5_dot_q6_k; /* ggml's lanes, as the AVX2 one and the GEMM */
+	k->dotr4[ALICE_TYPE_Q6_K] = a5_dotr4_q6_k;
 	k->gemm[ALICE_TYPE_Q6_K] = a5_gemm_q6_k;
 	k->q6_k_pairs = true;
-	/* Q4_K/Q6_K single rows keep the AVX2 dots (measured faster streaming
-	 * from DRAM here); decode uses dotr4. A Q8_0 dotr4 measured slower
-	 * (1.3 vs 0.9 ms CPU, K=2048 N=8192), so Q8_0 has none. */
+	/* decode: every row kernel reads its rows one after another (README:
+	 * rows read side by side stream from DRAM at half the rate here) */
 	k->isa = "avx512";
 }
 #endif

@@ -65,17 +65,39 @@ static inline void sums_1(const uint8_t *blk, const struct act_q8_k *a, int32_t 
 	*Mb = m;
 }
 
+/* decode: S_b and M_b as sums_1 forms them (exact integers, so the same
+ * values), the scales broadcast by one vpshufb each and M_b by one madd */
 static void v_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
 {
 	const uint8_t *wb = w;
 	const struct act_q8_k *a = act;
+	const __m256i m4 = _mm256_set1_epi8(0xf);
 	float acc = 0.0f, accm = 0.0f;
 	for (int64_t b = 0; b < k / QKK; b++, wb += Q4K_BYTES, a++) {
 		prefetch_ahead(wb, Q4K_BYTES);
-		int32_t S, Mb;
-		sums_1(wb, a, &S, &Mb);
-		acc = fmaf(ld_fp16(wb) * a->d, (float)S, acc);
-		accm = fmaf(ld_fp16(wb + 2) * a->d, (float)Mb, accm);
+		__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
+		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
+					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
+		__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
+		__m128i sc128 = _mm256_castsi256_si128(ms);
+		__m256i sc = _mm256_set_m128i(sc128, sc128);
+		__m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+		for (int j = 0; j < 4; j++) {
+			__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
+			__m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4), _mm256_loadu_si256((const __m256i *)(a->q + 64 * j)));
+			__m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+							  _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32)));
+			__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+			__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+			s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(lo, sl));
+			s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(hi, sh));
+		}
+		__m256i s8 = _mm256_add_epi32(s0, s1);
+		__m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+		__m128i t = _mm_hadd_epi32(s, pm); /* S_b pairs, then M_b pairs */
+		t = _mm_hadd_epi32(t, t);
+		acc = fmaf(ld_fp16(wb) * a->d, (float)_mm_cvtsi128_si32(t), acc);
+		accm = fmaf(ld_fp16(wb + 2) * a->d, (float)_mm_extract_epi32(t, 1), accm);
 	}
 	*out = acc - accm;
 }
@@ -423,28 +445,70 @@ static void v_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
 	*out = acc;
 }
 
-/* 4 rows `ws` apart (decode), the same order: the 4 block sums at once */
-static void v_dotr4_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+/* Decode, one row at a time (rows read one after another stream from DRAM
+ * better than 4 side by side: K=2048 N=65536, 1 thread, ~8.8 vs ~12 ms
+ * CPU), the same per-block chain: per group of 4
+ * blocks the raw nibbles (u8) against a, 8 x sum(a) subtracted after the
+ * 4 block sums are formed together; the activation side once per call. */
+struct q40_g4 {
+	__m128i sa8; /* 8 x sum(a) of each block */
+	__m128 da;
+};
+
+static inline __attribute__((always_inline)) float q40_row1(int64_t ng, int64_t nb, const uint8_t *blk,
+							    const struct q40_g4 *G, const struct act_q8_0 *a)
 {
-	const uint8_t *w0 = w;
-	const struct act_q8_0 *a = act;
+	const __m256i ones = _mm256_set1_epi16(1);
+	const __m128i didx = _mm_setr_epi32(0, Q40_BYTES, 2 * Q40_BYTES, 3 * Q40_BYTES);
+	const __m128i pick = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
 	__m128 acc = _mm_setzero_ps();
-	for (int64_t b = 0; b < k / QK8; b++, a++) {
-		__m256i av = _mm256_loadu_si256((const __m256i *)a->q);
+	for (int64_t g = 0; g < ng; g++, blk += 4 * Q40_BYTES) {
+		prefetch_ahead(blk, 4 * Q40_BYTES);
+		const struct act_q8_0 *ab = a + 4 * g;
 		__m256i p[4];
-		uint16_t h[4];
-		for (int r = 0; r < 4; r++) {
-			const uint8_t *blk = w0 + (size_t)r * ws + b * Q40_BYTES;
-			_mm_prefetch((const char *)blk + 4 * ws, _MM_HINT_T0);
-			p[r] = q40_lanes(blk, av);
-			memcpy(&h[r], blk, 2);
-		}
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++)
+			p[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(q40_nibbles(blk + j * Q40_BYTES),
+								      _mm256_loadu_si256((const __m256i *)ab[j].q)),
+						 ones);
 		__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-		__m128i S = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-		__m128 d = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h)), _mm_set1_ps(a->d));
-		acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(S), acc);
+		__m128i S = _mm_sub_epi32(_mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)), G[g].sa8);
+		__m128 Sf = _mm_cvtepi32_ps(S);
+		__m128i hw = _mm_shuffle_epi8(_mm_i32gather_epi32((const int *)(const void *)blk, didx, 1), pick);
+		__m128 P = _mm_mul_ps(_mm_cvtph_ps(hw), G[g].da);
+		acc = _mm_fmadd_ss(P, Sf, acc);
+		acc = _mm_fmadd_ss(_mm_movehdup_ps(P), _mm_movehdup_ps(Sf), acc);
+		acc = _mm_fmadd_ss(_mm_movehl_ps(P, P), _mm_movehl_ps(Sf, Sf), acc);
+		acc = _mm_fmadd_ss(_mm_shuffle_ps(P, P, 3), _mm_shuffle_ps(Sf, Sf, 3), acc);
 	}
-	_mm_storeu_ps(out, acc);
+	float r = _mm_cvtss_f32(acc);
+	for (int64_t c = 4 * ng; c < nb; c++, blk += Q40_BYTES) { /* the last nb % 4 blocks */
+		__m256i pv = q40_lanes(blk, _mm256_loadu_si256((const __m256i *)a[c].q));
+		__m128i x = _mm_add_epi32(_mm256_castsi256_si128(pv), _mm256_extracti128_si256(pv, 1));
+		x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
+		x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 1));
+		r = fmaf(ld_fp16(blk) * a[c].d, (float)_mm_cvtsi128_si32(x), r);
+	}
+	return r;
+}
+
+static void v_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	const struct act_q8_0 *a = act;
+	int64_t nb = k / QK8, ng = nb / 4;
+	if (ng > 64) { /* over 8192 inputs: not laid out, the single-row steps */
+		for (int r = 0; r < 4; r++)
+			v_dot_q4_0(k, (const uint8_t *)w + (size_t)r * ws, act, out + r);
+		return;
+	}
+	struct q40_g4 G[64];
+	for (int64_t g = 0; g < ng; g++) {
+		const struct act_q8_0 *ab = a + 4 * g;
+		G[g].sa8 = _mm_slli_epi32(_mm_setr_epi32(q8_sum32(ab[0].q), q8_sum32(ab[1].q), q8_sum32(ab[2].q), q8_sum32(ab[3].q)), 3);
+		G[g].da = _mm_setr_ps(ab[0].d, ab[1].d, ab[2].d, ab[3].d);
+	}
+	for (int r = 0; r < 4; r++)
+		out[r] = q40_row1(ng, nb, (const uint8_t *)w + (size_t)r * ws, G, a);
 }
 
 static void unpack8_q40(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
@@ -524,7 +588,7 @@ void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact)
 	if (exact)
 		return;
 	k->dot[ALICE_TYPE_Q4_0] = v_dot_q4_0;
-	k->dotr4[ALICE_TYPE_Q4_0] = v_dotr4_q4_0;
+	k->dotr4[ALICE_TYPE_Q4_0] = v_dotr4s_q4_0;
 	k->gemm[ALICE_TYPE_Q4_0] = v_gemm_q4_0;
 	k->gemm_rows[ALICE_TYPE_Q4_0] = true;
 	k->dot[ALICE_TYPE_Q6_K] = v_dot_q6_k;

@@ -10,6 +10,7 @@
 #define ALICE_CPU_VEC_KSEQ_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -65,7 +66,7 @@ static inline __m128 fp16x4(const uint8_t *p0, const uint8_t *p1, const uint8_t 
 static inline void prefetch_next_group(const uint8_t *p, size_t ws, int bytes)
 {
 	for (int o = 0; o < bytes; o += 64)
-		_mm_prefetch((const char *)p + 4 * ws + o, _MM_HINT_T0);
+		_mm_prefetch((const char *)p + DECODE_PF * ws + o, _MM_HINT_T0);
 }
 
 static inline __attribute__((always_inline)) void q4k_rows4(int64_t k, const void *w, size_t ws, const void *act,
@@ -144,139 +145,64 @@ static inline __attribute__((always_inline)) void q4k_rows4(int64_t k, const voi
 	_mm_storeu_ps(out, _mm_sub_ps(acc, accm));
 }
 
-/* gemv order, kept apart from q4k_rows4: merged, the decode kernel ran
- * 1.6x slower (K=2048 N=131072: 15 -> 24 ms) */
-static void x_dotr4_q4_k(int64_t k, const void *w, size_t ws, const void *act, float *out)
+/* One row in the same order, 256 bits at a time (two zmm ops cost what
+ * four ymm ops do on Zen 4, and a row read start to end streams from DRAM
+ * better than 4 rows read side by side): S_b with maddubs and vpdpwssd
+ * (the scale per 32-element sub-block), M_b from the 8 mins. */
+static inline __attribute__((always_inline)) float q4k_row1(int64_t nsb, const uint8_t *wb, const struct act_q8_k *a)
 {
-	const uint8_t *w0 = w;
-	const __m512i m4 = _mm512_set1_epi8(0xf);
-	__m512i ix[2][2];
-	for (int p = 0; p < 2; p++)
-		for (int h = 0; h < 2; h++)
-			ix[p][h] = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * p + h)),
-						      _mm256_set1_epi16((short)(4 * p + h + 2)), 1);
-	__m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
-	const struct act_q8_k *a = act;
-	for (int64_t b = 0; b < k / QKK; b++, a++) {
-		__m512i alo[2], ahi[2];
-		for (int p = 0; p < 2; p++) {
-			const int8_t *q8 = a->q + 128 * p;
-			alo[p] = kseq_ld2x256(q8, q8 + 64);
-			ahi[p] = kseq_ld2x256(q8 + 32, q8 + 96);
-		}
+	const __m256i m4 = _mm256_set1_epi8(0xf);
+	float acc = 0.0f, accm = 0.0f;
+	for (int64_t b = 0; b < nsb; b++, wb += 144, a++) {
+		prefetch_ahead(wb, 144);
+		__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
 		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
 					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
-		__m512i sumi[4];
-		__m128i pm[4];
-		const uint8_t *wr[4];
-		for (int r = 0; r < 4; r++) {
-			const uint8_t *wb = w0 + r * ws + b * 144;
-			wr[r] = wb;
-			prefetch_next_group(wb, ws, 144);
-			uint32_t u[4];
-			k4_scales_mins(wb + 4, u);
-			__m256i ms = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
-			pm[r] = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
-			__m512i ms5 = _mm512_castsi256_si512(ms);
-			__m512i s = _mm512_setzero_si512();
-			for (int p = 0; p < 2; p++) {
-				__m512i q4 = _mm512_loadu_si512((const void *)(wb + 16 + 64 * p));
-				__m512i lo = _mm512_and_si512(q4, m4);
-				__m512i hi = _mm512_and_si512(_mm512_srli_epi16(q4, 4), m4);
-				__m512i sl = _mm512_permutexvar_epi16(ix[p][0], ms5);
-				__m512i sh = _mm512_permutexvar_epi16(ix[p][1], ms5);
-				s = _mm512_add_epi32(s, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, alo[p]), sl));
-				s = _mm512_add_epi32(s, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, ahi[p]), sh));
-			}
-			sumi[r] = s;
+		__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
+		__m128i sc128 = _mm256_castsi256_si128(ms);
+		__m256i sc = _mm256_set_m128i(sc128, sc128);
+		__m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++) {
+			__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
+			__m256i lo = _mm256_and_si256(q4, m4);
+			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+			__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+			__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+			s0 = _mm256_dpwssd_epi32(s0, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(a->q + 64 * j))), sl);
+			s1 = _mm256_dpwssd_epi32(s1, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32))), sh);
 		}
-		__m128 da = _mm_set1_ps(a->d);
-		__m128 S = _mm_cvtepi32_ps(red4_512(sumi[0], sumi[1], sumi[2], sumi[3]));
-		__m128 M = _mm_cvtepi32_ps(red4_128(pm[0], pm[1], pm[2], pm[3]));
-		acc = _mm_fmadd_ps(_mm_mul_ps(fp16x4(wr[0], wr[1], wr[2], wr[3]), da), S, acc);
-		accm = _mm_fmadd_ps(_mm_mul_ps(fp16x4(wr[0] + 2, wr[1] + 2, wr[2] + 2, wr[3] + 2), da), M, accm);
+		__m256i s8 = _mm256_add_epi32(s0, s1);
+		__m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+		/* lanes 0..1: S_b partial pairs, 2..3: M_b partial pairs */
+		__m128i t = _mm_hadd_epi32(s, pm);
+		t = _mm_hadd_epi32(t, t);
+		float da = a->d;
+		acc = fmaf(ld_fp16(wb) * da, (float)_mm_cvtsi128_si32(t), acc);
+		accm = fmaf(ld_fp16(wb + 2) * da, (float)_mm_extract_epi32(t, 1), accm);
 	}
-	_mm_storeu_ps(out, _mm_sub_ps(acc, accm));
+	return acc - accm;
 }
 
+static void x_dot1_q4_k(int64_t k, const void *w, const void *act, float *out)
+{
+	*out = q4k_row1(k / QKK, w, act);
+}
+
+/* decode: 4 rows one after another */
+static void x_dotr4s_q4_k(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	for (int r = 0; r < 4; r++)
+		out[r] = q4k_row1(k / QKK, (const uint8_t *)w + (size_t)r * ws, act);
+}
 
 /* Q6_K in ggml_vec_dot_q6_K_q8_K's order: 8 float lanes per output, lane l
  * of a superblock = sum over its 32-element groups g of sc[2g + (l >= 4)] *
  * (products of elements 32g+4l..+3), minus 32 (sc[2l] bsum[2l] +
  * sc[2l+1] bsum[2l+1]); acc_l = fma(d_w * d_a, lane, acc_l); hsum8 at the
- * end. Two rows per zmm. */
-static inline float kseq_hsum8(const float *l)
-{
-	float t0 = l[0] + l[4], t1 = l[1] + l[5], t2 = l[2] + l[6], t3 = l[3] + l[7];
-	return (t0 + t2) + (t1 + t3);
-}
-
-static void x_dotr4_q6_k(int64_t k, const void *w, size_t ws, const void *act, float *out)
-{
-	const uint8_t *w0 = w;
-	const __m512i m4 = _mm512_set1_epi8(0xf), m2 = _mm512_set1_epi8(3);
-	__m512i idx[8];
-	for (int i = 0; i < 8; i++) { /* (half n, group g) = (i / 4, i % 4): scales 8n+2g, 8n+2g+1 */
-		short s0 = (short)(8 * (i / 4) + 2 * (i % 4));
-		short v[32];
-		for (int e = 0; e < 32; e++)
-			v[e] = (short)((e >= 16 ? 16 : 0) + s0 + ((e % 16) >= 8));
-		idx[i] = _mm512_loadu_si512((const void *)v);
-	}
-	__m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-	const struct act_q8_k *a = act;
-	for (int64_t b = 0; b < k / QKK; b++, a++) {
-		__m256i bsv = _mm256_loadu_si256((const __m256i *)a->bsums);
-		for (int rp = 0; rp < 2; rp++) {
-			const uint8_t *wa = w0 + (size_t)(2 * rp) * ws + b * 210, *wb = wa + ws;
-			prefetch_next_group(wa, ws, 210);
-			prefetch_next_group(wb, ws, 210);
-			__m256i sca = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wa + 192)));
-			__m256i scb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wb + 192)));
-			__m512i SC = _mm512_inserti64x4(_mm512_castsi256_si512(sca), scb, 1);
-			__m256i offa = _mm256_slli_epi32(_mm256_madd_epi16(sca, bsv), 5);
-			__m256i offb = _mm256_slli_epi32(_mm256_madd_epi16(scb, bsv), 5);
-			__m512i sumi = _mm512_sub_epi32(_mm512_setzero_si512(),
-							_mm512_inserti64x4(_mm512_castsi256_si512(offa), offb, 1));
-			for (int n = 0; n < 2; n++) {
-				__m512i h = kseq_ld2x256(wa + 128 + 32 * n, wb + 128 + 32 * n);
-				__m512i l0 = kseq_ld2x256(wa + 64 * n, wb + 64 * n);
-				__m512i l1 = kseq_ld2x256(wa + 64 * n + 32, wb + 64 * n + 32);
-				__m512i q[4];
-				q[0] = _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_slli_epi16(_mm512_and_si512(h, m2), 4));
-				q[1] = _mm512_or_si512(_mm512_and_si512(l1, m4),
-						       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), m2), 4));
-				q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
-						       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 4), m2), 4));
-				q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
-						       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 6), m2), 4));
-				for (int g = 0; g < 4; g++) {
-					__m512i qa = _mm512_broadcast_i64x4(
-						_mm256_loadu_si256((const __m256i *)(a->q + 128 * n + 32 * g)));
-					__m512i sv = _mm512_permutexvar_epi16(idx[4 * n + g], SC);
-					sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(q[g], qa), sv));
-				}
-			}
-			float da = a->d;
-			__m512 d = _mm512_insertf32x8(_mm512_set1_ps(ld_fp16(wa + 208) * da), _mm256_set1_ps(ld_fp16(wb + 208) * da), 1);
-			acc[rp] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sumi), acc[rp]);
-		}
-	}
-	float l[32];
-	_mm512_storeu_ps(l, acc[0]);
-	_mm512_storeu_ps(l + 16, acc[1]);
-	for (int r = 0; r < 4; r++)
-		out[r] = kseq_hsum8(l + 8 * r);
-}
-
-/* Single rows (the rows left over by the 4-row and 16-row kernels): the
- * 4-row kernel on four copies of the row, so the arithmetic is the same. */
-static void x_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
-{
-	float r[4];
-	x_dotr4_q4_k(k, w, 0, act, r);
-	*out = r[0];
-}
+ * end. Decode takes the AVX2 single-row dot (vec_avx2.c: rows read one
+ * after another stream from DRAM better than the 4-row zmm kernel did);
+ * vec_avx512.c's GEMM keeps these lanes. */
 
 /* ALICE_CPU_EXACT (set by cpu_kernels_avx512): grouped rows in llama.cpp's
  * gemm order; otherwise every row in its gemv order (as vec_amx.c). */
@@ -287,8 +213,12 @@ static void x_dotx_q4_k(int64_t k, const void *w, const void *act, int32_t count
 			float *out)
 {
 	(void)nw;
+	if (!(kseq_q4k_exact && cpu_row_grouped(count, index))) {
+		*out = q4k_row1(k / QKK, w, act);
+		return;
+	}
 	float r[4];
-	q4k_rows4(k, w, 0, act, r, kseq_q4k_exact && cpu_row_grouped(count, index));
+	q4k_rows4(k, w, 0, act, r, true);
 	*out = r[0];
 }
 

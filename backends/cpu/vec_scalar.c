@@ -120,6 +120,50 @@ static void s_quant_q8_k(int64_t n, const float *x, struct act_q8_k *y)
 	}
 }
 
+/* Q4_1 and Q5_1 against Q8_1-style blocks, as ggml's generic dots: the
+ * integer sum times d_w d_a plus m_w times the block's fp16-rounded
+ * d_a sum(q) (the generic dequantize-and-dot path misses that rounding:
+ * 0.45-1.2 logit at position 0 of the parity fixtures) */
+static float s_h(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return alice_fp16_to_fp32(h);
+}
+
+static void s_dot_q4_1(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	float sumf = 0.0f;
+	for (int64_t b = 0; b < k / QK8; b++, wb += 20, a++) {
+		int sumi = 0;
+		for (int j = 0; j < QK8 / 2; j++)
+			sumi += (wb[4 + j] & 0xf) * a->q[j] + (wb[4 + j] >> 4) * a->q[j + QK8 / 2];
+		sumf += (s_h(wb) * a->d) * (float)sumi + s_h(wb + 2) * a->s;
+	}
+	*out = sumf;
+}
+
+static void s_dot_q5_1(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_0 *a = act;
+	float sumf = 0.0f;
+	for (int64_t b = 0; b < k / QK8; b++, wb += 24, a++) {
+		uint32_t qh;
+		memcpy(&qh, wb + 4, 4);
+		int sumi = 0;
+		for (int j = 0; j < QK8 / 2; j++) {
+			int x0 = (wb[8 + j] & 0xf) | (int)(((qh >> j) << 4) & 0x10);
+			int x1 = (wb[8 + j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+			sumi += x0 * a->q[j] + x1 * a->q[j + QK8 / 2];
+		}
+		sumf += (s_h(wb) * a->d) * (float)sumi + s_h(wb + 2) * a->s;
+	}
+	*out = sumf;
+}
+
 void cpu_kernels_scalar(struct cpu_kernels *k)
 {
 	memset(k, 0, sizeof(*k));
@@ -133,6 +177,8 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
 	k->f32_to_f16 = s_f32_to_f16;
 	k->quant_q8_0 = s_quant_q8_0;
 	k->quant_q8_k = s_quant_q8_k;
+	k->dot[ALICE_TYPE_Q4_1] = s_dot_q4_1;
+	k->dot[ALICE_TYPE_Q5_1] = s_dot_q5_1;
 }
 
 enum act_fmt cpu_act_of(uint32_t type)

@@ -27,6 +27,11 @@ static inline float ld_fp16(const uint8_t *p)
 #ifndef PREFETCH_DIST
 #define PREFETCH_DIST 2048
 #endif
+/* 4-row decode kernels: the rows of a group lie one after another, so they
+ * prefetch the same block DECODE_PF rows further on (the next groups). */
+#ifndef DECODE_PF
+#define DECODE_PF 4
+#endif
 static inline void prefetch_ahead(const uint8_t *p, int bytes)
 {
 	for (int o = 0; o < bytes; o += 64)
@@ -56,6 +61,19 @@ static inline void k4_scales_mins(const uint8_t *q, uint32_t *u)
 	u[1] = sc_hi;
 	u[2] = mins_lo;
 	u[3] = mins_hi;
+}
+
+/* k4_scales_mins in one xmm (lanes = its 4 words), from 16 bytes at q
+ * (the 12-byte field and 4 bytes after it, which are not used) */
+static inline __m128i k4_scales_mins_v(const uint8_t *q)
+{
+	__m128i raw = _mm_loadu_si128((const __m128i *)q);
+	__m128i x = _mm_shuffle_epi32(raw, _MM_SHUFFLE(2, 1, 2, 0)); /* u0 u2 u1 u2 */
+	__m128i y = _mm_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0)); /* u0 u0 u1 u1 */
+	__m128i a = _mm_and_si128(_mm_srlv_epi32(x, _mm_setr_epi32(0, 0, 0, 4)),
+				  _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+	__m128i b = _mm_and_si128(_mm_srlv_epi32(y, _mm_setr_epi32(0, 6, 0, 6)), _mm_setr_epi32(0, 0x03030303, 0, 0x03030303));
+	return _mm_or_si128(a, _mm_slli_epi32(b, 4));
 }
 
 #endif

@@ -114,6 +114,8 @@ Test(mul_mat_rows, quantized_types_same_bits_alone_and_in_a_batch, .init = setup
 	}
 	check_type(ALICE_TYPE_Q4_0, 96, 40, 5); /* an odd number of blocks */
 	check_type(ALICE_TYPE_Q8_0, 96, 40, 5);
+	check_type(ALICE_TYPE_Q4_0, 224, 40, 5); /* groups of 4 blocks and 3 left over */
+	check_type(ALICE_TYPE_Q8_0, 224, 40, 5);
 }
 
 Test(mul_mat_rows, float_types_same_bits_alone_and_in_a_batch, .init = setup, .fini = teardown)
