@@ -290,19 +290,12 @@ static void sort_top(struct cand *c, size_t n, size_t k)
 
 /* ---- the step -------------------------------------------------------------- */
 
-/* NaN -> -inf (excluded), +inf -> FLT_MAX (keeps the softmax finite);
- * branch-free so the copy loop vectorises. */
-static inline float clean_logit(float x)
-{
-	x = x == x ? x : -INFINITY;
-	return x < FLT_MAX ? x : FLT_MAX;
-}
 
 static void apply_bias(const struct alice_sampler *s, float *work)
 {
 	for (size_t i = 0; i < s->p.n_logit_bias; i++) {
 		const struct alice_logit_bias *b = &s->bias[i];
-		work[b->token] = b->bias <= -100 ? -INFINITY : clean_logit(work[b->token] + b->bias);
+		work[b->token] = b->bias <= -100 ? -INFINITY : alice_ts_clean(work[b->token] + b->bias);
 	}
 }
 
@@ -322,14 +315,14 @@ static void apply_penalties(struct alice_sampler *s, float *work)
 			if (s->stamp[t] == s->stamp_gen)
 				continue;
 			s->stamp[t] = s->stamp_gen;
-			work[t] = clean_logit(work[t] > 0 ? work[t] / rp : work[t] * rp);
+			work[t] = alice_ts_clean(work[t] > 0 ? work[t] / rp : work[t] * rp);
 		}
 	}
 	if (s->counts) {
 		for (size_t i = 0; i < s->n_distinct; i++) {
 			int32_t t = s->distinct[i];
 			float pen = (float)s->counts[t] * s->p.frequency_penalty + s->p.presence_penalty;
-			work[t] = clean_logit(work[t] - pen); /* stays finite (or -inf) */
+			work[t] = alice_ts_clean(work[t] - pen); /* stays finite (or -inf) */
 		}
 	}
 }
@@ -376,7 +369,7 @@ enum alice_status alice_sampler_transform(struct alice_sampler *s, const float *
 	if (!s || !logits || !out)
 		return alice_fail(err, ALICE_ERR_INVALID, "sampling: NULL argument");
 	for (int32_t i = 0; i < s->n_vocab; i++)
-		out[i] = clean_logit(logits[i]);
+		out[i] = alice_ts_clean(logits[i]);
 	apply_bias(s, out);
 	apply_penalties(s, out);
 	if (allowed_mask)
@@ -562,7 +555,7 @@ enum alice_status alice_sampler_sample(struct alice_sampler *s, const float *log
 	const int32_t nv = s->n_vocab;
 	float *w = s->work;
 	for (int32_t i = 0; i < nv; i++)
-		w[i] = clean_logit(logits[i]);
+		w[i] = alice_ts_clean(logits[i]);
 	apply_bias(s, w);
 
 	double lse = 0;
@@ -601,10 +594,10 @@ enum alice_status alice_sampler_sample(struct alice_sampler *s, const float *log
 	out->token = token;
 	if (s->p.logprobs) {
 		/* the chosen token's bias-adjusted logit, recomputed (w was changed) */
-		float l = clean_logit(logits[token]);
+		float l = alice_ts_clean(logits[token]);
 		for (size_t i = 0; i < s->p.n_logit_bias; i++)
 			if (s->bias[i].token == token)
-				l = s->bias[i].bias <= -100 ? -INFINITY : clean_logit(l + s->bias[i].bias);
+				l = s->bias[i].bias <= -100 ? -INFINITY : alice_ts_clean(l + s->bias[i].bias);
 		out->logprob = (float)((double)l - lse);
 	}
 	return ALICE_OK;

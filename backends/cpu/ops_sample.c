@@ -15,11 +15,6 @@ struct topk_job {
 	int32_t k;
 };
 
-static inline float clean(float x)
-{
-	x = x == x ? x : -INFINITY;
-	return x < FLT_MAX ? x : FLT_MAX;
-}
 
 static void topk_run(void *arg, int ith, int nth)
 {
@@ -32,7 +27,7 @@ static void topk_run(void *arg, int ith, int nth)
 		float v[ALICE_TOPK_MAX];
 		int32_t id[ALICE_TOPK_MAX], m = 0;
 		for (int64_t i = 0; i < n; i++) {
-			float xi = clean(x[i]);
+			float xi = alice_ts_clean(x[i]);
 			/* a later index loses a tie, so it must be strictly better */
 			if (m == k && !(xi > v[k - 1]))
 				continue;
@@ -83,7 +78,7 @@ static void temp_run(void *arg, int ith, int nth)
 			continue;
 		float mx = -INFINITY;
 		for (int32_t i = 0; i < n; i++) {
-			w[i] = clean(x[i]);
+			w[i] = alice_ts_clean(x[i]);
 			mx = w[i] > mx ? w[i] : mx;
 		}
 		if (!(mx > -INFINITY))

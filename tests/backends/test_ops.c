@@ -1138,20 +1138,25 @@ ParameterizedTest(struct op_param *p, ops, backend_op, .timeout = 600)
 			    op_groups[p->group].name, n_unsup);
 }
 
+/* The backends found (not shadowed), one parameter each, at most max. */
+static size_t backend_params(struct op_param *params, size_t max)
+{
+	size_t np = 0, n = 0;
+	struct alice_backend_listing *list = NULL;
+	if (alice_backend_list(NULL, &list, &n, NULL) == ALICE_OK)
+		for (size_t i = 0; i < n && np < max; i++)
+			if (!list[i].shadowed)
+				snprintf(params[np++].backend, sizeof(params[0].backend), "%s", list[i].name);
+	alice_backend_list_free(list);
+	return np;
+}
+
 /* Bad graphs give an error status and a message, never a crash, and the
  * context stays usable. */
 ParameterizedTestParameters(ops, rejects_bad_nodes)
 {
 	static struct op_param params[32];
-	static size_t np;
-	np = 0;
-	struct alice_backend_listing *list = NULL;
-	size_t n = 0;
-	if (alice_backend_list(NULL, &list, &n, NULL) == ALICE_OK)
-		for (size_t i = 0; i < n && np < 32; i++)
-			if (!list[i].shadowed)
-				snprintf(params[np++].backend, sizeof(params[0].backend), "%s", list[i].name);
-	alice_backend_list_free(list);
+	size_t np = backend_params(params, 32);
 	return cr_make_param_array(struct op_param, params, np);
 }
 
@@ -1308,15 +1313,7 @@ static void paged_clone(const struct tcase *s, struct tcase *d, struct rng *r, i
 ParameterizedTestParameters(ops, attention_paged)
 {
 	static struct op_param params[32];
-	static size_t np;
-	np = 0;
-	struct alice_backend_listing *list = NULL;
-	size_t n = 0;
-	if (alice_backend_list(NULL, &list, &n, NULL) == ALICE_OK)
-		for (size_t i = 0; i < n && np < 32; i++)
-			if (!list[i].shadowed)
-				snprintf(params[np++].backend, sizeof(params[0].backend), "%s", list[i].name);
-	alice_backend_list_free(list);
+	size_t np = backend_params(params, 32);
 	return cr_make_param_array(struct op_param, params, np);
 }
 

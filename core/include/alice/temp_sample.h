@@ -15,12 +15,23 @@
 #ifndef ALICE_TEMP_SAMPLE_H
 #define ALICE_TEMP_SAMPLE_H
 
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "alice/vexp.h"
 
 #define ALICE_TS_BLOCK 1024
 #define ALICE_TS_NEGLIGIBLE 30.0f
+
+/* A logit as every sampling step sees it: NaN -> -inf (excluded), +inf ->
+ * FLT_MAX (keeps the weights finite); branch-free so copy loops vectorise.
+ * The sampler and the backends' sampling ops (TOPK too) clean alike. */
+static inline float alice_ts_clean(float x)
+{
+	x = x == x ? x : -INFINITY;
+	return x < FLT_MAX ? x : FLT_MAX;
+}
 
 /* The live floor for max mx at temperature t. */
 static inline float alice_ts_floor(float mx, float t)
