@@ -266,7 +266,7 @@ enum alice_status cu_op_topk(const struct alice_op_args *a)
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *s = a->src[0], *d = a->dst;
 	int k = a->node->ip[0];
-	if (s->ne[1] > 65535 || s->ne[0] > 0x7fffffff)
+	if (s->ne[1] > 0x7fffffff || s->ne[0] > 0x7fffffff)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "TOPK: %lld rows of %lld", (long long)s->ne[1],
 			       (long long)s->ne[0]);
 	const int ns = topk_splits(a);
