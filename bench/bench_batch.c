@@ -61,8 +61,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 	cp.n_ctx = (uint32_t)(P + N + N / 4 + 8);
 	cp.n_seq = (uint32_t)B;
 	cp.n_batch = (uint32_t)(B > 512 ? B : 512);
-	const char *tk = getenv("ALICE_TOPK");
-	cp.topk = tk && !strcmp(tk, "0") ? 0 : ALICE_TOPK_MAX;
+	cp.topk = ALICE_TOPK_MAX;
 	size_t nt = (size_t)B * (size_t)(P > 1 ? P : 1);
 	int32_t *tok = malloc(nt * sizeof *tok), *pos = malloc(nt * sizeof *pos), *seq = malloc(nt * sizeof *seq);
 	bool *lg = malloc(nt * sizeof *lg), *top = malloc(nt * sizeof *top);

@@ -148,7 +148,10 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->n_batch = p->n_batch ? p->n_batch : 512;
 	c->embd = p->embeddings;
 	c->out_width = c->embd ? hp->n_embd : hp->n_vocab;
-	c->topk = c->embd ? 0 : (int32_t)(p->topk < ALICE_TOPK_MAX ? p->topk : ALICE_TOPK_MAX);
+	/* ALICE_TOPK=0: every row read whole, for comparisons */
+	const char *tk = getenv("ALICE_TOPK");
+	bool no_top = c->embd || (tk && !strcmp(tk, "0"));
+	c->topk = no_top ? 0 : (int32_t)(p->topk < ALICE_TOPK_MAX ? p->topk : ALICE_TOPK_MAX);
 	if (c->topk > (int32_t)hp->n_vocab)
 		c->topk = (int32_t)hp->n_vocab;
 	c->draw_on = c->topk > 0;
@@ -459,9 +462,15 @@ static enum alice_status write_draws(struct alice_context *c, const struct alice
 	return write_input(c, c->gb_draw_in, c->draw_in, err);
 }
 
-/* Copy the step's n_out output rows back: the top-k pairs of every row (a
- * topk context), and the whole rows not marked top_only, in runs of
- * adjacent rows. */
+/* Whether output row j of the chunk at start is read back whole. */
+static bool row_read_whole(const struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t j)
+{
+	return !c->topk || !b->top_only || !b->top_only[start + c->in_out[j]];
+}
+
+/* Copy the step's n_out output rows back: the top-k pairs (a topk context,
+ * when a row not drawn needs them), the drawn tokens (when a row was
+ * drawn), and the whole rows not marked top_only, in runs of adjacent rows. */
 static enum alice_status read_rows(struct alice_context *c, const struct alice_batch *b, int32_t start,
 				   int32_t n_out, int32_t logits, struct alice_error *err)
 {
@@ -496,9 +505,9 @@ static enum alice_status read_rows(struct alice_context *c, const struct alice_b
 				dst[2 * j + 1] = -1;
 	}
 	for (int32_t j = 0; j < n_out;) {
-		bool full = !c->topk || !b->top_only || !b->top_only[start + c->in_out[j]];
+		bool full = row_read_whole(c, b, start, j);
 		int32_t e = j + 1;
-		while (e < n_out && full == (!c->topk || !b->top_only || !b->top_only[start + c->in_out[e]]))
+		while (e < n_out && full == row_read_whole(c, b, start, e))
 			e++;
 		for (int32_t r = j; r < e; r++)
 			c->row_full[c->n_logits + r] = full;

@@ -1045,10 +1045,8 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	cp.n_batch = step_max;
 	cp.embeddings = e->embd;
 	/* the backend picks each row's best entries, enough for greedy and
-	 * top-k <= 128 sampling: only those cross to the host (ALICE_TOPK=0:
-	 * whole rows, for comparisons) */
-	const char *tk = getenv("ALICE_TOPK");
-	cp.topk = tk && !strcmp(tk, "0") ? 0 : ALICE_TOPK_MAX;
+	 * top-k <= 128 sampling: only those cross to the host */
+	cp.topk = ALICE_TOPK_MAX;
 	cp.n_kv_cells = p->n_kv_cells;
 	st = alice_context_create(model, &cp, &e->ctx, err);
 	if (st != ALICE_OK)

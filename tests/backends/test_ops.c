@@ -25,6 +25,7 @@
 #include "alice/backend_loader.h"
 #include "alice/quant.h"
 #include "alice/temp_sample.h"
+#include "support/topk_ref.h"
 
 /* ---- error bounds (NMSE) ------------------------------------------------
  * Activations are N(0,1). Rounding x to a format with relative error u
@@ -831,19 +832,6 @@ static void build_copy(struct tcase **cs, int *n, struct rng *r)
  * +inf and -inf entries, an all-NaN row; K from 1 to the maximum. The
  * reference sorts each row (higher first, ties to the lower index); the
  * comparison is exact (bound 0): ids and value bits. */
-struct topk_ent {
-	int32_t id;
-	float v;
-};
-
-static int topk_cmp(const void *pa, const void *pb)
-{
-	const struct topk_ent *a = pa, *b = pb;
-	if (a->v != b->v)
-		return a->v > b->v ? -1 : 1;
-	return a->id < b->id ? -1 : a->id > b->id;
-}
-
 static void build_topk(struct tcase **cs, int *n, struct rng *r)
 {
 	struct { int64_t n, rows; int k; int grid; } v[] = {
@@ -860,7 +848,7 @@ static void build_topk(struct tcase **cs, int *n, struct rng *r)
 		c->node.src[0] = x;
 		fill_gauss(c, x, r, 4.0);
 		float *xs = malloc((size_t)v[s].n * sizeof(float));
-		struct topk_ent *e = malloc((size_t)v[s].n * sizeof(*e));
+		int32_t *pairs = malloc((size_t)v[s].k * 2 * sizeof(int32_t));
 		double *ref = alloc_ref(c);
 		for (int64_t row = 0; row < v[s].rows; row++) {
 			for (int64_t i = 0; i < v[s].n; i++) {
@@ -874,20 +862,12 @@ static void build_topk(struct tcase **cs, int *n, struct rng *r)
 				set_el(c, x, i + v[s].n * row, f);
 				xs[i] = f;
 			}
-			for (int64_t i = 0; i < v[s].n; i++) {
-				float f = xs[i] != xs[i] ? -INFINITY : xs[i] > FLT_MAX ? FLT_MAX : xs[i];
-				e[i] = (struct topk_ent){(int32_t)i, f};
-			}
-			qsort(e, (size_t)v[s].n, sizeof(*e), topk_cmp);
-			for (int j = 0; j < v[s].k; j++) {
-				int32_t bits;
-				memcpy(&bits, &e[j].v, 4);
-				ref[2 * j + 2 * v[s].k * row] = e[j].id;
-				ref[2 * j + 1 + 2 * v[s].k * row] = bits;
-			}
+			cr_assert_eq(topk_ref(xs, (int32_t)v[s].n, v[s].k, pairs), 0, "out of memory");
+			for (int j = 0; j < 2 * v[s].k; j++)
+				ref[j + 2 * v[s].k * row] = pairs[j];
 		}
 		free(xs);
-		free(e);
+		free(pairs);
 		c->bound = 0; /* exact */
 		c->core = false;
 	}

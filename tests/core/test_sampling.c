@@ -11,6 +11,7 @@
 
 #include "alice/sampling.h"
 #include "alice/temp_sample.h"
+#include "support/topk_ref.h"
 
 static struct alice_sampler *mk(const struct alice_sampling_params *p, int32_t n_vocab)
 {
@@ -692,36 +693,14 @@ Test(sampling, random_params_and_logits)
 	}
 }
 
+static void best_k(const float *l, int32_t n, int32_t k, int32_t *top)
+{
+	cr_assert_eq(topk_ref(l, n, k, top), 0, "out of memory");
+}
+
 /* The device path (alice_sampler_sample_top on a row's best entries, as
  * backend.h's TOPK gives them) picks the same token, with the same RNG use,
  * as sampling the whole row, whenever top_ok says it may be used. */
-struct top_ent {
-	int32_t id;
-	float v;
-};
-
-static int top_cmp(const void *pa, const void *pb)
-{
-	const struct top_ent *a = pa, *b = pb;
-	if (a->v != b->v)
-		return a->v > b->v ? -1 : 1;
-	return a->id < b->id ? -1 : a->id > b->id;
-}
-
-static void best_k(const float *l, int32_t n, int32_t k, int32_t *top)
-{
-	struct top_ent *e = malloc((size_t)n * sizeof(*e));
-	cr_assert_not_null(e);
-	for (int32_t i = 0; i < n; i++)
-		e[i] = (struct top_ent){i, l[i] != l[i] ? -INFINITY : l[i] > FLT_MAX ? FLT_MAX : l[i]};
-	qsort(e, (size_t)n, sizeof(*e), top_cmp);
-	for (int32_t j = 0; j < k; j++) {
-		top[2 * j] = e[j].id;
-		memcpy(&top[2 * j + 1], &e[j].v, 4);
-	}
-	free(e);
-}
-
 Test(sampling, top_entries_decide_like_the_whole_row)
 {
 	enum { K = 128, NMAX = 5000 };

@@ -66,7 +66,8 @@ struct alice_context_params {
 	bool embeddings;
 	/* > 0: the backend also picks each logits row's best topk entries
 	 * (alice_context_top), and rows marked batch.top_only are never read
-	 * whole. Ignored (alice_context_top_k 0) where the backend cannot. */
+	 * whole. Ignored (alice_context_top_k 0) where the backend cannot, and
+	 * under ALICE_TOPK=0 (every row read whole, for comparisons). */
 	uint32_t topk;
 	/* Cells of the paged KV cache, shared by all sequences (rounded up to
 	 * whole blocks of ALICE_KV_BLOCK cells); 0 = n_seq * n_ctx (every
