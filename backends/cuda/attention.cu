@@ -28,7 +28,7 @@ struct att_params {
 	const uint8_t *rng;
 	int64_t rnb0, rnb1;
 	int64_t n_head, n_head_kv, n_tokens, n_cells; /* n_cells: virtual (the ranges' extent) */
-	int dk, dv, n_split;
+	int dk, dv, n_split, chunk; /* chunk: cells per split of the GQA decode kernel */
 	uint32_t kt, vt;
 	float scale, softcap;
 	struct cu_pages pg;
@@ -185,9 +185,8 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
  * reads each K/V row once for its G heads. Lane c of a warp scores cell
  * c of a 32-cell tile (q from shared memory, K row read whole), the tile's
  * max / sum are one warp reduction each, then lanes switch to head dims
- * for P V. Splits: at most att_splits, and one per ATT_CHUNK cells of the
+ * for P V. Splits: at most att_splits, and one per p.chunk cells of the
  * token's own range, so a token's sums depend only on its range. */
-#define ATT_CHUNK 64
 template <int D>
 __global__ void __launch_bounds__(8 * 32)
 k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
@@ -212,7 +211,7 @@ k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const 
 		r1 = r1 > p.n_cells ? (int32_t)p.n_cells : r1;
 	}
 	const int32_t len = r1 > r0 ? r1 - r0 : 0;
-	int ns = (len + ATT_CHUNK - 1) / ATT_CHUNK;
+	int ns = (len + p.chunk - 1) / p.chunk;
 	ns = ns < 1 ? 1 : (ns > p.n_split ? p.n_split : ns);
 	if (sp >= ns)
 		return;
@@ -261,13 +260,28 @@ k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const 
 		for (int j = 0; j < J; j++)
 			acc[j] *= corr;
 		const int nc = c1 - cb < 32 ? c1 - cb : 32;
-		for (int i = 0; i < nc; i++) {
-			const float wi = __shfl_sync(0xffffffffu, w, i);
-			const long long pci = __shfl_sync(0xffffffffu, (long long)pc, i);
-			const __half *vr = (const __half *)(vb + (int64_t)pci * p.v.nb[2]);
+		/* V rows of U cells loaded before their FMAs (one memory wait per
+		 * U cells, not per cell); the FMAs stay in cell order */
+		constexpr int U = 32 / J;
+		for (int i0 = 0; i0 < nc; i0 += U) {
+			float wu[U];
+			__half vu[U][J];
 #pragma unroll
-			for (int j = 0; j < J; j++)
-				acc[j] = fmaf(wi, __half2float(vr[lane + 32 * j]), acc[j]);
+			for (int u = 0; u < U; u++) {
+				const int i = i0 + u; /* < 32: nc <= 32 and U divides 32 */
+				wu[u] = __shfl_sync(0xffffffffu, w, i);
+				const long long pci = __shfl_sync(0xffffffffu, (long long)pc, i);
+				const __half *vr = (const __half *)(vb + (int64_t)pci * p.v.nb[2]);
+#pragma unroll
+				for (int j = 0; j < J; j++)
+					vu[u][j] = i < nc ? vr[lane + 32 * j] : __float2half(0.f);
+			}
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				if (i0 + u < nc)
+#pragma unroll
+					for (int j = 0; j < J; j++)
+						acc[j] = fmaf(wu[u], __half2float(vu[u][j]), acc[j]);
 		}
 		m = mn;
 	}
@@ -339,14 +353,27 @@ enum alice_status cu_attention_pages(const struct alice_op_args *a, struct cu_pa
 	return ALICE_OK;
 }
 
+/* Cells per split of a decode token (k_attn_dec): ALICE_CUDA_ATT_CHUNK
+ * (16..1024), else 64. */
+static int att_chunk(void)
+{
+	static int v = 0;
+	if (!v) {
+		const char *e = getenv("ALICE_CUDA_ATT_CHUNK");
+		int x = e ? atoi(e) : 0;
+		v = x >= 16 && x <= 1024 ? x : 64;
+	}
+	return v;
+}
+
 /* Splits per token: enough blocks for a single decode token to fill the
- * GPU, at most one per 128 cells of the (virtual) cache. Must not depend on
+ * GPU, at most one per 2 chunks of the (virtual) cache. Must not depend on
  * the op's token count (batch invariance). */
 static int att_splits(const struct alice_op_args *a)
 {
 	const struct alice_tensor *q = a->src[0];
 	int64_t want = (2 * (int64_t)a->ctx->n_sm + q->ne[1] - 1) / q->ne[1];
-	int64_t cap = att_vcells(a) / 128;
+	int64_t cap = att_vcells(a) / (2 * att_chunk());
 	if (want > cap)
 		want = cap;
 	if (want > 32)
@@ -417,6 +444,7 @@ enum alice_status cu_op_attention(const struct alice_op_args *a)
 	p.scale = a->node->fp[0];
 	p.softcap = a->node->fp[1];
 	p.n_split = att_splits(a);
+	p.chunk = att_chunk();
 	float *part = (float *)ctx->scratch;
 	if (att_dec_ok(p, k, v)) {
 		dim3 gd((unsigned)p.n_head_kv, (unsigned)p.n_tokens, (unsigned)p.n_split);

@@ -56,6 +56,38 @@ __device__ static inline int topk_scan(int v, int *sh /* [32] */)
 	return sh[w] + x - v;
 }
 
+/* One warp: the digit d of the k-th best key, the highest with (entries
+ * above d) + hist[d] >= want (else 0), as a walk down the bins from 255
+ * would find it: lane l sums bins 255 - 8l .. 248 - 8l, a scan over the
+ * lanes finds the lane holding d, that lane walks its 8 bins. */
+__device__ static inline void topk_digit(const int *hist, int lane, int want, uint32_t prefix, int shift,
+					 uint32_t *s_prefix, int *s_want)
+{
+	int s = 0;
+#pragma unroll
+	for (int b = 0; b < 8; b++)
+		s += hist[255 - 8 * lane - b];
+	int cum = s;
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		int y = __shfl_up_sync(0xffffffffu, cum, o);
+		if (lane >= o)
+			cum += y;
+	}
+	const unsigned hit = __ballot_sync(0xffffffffu, cum >= want);
+	const int L = hit ? __ffs(hit) - 1 : 31;
+	if (lane != L)
+		return;
+	int above = cum - s, d = 255 - 8 * lane;
+	for (int b = 0; b < 8; b++, d--) {
+		if (d == 0 || above + hist[d] >= want)
+			break;
+		above += hist[d];
+	}
+	*s_prefix = prefix | ((uint32_t)d << shift);
+	*s_want = want - above;
+}
+
 /* The best k (<= TOPK_SORT) entries of x[0, n) (indices id0 + i) into
  * ent[0, k) as (key << 32 | ~index), unsorted; ent[k..] hold 0. */
 __device__ static void topk_block(const float *__restrict__ x, int64_t n, int64_t id0, int k,
@@ -90,13 +122,8 @@ __device__ static void topk_block(const float *__restrict__ x, int64_t n, int64_
 				atomicAdd(&hist[bin], __popc(peers));
 		}
 		__syncthreads();
-		if (tid == 0) {
-			int above = 0, d = 255;
-			for (; d > 0 && above + hist[d] < want; d--)
-				above += hist[d];
-			s_prefix = prefix | ((uint32_t)d << shift);
-			s_want = want - above;
-		}
+		if (tid < 32)
+			topk_digit(hist, tid, want, prefix, shift, &s_prefix, &s_want);
 		__syncthreads();
 		prefix = s_prefix;
 		want = s_want;
@@ -243,11 +270,11 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_topk_merge(const uint8_t *__re
 }
 
 /* Blocks per row: enough to fill the GPU when rows are few, slices of at
- * least 4096 entries. */
+ * least 8192 entries (the merge's cost grows with the number of slices). */
 static int topk_splits(const struct alice_op_args *a)
 {
 	const struct alice_tensor *s = a->src[0];
-	int64_t rows = s->ne[1], want = (2 * (int64_t)a->ctx->n_sm + rows - 1) / rows, cap = s->ne[0] / 4096;
+	int64_t rows = s->ne[1], want = (2 * (int64_t)a->ctx->n_sm + rows - 1) / rows, cap = s->ne[0] / 8192;
 	if (want > cap)
 		want = cap;
 	if (want > TOPK_MAX_SPLIT)

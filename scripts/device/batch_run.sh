@@ -12,7 +12,8 @@
 #   variants the batch stage at B=16, 64 for mat-vec variants (rows per warp, column groups)
 #   prof    ALICE_CUDA_PROFILE=1 per-op time at B=64
 #   ncu     Nsight Compute on the batched mat-vec kernels at B=64
-#   server  loadgen.py at 1/16/64/256 clients through the server
+#   gap     ALICE_CUDA_PROFILE=2 (host before launch / GPU / wait / between steps): tg and B=1
+#   server  loadgen.py at 1/16/64/256 clients through the server, /metrics p50/p95 after each level
 #   b8      the batch stage on the 8B Q4_K_M shape
 set -u
 b=${BUILD:-.devbuild}
@@ -69,6 +70,11 @@ if has prof; then
   ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 16 -n 32 --batch 64 > "$out/prof.log" 2>&1
   grep -A40 -i "profile" "$out/prof.log" | head -60
 fi
+if has gap; then
+  ALICE_CUDA_PROFILE=2 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 512 -n 128 -r 1 2>&1 | grep -iE "step|tg|host|gpu" | head -8
+  ALICE_CUDA_PROFILE=2 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch 1 2>&1 | grep -iE "step|host|gpu|Llama" | head -8
+  ALICE_CUDA_PROFILE=2 ALICE_TOPK=0 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch 1 2>&1 | grep -iE "step|host|gpu|Llama" | head -8
+fi
 if has b8; then
   m8=$(mk llama-8b Q4_K_M)
   timeout 240 "$b/bin/alice-bench" -m "$m8" --backend cuda -p 128 -n 128 --batch 1,16,64 2>>"$out/err.log" | tee -a "$out/bench.log"
@@ -80,9 +86,12 @@ if has ncu; then
   grep -E "k_mmvq|Duration|Throughput|Achieved Occupancy|Registers Per|Block Limit|Grid Size|Waves" "$out/ncu.log" | head -80
 fi
 if has server; then
-  "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-64} --port 8111 --ctx-size 512 > "$out/server.log" 2>&1 &
+  ${SRV_PROF:+env ALICE_CUDA_PROFILE=2} "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-64} --port 8111 --ctx-size 512 > "$out/server.log" 2>&1 &
   sp=$!
   for i in $(seq 1 60); do curl -sf localhost:8111/health >/dev/null 2>&1 && break; sleep 1; done
-  timeout 300 python3 .devfix/loadgen.py --port 8111 --concurrency ${CLIENTS:-1,16,64} --requests-per-client 2 --max-tokens 128 --prompt-words 100 2>&1 | tail -20
-  kill $sp; wait $sp 2>/dev/null
+  for c in $(echo ${CLIENTS:-1,16,64} | tr , ' '); do
+    timeout 300 python3 .devfix/loadgen.py --port 8111 --concurrency $c --requests-per-client ${RPC:-2} --max-tokens 128 --prompt-words 100 ${LG_EXTRA:+--extra "$LG_EXTRA"} 2>&1 | tail -1
+    curl -s localhost:8111/metrics | grep -E '^alice_(inter_token_ms|time_to_first_token_ms)\{' | tr '\n' ' '; echo
+  done
+  kill $sp; wait $sp 2>/dev/null; grep -A8 "cuda steps\|profile" "$out/server.log" | head -20
 fi
