@@ -418,7 +418,14 @@ static enum alice_status write_row_regimes(struct alice_context *c, int32_t n, i
 	for (int32_t j = 0; j < n_out; j++)
 		if (!c->in_solo[c->in_out[j]])
 			out_n[c->in_seq[c->in_out[j]]]++;
-	int32_t max_tok = 0, max_out = 0;
+	int32_t max_tok = 0, max_out = 0, max_seq = 0;
+	for (int32_t i = 0; i < n; i++) { /* the attention hint counts solo rows too */
+		int32_t s = c->in_seq[i];
+		if (++out_i[s] > max_seq)
+			max_seq = out_i[s];
+	}
+	memset(out_i, 0, c->n_seq * sizeof(*out_i));
+	alice_gb_set_attn_seq_max(&c->gb, max_seq);
 	for (int32_t i = 0; i < n; i++) {
 		int32_t s = c->in_seq[i];
 		rg[2 * i] = c->in_solo[i] ? 1 : tok_n[s]; /* a solo row: its own one-row step */

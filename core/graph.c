@@ -59,6 +59,13 @@ void alice_gb_set_row_max(struct alice_gb *gb, int which, int32_t max_rows)
 			gb->nodes[i].ip[0] = max_rows;
 }
 
+void alice_gb_set_attn_seq_max(struct alice_gb *gb, int32_t max_tokens)
+{
+	for (uint32_t i = 0; i < gb->n_nodes; i++)
+		if (gb->nodes[i].op == ALICE_OP_ATTENTION)
+			gb->nodes[i].ip[1] = max_tokens;
+}
+
 void alice_gb_free(struct alice_gb *gb)
 {
 	if (!gb)

@@ -79,6 +79,9 @@ int32_t alice_gb_row_regime(struct alice_gb *gb, int which, int32_t rows);
 /* Set ip[0] of the MUL_MATs reading regime `which` to the step's largest
  * per-sequence row count (backend.h); called per step, the graph may be reused. */
 void alice_gb_set_row_max(struct alice_gb *gb, int which, int32_t max_rows);
+/* ATTENTION's hint ip[1] on every ATTENTION node: the most tokens one
+ * sequence has in the step (backend.h). */
+void alice_gb_set_attn_seq_max(struct alice_gb *gb, int32_t max_tokens);
 
 /* The graph as the backend sees it (borrowed from gb). */
 struct alice_graph alice_gb_graph(const struct alice_gb *gb);

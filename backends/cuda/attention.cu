@@ -354,14 +354,15 @@ enum alice_status cu_attention_pages(const struct alice_op_args *a, struct cu_pa
 }
 
 /* Cells per split of a decode token (k_attn_dec): ALICE_CUDA_ATT_CHUNK
- * (16..1024), else 64. */
+ * (16..1024), else 32 (H200, 1B: tg +5 %, one-row batched steps +11 %
+ * over 64). */
 static int att_chunk(void)
 {
 	static int v = 0;
 	if (!v) {
 		const char *e = getenv("ALICE_CUDA_ATT_CHUNK");
 		int x = e ? atoi(e) : 0;
-		v = x >= 16 && x <= 1024 ? x : 64;
+		v = x >= 16 && x <= 1024 ? x : 32;
 	}
 	return v;
 }

@@ -265,7 +265,9 @@ bool cu_fattn_ok(const struct alice_op_args *a)
 {
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
 	int64_t D = q->ne[0];
-	return !fa_off() && q->ne[2] >= FA_MIN_TOKENS && k->type == ALICE_TYPE_F16 && v->type == ALICE_TYPE_F16 &&
+	/* ip[1]: no sequence has FA_MIN_TOKENS tokens here (a decode step) */
+	const int32_t seq_max = a->node->ip[1];
+	return !fa_off() && q->ne[2] >= FA_MIN_TOKENS && !(seq_max > 0 && seq_max < FA_MIN_TOKENS) && k->type == ALICE_TYPE_F16 && v->type == ALICE_TYPE_F16 &&
 	       (D == 64 || D == 128) && k->ne[0] == D && v->ne[0] == D && a->node->fp[1] == 0.f && al16(k) && al16(v) &&
 	       (q->ne[2] + FA_TOK - 1) / FA_TOK <= 65535;
 }

@@ -11,6 +11,7 @@
 
 #define TOPK_THREADS 1024
 #define TOPK_SORT 128 /* ALICE_TOPK_MAX, a power of two */
+#define TOPK_CAND 2048 /* entries at or above the threshold sorted whole */
 
 static_assert(TOPK_SORT == ALICE_TOPK_MAX, "the sort network holds ALICE_TOPK_MAX entries");
 
@@ -88,19 +89,15 @@ __device__ static inline void topk_digit(const int *hist, int lane, int want, ui
 	*s_want = want - above;
 }
 
-/* The best k (<= TOPK_SORT) entries of x[0, n) (indices id0 + i) into
- * ent[0, k) as (key << 32 | ~index), unsorted; ent[k..] hold 0. */
-__device__ static void topk_block(const float *__restrict__ x, int64_t n, int64_t id0, int k,
-				  unsigned long long *ent /* [TOPK_SORT] shared */)
+/* Radix select over the keys key_at(0 .. n): the k-th best key and how
+ * many entries equal to it are wanted (the rest of the k are above it). */
+template <typename KeyAt>
+__device__ static void topk_select(KeyAt key_at, int64_t n, int k, uint32_t *kth, int *want_out)
 {
 	__shared__ int hist[256];
-	__shared__ int scan_sh[32];
 	__shared__ uint32_t s_prefix;
-	__shared__ int s_want, s_above;
+	__shared__ int s_want;
 	const int tid = threadIdx.x;
-
-	/* radix select: the key of the k-th best entry, and how many entries
-	 * equal to it are wanted (the rest of the k are above it) */
 	uint32_t prefix = 0, mask = 0;
 	int want = k;
 	for (int shift = 24; shift >= 0; shift -= 8) {
@@ -113,7 +110,7 @@ __device__ static void topk_block(const float *__restrict__ x, int64_t n, int64_
 			int64_t i = i0 + (tid & 31);
 			int bin = 256;
 			if (i < n) {
-				uint32_t key = topk_key(x[i]);
+				uint32_t key = key_at(i);
 				if ((key & mask) == prefix)
 					bin = (int)((key >> shift) & 255);
 			}
@@ -130,7 +127,22 @@ __device__ static void topk_block(const float *__restrict__ x, int64_t n, int64_
 		mask |= 255u << shift;
 		__syncthreads();
 	}
-	const uint32_t kth = prefix;
+	*kth = prefix;
+	*want_out = want;
+}
+
+/* The best k (<= TOPK_SORT) entries of x[0, n) (indices id0 + i) into
+ * ent[0, k) as (key << 32 | ~index), unsorted; ent[k..] hold 0: a radix
+ * select over all entries. */
+__device__ static void topk_block_radix(const float *__restrict__ x, int64_t n, int64_t id0, int k,
+					unsigned long long *ent /* [TOPK_SORT] shared */)
+{
+	__shared__ int scan_sh[32];
+	__shared__ int s_above;
+	const int tid = threadIdx.x;
+	uint32_t kth;
+	int want;
+	topk_select([&](int64_t i) { return topk_key(x[i]); }, n, k, &kth, &want);
 	const int above = k - want;
 
 	/* gather: entries above kth anywhere in [0, above); ties at kth in
@@ -180,6 +192,65 @@ __device__ static void topk_sort(unsigned long long *e, int m)
 			}
 			__syncthreads();
 		}
+}
+
+/* The same as topk_block_radix, sorted, in two coalesced reads: thread t's
+ * largest key over entries t, t + T, ... (T threads); the k-th largest of
+ * those maxima, th, has at least k entries at or above it (one per maximum),
+ * so the best k are among the entries >= th, which are few unless many
+ * values tie: those are sorted whole (key, then lower index first, as the
+ * radix select's ties are taken). More than TOPK_CAND of them: the radix
+ * select. */
+__device__ static void topk_block(const float *__restrict__ x, int64_t n, int64_t id0, int k,
+				  unsigned long long *ent /* [TOPK_SORT] shared */)
+{
+	__shared__ unsigned long long cand[TOPK_CAND];
+	__shared__ uint32_t smax[TOPK_THREADS];
+	__shared__ int s_cnt;
+	const int tid = threadIdx.x, lane = tid & 31;
+	uint32_t mx = 0; /* below every real key */
+	for (int64_t i = tid; i < n; i += TOPK_THREADS) {
+		uint32_t key = topk_key(x[i]);
+		mx = key > mx ? key : mx;
+	}
+	smax[tid] = mx;
+	if (tid == 0)
+		s_cnt = 0;
+	__syncthreads();
+	uint32_t th;
+	int unused;
+	topk_select([&](int64_t i) { return smax[i]; }, TOPK_THREADS, k, &th, &unused);
+	for (int64_t i0 = (int64_t)(tid & ~31); i0 < n; i0 += TOPK_THREADS) {
+		const int64_t i = i0 + lane;
+		const uint32_t key = i < n ? topk_key(x[i]) : 0;
+		const bool in = i < n && key >= th;
+		const unsigned b = __ballot_sync(0xffffffffu, in);
+		int base = 0;
+		if (lane == 0 && b)
+			base = atomicAdd(&s_cnt, __popc(b));
+		base = __shfl_sync(0xffffffffu, base, 0);
+		if (in) {
+			const int at = base + __popc(b & ((1u << lane) - 1));
+			if (at < TOPK_CAND)
+				cand[at] = ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)(id0 + i));
+		}
+	}
+	__syncthreads();
+	const int cnt = s_cnt;
+	if (cnt > TOPK_CAND) {
+		topk_block_radix(x, n, id0, k, ent);
+		return;
+	}
+	int m = TOPK_SORT;
+	while (m < cnt)
+		m <<= 1;
+	for (int i = cnt + tid; i < m; i += TOPK_THREADS)
+		cand[i] = 0;
+	__syncthreads();
+	topk_sort(cand, m);
+	for (int i = tid; i < TOPK_SORT; i += TOPK_THREADS)
+		ent[i] = i < k ? cand[i] : 0;
+	__syncthreads();
 }
 
 /* (index, cleaned value bits) of the k best of e (sorted) to o */

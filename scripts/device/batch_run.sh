@@ -14,6 +14,7 @@
 #   ncu     Nsight Compute on the batched mat-vec kernels at B=64
 #   gap     ALICE_CUDA_PROFILE=2 (host before launch / GPU / wait / between steps): tg and B=1
 #   server  loadgen.py at 1/16/64/256 clients through the server, /metrics p50/p95 after each level
+#           (WARM=N: one untimed round of N clients first, so captures and first-use costs are out)
 #   b8      the batch stage on the 8B Q4_K_M shape
 set -u
 b=${BUILD:-.devbuild}
@@ -89,6 +90,7 @@ if has server; then
   ${SRV_PROF:+env ALICE_CUDA_PROFILE=2} "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-64} --port 8111 --ctx-size 512 > "$out/server.log" 2>&1 &
   sp=$!
   for i in $(seq 1 60); do curl -sf localhost:8111/health >/dev/null 2>&1 && break; sleep 1; done
+  [ -n "${WARM:-}" ] && timeout 120 python3 .devfix/loadgen.py --port 8111 --concurrency $WARM --requests-per-client 1 --max-tokens 32 --prompt-words 100 > /dev/null 2>&1
   for c in $(echo ${CLIENTS:-1,16,64} | tr , ' '); do
     timeout 300 python3 .devfix/loadgen.py --port 8111 --concurrency $c --requests-per-client ${RPC:-2} --max-tokens 128 --prompt-words 100 ${LG_EXTRA:+--extra "$LG_EXTRA"} 2>&1 | tail -1
     curl -s localhost:8111/metrics | grep -E '^alice_(inter_token_ms|time_to_first_token_ms)\{' | tr '\n' ' '; echo

@@ -642,6 +642,7 @@ struct attn_variant {
 	int window;
 	int pad;
 	bool two;
+	bool spread; /* one token per sequence, as a decode step (no run continues) */
 };
 
 static void build_attention_cases(struct tcase **cs, int *n, struct rng *r, const struct attn_variant *v, size_t nv);
@@ -649,18 +650,18 @@ static void build_attention_cases(struct tcase **cs, int *n, struct rng *r, cons
 static void build_attention(struct tcase **cs, int *n, struct rng *r)
 {
 	static const struct attn_variant v[] = {
-		{64, 64, 8, 8, 1, 40, ALICE_TYPE_F16, 0.0f, 0, 0, false},
-		{64, 64, 8, 2, 7, 40, ALICE_TYPE_F16, 0.0f, 0, 0, false},
-		{64, 64, 8, 1, 5, 33, ALICE_TYPE_F32, 0.0f, 0, 2, false},
-		{128, 128, 4, 2, 6, 50, ALICE_TYPE_F16, 0.0f, 8, 0, false},
+		{64, 64, 8, 8, 1, 40, ALICE_TYPE_F16, 0.0f, 0, 0, false, false},
+		{64, 64, 8, 2, 7, 40, ALICE_TYPE_F16, 0.0f, 0, 0, false, false},
+		{64, 64, 8, 1, 5, 33, ALICE_TYPE_F32, 0.0f, 0, 2, false, false},
+		{128, 128, 4, 2, 6, 50, ALICE_TYPE_F16, 0.0f, 8, 0, false, false},
 		/* long decode ranges: a token's range cut into several splits */
-		{128, 128, 16, 4, 3, 1100, ALICE_TYPE_F16, 0.0f, 0, 0, false},
-		{64, 64, 8, 8, 2, 600, ALICE_TYPE_F16, 0.0f, 0, 0, false},
-		{64, 32, 6, 3, 4, 20, ALICE_TYPE_F16, 30.0f, 0, 0, false},
-		{32, 32, 4, 4, 9, 64, ALICE_TYPE_F32, 50.0f, 5, 1, false},
+		{128, 128, 16, 4, 3, 1100, ALICE_TYPE_F16, 0.0f, 0, 0, false, false},
+		{64, 64, 8, 8, 2, 600, ALICE_TYPE_F16, 0.0f, 0, 0, false, false},
+		{64, 32, 6, 3, 4, 20, ALICE_TYPE_F16, 30.0f, 0, 0, false, false},
+		{32, 32, 4, 4, 9, 64, ALICE_TYPE_F32, 50.0f, 5, 1, false, false},
 		/* >= 64 tokens: the prefill regime (64-cell tiles, F32 accumulator) */
-		{64, 64, 4, 2, 70, 150, ALICE_TYPE_F16, 0.0f, 0, 0, false},
-		{64, 32, 4, 4, 66, 100, ALICE_TYPE_F32, 30.0f, 40, 1, false},
+		{64, 64, 4, 2, 70, 150, ALICE_TYPE_F16, 0.0f, 0, 0, false, false},
+		{64, 32, 4, 4, 66, 100, ALICE_TYPE_F32, 30.0f, 40, 1, false, false},
 	};
 	build_attention_cases(cs, n, r, v, sizeof(v) / sizeof(v[0]));
 }
@@ -669,10 +670,11 @@ static void build_attention_cases(struct tcase **cs, int *n, struct rng *r, cons
 {
 	for (size_t s = 0; s < nv; s++) {
 		int dk = v[s].dk, dv = v[s].dv, nh = v[s].nh, nkv = v[s].nkv, nt = v[s].nt, nc = v[s].ncell;
-		struct tcase *c = new_case(cs, n, "ATTENTION %s d_k=%d d_v=%d heads=%d/%d tokens=%d cells=%d%s%s%s%s",
+		struct tcase *c = new_case(cs, n, "ATTENTION %s d_k=%d d_v=%d heads=%d/%d tokens=%d cells=%d%s%s%s%s%s",
 					   alice_type_name(v[s].kt), dk, dv, nh, nkv, nt, nc,
 					   v[s].cap != 0.0f ? " soft-cap" : "", v[s].window ? " window" : "",
-					   v[s].pad ? " strided-q" : "", v[s].two ? " two-seq" : "");
+					   v[s].pad ? " strided-q" : "", v[s].two ? " two-seq" : "",
+					   v[s].spread ? " one-per-seq" : "");
 		c->node.op = ALICE_OP_ATTENTION;
 		float scale = 1.0f / sqrtf((float)dk) * (v[s].cap != 0.0f ? 8.0f : 1.0f);
 		c->node.fp[0] = scale;
@@ -699,6 +701,10 @@ static void build_attention_cases(struct tcase **cs, int *n, struct rng *r, cons
 				beg = v[s].window ? end - v[s].window : base;
 				if (beg < base)
 					beg = base;
+			}
+			if (v[s].spread) { /* 37 t mod nc/2 never steps by one (nc/2 > 37) */
+				end = nc / 2 + (int)((37 * (int64_t)t) % (nc / 2)) + 1;
+				beg = v[s].window ? end - v[s].window : 0;
 			}
 			if (beg < 0)
 				beg = 0;
@@ -1290,6 +1296,20 @@ static void paged_clone(const struct tcase *s, struct tcase *d, struct rng *r, i
 	memcpy(d->ref, s->ref, (size_t)nelem(&s->t[0]) * sizeof(double));
 }
 
+/* The longest run of tokens whose ranges continue each other (ATTENTION's
+ * ip[1] hint, backend.h). */
+static int attn_max_run(struct tcase *c)
+{
+	int rg = c->node.src[3], nt = (int)c->t[rg].ne[1], best = nt > 0, run = 1;
+	for (int t = 1; t < nt; t++) {
+		int b0 = (int)get_el(c, rg, 2 * t - 2), e0 = (int)get_el(c, rg, 2 * t - 1);
+		int b1 = (int)get_el(c, rg, 2 * t), e1 = (int)get_el(c, rg, 2 * t + 1);
+		run = e1 == e0 + 1 && (b1 == b0 || b1 == b0 + 1) ? run + 1 : 1;
+		best = run > best ? run : best;
+	}
+	return best;
+}
+
 ParameterizedTestParameters(ops, attention_paged)
 {
 	static struct op_param params[32];
@@ -1311,20 +1331,22 @@ ParameterizedTest(struct op_param *p, ops, attention_paged, .timeout = 600)
 	/* every kernel regime: decode over long ranges (splits; the GQA decode
 	 * kernel for F16 d 64/128), short batches, soft-cap, windows, F32
 	 * caches, >= 16 and >= 64 token runs (flash / tiled prefill), two
-	 * sequences in one op */
+	 * sequences in one op, many one-token sequences (a batched decode) */
 	static const struct attn_variant v[] = {
-		{64, 64, 8, 2, 1, 1104, ALICE_TYPE_F16, 0.0f, 0, 0, false},
-		{128, 128, 16, 4, 3, 1104, ALICE_TYPE_F16, 0.0f, 0, 0, true},
-		{64, 64, 8, 8, 7, 48, ALICE_TYPE_F16, 0.0f, 0, 0, false},
-		{64, 64, 8, 1, 5, 48, ALICE_TYPE_F32, 0.0f, 0, 2, false},
-		{128, 128, 4, 2, 6, 64, ALICE_TYPE_F16, 0.0f, 8, 0, false},
-		{64, 32, 6, 3, 4, 32, ALICE_TYPE_F16, 30.0f, 0, 0, true},
-		{64, 64, 4, 2, 70, 160, ALICE_TYPE_F16, 0.0f, 0, 0, false},
-		{128, 128, 4, 2, 40, 192, ALICE_TYPE_F16, 0.0f, 0, 0, true},
-		{64, 64, 4, 2, 20, 96, ALICE_TYPE_F16, 0.0f, 24, 0, false},
-		{64, 32, 4, 4, 66, 128, ALICE_TYPE_F32, 30.0f, 40, 1, false},
+		{64, 64, 8, 2, 1, 1104, ALICE_TYPE_F16, 0.0f, 0, 0, false, false},
+		{128, 128, 16, 4, 3, 1104, ALICE_TYPE_F16, 0.0f, 0, 0, true, false},
+		{64, 64, 8, 8, 7, 48, ALICE_TYPE_F16, 0.0f, 0, 0, false, false},
+		{64, 64, 8, 1, 5, 48, ALICE_TYPE_F32, 0.0f, 0, 2, false, false},
+		{128, 128, 4, 2, 6, 64, ALICE_TYPE_F16, 0.0f, 8, 0, false, false},
+		{64, 32, 6, 3, 4, 32, ALICE_TYPE_F16, 30.0f, 0, 0, true, false},
+		{64, 64, 4, 2, 70, 160, ALICE_TYPE_F16, 0.0f, 0, 0, false, false},
+		{128, 128, 4, 2, 40, 192, ALICE_TYPE_F16, 0.0f, 0, 0, true, false},
+		{64, 64, 4, 2, 20, 96, ALICE_TYPE_F16, 0.0f, 24, 0, false, false},
+		{64, 32, 4, 4, 66, 128, ALICE_TYPE_F32, 30.0f, 40, 1, false, false},
+		{64, 64, 8, 2, 24, 96, ALICE_TYPE_F16, 0.0f, 0, 0, false, true},
+		{128, 128, 8, 2, 20, 112, ALICE_TYPE_F16, 0.0f, 0, 0, false, true},
 	};
-	static const int bss[] = {16, 16, 1, 16, 64, 16, 32, 16, 16, 64};
+	static const int bss[] = {16, 16, 1, 16, 64, 16, 32, 16, 16, 64, 16, 16};
 	struct rng r = {0x5eed0f9a6edull};
 	struct tcase *cs = NULL;
 	int nc = 0;
@@ -1345,6 +1367,20 @@ ParameterizedTest(struct op_param *p, ops, attention_paged, .timeout = 600)
 		else if (!same)
 			n_fail++;
 		tc_free(&pc);
+		if (o == OUT_PASS) { /* the hint ip[1] (longest run) changes nothing */
+			void *out0 = malloc(cs[i].size[0]);
+			memcpy(out0, cs[i].host[0], cs[i].size[0]);
+			cs[i].node.ip[1] = attn_max_run(&cs[i]);
+			enum outcome ho = run_case(vt, ctx, false, &cs[i], &nmse, msg, sizeof(msg));
+			bool hsame = ho == OUT_PASS && memcmp(out0, cs[i].host[0], cs[i].size[0]) == 0;
+			if (!hsame) {
+				fprintf(stderr, "[%s] %s with hint ip[1] = %d: %s: FAIL (differs without it)\n", p->backend,
+					cs[i].name, cs[i].node.ip[1], msg);
+				n_fail++;
+			}
+			cs[i].node.ip[1] = 0;
+			free(out0);
+		}
 	}
 	for (int i = 0; i < nc; i++)
 		tc_free(&cs[i]);

@@ -106,7 +106,11 @@ enum alice_op {
 	 * rows. Entries of blocks that no range touches are never used (a
 	 * backend that reads whole tiles reads such cells as zeros). Without
 	 * src4: the identity (today's layout). A backend of ABI < 1.4 answers
-	 * supports_op false for an ATTENTION node with src4. */
+	 * supports_op false for an ATTENTION node with src4.
+	 * ip[1], a hint (0 = none; a backend may ignore it): no sequence has
+	 * more than ip[1] of the op's tokens, so no run of tokens whose ranges
+	 * continue each other is longer; a backend may skip work meant only
+	 * for longer runs (the results must not change). */
 	ALICE_OP_ATTENTION = 9,
 	/* In place: dst is the cache [row..., n_cells] (F16 or F32); src0 F32
 	 * rows [.., n] with the same elements per cell; src1 I32 cell index [n].
