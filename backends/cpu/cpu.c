@@ -345,9 +345,11 @@ static enum alice_status cpu_graph_compute(struct alice_backend_ctx *ctx, const 
 		}
 		if (st != ALICE_OK) {
 			alice_bc_prefix_node(ctx->err, sizeof(ctx->err), i, g->nodes[i].op);
+			cpu_pool_idle(ctx->pool);
 			return st;
 		}
 	}
+	cpu_pool_idle(ctx->pool);
 	return ALICE_OK;
 }
 

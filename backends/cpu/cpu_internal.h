@@ -25,6 +25,9 @@ typedef void (*cpu_task_fn)(void *arg, int ith, int nth);
 struct cpu_pool *cpu_pool_create(int n_threads);
 void cpu_pool_free(struct cpu_pool *p);
 int cpu_pool_size(const struct cpu_pool *p);
+/* The step is over: workers sleep now rather than spin for the next task
+ * (the next cpu_pool_run wakes them). */
+void cpu_pool_idle(struct cpu_pool *p);
 /* Runs fn(arg, ith, nth) on every thread (the caller is thread 0); returns
  * when all are done. */
 void cpu_pool_run(struct cpu_pool *p, cpu_task_fn fn, void *arg);
