@@ -83,7 +83,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 		seq[q] = q;
 		lg[q] = true;
 	}
-	struct alice_batch w = {B, tok, pos, seq, lg, NULL, NULL, NULL};
+	struct alice_batch w = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL};
 	if (alice_context_decode(c, &w, &err) != ALICE_OK) {
 		fail(r, "warm-up", &err);
 		goto out;
@@ -109,7 +109,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 		alice_context_seq_clear(c, q);
 	if (P > 0) {
 		s = make_prompts(B, P, n_vocab, tok, pos, seq, lg);
-		struct alice_batch b = {(int32_t)nt, tok, pos, seq, lg, NULL, NULL, NULL};
+		struct alice_batch b = {(int32_t)nt, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL};
 		double t0 = now_s();
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "prefill", &err);
@@ -129,7 +129,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 			seq[q] = q;
 			lg[q] = true;
 		}
-		struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, NULL};
+		struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, NULL, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "decode", &err);
 			goto out;
@@ -149,7 +149,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 			tok[q] = (tok[q] + 1) % n_vocab;
 			pos[q] = P + N + i;
 		}
-		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL, NULL};
+		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "decode (rows read whole)", &err);
 			goto out;

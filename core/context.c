@@ -25,6 +25,7 @@
 #include "alice/log.h"
 #include "alice/model.h"
 #include "alice/quant.h"
+#include "alice/sampling.h"
 #include "kv_pool.h"
 #include "model_internal.h"
 #include "recurrent.h"
@@ -36,6 +37,16 @@ static enum alice_status alice_context_sync_blocks(struct alice_context *c, stru
 void alice_context_params_default(struct alice_context_params *p)
 {
 	memset(p, 0, sizeof(*p));
+}
+
+/* LOGIT_ADJUST records: per row (alice_sampler_adjustments' cap, engine)
+ * and per chunk; a row whose records do not fit is read whole */
+#define ADJ_STEP_MAX 16384
+
+static int32_t adj_cap(int32_t n_out)
+{
+	int64_t c = (int64_t)n_out * ALICE_ADJ_ROW_MAX;
+	return (int32_t)(c < ADJ_STEP_MAX ? c : ADJ_STEP_MAX);
 }
 
 static uint64_t align256(uint64_t x)
@@ -80,6 +91,12 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 						(long long)t->ne[1], c->out_width, n_out);
 	}
 	alice_gb_set_output(gb, logits);
+	c->gb_adj = -1;
+	if (logits >= 0 && c->adj_on) {
+		c->gb_adj = alice_gb_input(gb, ALICE_TYPE_I32, 6, 1 + adj_cap(n_out));
+		if (alice_gb_logit_adjust(gb, logits, c->gb_adj) < 0)
+			return -1;
+	}
 	c->gb_top = -1;
 	if (logits >= 0 && c->topk > 0) {
 		c->gb_top = alice_gb_topk(gb, logits, c->topk);
@@ -155,6 +172,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	if (c->topk > (int32_t)hp->n_vocab)
 		c->topk = (int32_t)hp->n_vocab;
 	c->draw_on = c->topk > 0;
+	c->adj_on = c->topk > 0;
 	if (m->arch->encoder && c->n_ctx > hp->n_ctx_train) { /* absolute position embeddings end there */
 		st = alice_fail(err, ALICE_ERR_RANGE, "%s: a %s model has positions for %u tokens; n_ctx %u is more",
 				alice_gguf_path(m->gguf), m->arch->name, hp->n_ctx_train, c->n_ctx);
@@ -207,12 +225,15 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->in_ranges = malloc(2 * c->n_batch * sizeof(int32_t));
 	c->in_cells = malloc(c->n_batch * sizeof(int32_t));
 	c->draw_in = malloc(4 * (size_t)c->n_batch * sizeof(int32_t));
+	c->adj_in = malloc(6 * (size_t)(1 + ADJ_STEP_MAX) * sizeof(int32_t));
+	c->adj_ok = malloc(c->n_batch * sizeof(bool));
 	c->in_out = malloc(c->n_batch * sizeof(int32_t));
 	c->in_seq = malloc(c->n_batch * sizeof(int32_t));
 	c->in_solo = calloc(c->n_batch, sizeof(bool));
 	c->in_swa = malloc(2 * c->n_batch * sizeof(int32_t));
 	if (!c->seq_len || !c->seq_end || !c->k_cache || !c->v_cache || !c->in_tok || !c->in_pos || !c->in_ranges ||
-	    !c->in_cells || !c->draw_in || !c->in_out || !c->in_seq || !c->in_solo || !c->in_swa) {
+	    !c->in_cells || !c->draw_in || !c->adj_in || !c->adj_ok || !c->in_out || !c->in_seq || !c->in_solo ||
+	    !c->in_swa) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -299,6 +320,12 @@ worst_case:;
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	for (uint32_t i = 0; i < g.n_nodes; i++) {
 		if (!vt->supports_op(m->bctx, &g, &g.nodes[i])) {
+			if (g.nodes[i].op == ALICE_OP_LOGIT_ADJUST) { /* optional: such rows are read whole */
+				alice_log(ALICE_LOG_INFO, "context: backend %s: no logit bias / penalties on the device",
+					  m->be->name);
+				c->adj_on = false;
+				goto worst_case;
+			}
 			if (g.nodes[i].op == ALICE_OP_TOPK || g.nodes[i].op == ALICE_OP_SAMPLE_TEMP) {
 				/* optional: those rows are read whole instead */
 				bool top = g.nodes[i].op == ALICE_OP_TOPK;
@@ -307,6 +334,7 @@ worst_case:;
 				c->draw_on = false;
 				if (top)
 					c->topk = 0;
+				c->adj_on = c->adj_on && c->topk > 0;
 				goto worst_case;
 			}
 			char what[512];
@@ -368,6 +396,8 @@ void alice_context_free(struct alice_context *c)
 	free(c->in_ranges);
 	free(c->in_cells);
 	free(c->draw_in);
+	free(c->adj_in);
+	free(c->adj_ok);
 	free(c->in_out);
 	free(c->in_seq);
 	free(c->in_solo);
@@ -458,7 +488,7 @@ static enum alice_status write_draws(struct alice_context *c, const struct alice
 		const struct alice_draw *d = b->draw ? &b->draw[start + c->in_out[j]] : NULL;
 		int32_t *o = c->draw_in + 4 * j;
 		memset(o, 0, 4 * sizeof(*o));
-		if (d && d->t > 0) {
+		if (d && d->t > 0 && c->adj_ok[j]) {
 			uint64_t r;
 			memcpy(&o[0], &d->t, 4);
 			memcpy(&r, &d->r, 8);
@@ -472,7 +502,53 @@ static enum alice_status write_draws(struct alice_context *c, const struct alice
 /* Whether output row j of the chunk at start is read back whole. */
 static bool row_read_whole(const struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t j)
 {
-	return !c->topk || !b->top_only || !b->top_only[start + c->in_out[j]];
+	return !c->topk || !b->top_only || !b->top_only[start + c->in_out[j]] || !c->adj_ok[j];
+}
+
+/* Whether output row j was drawn by the backend. */
+static bool row_drawn(const struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t j)
+{
+	return b->draw && b->draw[start + c->in_out[j]].t > 0 && c->adj_ok[j];
+}
+
+/* The chunk's LOGIT_ADJUST records (the output rows' edits, in row order
+ * while they fit; adj_ok[j] false for a row whose edits do not, which is
+ * then read whole and not drawn), or with no such op, adj_ok[j] false for
+ * every row that has edits. */
+static enum alice_status write_adjust(struct alice_context *c, const struct alice_batch *b, int32_t start,
+				      int32_t n_out, struct alice_error *err)
+{
+	int32_t cap = c->adj_on ? adj_cap(n_out) : 0, n = 0;
+	for (int32_t j = 0; j < n_out; j++) {
+		int32_t bi = start + c->in_out[j];
+		int32_t k = b->adj && b->n_adj && b->adj[bi] ? b->n_adj[bi] : 0;
+		c->adj_ok[j] = k <= 0 || (c->adj_on && k <= cap - n);
+		if (k <= 0 || !c->adj_ok[j])
+			continue;
+		for (int32_t i = 0; i < k; i++) {
+			const struct alice_logit_adj *a = &b->adj[bi][i];
+			int32_t *o = c->adj_in + 6 * (1 + n + i);
+			o[0] = j;
+			o[1] = a->token;
+			o[2] = (int32_t)a->flags;
+			memcpy(&o[3], &a->bias, 4);
+			memcpy(&o[4], &a->rp, 4);
+			memcpy(&o[5], &a->pen, 4);
+		}
+		n += k;
+	}
+	if (!c->adj_on)
+		return ALICE_OK;
+	memset(c->adj_in, 0, 6 * sizeof(int32_t));
+	c->adj_in[0] = n;
+	/* only the records in use: the op reads no further than the count */
+	const struct alice_tensor *tt = alice_gb_tensor(&c->gb, c->gb_adj);
+	const struct alice_backend_vtable *vt = c->m->be->vt;
+	if (vt->buffer_write(c->m->bctx, c->compute_buf, tt->offset, c->adj_in, 6 * sizeof(int32_t) * (uint64_t)(1 + n)) !=
+	    ALICE_OK)
+		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: writing step inputs failed: %s", c->m->be->name,
+				  vt->last_error(c->m->bctx));
+	return ALICE_OK;
 }
 
 /* Copy the step's n_out output rows back: the top-k pairs (a topk context,
@@ -488,7 +564,7 @@ static enum alice_status read_rows(struct alice_context *c, const struct alice_b
 	 * entries of a drawn row, the draws of a chunk with none) */
 	bool any_draw = false, any_top = !c->draw_on;
 	for (int32_t j = 0; j < n_out && c->draw_on; j++) {
-		bool drawn = b->draw && b->draw[start + c->in_out[j]].t > 0;
+		bool drawn = row_drawn(c, b, start, j);
 		any_draw = any_draw || drawn;
 		any_top = any_top || !drawn;
 	}
@@ -508,7 +584,7 @@ static enum alice_status read_rows(struct alice_context *c, const struct alice_b
 			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading drawn tokens failed: %s",
 					  m->be->name, vt->last_error(m->bctx));
 		for (int32_t j = 0; j < n_out; j++) /* a row not drawn reads back (-1, 0): mark it */
-			if (!b->draw || !(b->draw[start + c->in_out[j]].t > 0))
+			if (!row_drawn(c, b, start, j))
 				dst[2 * j + 1] = -1;
 	}
 	for (int32_t j = 0; j < n_out;) {
@@ -601,6 +677,7 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	    (st = write_input(c, stp.inp_seq, c->in_seq, err)) != ALICE_OK ||
 	    (stp.inp_ranges_swa >= 0 && (st = write_input(c, stp.inp_ranges_swa, c->in_swa, err)) != ALICE_OK) ||
 	    (st = write_row_regimes(c, n, n_out, err)) != ALICE_OK ||
+	    (st = write_adjust(c, b, start, n_out, err)) != ALICE_OK ||
 	    (c->draw_on && (st = write_draws(c, b, start, n_out, err)) != ALICE_OK))
 		return st;
 	struct alice_graph g = alice_gb_graph(&c->gb);

@@ -69,6 +69,10 @@ struct eng_slot {
 	enum alice_status pick_st;
 	char pick_msg[ALICE_ERROR_MSG_MAX + 64];
 	uint8_t *mask; /* n_vocab, constrained requests only */
+	/* this step's logit bias and penalties for the backend (row adj_row;
+	 * -1 none): n_adj records in adj[ALICE_ADJ_ROW_MAX], made on first use */
+	struct alice_logit_adj *adj;
+	int32_t n_adj, adj_row;
 	/* speculative decoding (spec.h): this step's drafted tokens, verified
 	 * in rows row+1 .. row+n_draft; spec_k: the adaptive draft length;
 	 * misses / cool: drafts wholly rejected in a row, steps left without
@@ -115,6 +119,7 @@ struct alice_engine {
 	const struct alice_tokenizer *tok;
 	int32_t n_vocab;
 	uint32_t n_slots, n_ctx, n_batch, max_queue;
+	uint64_t picks_device, picks_host; /* atomic: slot_pick runs on pool threads */
 	bool prefix_cache;
 	uint64_t n_admitted;
 	bool embd;        /* an embeddings engine */
@@ -139,6 +144,8 @@ struct alice_engine {
 	int32_t *b_tok, *b_pos, *b_seq;
 	bool *b_logits, *b_solo, *b_top;
 	struct alice_draw *b_draw; /* backend draws (alice_sampler_temp_ok rows) */
+	const struct alice_logit_adj **b_adj; /* per row: its edits on the device, or NULL */
+	int32_t *b_n_adj;
 	struct alice_workpool *pool; /* samples a step's rows in parallel */
 	struct eng_slot **picks;     /* [n_slots]: the slots sampled this step */
 	bool *active;                /* [n_slots]: scratch of kv_stats_update */
@@ -522,21 +529,39 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 	e->stats.queued = e->n_queued;
 }
 
-/* Whether the slot's next token depends only on its row's best entries,
- * which the backend then picks (alice_context_top), the whole row staying
- * on the device. */
-static bool slot_top_only(const struct alice_engine *e, const struct eng_slot *sl)
+/* Batch row n is the slot's next-token row: whether the backend decides it
+ * (its best entries, alice_context_top, or a draw, alice_context_drawn) so
+ * the whole row stays on the device, with the slot's logit bias and
+ * penalties applied there first (sl->adj); first: the row follows every
+ * accepted token (a verify row after drafted tokens does not, so it takes
+ * no edits: such a row is read whole when the sampler has any). True when
+ * the row carries the slot's edits. */
+static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, bool first)
 {
-	return !sl->r->grammar && alice_sampler_top_ok(sl->sampler, alice_context_top_k(e->ctx));
-}
-
-/* The row's draw parameters when the backend draws it, else t = 0. */
-static struct alice_draw slot_draw(const struct alice_engine *e, const struct eng_slot *sl)
-{
-	struct alice_draw d = {0, 0};
-	if (!sl->r->grammar && alice_context_top_k(e->ctx) > 0 && alice_sampler_temp_ok(sl->sampler))
-		alice_sampler_temp_params(sl->sampler, &d.t, &d.r);
-	return d;
+	int32_t k = alice_context_top_k(e->ctx), n_adj = 0;
+	e->b_draw[n] = (struct alice_draw){0, 0};
+	e->b_top[n] = false;
+	e->b_adj[n] = NULL;
+	e->b_n_adj[n] = 0;
+	if (sl->r->grammar || k <= 0)
+		return false;
+	if (first && (alice_sampler_top_ok(sl->sampler, k, true) || alice_sampler_temp_ok(sl->sampler, true))) {
+		if (!sl->adj)
+			sl->adj = malloc(ALICE_ADJ_ROW_MAX * sizeof(*sl->adj));
+		n_adj = sl->adj ? alice_sampler_adjustments(sl->sampler, sl->adj, ALICE_ADJ_ROW_MAX) : -1;
+	}
+	/* the edits (maybe none this step) are made on the device */
+	bool adjusted = first && n_adj >= 0;
+	if (n_adj < 0 || (!first && !alice_sampler_top_ok(sl->sampler, k, false)))
+		return false;
+	if (first && alice_sampler_temp_ok(sl->sampler, adjusted))
+		alice_sampler_temp_params(sl->sampler, &e->b_draw[n].t, &e->b_draw[n].r);
+	e->b_top[n] = e->b_draw[n].t > 0 || alice_sampler_top_ok(sl->sampler, k, adjusted);
+	if (!e->b_top[n] || !adjusted)
+		return false;
+	e->b_adj[n] = n_adj ? sl->adj : NULL;
+	e->b_n_adj[n] = n_adj;
+	return true;
 }
 
 /* Mask and sample the slot's next token from its logits row into sl->res
@@ -551,6 +576,8 @@ static void slot_pick(struct alice_engine *e, struct eng_slot *sl)
 	sl->pick_st = ALICE_OK;
 	int32_t tok;
 	bool used;
+	bool dev = alice_context_drawn(e->ctx, sl->row, &tok, &used) || !alice_context_logits(e->ctx, sl->row);
+	__atomic_fetch_add(dev ? &e->picks_device : &e->picks_host, 1, __ATOMIC_RELAXED);
 	if (alice_context_drawn(e->ctx, sl->row, &tok, &used)) { /* the backend drew it */
 		if ((st = alice_sampler_temp_done(sl->sampler, tok, used, &sl->res, &err)) != ALICE_OK) {
 			sl->pick_st = st;
@@ -558,16 +585,16 @@ static void slot_pick(struct alice_engine *e, struct eng_slot *sl)
 		}
 		return;
 	}
-	if (slot_top_only(e, sl)) { /* the backend picked the row's best entries */
-		const int32_t *top = alice_context_top(e->ctx, sl->row);
-		if ((st = alice_sampler_sample_top(sl->sampler, top, alice_context_top_k(e->ctx), &sl->res, &err)) !=
-		    ALICE_OK) {
+	const float *logits = alice_context_logits(e->ctx, sl->row);
+	const int32_t *top = logits ? NULL : alice_context_top(e->ctx, sl->row);
+	if (top) { /* the backend picked the row's best entries (after its edits) */
+		if ((st = alice_sampler_sample_top(sl->sampler, top, alice_context_top_k(e->ctx), sl->adj_row == sl->row,
+						   &sl->res, &err)) != ALICE_OK) {
 			sl->pick_st = st;
 			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "%s", err.msg);
 		}
 		return;
 	}
-	const float *logits = alice_context_logits(e->ctx, sl->row);
 	if (!logits) {
 		sl->pick_st = ALICE_ERR_BACKEND;
 		snprintf(sl->pick_msg, sizeof(sl->pick_msg), "decode returned no logits");
@@ -809,6 +836,7 @@ static void step(struct alice_engine *e)
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		struct eng_slot *sl = &e->slots[i];
 		sl->row = -1;
+		sl->adj_row = -1;
 		sl->n_draft = 0;
 		if (!sl->r || !sl->generating)
 			continue;
@@ -820,10 +848,10 @@ static void step(struct alice_engine *e)
 			e->b_seq[n] = sl->seq;
 			e->b_logits[n] = true;
 			e->b_solo[n] = sl->n_draft > 0;
-			/* a verify row's uniform depends on the rows before it: only
-			 * the first is drawn by the backend */
-			e->b_draw[n] = k == 0 ? slot_draw(e, sl) : (struct alice_draw){0, 0};
-			e->b_top[n] = slot_top_only(e, sl) || e->b_draw[n].t > 0;
+			/* a verify row's uniform and penalties depend on the rows
+			 * before it: only the first is drawn or edited by the backend */
+			if (slot_row(e, sl, n, k == 0))
+				sl->adj_row = n_rows;
 			n_rows++;
 			n++;
 		}
@@ -850,6 +878,8 @@ static void step(struct alice_engine *e)
 			e->b_solo[n] = false;
 			e->b_top[n] = false;
 			e->b_draw[n] = (struct alice_draw){0, 0};
+			e->b_adj[n] = NULL;
+			e->b_n_adj[n] = 0;
 			n++;
 		}
 		budget -= (uint32_t)chunk;
@@ -860,14 +890,15 @@ static void step(struct alice_engine *e)
 			n_rows += chunk;
 		} else if (chunk == left) {
 			e->b_logits[n - 1] = true;
-			e->b_draw[n - 1] = slot_draw(e, sl);
-			e->b_top[n - 1] = slot_top_only(e, sl) || e->b_draw[n - 1].t > 0;
+			if (slot_row(e, sl, n - 1, true))
+				sl->adj_row = n_rows;
 			sl->row = n_rows++;
 		}
 	}
 	if (n == 0)
 		return;
-	struct alice_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->b_logits, e->b_solo, e->b_top, e->b_draw};
+	struct alice_batch b = {n,	    e->b_tok,  e->b_pos, e->b_seq,   e->b_logits, e->b_solo,
+				e->b_top, e->b_draw, e->b_adj, e->b_n_adj};
 	struct alice_error err = {{0}};
 	enum alice_status st = alice_context_decode(e->ctx, &b, &err);
 	pthread_mutex_lock(&e->mu);
@@ -1063,6 +1094,8 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_solo = malloc(step_max * sizeof(*e->b_solo));
 	e->b_top = malloc(step_max * sizeof(*e->b_top));
 	e->b_draw = malloc(step_max * sizeof(*e->b_draw));
+	e->b_adj = malloc(step_max * sizeof(*e->b_adj));
+	e->b_n_adj = malloc(step_max * sizeof(*e->b_n_adj));
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));
 	e->active = calloc(e->n_slots, sizeof(*e->active));
 	if (e->embd && !(e->vec = malloc((size_t)step_max * (size_t)e->n_embd * sizeof(float)))) {
@@ -1070,7 +1103,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		goto fail;
 	}
 	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->b_draw ||
-	    !e->picks || !e->active) {
+	    !e->b_adj || !e->b_n_adj || !e->picks || !e->active) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -1137,6 +1170,7 @@ void alice_engine_free(struct alice_engine *e)
 		free(e->slots[i].pending.p);
 		free(e->slots[i].toks);
 		free(e->slots[i].mask);
+		free(e->slots[i].adj);
 	}
 	alice_context_free(e->ctx);
 	alice_spec_drafter_free(e->drafter);
@@ -1148,6 +1182,8 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_solo);
 	free(e->b_top);
 	free(e->b_draw);
+	free(e->b_adj);
+	free(e->b_n_adj);
 	free(e->picks);
 	free(e->active);
 	free(e->vec);
@@ -1282,6 +1318,8 @@ void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out)
 	}
 	out->ttft_samples = e->ttft.n;
 	out->itl_samples = e->itl.n;
+	out->picks_device = __atomic_load_n(&e->picks_device, __ATOMIC_RELAXED);
+	out->picks_host = __atomic_load_n(&e->picks_host, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&e->mu);
 	free(tmp);
 }

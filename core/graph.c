@@ -560,6 +560,16 @@ int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params)
 	return push_node(gb, ALICE_OP_SAMPLE_TEMP, d, x, params, -1, -1);
 }
 
+int32_t alice_gb_logit_adjust(struct alice_gb *gb, int32_t x, int32_t recs)
+{
+	if (!all_valid(gb, x, recs))
+		return -1;
+	if (T(x)->type != ALICE_TYPE_F32 || T(x)->ne[2] != 1 || T(x)->ne[3] != 1 || T(recs)->type != ALICE_TYPE_I32 ||
+	    T(recs)->ne[0] != 6)
+		return alice_gb_error(gb, "logit_adjust: logits must be F32 rows, records I32 [6, L]");
+	return push_node(gb, ALICE_OP_LOGIT_ADJUST, x, recs, -1, -1, -1);
+}
+
 /* ---- placement ---- */
 
 struct free_block {

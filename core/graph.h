@@ -130,6 +130,9 @@ int32_t alice_gb_copy(struct alice_gb *gb, int32_t src, uint32_t type);
 int32_t alice_gb_topk(struct alice_gb *gb, int32_t x, int32_t k);
 /* SAMPLE_TEMP: I32 [2, rows] (token, used) per row of x; params I32 [4, rows] */
 int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params);
+/* LOGIT_ADJUST (backend.h) in place on logits x with records recs (I32
+ * [6, L]); returns x. */
+int32_t alice_gb_logit_adjust(struct alice_gb *gb, int32_t x, int32_t recs);
 /* Append a node with dst and up to ALICE_MAX_SRC sources (-1 = none), for op
  * helpers outside this file (an arch/ file's own ops); the caller checks shapes first
  * and sets ip/fp on the returned node. NULL if gb has failed or an index is

@@ -56,7 +56,7 @@ struct alice_context {
 	 * token and output counts has the same graph (everything else a step
 	 * changes is input data), so it is reused as is */
 	bool gb_reuse;
-	int32_t gb_n, gb_n_out, gb_logits, gb_top, gb_draw_in, gb_draw;
+	int32_t gb_n, gb_n_out, gb_logits, gb_top, gb_draw_in, gb_draw, gb_adj;
 	struct alice_step gb_step;
 	int32_t *seq_len; /* [n_seq] */
 	/* host staging of one chunk's inputs */
@@ -76,6 +76,9 @@ struct alice_context {
 	bool draw_on;      /* the backend draws rows at a temperature (SAMPLE_TEMP) */
 	int32_t *draw_in;  /* [n_batch * 4] one chunk's SAMPLE_TEMP parameters */
 	int32_t *drawn;    /* [logits_cap * 2] (token, used) per row */
+	bool adj_on;       /* the backend edits rows (LOGIT_ADJUST): bias and penalties */
+	int32_t *adj_in;   /* [6 * (1 + ALICE_ADJ_STEP_MAX)] one chunk's records */
+	bool *adj_ok;      /* [n_batch] per output row of the chunk: its records fit */
 };
 
 #endif

@@ -299,6 +299,13 @@ static void apply_bias(const struct alice_sampler *s, float *work)
 	}
 }
 
+/* frequency * count + presence: one expression (and so one rounding) for
+ * the host path and the device records */
+__attribute__((noinline)) static float penalty_of(const struct alice_sampler *s, int32_t t)
+{
+	return (float)s->counts[t] * s->p.frequency_penalty + s->p.presence_penalty;
+}
+
 static void apply_penalties(struct alice_sampler *s, float *work)
 {
 	if (s->stamp && s->n_hist) {
@@ -321,7 +328,7 @@ static void apply_penalties(struct alice_sampler *s, float *work)
 	if (s->counts) {
 		for (size_t i = 0; i < s->n_distinct; i++) {
 			int32_t t = s->distinct[i];
-			float pen = (float)s->counts[t] * s->p.frequency_penalty + s->p.presence_penalty;
+			float pen = penalty_of(s, t);
 			work[t] = alice_ts_clean(work[t] - pen); /* stays finite (or -inf) */
 		}
 	}
@@ -603,16 +610,69 @@ enum alice_status alice_sampler_sample(struct alice_sampler *s, const float *log
 	return ALICE_OK;
 }
 
-bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k)
+/* The record of token t among out[0, n), or a new one (NULL when full). */
+static struct alice_logit_adj *adj_rec(struct alice_logit_adj *out, int32_t *n, int32_t cap, int32_t t)
 {
-	return s && k >= 1 && !s->p.n_logit_bias && !s->stamp && !s->counts && !s->p.logprobs &&
+	for (int32_t i = 0; i < *n; i++)
+		if (out[i].token == t)
+			return &out[i];
+	if (*n >= cap)
+		return NULL;
+	out[*n] = (struct alice_logit_adj){t, 0, 0, 1, 0};
+	return &out[(*n)++];
+}
+
+int32_t alice_sampler_adjustments(const struct alice_sampler *s, struct alice_logit_adj *out, int32_t cap)
+{
+	int32_t n = 0;
+	for (size_t i = 0; i < s->p.n_logit_bias; i++) { /* apply_bias */
+		const struct alice_logit_bias *b = &s->bias[i];
+		struct alice_logit_adj *a = adj_rec(out, &n, cap, b->token);
+		if (!a || a->flags)
+			return -1;
+		a->flags = b->bias <= -100 ? ALICE_ADJ_BAN : ALICE_ADJ_BIAS;
+		a->bias = b->bias;
+	}
+	if (s->stamp && s->n_hist) { /* apply_penalties: the window, each token once */
+		size_t from = 0;
+		if (s->p.penalty_last_n >= 0 && (size_t)s->p.penalty_last_n < s->n_hist)
+			from = s->n_hist - (size_t)s->p.penalty_last_n;
+		for (size_t i = from; i < s->n_hist; i++) {
+			struct alice_logit_adj *a = adj_rec(out, &n, cap, s->hist[i]);
+			if (!a)
+				return -1;
+			a->flags |= ALICE_ADJ_REPEAT;
+			a->rp = s->p.repeat_penalty;
+		}
+	}
+	if (s->counts)
+		for (size_t i = 0; i < s->n_distinct; i++) {
+			int32_t t = s->distinct[i];
+			struct alice_logit_adj *a = adj_rec(out, &n, cap, t);
+			if (!a)
+				return -1;
+			a->flags |= ALICE_ADJ_PENALTY;
+			a->pen = penalty_of(s, t);
+		}
+	return n;
+}
+
+/* bias or penalties change this sampler's rows */
+static bool has_adjust(const struct alice_sampler *s)
+{
+	return s->p.n_logit_bias || s->stamp || s->counts;
+}
+
+bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k, bool adjusted)
+{
+	return s && k >= 1 && (adjusted || !has_adjust(s)) && !s->p.logprobs &&
 	       (s->p.temperature <= 1e-6f || (s->p.top_k >= 1 && s->p.top_k <= k && s->p.top_k <= 128));
 }
 
-enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_t *top, int32_t k,
+enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_t *top, int32_t k, bool adjusted,
 					   struct alice_sample_result *out, struct alice_error *err)
 {
-	if (!s || !top || !out || !alice_sampler_top_ok(s, k))
+	if (!s || !top || !out || !alice_sampler_top_ok(s, k, adjusted))
 		return alice_fail(err, ALICE_ERR_INVALID, "sampling: the best %d logits cannot decide this step", k);
 	memset(out, 0, sizeof(*out));
 	float mx;
@@ -639,9 +699,9 @@ enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_
 	return ALICE_OK;
 }
 
-bool alice_sampler_temp_ok(const struct alice_sampler *s)
+bool alice_sampler_temp_ok(const struct alice_sampler *s, bool adjusted)
 {
-	return s && !s->p.n_logit_bias && !s->stamp && !s->counts && !s->p.logprobs && s->p.temperature > 1e-6f &&
+	return s && (adjusted || !has_adjust(s)) && !s->p.logprobs && s->p.temperature > 1e-6f &&
 	       s->p.top_k == 0 && s->p.top_p >= 1 && s->p.min_p <= 0;
 }
 

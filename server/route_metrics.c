@@ -86,6 +86,11 @@ static void load_metrics(struct evbuffer *b, const struct srv *s, const struct a
 	evbuffer_add_printf(b, "alice_draft_tokens_total %llu\n", (unsigned long long)st->draft_tokens);
 	metric(b, "alice_draft_accepted_total", "counter", "Drafted tokens the model accepted.");
 	evbuffer_add_printf(b, "alice_draft_accepted_total %llu\n", (unsigned long long)st->draft_accepted);
+	metric(b, "alice_token_picks_total", "counter",
+	       "Tokens chosen on the device (from a row's best entries or a draw) or from whole logits rows read "
+	       "to the host (grammars, logprobs, top-p without top-k, a backend without the sampling ops).");
+	evbuffer_add_printf(b, "alice_token_picks_total{where=\"device\"} %llu\n", (unsigned long long)st->picks_device);
+	evbuffer_add_printf(b, "alice_token_picks_total{where=\"host\"} %llu\n", (unsigned long long)st->picks_host);
 	metric(b, "alice_requests_in_flight", "gauge", "Completion requests being answered.");
 	evbuffer_add_printf(b, "alice_requests_in_flight %d\n", s->n_gens);
 	metric(b, "alice_connections_open", "gauge", "Open HTTP connections (at most --max-connections).");

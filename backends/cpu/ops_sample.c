@@ -1,8 +1,8 @@
-/* ops_sample.c — sampling ops (backend.h 1.4), rows split across threads.
+/* ops_sample.c — sampling ops (backend.h 1.4, 1.5), rows split across threads.
  * TOPK: the best K entries of each row by sorted insertion (after the
  * first few hundred entries almost nothing beats the K-th, so a row costs
  * about one compare per entry). SAMPLE_TEMP: alice/temp_sample.h's rule,
- * the sampler's own code. */
+ * the sampler's own code. LOGIT_ADJUST: a few hundred edits, one thread. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -105,5 +105,28 @@ enum alice_status cpu_op_sample_temp(const struct alice_op_args *a)
 	if (st != ALICE_OK)
 		return st;
 	cpu_pool_run_sized(a->ctx->pool, temp_run, &j, tensor_nelem(j.x));
+	return ALICE_OK;
+}
+
+/* ---- LOGIT_ADJUST (1.5): per-token edits in place, alice_ts_adjust ---- */
+
+enum alice_status cpu_op_logit_adjust(const struct alice_op_args *a)
+{
+	const struct alice_tensor *x = a->dst, *r = a->src[0];
+	const int32_t *rec = (const int32_t *)tensor_data(r);
+	int64_t cnt = rec[0], cap = r->ne[1] - 1;
+	if (cnt > cap)
+		cnt = cap;
+	for (int64_t i = 1; i <= cnt; i++) {
+		const int32_t *e = rec + 6 * i;
+		if (e[0] < 0 || e[0] >= x->ne[1] || e[1] < 0 || e[1] >= x->ne[0])
+			continue;
+		float bias, rp, pen;
+		memcpy(&bias, &e[3], 4);
+		memcpy(&rp, &e[4], 4);
+		memcpy(&pen, &e[5], 4);
+		float *v = (float *)((uint8_t *)tensor_data(x) + (int64_t)e[0] * x->nb[1]) + e[1];
+		*v = alice_ts_adjust(alice_ts_clean(*v), (uint32_t)e[2], bias, rp, pen);
+	}
 	return ALICE_OK;
 }

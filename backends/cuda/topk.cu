@@ -598,3 +598,42 @@ enum alice_status cu_op_sample_temp(const struct alice_op_args *a)
 	CUDA_LAUNCH_CHECK(ctx, "sample_temp");
 	return ALICE_OK;
 }
+
+/* ---- LOGIT_ADJUST (1.5): alice_ts_adjust per record, explicit _rn
+ * operations (nothing contracted), so a row equals the sampler's ---- */
+
+__global__ void k_logit_adjust(uint8_t *__restrict__ x, int64_t nb1, int64_t n, int64_t rows,
+			       const int32_t *__restrict__ rec, int64_t cap)
+{
+	pdl_wait();
+	int64_t cnt = rec[0];
+	cnt = cnt < cap ? cnt : cap;
+	for (int64_t i = 1 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i <= cnt; i += (int64_t)gridDim.x * blockDim.x) {
+		const int32_t *e = rec + 6 * i;
+		if (e[0] < 0 || e[0] >= rows || e[1] < 0 || e[1] >= n)
+			continue;
+		const uint32_t fl = (uint32_t)e[2];
+		const float bias = __int_as_float(e[3]), rp = __int_as_float(e[4]), pen = __int_as_float(e[5]);
+		float *v = (float *)(x + (int64_t)e[0] * nb1) + e[1];
+		float t = topk_clean(*v);
+		if (fl & 1u)
+			t = topk_clean(__fadd_rn(t, bias));
+		if (fl & 2u)
+			t = -INFINITY;
+		if (fl & 4u)
+			t = topk_clean(t > 0 ? __fdiv_rn(t, rp) : __fmul_rn(t, rp));
+		if (fl & 8u)
+			t = topk_clean(__fsub_rn(t, pen));
+		*v = t;
+	}
+}
+
+enum alice_status cu_op_logit_adjust(const struct alice_op_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *x = a->dst, *r = a->src[0];
+	k_logit_adjust<<<32, 256, 0, ctx->stream>>>(tdata(x), x->nb[1], x->ne[0], x->ne[1],
+						   (const int32_t *)tdata(r), r->ne[1] - 1);
+	CUDA_LAUNCH_CHECK(ctx, "logit_adjust");
+	return ALICE_OK;
+}

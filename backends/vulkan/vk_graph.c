@@ -9,7 +9,7 @@
 
 #include "vk_internal.h"
 
-static const vk_op_fn op_fns[ALICE_OP_COUNT_V1_4] = {
+static const vk_op_fn op_fns[ALICE_OP_COUNT_V1_5] = {
 	[ALICE_OP_GET_ROWS] = vk_op_get_rows, [ALICE_OP_MUL_MAT] = vk_op_mul_mat, [ALICE_OP_ADD] = vk_op_ew,
 	[ALICE_OP_MUL] = vk_op_ew,	      [ALICE_OP_SCALE] = vk_op_ew,	  [ALICE_OP_RMS_NORM] = vk_op_norm,
 	[ALICE_OP_L2_NORM] = vk_op_norm,      [ALICE_OP_ROPE] = vk_op_rope,	  [ALICE_OP_ATTENTION] = vk_op_attention,
@@ -117,7 +117,7 @@ static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, const str
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 				   const struct alice_node *n, struct alice_op_args *a)
 {
-	return alice_bc_node_args(ctx, g, n, "vulkan", n->op < ALICE_OP_COUNT_V1_4 && op_fns[n->op], a, ctx->err,
+	return alice_bc_node_args(ctx, g, n, "vulkan", n->op < ALICE_OP_COUNT_V1_5 && op_fns[n->op], a, ctx->err,
 				  sizeof(ctx->err));
 }
 

@@ -4,7 +4,11 @@
 # device top-k (default) and with whole rows read back (ALICE_TOPK=0), and
 # one client against alice-bench tg. Run after batch_run.sh made the model.
 b=${BUILD:-.devbuild}; m1=${M:-/tmp/llama-1b-Q4_K_M.gguf}
-lg() { timeout ${T:-90} python3 .devfix/loadgen.py --port 8112 --max-tokens 128 --prompt-words 100 "$@" 2>&1 | tail -1; }
+# each level's line, then /metrics' TTFT and inter-token p50/p95 (over the last 4096 gaps)
+lg() {
+  timeout ${T:-90} python3 .devfix/loadgen.py --port 8112 --max-tokens 128 --prompt-words 100 "$@" 2>&1 | tail -1
+  curl -s localhost:8112/metrics | grep -E '^alice_(inter_token_ms|time_to_first_token_ms)\{' | sed 's/alice_//; s/_ms{quantile="0\.\(.*\)"}/ p\1/' | tr '\n' ' '; echo
+}
 serve() {
   env "$@" "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-256} --port 8112 --ctx-size 512 > /tmp/srv.log 2>&1 &
   sp=$!

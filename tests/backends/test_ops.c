@@ -95,6 +95,7 @@ struct tcase {
 	double *ref; /* dense over dst's logical shape */
 	double bound;
 	bool core;
+	bool bits; /* F32 dst compared bit for bit (infinities allowed) */
 };
 
 static void tc_free(struct tcase *c)
@@ -951,6 +952,89 @@ static void build_sample_temp(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+/* LOGIT_ADJUST: records of every flag combination on rows with NaN and
+ * +inf (cleaned where edited), overflow to +inf (cleaned to FLT_MAX), bans,
+ * repeat penalties above and below 1, negative penalties, records past
+ * the count (stale: ignored) and out of range (skipped); unedited values
+ * stay as they were. The reference is alice_ts_adjust (the sampler's
+ * rule); exact, bit for bit. */
+static void build_logit_adjust(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { int64_t n, rows; int recs, cap; } v[] = {{1000, 3, 200, 256}, {128256, 4, 1500, 2048}, {50, 2, 0, 8}};
+	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+		int64_t nv = v[s].n, rows = v[s].rows;
+		struct tcase *c = new_case(cs, n, "LOGIT_ADJUST [%lld,%lld] %d records", (long long)nv, (long long)rows,
+					   v[s].recs);
+		c->node.op = ALICE_OP_LOGIT_ADJUST;
+		int x = tc_tensor(c, ALICE_TYPE_F32, nv, rows, 1, 1, 0); /* dst, in place */
+		int rc = tc_tensor(c, ALICE_TYPE_I32, 6, v[s].cap, 1, 1, 0);
+		c->node.dst = x;
+		c->node.src[0] = rc;
+		fill_gauss(c, x, r, 3.0);
+		double *ref = alloc_ref(c);
+		bool *used = calloc((size_t)(nv * rows), 1);
+		int32_t *rec = (int32_t *)c->host[rc];
+		for (int i = 0; i < 6 * v[s].cap; i++) /* stale records past the count */
+			rec[i] = (int32_t)(rng_u64(r) % 7);
+		int k = 0;
+		for (int i = 0; i < v[s].recs; i++) {
+			int64_t row = (int64_t)(rng_u64(r) % (uint64_t)rows), tok = (int64_t)(rng_u64(r) % (uint64_t)nv);
+			if (used[row * nv + tok])
+				continue;
+			used[row * nv + tok] = true;
+			uint64_t u = rng_u64(r);
+			uint32_t fl = (uint32_t)(u % 16);
+			float bias = (float)((double)(int)(u >> 8 & 0xff) / 16.0 - 8.0);
+			float rp = (u >> 16 & 1) ? 1.3f : 0.7f, pen = (float)((double)(int)(u >> 20 & 0xff) / 64.0 - 2.0);
+			float x0 = (float)get_el(c, x, tok + nv * row);
+			if (u % 97 == 0)
+				x0 = NAN;
+			else if (u % 89 == 0)
+				x0 = INFINITY;
+			else if (u % 83 == 0) { /* x + bias overflows */
+				x0 = 3e38f;
+				bias = 3e38f;
+				fl |= ALICE_ADJ_BIAS;
+			}
+			set_el(c, x, tok + nv * row, x0);
+			int32_t *e = rec + 6 * (1 + k++);
+			e[0] = (int32_t)row;
+			e[1] = (int32_t)tok;
+			e[2] = (int32_t)fl;
+			memcpy(&e[3], &bias, 4);
+			memcpy(&e[4], &rp, 4);
+			memcpy(&e[5], &pen, 4);
+		}
+		if (k + 2 < v[s].cap) { /* out of range: skipped */
+			int32_t *e = rec + 6 * (1 + k++);
+			e[0] = (int32_t)rows;
+			e[1] = 0;
+			e[2] = ALICE_ADJ_BAN;
+			e = rec + 6 * (1 + k++);
+			e[0] = 0;
+			e[1] = (int32_t)nv;
+			e[2] = ALICE_ADJ_BAN;
+		}
+		rec[0] = k;
+		for (int64_t i = 0; i < nv * rows; i++)
+			ref[i] = get_el(c, x, i);
+		for (int i = 1; i <= k; i++) {
+			const int32_t *e = rec + 6 * i;
+			if (e[0] >= rows || e[1] >= nv)
+				continue;
+			float bias, rp, pen;
+			memcpy(&bias, &e[3], 4);
+			memcpy(&rp, &e[4], 4);
+			memcpy(&pen, &e[5], 4);
+			int64_t at = e[1] + nv * e[0];
+			ref[at] = alice_ts_adjust(alice_ts_clean((float)ref[at]), (uint32_t)e[2], bias, rp, pen);
+		}
+		free(used);
+		c->bits = true;
+		c->core = false;
+	}
+}
+
 typedef void (*builder_fn)(struct tcase **cs, int *n, struct rng *r);
 
 static const struct {
@@ -961,6 +1045,7 @@ static const struct {
 	{"UNARY_GLU", build_unary_glu}, {"SCALE_SOFTCAP", build_scale_softcap}, {"NORM", build_norm}, {"LAYER_NORM", build_layer_norm},
 	{"ROPE", build_rope},	      {"ATTENTION", build_attention}, {"KV_WRITE", build_kv_write},
 	{"COPY", build_copy},         {"TOPK", build_topk}, {"SAMPLE_TEMP", build_sample_temp},
+	{"LOGIT_ADJUST", build_logit_adjust},
 };
 #define N_GROUPS (int)(sizeof(op_groups) / sizeof(op_groups[0]))
 
@@ -1016,6 +1101,19 @@ static enum outcome run_case(const struct alice_backend_vtable *vt, struct alice
 	/* read dst back into the host copy, then compare its logical elements */
 	if (vt->buffer_read(ctx, buf, off[0], c->host[0], c->size[0]) != ALICE_OK) {
 		snprintf(msg, msg_len, "buffer_read: %s", vt->last_error(ctx));
+		goto out;
+	}
+	if (c->bits) {
+		for (int64_t i = 0; i < nelem(&c->t[0]); i++) {
+			float o = (float)get_el(c, 0, i), e = (float)c->ref[i];
+			if (memcmp(&o, &e, sizeof(o)) != 0) {
+				snprintf(msg, msg_len, "element %lld is %.9g, expected %.9g", (long long)i, (double)o, (double)e);
+				goto out;
+			}
+		}
+		*nmse_out = 0;
+		snprintf(msg, msg_len, "bit-identical");
+		res = OUT_PASS;
 		goto out;
 	}
 	double num = 0.0, den = 0.0;

@@ -727,7 +727,7 @@ Test(sampling, top_entries_decide_like_the_whole_row)
 		if (lcg_uniform() < 0.5)
 			p.min_p = (float)(0.2 * lcg_uniform());
 		struct alice_sampler *a = mk(&p, n), *b = mk(&p, n);
-		if (!alice_sampler_top_ok(b, K)) {
+		if (!alice_sampler_top_ok(b, K, false)) {
 			cr_assert(p.top_k > K && p.temperature > 1e-6f, "top_ok refused a plain top-k %d", p.top_k);
 			alice_sampler_free(a);
 			alice_sampler_free(b);
@@ -738,7 +738,7 @@ Test(sampling, top_entries_decide_like_the_whole_row)
 		for (int step = 0; step < 6; step++) { /* the RNG advances alike */
 			struct alice_sample_result r;
 			struct alice_error err = {{0}};
-			cr_assert_eq(alice_sampler_sample_top(b, top, K, &r, &err), ALICE_OK, "%s", err.msg);
+			cr_assert_eq(alice_sampler_sample_top(b, top, K, false, &r, &err), ALICE_OK, "%s", err.msg);
 			cr_assert_eq(r.token, draw(a, l, NULL), "trial %d step %d: T %g top_k %d top_p %g min_p %g", trial,
 				     step, (double)p.temperature, p.top_k, (double)p.top_p, (double)p.min_p);
 		}
@@ -752,12 +752,12 @@ Test(sampling, top_entries_decide_like_the_whole_row)
 	alice_sampling_params_default(&p);
 	p.top_k = 40;
 	struct alice_sampler *s = mk(&p, 1000);
-	cr_expect(alice_sampler_top_ok(s, K));
-	cr_expect_not(alice_sampler_top_ok(s, 20), "top_k beyond the entries given");
+	cr_expect(alice_sampler_top_ok(s, K, false));
+	cr_expect_not(alice_sampler_top_ok(s, 20, false), "top_k beyond the entries given");
 	alice_sampler_free(s);
 	p.top_k = 0; /* temperature 1 over the whole vocabulary */
 	s = mk(&p, 1000);
-	cr_expect_not(alice_sampler_top_ok(s, K));
+	cr_expect_not(alice_sampler_top_ok(s, K, false));
 	alice_sampler_free(s);
 	struct alice_sampling_params q[4];
 	for (int i = 0; i < 4; i++) {
@@ -772,7 +772,7 @@ Test(sampling, top_entries_decide_like_the_whole_row)
 	q[3].logprobs = true;
 	for (int i = 0; i < 4; i++) {
 		s = mk(&q[i], 1000);
-		cr_expect_not(alice_sampler_top_ok(s, K), "case %d needs the whole row", i);
+		cr_expect_not(alice_sampler_top_ok(s, K, false), "case %d needs the whole row", i);
 		alice_sampler_free(s);
 	}
 	/* an all-NaN row: nothing can be sampled, as from the whole row */
@@ -785,7 +785,7 @@ Test(sampling, top_entries_decide_like_the_whole_row)
 	struct alice_sampler *g = mk(&p, 200);
 	struct alice_sample_result r;
 	struct alice_error err = {{0}};
-	cr_expect_eq(alice_sampler_sample_top(g, top, K, &r, &err), ALICE_ERR_INVALID);
+	cr_expect_eq(alice_sampler_sample_top(g, top, K, false, &r, &err), ALICE_ERR_INVALID);
 	alice_sampler_free(g);
 	alice_sampler_free(s);
 }
@@ -806,7 +806,7 @@ Test(sampling, backend_draw_equals_the_sampler)
 		p.seed = (uint64_t)trial * 104729u;
 		p.temperature = (float)(0.05 + 2.0 * lcg_uniform());
 		struct alice_sampler *a = mk(&p, n), *b = mk(&p, n);
-		cr_assert(alice_sampler_temp_ok(b));
+		cr_assert(alice_sampler_temp_ok(b, false));
 		for (int step = 0; step < 5; step++) {
 			random_logits(l, n, 1.0f + 6.0f * (float)lcg_uniform());
 			if (step == 2) /* one live token: no draw, no RNG use */
@@ -836,11 +836,11 @@ Test(sampling, backend_draw_equals_the_sampler)
 	alice_sampling_params_default(&p);
 	p.top_k = 40; /* truncated: not a whole-row draw */
 	struct alice_sampler *s = mk(&p, 100);
-	cr_expect_not(alice_sampler_temp_ok(s));
+	cr_expect_not(alice_sampler_temp_ok(s, false));
 	alice_sampler_free(s);
 	p.top_k = 0;
 	p.temperature = 0; /* greedy */
 	s = mk(&p, 100);
-	cr_expect_not(alice_sampler_temp_ok(s));
+	cr_expect_not(alice_sampler_temp_ok(s, false));
 	alice_sampler_free(s);
 }

@@ -397,20 +397,29 @@ Test(engine, grammar_constraint_api)
  * mixed with decode rows, so a step mixes the kinds). */
 Test(engine, backend_sampling_equals_host_sampling)
 {
+	static const struct alice_logit_bias bias[] = {{100, 4.0f}, {200, -100.0f}, {300, -2.5f}, {13, 1.5f}};
 	struct kind {
 		float temperature;
 		int32_t top_k;
 		float top_p, min_p;
+		float repeat, freq, pres; /* penalties: LOGIT_ADJUST before TOPK / SAMPLE_TEMP */
+		int n_bias;
 	} kinds[] = {
-		{0.0f, 0, 1.0f, 0.0f},	 /* greedy: TOPK */
-		{0.8f, 0, 1.0f, 0.0f},	 /* temperature only: SAMPLE_TEMP */
-		{1.5f, 0, 1.0f, 0.0f},	 /* hot: most of the vocabulary live */
-		{0.7f, 40, 1.0f, 0.0f},	 /* top-k: TOPK */
-		{1.2f, 20, 0.9f, 0.0f},	 /* top-k then top-p: TOPK */
-		{0.9f, 0, 0.9f, 0.05f},	 /* top-p / min-p without top-k: whole rows either way */
+		{0.0f, 0, 1.0f, 0.0f, 1, 0, 0, 0},	    /* greedy: TOPK */
+		{0.8f, 0, 1.0f, 0.0f, 1, 0, 0, 0},	    /* temperature only: SAMPLE_TEMP */
+		{1.5f, 0, 1.0f, 0.0f, 1, 0, 0, 0},	    /* hot: most of the vocabulary live */
+		{0.7f, 40, 1.0f, 0.0f, 1, 0, 0, 0},	    /* top-k: TOPK */
+		{1.2f, 20, 0.9f, 0.0f, 1, 0, 0, 0},	    /* top-k then top-p: TOPK */
+		{0.9f, 0, 0.9f, 0.05f, 1, 0, 0, 0},	    /* top-p / min-p without top-k: whole rows either way */
+		{0.0f, 0, 1.0f, 0.0f, 1.3f, 0, 0, 0},	    /* greedy, repeat penalty */
+		{0.8f, 0, 1.0f, 0.0f, 1, 0.6f, 0.4f, 0},    /* drawn, frequency + presence */
+		{0.7f, 40, 1.0f, 0.0f, 1.2f, 0.3f, 0, 4},   /* top-k, every edit */
+		{0.0f, 0, 1.0f, 0.0f, 1, 0, 0, 4},	    /* greedy, logit bias (a ban) */
+		{1.1f, 0, 1.0f, 0.0f, 0.8f, -0.5f, 0.2f, 4}, /* drawn, penalties below 1 / negative, bias */
 	};
 	enum { NK = sizeof(kinds) / sizeof(kinds[0]), NR = NK * N_PROMPTS };
 	static struct run dev[NR], host[NR];
+	struct alice_engine_stats st[2];
 	for (int pass = 0; pass < 2; pass++) {
 		struct run *rs = pass ? host : dev;
 		if (pass)
@@ -427,22 +436,41 @@ Test(engine, backend_sampling_equals_host_sampling)
 			q.sampling.top_k = k->top_k;
 			q.sampling.top_p = k->top_p;
 			q.sampling.min_p = k->min_p;
+			q.sampling.repeat_penalty = k->repeat;
+			q.sampling.frequency_penalty = k->freq;
+			q.sampling.presence_penalty = k->pres;
+			q.sampling.logit_bias = k->n_bias ? bias : NULL;
+			q.sampling.n_logit_bias = (size_t)k->n_bias;
 			q.sampling.seed = 4242u + (uint64_t)i;
 			cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_OK, "%s", err.msg);
 			free((int32_t *)q.prompt);
 		}
 		for (int i = 0; i < NR; i++)
 			run_wait(&rs[i]);
+		alice_engine_stats(e, &st[pass]);
 		alice_engine_free(e);
 	}
+	/* the backend pass chose every token on the device but the top-p /
+	 * min-p ones (kind 5); the host pass none */
+	uint64_t whole = 0, all = 0;
+	for (int i = 0; i < NR; i++) { /* an end-of-generation token is picked but not reported */
+		uint64_t picks = (uint64_t)dev[i].n_tokens + (dev[i].finish == ALICE_ENGINE_FINISH_STOP);
+		all += picks;
+		whole += i % NK == 5 ? picks : 0;
+	}
+	cr_expect_eq(st[0].picks_host, whole, "backend pass: %llu tokens from whole rows, expected %llu",
+		     (unsigned long long)st[0].picks_host, (unsigned long long)whole);
+	cr_expect_eq(st[0].picks_device + st[0].picks_host, all);
+	cr_expect_eq(st[1].picks_device, 0);
 	for (int i = 0; i < NR; i++) {
 		const struct kind *k = &kinds[i % NK];
-		cr_assert_eq(dev[i].n_tokens, host[i].n_tokens, "request %d (T %g, top_k %d): %d vs %d tokens", i,
-			     (double)k->temperature, k->top_k, dev[i].n_tokens, host[i].n_tokens);
+		cr_assert_eq(dev[i].n_tokens, host[i].n_tokens, "request %d (kind %d, T %g, top_k %d): %d vs %d tokens", i,
+			     i % NK, (double)k->temperature, k->top_k, dev[i].n_tokens, host[i].n_tokens);
 		for (int t = 0; t < dev[i].n_tokens; t++)
 			cr_assert_eq(dev[i].tokens[t], host[i].tokens[t],
-				     "request %d (T %g, top_k %d, top_p %g): token %d is %d on the backend, %d on the host",
-				     i, (double)k->temperature, k->top_k, (double)k->top_p, t, dev[i].tokens[t],
+				     "request %d (kind %d, T %g, top_k %d, top_p %g): token %d is %d on the backend, %d on the "
+				     "host",
+				     i, i % NK, (double)k->temperature, k->top_k, (double)k->top_p, t, dev[i].tokens[t],
 				     host[i].tokens[t]);
 		cr_assert_eq(dev[i].finish, host[i].finish, "request %d", i);
 	}

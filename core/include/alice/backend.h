@@ -26,8 +26,9 @@
 #include "alice/status.h"
 
 #define ALICE_BACKEND_ABI_MAJOR 1
-#define ALICE_BACKEND_ABI_MINOR 4 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM;
-                                   1.4: ATTENTION's block table (src4), TOPK, SAMPLE_TEMP */
+#define ALICE_BACKEND_ABI_MINOR 5 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM;
+                                   1.4: ATTENTION's block table (src4), TOPK, SAMPLE_TEMP;
+                                   1.5: LOGIT_ADJUST, ATTENTION's ip[1] hint */
 #define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
 #define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
 
@@ -196,7 +197,22 @@ enum alice_op {
 	 * the token (-1 when every value is NaN or -inf), and 1 when the draw
 	 * used r (more than one live token), else 0. */
 	ALICE_OP_SAMPLE_TEMP,
-	ALICE_OP_COUNT_V1_4
+	ALICE_OP_COUNT_V1_4,
+
+	/* ---- 1.5: logit bias and penalties on the device ----
+	 * Optional like TOPK (the core then reads such rows whole).
+	 * In place on dst, F32 logits [n, rows] (dim 0 contiguous): per-token
+	 * edits before TOPK / SAMPLE_TEMP read the rows. src0 I32 [6, L]
+	 * contiguous: record 0 holds the count c (<= L - 1; the rest of it
+	 * unused), records 1..c are (row, token, flags, bias, rp, pen), the last
+	 * three float bits, at most one record per (row, token); records out of
+	 * range are skipped. Each does, with x the cleaned value (NaN -> -inf,
+	 * +inf -> FLT_MAX) and every result cleaned, in this order and with
+	 * these float operations (alice/sampling.h's ALICE_ADJ_*): flags & 1
+	 * x + bias; flags & 2 -inf; flags & 4 x > 0 ? x / rp : x * rp; flags & 8
+	 * x - pen; then writes x back. */
+	ALICE_OP_LOGIT_ADJUST = ALICE_OP_COUNT_V1_4,
+	ALICE_OP_COUNT_V1_5
 };
 
 #define ALICE_TOPK_MAX 128

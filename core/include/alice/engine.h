@@ -217,6 +217,9 @@ struct alice_engine_stats {
 	uint64_t ttft_samples, itl_samples; /* ever recorded */
 	/* speculative decoding: tokens drafted and accepted by the target */
 	uint64_t draft_tokens, draft_accepted;
+	/* tokens chosen on the device (from a row's best entries or a draw)
+	 * and from whole logits rows read to the host */
+	uint64_t picks_device, picks_host;
 };
 #define ALICE_ENGINE_LAT_WINDOW 4096
 void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out);

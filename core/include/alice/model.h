@@ -95,6 +95,8 @@ struct alice_draw {
 	double r;
 };
 
+struct alice_logit_adj;
+
 struct alice_batch {
 	int32_t n_tokens;
 	const int32_t *token;  /* [n_tokens] */
@@ -114,6 +116,14 @@ struct alice_batch {
 	/* [n_tokens] or NULL: rows the backend draws from (a topk context):
 	 * t > 0 the temperature, r the draw's uniform (alice/temp_sample.h) */
 	const struct alice_draw *draw;
+	/* [n_tokens] or NULL: a top_only or drawn row's logit bias and
+	 * penalties, applied on the device before its entries are taken or
+	 * it is drawn: adj[i] holds n_adj[i] records (alice_sampler_adjustments,
+	 * at most ALICE_ADJ_ROW_MAX). A row whose records do not fit the step
+	 * (or a backend without LOGIT_ADJUST) is read whole, unedited and not
+	 * drawn, instead: alice_context_logits gives it. */
+	const struct alice_logit_adj *const *adj;
+	const int32_t *n_adj;
 };
 
 /* Run one forward step. Batches larger than n_batch are split internally

@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "alice/status.h"
+#include "alice/temp_sample.h"
 
 #define ALICE_SAMPLING_MAX_TOP 20 /* OpenAI's top_logprobs maximum */
 
@@ -106,21 +107,40 @@ enum alice_status alice_sampler_sample(struct alice_sampler *s, const float *log
 				       const uint8_t *allowed_mask, struct alice_sample_result *out,
 				       struct alice_error *err);
 
+/* A step's logit bias and penalties as per-token edits of the cleaned row,
+ * for the backend's LOGIT_ADJUST op (backend.h): at most one record per
+ * token, its edits applied in this order, each result cleaned
+ * (alice/temp_sample.h), with the same float operations as the sampler. */
+struct alice_logit_adj { /* flags: ALICE_ADJ_* (alice/temp_sample.h) */
+	int32_t token;
+	uint32_t flags;
+	float bias, rp, pen;
+};
+/* The edits this step of s would make before choosing (none without bias
+ * and penalties) into out[cap]; how many, or -1 when they do not fit or a
+ * token has two bias entries (the whole row is then read). A row takes at
+ * most ALICE_ADJ_ROW_MAX on the device. */
+#define ALICE_ADJ_ROW_MAX 1024
+int32_t alice_sampler_adjustments(const struct alice_sampler *s, struct alice_logit_adj *out, int32_t cap);
+
 /* Whether a step of s depends only on the best k logits (so the backend
- * can pick them and the whole row need not be read): no bias, penalties or
- * logprobs, and greedy or 1 <= top_k <= k. */
-bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k);
+ * can pick them and the whole row need not be read): no logprobs, greedy
+ * or 1 <= top_k <= k, and no bias or penalties unless adjusted (the backend
+ * applied alice_sampler_adjustments to the row first). */
+bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k, bool adjusted);
 
 /* The same step as alice_sampler_sample (same token, same RNG use) from the
  * row's best k entries: top holds k (id, value bits) pairs, best first, ties
- * to the lower id, values cleaned (backend.h's TOPK). Needs top_ok(s, k). */
-enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_t *top, int32_t k,
+ * to the lower id, values cleaned (backend.h's TOPK), of the row adjusted
+ * as `adjusted` says. Needs top_ok(s, k, adjusted). */
+enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_t *top, int32_t k, bool adjusted,
 					   struct alice_sample_result *out, struct alice_error *err);
 
 /* Whether a step of s is a plain draw at temperature T from the whole row
- * (no truncation, bias, penalties or logprobs), which the backend's
- * SAMPLE_TEMP op makes as this sampler would (alice/temp_sample.h). */
-bool alice_sampler_temp_ok(const struct alice_sampler *s);
+ * (no truncation or logprobs; no bias or penalties unless adjusted, as for
+ * top_ok), which the backend's SAMPLE_TEMP op makes as this sampler would
+ * (alice/temp_sample.h). */
+bool alice_sampler_temp_ok(const struct alice_sampler *s, bool adjusted);
 /* That step's op parameters: T, and the uniform its draw would use (the
  * RNG does not advance). */
 void alice_sampler_temp_params(const struct alice_sampler *s, float *t, double *r);

@@ -33,6 +33,25 @@ static inline float alice_ts_clean(float x)
 	return x < FLT_MAX ? x : FLT_MAX;
 }
 
+/* A token's logit bias and penalties (alice_sampler_adjustments, the
+ * LOGIT_ADJUST op), on its cleaned logit x, in this order. */
+#define ALICE_ADJ_BIAS 1u    /* x + bias */
+#define ALICE_ADJ_BAN 2u     /* -inf (a bias <= -100) */
+#define ALICE_ADJ_REPEAT 4u  /* x > 0 ? x / rp : x * rp */
+#define ALICE_ADJ_PENALTY 8u /* x - pen (frequency * count + presence) */
+static inline float alice_ts_adjust(float x, uint32_t flags, float bias, float rp, float pen)
+{
+	if (flags & ALICE_ADJ_BIAS)
+		x = alice_ts_clean(x + bias);
+	if (flags & ALICE_ADJ_BAN)
+		x = -INFINITY;
+	if (flags & ALICE_ADJ_REPEAT)
+		x = alice_ts_clean(x > 0 ? x / rp : x * rp);
+	if (flags & ALICE_ADJ_PENALTY)
+		x = alice_ts_clean(x - pen);
+	return x;
+}
+
 /* The live floor for max mx at temperature t. */
 static inline float alice_ts_floor(float mx, float t)
 {
