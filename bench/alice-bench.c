@@ -39,6 +39,7 @@ struct opts {
 	int p, n, r, threads;
 	int json;
 	int batch[BATCH_MAX]; /* --batch: B values; 0 entries = plain pp/tg */
+	float temp;           /* --temp: --batch rows drawn at this temperature (0: greedy) */
 	int n_batch;
 };
 
@@ -128,7 +129,7 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 	}
 	if (o->n_batch > 0) {
 		for (int i = 0; i < o->n_batch; i++)
-			if (bench_batch_run(m, o->batch[i], o->p, o->n, &res->batch[i]) != 0) {
+			if (bench_batch_run(m, o->batch[i], o->p, o->n, o->temp, &res->batch[i]) != 0) {
 				snprintf(res->error, sizeof res->error, "%s", res->batch[i].error);
 				goto out;
 			}
@@ -215,6 +216,7 @@ static void usage(FILE *f)
 		   "[-r 5] [-t THREADS] [--backend-dir DIR] [--batch 1,4,16,64] [--json]\n"
 		   "  --batch B,...: B sequences prefill -p tokens each, then decode -n tokens together;\n"
 		   "                 prints prefill t/s, total decode t/s and per-sequence decode t/s\n"
+		   "  --temp T:      --batch decode rows drawn at temperature T on the device (default greedy)\n"
 		   "  --draft D.gguf | --spec ngram [--draft-max 16] [--draft-p-min 0.75] [--spec-ngram 3]:\n"
 		   "                 decode -n greedy tokens of fixed prompts through the engine, plain and\n"
 		   "                 speculating (draft model D, or prompt lookup); t/s, speed-up, acceptance\n");
@@ -300,6 +302,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "-n")) o.n = atoi(v);
 		else if (!strcmp(a, "-r")) o.r = atoi(v);
 		else if (!strcmp(a, "-t")) o.threads = atoi(v);
+		else if (!strcmp(a, "--temp")) o.temp = (float)atof(v);
 		else if (!strcmp(a, "--draft")) { so.draft = v; so.spec.mode = ALICE_SPEC_DRAFT; }
 		else if (!strcmp(a, "--spec")) {
 			if (strcmp(v, "ngram")) { fprintf(stderr, "alice-bench: --spec wants ngram (or use --draft)\n"); return 2; }

@@ -4,10 +4,11 @@
  * N decode steps of B rows (one token per sequence, logits for every row,
  * as the server's engine asks). Like the engine, the backend picks each
  * row's best entries (TOPK) and only those come back (a greedy or top-k
- * request needs no more); ALICE_TOPK=0, or a backend without the op, reads
- * every row whole. A second timing reads every row whole anyway (what a
- * logit bias or logprobs request costs). Prints prefill t/s, total decode
- * t/s and per-sequence decode t/s. */
+ * request needs no more), or with --temp draws each row (SAMPLE_TEMP, a
+ * plain temperature request); ALICE_TOPK=0, or a backend without the ops,
+ * reads every row whole. A second timing reads every row whole anyway
+ * (what a logprobs or grammar request costs). Prints prefill t/s, total
+ * decode t/s and per-sequence decode t/s. */
 #include "bench_batch.h"
 #include "alice/backend.h"
 
@@ -49,7 +50,7 @@ static unsigned make_prompts(int B, int P, int32_t n_vocab, int32_t *tok, int32_
 /* Decode steps are timed to the end of alice_context_decode, which returns
  * after the rows' best entries (or whole logits rows) are on the host (the
  * engine samples from there). */
-int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_result *r)
+int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, struct batch_result *r)
 {
 	struct alice_error err = {{0}};
 	struct alice_context *c = NULL;
@@ -65,7 +66,8 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 	size_t nt = (size_t)B * (size_t)(P > 1 ? P : 1);
 	int32_t *tok = malloc(nt * sizeof *tok), *pos = malloc(nt * sizeof *pos), *seq = malloc(nt * sizeof *seq);
 	bool *lg = malloc(nt * sizeof *lg), *top = malloc(nt * sizeof *top);
-	if (!tok || !pos || !seq || !lg || !top) {
+	struct alice_draw *dr = temp > 0 ? calloc((size_t)B, sizeof *dr) : NULL;
+	if (!tok || !pos || !seq || !lg || !top || (temp > 0 && !dr)) {
 		snprintf(r->error, sizeof r->error, "B=%d: out of memory", B);
 		goto out;
 	}
@@ -128,8 +130,12 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_res
 			pos[q] = P + i;
 			seq[q] = q;
 			lg[q] = true;
+			if (dr) { /* a fresh uniform per row and step, as the sampler's RNG gives */
+				s = s * 1103515245u + 12345u;
+				dr[q] = (struct alice_draw){temp, (double)(s >> 8) / 16777216.0};
+			}
 		}
-		struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, NULL, NULL, NULL};
+		struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, dr, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "decode", &err);
 			goto out;
@@ -166,5 +172,6 @@ out:
 	free(seq);
 	free(lg);
 	free(top);
+	free(dr);
 	return rc;
 }

@@ -15,7 +15,8 @@ struct batch_result {
 	char error[640];
 };
 
-/* One B: returns 0, or -1 with r->error set. */
-int bench_batch_run(struct alice_model *m, int B, int P, int N, struct batch_result *r);
+/* One B: returns 0, or -1 with r->error set. temp > 0: every decode row is
+ * drawn at that temperature on the device (SAMPLE_TEMP), else greedy. */
+int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, struct batch_result *r);
 
 #endif

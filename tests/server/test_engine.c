@@ -83,7 +83,9 @@ static const struct alice_tokenizer *tok;
 
 static void setup(void)
 {
-	model = alice_test_load_model(MODEL_PATH, "cpu");
+	/* ALICE_TEST_BACKEND: the same tests on a GPU backend (the device scripts) */
+	const char *be = getenv("ALICE_TEST_BACKEND");
+	model = alice_test_load_model(MODEL_PATH, be && *be ? be : "cpu");
 	tok = alice_model_tokenizer(model);
 }
 
