@@ -940,7 +940,12 @@ static void step(struct alice_engine *e)
 		if (sl->r && sl->row >= 0)
 			e->picks[n_pick++] = sl;
 	}
-	alice_workpool_run(e->pool, pick_item, e, n_pick);
+	/* a pick from a row's best entries or a draw is a few hundred
+	 * operations: the pool's threads are worth waking only for whole rows */
+	int32_t n_whole = 0;
+	for (int32_t i = 0; i < n_pick; i++)
+		n_whole += alice_context_logits(e->ctx, e->picks[i]->row) != NULL;
+	alice_workpool_run(n_whole > 1 ? e->pool : NULL, pick_item, e, n_pick);
 	for (int32_t i = 0; i < n_pick; i++) {
 		struct eng_slot *sl = e->picks[i];
 		sl->generating = true;
