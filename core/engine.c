@@ -120,6 +120,7 @@ struct alice_engine {
 	int32_t n_vocab;
 	uint32_t n_slots, n_ctx, n_batch, max_queue;
 	uint64_t picks_device, picks_host; /* atomic: slot_pick runs on pool threads */
+	double t_step_end;                 /* ALICE_ENGINE_TRACE */
 	bool prefix_cache;
 	uint64_t n_admitted;
 	bool embd;        /* an embeddings engine */
@@ -900,7 +901,14 @@ static void step(struct alice_engine *e)
 	struct alice_batch b = {n,	    e->b_tok,  e->b_pos, e->b_seq,   e->b_logits, e->b_solo,
 				e->b_top, e->b_draw, e->b_adj, e->b_n_adj};
 	struct alice_error err = {{0}};
+	/* ALICE_ENGINE_TRACE=1: one line per step on stderr (what a step held,
+	 * how long its decode, picks and the host before it took) */
+	static int trace = -1;
+	if (trace < 0)
+		trace = getenv("ALICE_ENGINE_TRACE") && atoi(getenv("ALICE_ENGINE_TRACE")) > 0;
+	double t_dec = trace ? now_ms() : 0;
 	enum alice_status st = alice_context_decode(e->ctx, &b, &err);
+	double t_end = trace ? now_ms() : 0;
 	pthread_mutex_lock(&e->mu);
 	e->stats.steps++;
 	pthread_mutex_unlock(&e->mu);
@@ -968,6 +976,11 @@ static void step(struct alice_engine *e)
 		slot_spec_adapt(e, sl, k, a);
 		/* the KV of rejected positions is dropped (rewritten later) */
 		alice_context_seq_truncate(e->ctx, sl->seq, sl->r ? sl->n_past : sl->n_cached);
+	}
+	if (trace) {
+		fprintf(stderr, "engine step: %d tokens %d rows decode %.3f picks+events %.3f host-before %.3f ms\n", n,
+			n_rows, t_end - t_dec, now_ms() - t_end, e->t_step_end > 0 ? t_dec - e->t_step_end : 0.0);
+		e->t_step_end = now_ms();
 	}
 }
 

@@ -33,8 +33,11 @@ struct alice_buffer {
 };
 
 /* Captured step graphs, one per signature seen (decode steps of different
- * batch sizes each keep theirs), least recently used replaced. */
-#define CU_GRAPHS 8
+ * batch sizes each keep theirs), least recently used replaced. A server's
+ * steps take every row count from 1 to its busy slots (plus one-token
+ * prefills of cached prompts): with 8 entries 64 clients cycled through
+ * more shapes than that, re-capturing (milliseconds each) step after step. */
+#define CU_GRAPHS 96
 struct cu_graph_entry {
 	uint8_t *sig;          /* signature of the graph (see backend.cu); sig_len 0: free */
 	size_t sig_len, sig_cap;
@@ -282,9 +285,17 @@ static inline int8_t *cu_xq_q(struct alice_backend_ctx *ctx)
 	return (int8_t *)(ctx->scratch + ctx->xq_off);
 }
 
+/* Quantized activations hold M rounded up to 32 columns: the tensor-core
+ * mat-vec (mmvq_tc.cu) takes whole 32-column tiles and stores only the
+ * first M (a column's result depends on its own column alone). */
+static inline int64_t cu_xq_cols(int64_t M)
+{
+	return (M + 31) & ~(int64_t)31;
+}
+
 static inline float *cu_xq_d(struct alice_backend_ctx *ctx, int64_t K, int64_t M)
 {
-	return (float *)(ctx->scratch + ctx->xq_off + (((size_t)(K * M) + 255) & ~(size_t)255));
+	return (float *)(ctx->scratch + ctx->xq_off + (((size_t)(K * cu_xq_cols(M)) + 255) & ~(size_t)255));
 }
 
 static inline bool cu_xq_has(const struct alice_backend_ctx *ctx, const uint8_t *x, int64_t nb0, int64_t nb1,

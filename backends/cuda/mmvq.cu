@@ -642,8 +642,9 @@ size_t cu_mmvq_scratch(uint32_t type, int64_t K, int64_t M)
 {
 	if (!mmvq_quantized(type)) /* staged halves of fused launches */
 		return (size_t)(K * M) * 2;
-	size_t q = ((size_t)(K * M) + 255) & ~(size_t)255;
-	return q + (size_t)(K / 32 * M) * 4;
+	const int64_t Mp = cu_xq_cols(M);
+	size_t q = ((size_t)(K * Mp) + 255) & ~(size_t)255;
+	return q + (size_t)(K / 32 * Mp) * 4;
 }
 
 /* Warps per row: small matrices get more than one, so that about

@@ -187,7 +187,7 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const in
  * reuse each unpacked weight fragment for more mma (NT 4 at large M). */
 template <int T, int MT, int NT>
 __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const int8_t *__restrict__ x,
-						 const float *__restrict__ xd, int64_t dcs, int64_t K)
+						 const float *__restrict__ xd, int64_t dcs, int64_t K, int64_t M)
 {
 	constexpr int ROWS = 16 * MT, COLS = 8 * NT;
 	__shared__ float red[16][ROWS * COLS];
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 						  __fadd_rn(red[4 * pp + 1][i], red[4 * pp + 3][i]));
 			tot = pp == 0 ? w : __fadd_rn(tot, w);
 		}
-		if (row < N)
+		if (row < N && col < M) /* padded columns are computed, not stored */
 			set.d[m][row * set.drs[m] + col * dcs] = tot;
 	}
 }
@@ -288,11 +288,14 @@ int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, con
 {
 	if ((type != ALICE_TYPE_Q4_K && type != ALICE_TYPE_Q6_K) || M < TC_COLS || tc_off())
 		return 0;
-	/* 32 columns per warp where that leaves no more columns to the
-	 * mat-vec than 16 would (ALICE_CUDA_TC_COLS=16 forces 16) */
+	/* 32 columns per warp from 17 columns on (ALICE_CUDA_TC_COLS=16 forces
+	 * 16); the last tile may be partial: the activations are padded to 32
+	 * columns (cu_xq_cols) and columns past M are not stored. (Whole tiles
+	 * only, with the rest on the mat-vec kernels, made a 63-row step read
+	 * the weights four more times: 8.1 ms against 3.7 at 64 rows.) */
 	static int c16 = -1;
-	const int nt = (M % 32 < 16 && M >= 32 && !cu_env_is("ALICE_CUDA_TC_COLS", '1', &c16)) ? 4 : 2;
-	const int64_t ncols = M / (8 * nt) * (8 * nt);
+	const int nt = (M > 16 && !cu_env_is("ALICE_CUDA_TC_COLS", '1', &c16)) ? 4 : 2;
+	const int64_t ntile = (M + 8 * nt - 1) / (8 * nt), ncols = M;
 	/* 16-row tiles while that gives few blocks (latency: a warp may have
 	 * only one super-block), 32 rows once the grid is large (activation
 	 * reuse); with 32 columns a tile keeps 16 rows (registers). Results are
@@ -300,7 +303,7 @@ int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, con
 	int64_t rows_all = 0;
 	for (int i = 0; i < n; i++)
 		rows_all += set.N[i];
-	const int mt = nt == 2 && rows_all / 32 * (ncols / TC_COLS) >= 8 * 132 ? 2 : 1;
+	const int mt = nt == 2 && rows_all / 32 * (ntile * 8 * nt / TC_COLS) >= 8 * 132 ? 2 : 1;
 	unsigned b = 0;
 	int smax = 1;
 	for (int i = 0; i < MMV_MAX_SET; i++) {
@@ -311,17 +314,17 @@ int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, con
 		}
 	}
 	set.bstart[MMV_MAX_SET] = b;
-	dim3 grid((unsigned)(ncols / (8 * nt)), b);
+	dim3 grid((unsigned)ntile, b);
 	const bool q4 = type == ALICE_TYPE_Q4_K;
 	if (nt == 4)
 		cu_launch(q4 ? k_mmvq_tc<ALICE_TYPE_Q4_K, 1, 4> : k_mmvq_tc<ALICE_TYPE_Q6_K, 1, 4>, grid, 128 * smax, s, set,
-			  x, xd, dcs, K);
+			  x, xd, dcs, K, M);
 	else if (mt == 2)
 		cu_launch(q4 ? k_mmvq_tc<ALICE_TYPE_Q4_K, 2, 2> : k_mmvq_tc<ALICE_TYPE_Q6_K, 2, 2>, grid, 128 * smax, s, set,
-			  x, xd, dcs, K);
+			  x, xd, dcs, K, M);
 	else
 		cu_launch(q4 ? k_mmvq_tc<ALICE_TYPE_Q4_K, 1, 2> : k_mmvq_tc<ALICE_TYPE_Q6_K, 1, 2>, grid, 128 * smax, s, set,
-			  x, xd, dcs, K);
+			  x, xd, dcs, K, M);
 	if (glu)
 		cu_launch(k_tc_glu, cu_blocks(set.N[0] * ncols, 256), 256, s, set, dcs, set.N[0], ncols);
 	return ncols;
