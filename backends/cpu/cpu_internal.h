@@ -222,6 +222,7 @@ struct cpu_kernels {
 	vec_dot_fn dot[ALICE_TYPE_COUNT];
 	vec_dot4_fn dot4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 	vec_dotr4_fn dotr4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
+	int64_t dotr4_max[ALICE_TYPE_COUNT];  /* weight bytes up to which dotr4 is used (0: any) */
 	vec_gemm_fn gemm[ALICE_TYPE_COUNT];   /* optional (prefill), packed activations */
 	bool q6_k_pairs;                      /* gemm[Q6_K] reads struct apack_q6p */
 	/* gemm[type] reads the converted activation rows in place (one after

@@ -266,6 +266,8 @@ static void mm_dot(void *arg, int ith, int nth)
 	vec_dot_fn dot = j->spec ? k->dot[j->type] : NULL;
 	vec_dot4_fn dot4 = j->spec ? k->dot4[j->type] : NULL;
 	vec_dotr4_fn dotr4 = j->spec ? k->dotr4[j->type] : NULL;
+	if (dotr4 && k->dotr4_max[j->type] && j->N * j->wnb1 > k->dotr4_max[j->type])
+		dotr4 = NULL;
 	while (chunk_next(&j->ctr, total, 1, &c0, &c1)) {
 		long b = c0 / j->n_chunks_per_batch;
 		int64_t n0 = (c0 % j->n_chunks_per_batch) * j->chunk;

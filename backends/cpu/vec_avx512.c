@@ -91,6 +91,33 @@ static void a5_dot_q8_0(int64_t k, const void *w, const void *act, float *out)
 	*out = q80_row(k / QK8, w, act);
 }
 
+/* 4 rows, each exactly q80_row's chain (the same operations in the same
+ * order), the activation block and its correction loaded once: for
+ * matrices that stay in cache, where the single row's fma chain (one
+ * dependent add per block) is the limit (dotr4_max: small ones only, since
+ * rows side by side stream from DRAM at half the rate). */
+static void a5_dotr4_q8_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	const int64_t nb = k / QK8;
+	const struct act_q8_0 *a = act;
+	const uint8_t *wr[4] = {w, (const uint8_t *)w + ws, (const uint8_t *)w + 2 * ws, (const uint8_t *)w + 3 * ws};
+	const __m256i x80 = _mm256_set1_epi8((char)0x80);
+	__m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+	for (int64_t b = 0; b < nb; b++) {
+		const __m256i c = q80_corr(a + b), qa = _mm256_loadu_si256((const __m256i *)a[b].q);
+		const float da = a[b].d;
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++) {
+			const uint8_t *wb = wr[r] + (size_t)b * 34;
+			__m256i wv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wb + 2)), x80);
+			__m256i p = _mm256_dpbusd_epi32(c, wv, qa);
+			acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb) * da), _mm256_cvtepi32_ps(p), acc[r]);
+		}
+	}
+	for (int r = 0; r < 4; r++)
+		out[r] = hsum256_ps(acc[r]);
+}
+
 /* 4 weight rows x P pairs of activation rows (struct apack_q8_0: a + 128 as
  * u8, two rows per 64 bytes). w is signed, so vpdpbusd starts each block's
  * lanes from -128 * sum(w) of the lane's 4 elements: the exact signed sum. */
@@ -380,7 +407,8 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 	cpu_kernels_avx2_dots(k);
 	k->dot_f32 = a5_dot_f32;
 	k->dot[ALICE_TYPE_Q8_0] = a5_dot_q8_0;
-	k->dotr4[ALICE_TYPE_Q8_0] = NULL;
+	k->dotr4[ALICE_TYPE_Q8_0] = a5_dotr4_q8_0;
+	k->dotr4_max[ALICE_TYPE_Q8_0] = (int64_t)4 << 20;
 	k->gemm[ALICE_TYPE_Q8_0] = a5_gemm_q8_0;
 	/* Q4_K/Q6_K: llama.cpp's orders (vec_kseq.h); the old 4-column dot4
 	 * kernels had their own lane order, so prefill without a GEMM takes
