@@ -121,6 +121,7 @@ struct alice_engine {
 	uint32_t n_slots, n_ctx, n_batch, max_queue;
 	uint64_t picks_device, picks_host; /* atomic: slot_pick runs on pool threads */
 	double t_step_end;                 /* ALICE_ENGINE_TRACE */
+	double t_kv_stats;                 /* last kv_stats_update (engine thread) */
 	bool prefix_cache;
 	uint64_t n_admitted;
 	bool embd;        /* an embeddings engine */
@@ -990,14 +991,23 @@ static void *engine_main(void *arg)
 	for (;;) {
 		struct eng_req *cancelled = NULL;
 		pthread_mutex_lock(&e->mu);
-		kv_stats_update(e);
+		/* the KV gauges walk every block of the pool: fresh before the
+		 * engine sleeps, else at most every 20 ms (not on every step) */
+		double now = now_ms();
+		bool stale = now - e->t_kv_stats >= 20.0;
 		for (;;) {
 			bool busy = e->q_head != NULL;
 			for (uint32_t i = 0; i < e->n_slots && !busy; i++)
 				busy = e->slots[i].r != NULL;
+			if (!busy || stale) {
+				kv_stats_update(e);
+				e->t_kv_stats = now;
+				stale = false;
+			}
 			if (busy || e->stopping)
 				break;
 			pthread_cond_wait(&e->cv, &e->mu);
+			now = now_ms();
 		}
 		if (e->stopping) {
 			/* everything still here ends as cancelled */
