@@ -122,6 +122,8 @@ struct alice_engine {
 	uint64_t picks_device, picks_host; /* atomic: slot_pick runs on pool threads */
 	double t_step_end;                 /* ALICE_ENGINE_TRACE */
 	double t_kv_stats;                 /* last kv_stats_update (engine thread) */
+	void (*on_round)(void *user, bool begin); /* alice_engine_params */
+	void *round_user;
 	bool prefix_cache;
 	uint64_t n_admitted;
 	bool embd;        /* an embeddings engine */
@@ -1020,6 +1022,8 @@ static void *engine_main(void *arg)
 		admit(e, &cancelled);
 		bool stopping = e->stopping;
 		pthread_mutex_unlock(&e->mu);
+		if (e->on_round)
+			e->on_round(e->round_user, true);
 
 		while (cancelled) {
 			struct eng_req *r = cancelled;
@@ -1047,9 +1051,12 @@ static void *engine_main(void *arg)
 				}
 			}
 		}
+		if (!stopping)
+			step(e);
+		if (e->on_round)
+			e->on_round(e->round_user, false);
 		if (stopping)
 			break;
-		step(e);
 	}
 	return NULL;
 }
@@ -1081,6 +1088,8 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	if (e->pooling == ALICE_POOLING_UNSPECIFIED)
 		e->pooling = ALICE_POOLING_NONE;
 	e->spec = p->spec;
+	e->on_round = p->on_round;
+	e->round_user = p->round_user;
 	if (e->embd) /* nothing is generated, nothing to draft */
 		e->spec.mode = ALICE_SPEC_NONE;
 	enum alice_status st;

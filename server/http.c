@@ -158,6 +158,14 @@ struct load_msg {
 	char error[700];
 };
 
+/* The engine's events of one round go to the event thread with one
+ * wake-up (alice_engine_params.on_round). */
+static void engine_round(void *user, bool begin)
+{
+	struct srv *s = user;
+	srv_msgq_hold(&s->q, begin);
+}
+
 static enum alice_status load_model(struct srv *s, struct load_msg *m)
 {
 	struct alice_error err = {{0}};
@@ -208,6 +216,8 @@ static enum alice_status load_model(struct srv *s, struct load_msg *m)
 	 * embeddings without --embeddings (README: "Embeddings") */
 	ep.embeddings = s->cfg.embeddings || alice_model_is_encoder(s->model) || alice_model_pooling(s->model) >= 0;
 	ep.pooling = s->cfg.pooling;
+	ep.on_round = engine_round;
+	ep.round_user = s;
 	if ((st = alice_engine_create(s->model, &ep, &s->engine, &err)) != ALICE_OK) {
 		snprintf(m->error, sizeof(m->error), "cannot start the engine for %s: %s", s->cfg.model_path, err.msg);
 		return st;

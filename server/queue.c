@@ -11,6 +11,7 @@ int srv_msgq_init(struct srv_msgq *q)
 	int p[2];
 	q->head = q->tail = NULL;
 	q->notify_rd = q->notify_wr = -1;
+	q->held = q->pending = false;
 	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
 		return -1; /* drain and close are no-ops then */
 	q->notify_rd = p[0];
@@ -39,10 +40,29 @@ void srv_msgq_post(struct srv_msgq *q, struct srv_msg *m)
 	else
 		q->head = m;
 	q->tail = m;
+	bool wake = was_empty && !q->held;
+	q->pending = q->pending || q->held;
 	pthread_mutex_unlock(&q->mu);
-	if (was_empty) {
+	if (wake) {
 		char c = 1;
 		/* non-blocking; a full pipe already guarantees a wake-up */
+		ssize_t w = write(q->notify_wr, &c, 1);
+		(void)w;
+	}
+}
+
+void srv_msgq_hold(struct srv_msgq *q, bool on)
+{
+	if (q->notify_rd < 0)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->held = on;
+	bool wake = !on && q->pending;
+	if (!on)
+		q->pending = false;
+	pthread_mutex_unlock(&q->mu);
+	if (wake) {
+		char c = 1;
 		ssize_t w = write(q->notify_wr, &c, 1);
 		(void)w;
 	}

@@ -18,9 +18,11 @@ struct srv_msg {
 };
 
 struct srv_msgq {
-	pthread_mutex_t mu; /* guards head/tail */
+	pthread_mutex_t mu; /* guards head/tail, held, pending */
 	struct srv_msg *head, *tail;
 	int notify_rd, notify_wr; /* non-blocking pipe; -1 when closed */
+	bool held;                /* srv_msgq_hold: posts wait to wake the event thread */
+	bool pending;             /* posted while held */
 };
 
 /* 0, or -1 with errno (the pipe could not be made). */
@@ -28,6 +30,10 @@ int srv_msgq_init(struct srv_msgq *q);
 void srv_msgq_close(struct srv_msgq *q);
 /* Any thread; never allocates, never fails. */
 void srv_msgq_post(struct srv_msgq *q, struct srv_msg *m);
+/* on: posts queue without waking the event thread; off: one wake-up for
+ * all of them. The engine thread holds the queue around each round of its
+ * events (a step's tokens for every stream: one wake-up, not one each). */
+void srv_msgq_hold(struct srv_msgq *q, bool on);
 /* Event thread: empty the pipe, then run every queued message in order
  * (messages posted meanwhile wait for the next wake-up). */
 void srv_msgq_drain(struct srv_msgq *q, void *ctx);

@@ -70,6 +70,14 @@ struct alice_engine_params {
 	/* speculative decoding (spec.h); mode NONE = off. Ignored, with a
 	 * logged reason, for recurrent models. */
 	struct alice_spec_params spec;
+	/* NULL, or called on the engine thread around each round of events
+	 * (begin true before a round's first event, false after its last; a
+	 * round is one pass of the engine loop: a step's tokens for every
+	 * stream, its DONEs, cancellations): a caller that queues events to
+	 * another thread can wake it once per round. Never called while the
+	 * engine waits for work. */
+	void (*on_round)(void *user, bool begin);
+	void *round_user;
 };
 
 void alice_engine_params_default(struct alice_engine_params *p);
