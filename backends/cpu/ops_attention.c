@@ -69,6 +69,34 @@ __attribute__((target("avx2,fma,f16c"))) static inline void acc16_x86(int64_t n,
 		acc[i] = _cvtsh_ss(_cvtss_sh(a, _MM_FROUND_TO_NEAREST_INT));
 	}
 }
+/* dot_lanes(n, f32(k), q) with K read as F16 in place: the same 64 lanes
+ * (8 ymm of 8), the same fold (lanes + 32, then + 16, then halving) and the
+ * same double tail, so the same bits; no converted row stored and read
+ * back, and no fold through memory. */
+__attribute__((target("avx2,fma,f16c"))) static inline float dot_k16_x86(int64_t n, const uint16_t *k, const float *q)
+{
+	__m256 a[8];
+	for (int r = 0; r < 8; r++)
+		a[r] = _mm256_setzero_ps();
+	int64_t np = n & ~(int64_t)63, i = 0;
+	for (; i < np; i += 64)
+		for (int r = 0; r < 8; r++)
+			a[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i + 8 * r))),
+					       _mm256_loadu_ps(q + i + 8 * r), a[r]);
+	a[0] = _mm256_add_ps(a[0], a[4]); /* acc[l] += acc[32 + l], l < 16 */
+	a[1] = _mm256_add_ps(a[1], a[5]);
+	a[2] = _mm256_add_ps(a[2], a[6]); /* acc[16 + l] += acc[48 + l] */
+	a[3] = _mm256_add_ps(a[3], a[7]);
+	a[0] = _mm256_add_ps(a[0], a[2]); /* acc[l] += acc[16 + l] */
+	a[1] = _mm256_add_ps(a[1], a[3]);
+	a[0] = _mm256_add_ps(a[0], a[1]); /* w = 8 */
+	__m128 x = _mm_add_ps(_mm256_castps256_ps128(a[0]), _mm256_extractf128_ps(a[0], 1)); /* w = 4 */
+	x = _mm_add_ps(x, _mm_movehl_ps(x, x));                                                  /* w = 2 */
+	double s = (double)(_mm_cvtss_f32(x) + _mm_cvtss_f32(_mm_shuffle_ps(x, x, 1)));
+	for (; i < n; i++)
+		s += (double)(_cvtsh_ss(k[i]) * q[i]);
+	return (float)s;
+}
 #else
 #define ATTN_X86 0
 #endif
@@ -207,8 +235,15 @@ static inline __attribute__((always_inline)) void attn_row_cells(const struct at
 		const uint8_t *kr = kb + pc * k->nb[2];
 		float s;
 		if (k16) {
-			h2f(hw, dk, (const uint16_t *)kr, row);
-			s = dot_lanes(dk, row, qf);
+#if ATTN_X86
+			if (hw)
+				s = dot_k16_x86(dk, (const uint16_t *)kr, qf);
+			else
+#endif
+			{
+				h2f(hw, dk, (const uint16_t *)kr, row);
+				s = dot_lanes(dk, row, qf);
+			}
 		} else {
 			s = cpu_k->dot_f32(dk, (const float *)kr, qf);
 		}
