@@ -34,9 +34,9 @@ struct alice_buffer {
 
 /* Captured step graphs, one per signature seen (decode steps of different
  * batch sizes each keep theirs), least recently used replaced. A server's
- * steps take every row count from 1 to its busy slots (plus one-token
- * prefills of cached prompts): with 8 entries 64 clients cycled through
- * more shapes than that, re-capturing (milliseconds each) step after step. */
+ * steps take many row counts (1 to its busy slots, plus one-token prefills
+ * of cached prompts), and a capture costs milliseconds: enough entries to
+ * keep them all. */
 #define CU_GRAPHS 96
 struct cu_graph_entry {
 	uint8_t *sig;          /* signature of the graph (see backend.cu); sig_len 0: free */
