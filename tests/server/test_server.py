@@ -685,11 +685,13 @@ def test_auth():
 
 
 def test_queue_full():
-    s = Server("--parallel", "1", "--queue", "1", "--max-body", "2k")
+    # the slot must still be busy when the third request comes: 4000 tokens
+    # (seconds; 480 took ~0.15 s once decode got faster) in a 4096-cell context
+    s = Server("--parallel", "1", "--queue", "1", "--max-body", "2k", "--ctx-size", "4096")
     try:
         socks = []
         for i in range(2):
-            data = json.dumps(chat_body("Tell me a long story.", max_tokens=480, stream=True,
+            data = json.dumps(chat_body("Tell me a long story.", max_tokens=4000, stream=True,
                                         logit_bias=NO_EOG)).encode()
             sock = socket.create_connection(("127.0.0.1", s.port))
             sock.sendall(f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
