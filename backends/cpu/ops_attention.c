@@ -552,7 +552,20 @@ struct kvw_job {
 	const struct alice_tensor *s, *idx, *d;
 	int ds, dd;
 	int64_t e, n;
+	bool dense; /* a row's e elements are contiguous on both sides */
 };
+
+/* dims [0, nd) of t hold their elements one after another (element size es) */
+static bool dims_dense(const struct alice_tensor *t, int nd, int64_t es)
+{
+	int64_t want = es;
+	for (int k = 0; k < nd; k++) {
+		if (t->ne[k] > 1 && t->nb[k] != want)
+			return false;
+		want *= t->ne[k];
+	}
+	return true;
+}
 
 static void kvw_run(void *arg, int ith, int nth)
 {
@@ -570,6 +583,13 @@ static void kvw_run(void *arg, int ith, int nth)
 			rem /= s->ne[k];
 		}
 		uint8_t *dp = tensor_data(d) + (int64_t)cell * d->nb[j->dd];
+		if (j->dense) { /* the row at once: the same rounding (nearest even) */
+			if (f16)
+				cpu_k->f32_to_f16(j->e, (const float *)sp, (uint16_t *)dp);
+			else
+				memcpy(dp, sp, (size_t)j->e * 4);
+			continue;
+		}
 		for (int64_t e = 0; e < j->e; e++) {
 			const uint8_t *sv = sp;
 			uint8_t *dvp = dp;
@@ -611,6 +631,8 @@ enum alice_status cpu_op_kv_write(const struct alice_op_args *a)
 					(long long)i, (long long)d->ne[dd] - 1);
 	}
 	struct kvw_job j = {.s = s, .idx = idx, .d = d, .ds = ds, .dd = dd, .e = e, .n = n};
+	j.dense = s->type == ALICE_TYPE_F32 && dims_dense(s, ds, 4) &&
+		  dims_dense(d, dd, d->type == ALICE_TYPE_F16 ? 2 : 4);
 	cpu_pool_run_sized(a->ctx->pool, kvw_run, &j, n * e);
 	return ALICE_OK;
 }
