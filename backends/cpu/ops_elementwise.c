@@ -86,6 +86,29 @@ static inline __attribute__((always_inline)) void ew_rows(struct ew_job *j, int 
 		const uint8_t *b = s1 ? at(s1, i1, i2, i3) : NULL;
 		uint8_t *o = (uint8_t *)at(d, i1, i2, i3);
 		int64_t nb1 = s1 ? s1->ne[0] : 1;
+		/* dense rows, src1 a whole row or one value: the same operations
+		 * per element without the per-element switch, modulo and strides */
+		if (s0->nb[0] == 4 && d->nb[0] == 4 && (!s1 || s1->nb[0] == 4) &&
+		    (op == ALICE_OP_ADD || op == ALICE_OP_MUL || op == ALICE_OP_GLU) && (nb1 == ne0 || (nb1 == 1 && op != ALICE_OP_GLU))) {
+			const float *af = (const float *)a, *bf = (const float *)b;
+			float *of = (float *)o;
+			if (op == ALICE_OP_GLU)
+				for (int64_t i = 0; i < ne0; i++)
+					of[i] = act_apply(act, af[i], i < vend) * bf[i];
+			else if (op == ALICE_OP_ADD && nb1 == ne0)
+				for (int64_t i = 0; i < ne0; i++)
+					of[i] = af[i] + bf[i];
+			else if (op == ALICE_OP_ADD)
+				for (int64_t i = 0; i < ne0; i++)
+					of[i] = af[i] + bf[0];
+			else if (nb1 == ne0)
+				for (int64_t i = 0; i < ne0; i++)
+					of[i] = af[i] * bf[i];
+			else
+				for (int64_t i = 0; i < ne0; i++)
+					of[i] = af[i] * bf[0];
+			continue;
+		}
 		for (int64_t i = 0; i < ne0; i++) {
 			float x = ld_f(a + i * s0->nb[0]), y;
 			switch (op) {
