@@ -70,9 +70,9 @@ struct eng_slot {
 	char pick_msg[ALICE_ERROR_MSG_MAX + 64];
 	uint8_t *mask; /* n_vocab, constrained requests only */
 	/* this step's logit bias and penalties for the backend (row adj_row;
-	 * -1 none): n_adj records in adj[ALICE_ADJ_ROW_MAX], made on first use */
+	 * -1 none), in adj[ALICE_ADJ_ROW_MAX], made on first use */
 	struct alice_logit_adj *adj;
-	int32_t n_adj, adj_row;
+	int32_t adj_row;
 	/* speculative decoding (spec.h): this step's drafted tokens, verified
 	 * in rows row+1 .. row+n_draft; spec_k: the adaptive draft length;
 	 * misses / cool: drafts wholly rejected in a row, steps left without
@@ -580,16 +580,16 @@ static void slot_pick(struct alice_engine *e, struct eng_slot *sl)
 	sl->pick_st = ALICE_OK;
 	int32_t tok;
 	bool used;
-	bool dev = alice_context_drawn(e->ctx, sl->row, &tok, &used) || !alice_context_logits(e->ctx, sl->row);
-	__atomic_fetch_add(dev ? &e->picks_device : &e->picks_host, 1, __ATOMIC_RELAXED);
-	if (alice_context_drawn(e->ctx, sl->row, &tok, &used)) { /* the backend drew it */
+	const bool drawn = alice_context_drawn(e->ctx, sl->row, &tok, &used);
+	const float *logits = drawn ? NULL : alice_context_logits(e->ctx, sl->row);
+	__atomic_fetch_add(logits ? &e->picks_host : &e->picks_device, 1, __ATOMIC_RELAXED);
+	if (drawn) { /* the backend drew it */
 		if ((st = alice_sampler_temp_done(sl->sampler, tok, used, &sl->res, &err)) != ALICE_OK) {
 			sl->pick_st = st;
 			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "%s", err.msg);
 		}
 		return;
 	}
-	const float *logits = alice_context_logits(e->ctx, sl->row);
 	const int32_t *top = logits ? NULL : alice_context_top(e->ctx, sl->row);
 	if (top) { /* the backend picked the row's best entries (after its edits) */
 		if ((st = alice_sampler_sample_top(sl->sampler, top, alice_context_top_k(e->ctx), sl->adj_row == sl->row,

@@ -29,29 +29,29 @@ __device__ static inline uint32_t topk_key(float x)
 	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-/* exclusive prefix sum of v over the block (TOPK_THREADS threads) */
-__device__ static inline int topk_scan(int v, int *sh /* [32] */)
+/* inclusive prefix sum of x over the warp's lanes */
+__device__ static inline int warp_scan(int x, int lane)
 {
-	const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-	int x = v;
 #pragma unroll
 	for (int o = 1; o < 32; o <<= 1) {
 		int y = __shfl_up_sync(0xffffffffu, x, o);
 		if (lane >= o)
 			x += y;
 	}
+	return x;
+}
+
+/* exclusive prefix sum of v over the block (TOPK_THREADS threads) */
+__device__ static inline int topk_scan(int v, int *sh /* [32] */)
+{
+	const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	int x = warp_scan(v, lane);
 	if (lane == 31)
 		sh[w] = x;
 	__syncthreads();
 	if (w == 0) {
-		int t = sh[lane], s = t;
-#pragma unroll
-		for (int o = 1; o < 32; o <<= 1) {
-			int y = __shfl_up_sync(0xffffffffu, s, o);
-			if (lane >= o)
-				s += y;
-		}
-		sh[lane] = s - t;
+		int t = sh[lane];
+		sh[lane] = warp_scan(t, lane) - t;
 	}
 	__syncthreads();
 	return sh[w] + x - v;
@@ -68,13 +68,7 @@ __device__ static inline void topk_digit(const int *hist, int lane, int want, ui
 #pragma unroll
 	for (int b = 0; b < 8; b++)
 		s += hist[255 - 8 * lane - b];
-	int cum = s;
-#pragma unroll
-	for (int o = 1; o < 32; o <<= 1) {
-		int y = __shfl_up_sync(0xffffffffu, cum, o);
-		if (lane >= o)
-			cum += y;
-	}
+	const int cum = warp_scan(s, lane);
 	const unsigned hit = __ballot_sync(0xffffffffu, cum >= want);
 	const int L = hit ? __ffs(hit) - 1 : 31;
 	if (lane != L)
