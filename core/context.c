@@ -225,7 +225,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->in_ranges = malloc(2 * c->n_batch * sizeof(int32_t));
 	c->in_cells = malloc(c->n_batch * sizeof(int32_t));
 	c->draw_in = malloc(4 * (size_t)c->n_batch * sizeof(int32_t));
-	c->adj_in = malloc(6 * (size_t)(1 + ADJ_STEP_MAX) * sizeof(int32_t));
+	c->adj_in = calloc(6 * (size_t)(1 + ADJ_STEP_MAX), sizeof(int32_t)); /* written in whole buckets */
 	c->adj_ok = malloc(c->n_batch * sizeof(bool));
 	c->in_out = malloc(c->n_batch * sizeof(int32_t));
 	c->in_seq = malloc(c->n_batch * sizeof(int32_t));
@@ -415,15 +415,23 @@ static bool wants_logits(const struct alice_batch *b, int32_t i)
 	return b->logits ? b->logits[i] : i == b->n_tokens - 1;
 }
 
-static enum alice_status write_input(struct alice_context *c, int32_t t, const void *data, struct alice_error *err)
+/* The first `bytes` of input tensor t (0: all of it). */
+static enum alice_status write_input_n(struct alice_context *c, int32_t t, const void *data, uint64_t bytes,
+				       struct alice_error *err)
 {
 	const struct alice_tensor *tt = alice_gb_tensor(&c->gb, t);
-	uint64_t bytes = (uint64_t)tt->nb[3] * (uint64_t)tt->ne[3];
+	uint64_t all = (uint64_t)tt->nb[3] * (uint64_t)tt->ne[3];
+	bytes = bytes && bytes < all ? bytes : all;
 	const struct alice_backend_vtable *vt = c->m->be->vt;
 	if (vt->buffer_write(c->m->bctx, c->compute_buf, tt->offset, data, bytes) != ALICE_OK)
 		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: writing step inputs failed: %s", c->m->be->name,
 				  vt->last_error(c->m->bctx));
 	return ALICE_OK;
+}
+
+static enum alice_status write_input(struct alice_context *c, int32_t t, const void *data, struct alice_error *err)
+{
+	return write_input_n(c, t, data, 0, err);
 }
 
 /* The MUL_MAT row regimes (backend.h, MUL_MAT src2) of a step: per token
@@ -541,14 +549,13 @@ static enum alice_status write_adjust(struct alice_context *c, const struct alic
 		return ALICE_OK;
 	memset(c->adj_in, 0, 6 * sizeof(int32_t));
 	c->adj_in[0] = n;
-	/* only the records in use: the op reads no further than the count */
-	const struct alice_tensor *tt = alice_gb_tensor(&c->gb, c->gb_adj);
-	const struct alice_backend_vtable *vt = c->m->be->vt;
-	if (vt->buffer_write(c->m->bctx, c->compute_buf, tt->offset, c->adj_in, 6 * sizeof(int32_t) * (uint64_t)(1 + n)) !=
-	    ALICE_OK)
-		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: writing step inputs failed: %s", c->m->be->name,
-				  vt->last_error(c->m->bctx));
-	return ALICE_OK;
+	/* the op reads no further than the count: write the records in use,
+	 * rounded up to a power of two of at least 64, so that the write's size
+	 * (part of a captured CUDA graph's inputs) takes few values */
+	uint64_t recs = 64;
+	while (recs < (uint64_t)(1 + n))
+		recs *= 2;
+	return write_input_n(c, c->gb_adj, c->adj_in, recs * 6 * sizeof(int32_t), err);
 }
 
 /* Copy the step's n_out output rows back: the top-k pairs (a topk context,
