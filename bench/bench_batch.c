@@ -5,7 +5,9 @@
  * as the server's engine asks). Like the engine, the backend picks each
  * row's best entries (TOPK) and only those come back (a greedy or top-k
  * request needs no more), or with --temp draws each row (SAMPLE_TEMP, a
- * plain temperature request); ALICE_TOPK=0, or a backend without the ops,
+ * plain temperature request); a greedy row reads its best entry alone
+ * (the argmax, as the engine asks; ALICE_BATCH_TOPK=1: the best 128, as a
+ * top-k request needs); ALICE_TOPK=0, or a backend without the ops,
  * reads every row whole. A second timing reads every row whole anyway
  * (what a logprobs or grammar request costs). Prints prefill t/s, total
  * decode t/s and per-sequence decode t/s. */
@@ -66,8 +68,11 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 	size_t nt = (size_t)B * (size_t)(P > 1 ? P : 1);
 	int32_t *tok = malloc(nt * sizeof *tok), *pos = malloc(nt * sizeof *pos), *seq = malloc(nt * sizeof *seq);
 	bool *lg = malloc(nt * sizeof *lg), *top = malloc(nt * sizeof *top);
+	int32_t *top_n = malloc(nt * sizeof *top_n);
+	const char *ft = getenv("ALICE_BATCH_TOPK");
+	const bool full_top = ft && ft[0] == '1';
 	struct alice_draw *dr = temp > 0 ? calloc((size_t)B, sizeof *dr) : NULL;
-	if (!tok || !pos || !seq || !lg || !top || (temp > 0 && !dr)) {
+	if (!tok || !pos || !seq || !lg || !top || !top_n || (temp > 0 && !dr)) {
 		snprintf(r->error, sizeof r->error, "B=%d: out of memory", B);
 		goto out;
 	}
@@ -85,7 +90,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 		seq[q] = q;
 		lg[q] = true;
 	}
-	struct alice_batch w = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL};
+	struct alice_batch w = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL, NULL};
 	if (alice_context_decode(c, &w, &err) != ALICE_OK) {
 		fail(r, "warm-up", &err);
 		goto out;
@@ -111,7 +116,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 		alice_context_seq_clear(c, q);
 	if (P > 0) {
 		s = make_prompts(B, P, n_vocab, tok, pos, seq, lg);
-		struct alice_batch b = {(int32_t)nt, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch b = {(int32_t)nt, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL, NULL};
 		double t0 = now_s();
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "prefill", &err);
@@ -120,8 +125,10 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 		r->pp_s = now_s() - t0;
 		r->pp_tps = (double)nt / r->pp_s;
 	}
-	for (size_t k = 0; k < nt; k++)
+	for (size_t k = 0; k < nt; k++) {
 		top[k] = true;
+		top_n[k] = full_top ? 0 : 1; /* greedy: the argmax; drawn rows need none */
+	}
 	double t0 = now_s();
 	for (int i = 0; i < N; i++) {
 		for (int q = 0; q < B; q++) {
@@ -135,7 +142,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 				dr[q] = (struct alice_draw){temp, (double)(s >> 8) / 16777216.0};
 			}
 		}
-		struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, dr, NULL, NULL};
+		struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, dr, NULL, NULL, top_n};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "decode", &err);
 			goto out;
@@ -155,7 +162,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 			tok[q] = (tok[q] + 1) % n_vocab;
 			pos[q] = P + N + i;
 		}
-		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "decode (rows read whole)", &err);
 			goto out;
@@ -172,6 +179,7 @@ out:
 	free(seq);
 	free(lg);
 	free(top);
+	free(top_n);
 	free(dr);
 	return rc;
 }

@@ -54,9 +54,17 @@ static uint64_t align256(uint64_t x)
 	return (x + 255) / 256 * 256;
 }
 
+/* The sampling ops of a step: TOPK with k entries (0: none), LOGIT_ADJUST,
+ * SAMPLE_TEMP. */
+struct step_ops {
+	int32_t k;
+	bool adj, draw;
+};
+
 /* Build the graph of one chunk of n tokens with n_out logits rows into c->gb.
  * Input tensor indices go to *st; returns the logits tensor or -1. */
-static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, struct alice_step *st)
+static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, struct step_ops so,
+			  struct alice_step *st)
 {
 	struct alice_model *m = c->m;
 	struct alice_gb *gb = &c->gb;
@@ -91,21 +99,24 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 						(long long)t->ne[1], c->out_width, n_out);
 	}
 	alice_gb_set_output(gb, logits);
+	c->gb_k = so.k;
+	c->gb_adj_f = so.adj;
+	c->gb_draw_f = so.draw;
 	c->gb_adj = -1;
-	if (logits >= 0 && c->adj_on) {
+	if (logits >= 0 && so.adj) {
 		c->gb_adj = alice_gb_input(gb, ALICE_TYPE_I32, 6, 1 + adj_cap(n_out));
 		if (alice_gb_logit_adjust(gb, logits, c->gb_adj) < 0)
 			return -1;
 	}
 	c->gb_top = -1;
-	if (logits >= 0 && c->topk > 0) {
-		c->gb_top = alice_gb_topk(gb, logits, c->topk);
+	if (logits >= 0 && so.k > 0) {
+		c->gb_top = alice_gb_topk(gb, logits, so.k);
 		if (c->gb_top < 0)
 			return -1;
 		alice_gb_set_output(gb, c->gb_top);
 	}
 	c->gb_draw_in = c->gb_draw = -1;
-	if (logits >= 0 && c->draw_on) {
+	if (logits >= 0 && so.draw) {
 		c->gb_draw_in = alice_gb_input(gb, ALICE_TYPE_I32, 4, n_out);
 		c->gb_draw = alice_gb_sample_temp(gb, logits, c->gb_draw_in);
 		if (c->gb_draw < 0)
@@ -306,7 +317,8 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	struct alice_step stp;
 	c->gb_reuse = false;
 worst_case:;
-	int32_t logits = build_step(c, (int32_t)c->n_batch, 1, &stp);
+	struct step_ops all = {c->topk, c->adj_on, c->draw_on};
+	int32_t logits = build_step(c, (int32_t)c->n_batch, 1, all, &stp);
 	uint64_t size = 0;
 	if (logits < 0) {
 		st = alice_fail(err, ALICE_ERR_INVALID, "%s", c->gb.err.msg);
@@ -516,7 +528,31 @@ static bool row_read_whole(const struct alice_context *c, const struct alice_bat
 /* Whether output row j was drawn by the backend. */
 static bool row_drawn(const struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t j)
 {
-	return b->draw && b->draw[start + c->in_out[j]].t > 0 && c->adj_ok[j];
+	return c->gb_draw >= 0 && b->draw && b->draw[start + c->in_out[j]].t > 0 && c->adj_ok[j];
+}
+
+/* The sampling ops the chunk's output rows (in_out[0, n_out)) use: TOPK
+ * when a row is read through its entries and not drawn, with k = 1 when
+ * every such row reads only its best entry (batch.top_n 1: a greedy step's
+ * argmax is much cheaper than the best 128); LOGIT_ADJUST when a row has
+ * records; SAMPLE_TEMP when a row is drawn. */
+static struct step_ops step_ops_of(const struct alice_context *c, const struct alice_batch *b, int32_t start,
+				   int32_t n_out)
+{
+	struct step_ops so = {0, false, false};
+	for (int32_t j = 0; j < n_out; j++) {
+		int32_t bi = start + c->in_out[j];
+		bool drawn = c->draw_on && b->draw && b->draw[bi].t > 0;
+		so.draw = so.draw || drawn;
+		so.adj = so.adj || (c->adj_on && b->adj && b->n_adj && b->adj[bi] && b->n_adj[bi] > 0);
+		if (c->topk > 0 && b->top_only && b->top_only[bi] && !drawn) {
+			int32_t want = b->top_n && b->top_n[bi] == 1 ? 1 : c->topk;
+			so.k = want > so.k ? want : so.k;
+		}
+	}
+	/* a drawn row whose records do not fit is read whole; one that fits
+	 * but is not drawn does not exist, so k need not cover drawn rows */
+	return so;
 }
 
 /* The chunk's LOGIT_ADJUST records (the output rows' edits, in row order
@@ -545,7 +581,7 @@ static enum alice_status write_adjust(struct alice_context *c, const struct alic
 		}
 		n += k;
 	}
-	if (!c->adj_on)
+	if (c->gb_adj < 0) /* no records this step: no op */
 		return ALICE_OK;
 	memset(c->adj_in, 0, 6 * sizeof(int32_t));
 	c->adj_in[0] = n;
@@ -569,27 +605,32 @@ static enum alice_status read_rows(struct alice_context *c, const struct alice_b
 	const struct alice_tensor *lt = alice_gb_tensor(&c->gb, logits);
 	/* each read is a round trip: skip what no row of the chunk uses (the
 	 * entries of a drawn row, the draws of a chunk with none) */
-	bool any_draw = false, any_top = !c->draw_on;
-	for (int32_t j = 0; j < n_out && c->draw_on; j++) {
+	bool any_draw = false, any_top = c->gb_draw < 0;
+	for (int32_t j = 0; j < n_out && c->gb_draw >= 0; j++) {
 		bool drawn = row_drawn(c, b, start, j);
 		any_draw = any_draw || drawn;
 		any_top = any_top || !drawn;
 	}
-	if (c->topk && any_top) {
+	if (c->gb_top >= 0 && any_top) {
 		const struct alice_tensor *tt = alice_gb_tensor(&c->gb, c->gb_top);
+		const int32_t k = c->gb_k;
 		int32_t *dst = c->top + (size_t)c->n_logits * 2 * c->topk;
-		if (vt->buffer_read(m->bctx, tt->buf, tt->offset, dst, (uint64_t)n_out * 2 * c->topk * sizeof(int32_t)) !=
+		if (vt->buffer_read(m->bctx, tt->buf, tt->offset, dst, (uint64_t)n_out * 2 * k * sizeof(int32_t)) !=
 		    ALICE_OK)
 			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading top-k failed: %s", m->be->name,
 					  vt->last_error(m->bctx));
+		for (int32_t j = n_out - 1; j > 0 && k < c->topk; j--) /* rows of k entries to rows of topk */
+			memmove(dst + (size_t)j * 2 * c->topk, dst + (size_t)j * 2 * k, 2 * (size_t)k * sizeof(*dst));
 	}
 	if (c->draw_on) {
-		const struct alice_tensor *dt = alice_gb_tensor(&c->gb, c->gb_draw);
 		int32_t *dst = c->drawn + (size_t)c->n_logits * 2;
-		if (any_draw &&
-		    vt->buffer_read(m->bctx, dt->buf, dt->offset, dst, (uint64_t)n_out * 2 * sizeof(int32_t)) != ALICE_OK)
-			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading drawn tokens failed: %s",
-					  m->be->name, vt->last_error(m->bctx));
+		if (any_draw) {
+			const struct alice_tensor *dt = alice_gb_tensor(&c->gb, c->gb_draw);
+			if (vt->buffer_read(m->bctx, dt->buf, dt->offset, dst, (uint64_t)n_out * 2 * sizeof(int32_t)) !=
+			    ALICE_OK)
+				return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading drawn tokens failed: %s",
+						  m->be->name, vt->last_error(m->bctx));
+		}
 		for (int32_t j = 0; j < n_out; j++) /* a row not drawn reads back (-1, 0): mark it */
 			if (!row_drawn(c, b, start, j))
 				dst[2 * j + 1] = -1;
@@ -656,12 +697,16 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	struct alice_step stp;
 	int32_t logits;
 	enum alice_status st;
-	if (c->gb_reuse && c->gb_n == n && c->gb_n_out == n_out) {
+	struct step_ops so = step_ops_of(c, b, start, n_out);
+	if (discard)
+		so = (struct step_ops){0, false, false};
+	if (c->gb_reuse && c->gb_n == n && c->gb_n_out == n_out && c->gb_k == so.k && c->gb_adj_f == so.adj &&
+	    c->gb_draw_f == so.draw) {
 		stp = c->gb_step;
 		logits = c->gb_logits;
 	} else {
 		c->gb_reuse = false;
-		logits = build_step(c, n, n_out, &stp);
+		logits = build_step(c, n, n_out, so, &stp);
 		if (logits < 0)
 			return alice_fail(err, ALICE_ERR_INVALID, "%s", c->gb.err.msg);
 		uint64_t size = 0;
@@ -685,7 +730,7 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	    (stp.inp_ranges_swa >= 0 && (st = write_input(c, stp.inp_ranges_swa, c->in_swa, err)) != ALICE_OK) ||
 	    (st = write_row_regimes(c, n, n_out, err)) != ALICE_OK ||
 	    (st = write_adjust(c, b, start, n_out, err)) != ALICE_OK ||
-	    (c->draw_on && (st = write_draws(c, b, start, n_out, err)) != ALICE_OK))
+	    (c->gb_draw_in >= 0 && (st = write_draws(c, b, start, n_out, err)) != ALICE_OK))
 		return st;
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	if (vt->graph_compute(m->bctx, &g) != ALICE_OK)

@@ -150,6 +150,7 @@ struct alice_engine {
 	struct alice_draw *b_draw; /* backend draws (alice_sampler_temp_ok rows) */
 	const struct alice_logit_adj **b_adj; /* per row: its edits on the device, or NULL */
 	int32_t *b_n_adj;
+	int32_t *b_topn; /* 1: the row's pick reads only its best entry */
 	struct alice_workpool *pool; /* samples a step's rows in parallel */
 	struct eng_slot **picks;     /* [n_slots]: the slots sampled this step */
 	bool *active;                /* [n_slots]: scratch of kv_stats_update */
@@ -547,6 +548,7 @@ static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, boo
 	e->b_top[n] = false;
 	e->b_adj[n] = NULL;
 	e->b_n_adj[n] = 0;
+	e->b_topn[n] = 0;
 	if (sl->r->grammar || k <= 0)
 		return false;
 	if (first && (alice_sampler_top_ok(sl->sampler, k, true) || alice_sampler_temp_ok(sl->sampler, true))) {
@@ -561,6 +563,7 @@ static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, boo
 	if (first && alice_sampler_temp_ok(sl->sampler, adjusted))
 		alice_sampler_temp_params(sl->sampler, &e->b_draw[n].t, &e->b_draw[n].r);
 	e->b_top[n] = e->b_draw[n].t > 0 || alice_sampler_top_ok(sl->sampler, k, adjusted);
+	e->b_topn[n] = alice_sampler_top_ok(sl->sampler, 1, adjusted) ? 1 : 0;
 	if (!e->b_top[n] || !adjusted)
 		return false;
 	e->b_adj[n] = n_adj ? sl->adj : NULL;
@@ -884,6 +887,7 @@ static void step(struct alice_engine *e)
 			e->b_draw[n] = (struct alice_draw){0, 0};
 			e->b_adj[n] = NULL;
 			e->b_n_adj[n] = 0;
+			e->b_topn[n] = 0;
 			n++;
 		}
 		budget -= (uint32_t)chunk;
@@ -902,7 +906,7 @@ static void step(struct alice_engine *e)
 	if (n == 0)
 		return;
 	struct alice_batch b = {n,	    e->b_tok,  e->b_pos, e->b_seq,   e->b_logits, e->b_solo,
-				e->b_top, e->b_draw, e->b_adj, e->b_n_adj};
+				e->b_top, e->b_draw, e->b_adj, e->b_n_adj, e->b_topn};
 	struct alice_error err = {{0}};
 	/* ALICE_ENGINE_TRACE=1: one line per step on stderr (what a step held,
 	 * how long its decode, picks and the host before it took) */
@@ -1133,6 +1137,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_draw = malloc(step_max * sizeof(*e->b_draw));
 	e->b_adj = malloc(step_max * sizeof(*e->b_adj));
 	e->b_n_adj = malloc(step_max * sizeof(*e->b_n_adj));
+	e->b_topn = malloc(step_max * sizeof(*e->b_topn));
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));
 	e->active = calloc(e->n_slots, sizeof(*e->active));
 	if (e->embd && !(e->vec = malloc((size_t)step_max * (size_t)e->n_embd * sizeof(float)))) {
@@ -1140,7 +1145,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		goto fail;
 	}
 	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->b_draw ||
-	    !e->b_adj || !e->b_n_adj || !e->picks || !e->active) {
+	    !e->b_adj || !e->b_n_adj || !e->b_topn || !e->picks || !e->active) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -1221,6 +1226,7 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_draw);
 	free(e->b_adj);
 	free(e->b_n_adj);
+	free(e->b_topn);
 	free(e->picks);
 	free(e->active);
 	free(e->vec);

@@ -57,6 +57,10 @@ struct alice_context {
 	 * changes is input data), so it is reused as is */
 	bool gb_reuse;
 	int32_t gb_n, gb_n_out, gb_logits, gb_top, gb_draw_in, gb_draw, gb_adj;
+	/* the sampling ops gb holds (a step builds only those its rows use):
+	 * TOPK's k (0: none), LOGIT_ADJUST, SAMPLE_TEMP */
+	int32_t gb_k;
+	bool gb_adj_f, gb_draw_f;
 	struct alice_step gb_step;
 	int32_t *seq_len; /* [n_seq] */
 	/* host staging of one chunk's inputs */

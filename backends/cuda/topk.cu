@@ -188,7 +188,7 @@ __device__ static void topk_sort(unsigned long long *e, int m)
 		}
 }
 
-/* The same as topk_block_radix, sorted, in two coalesced reads: thread t's
+/* The same as topk_block_radix, sorted (best first), in two coalesced reads: thread t's
  * largest key over entries t, t + T, ... (T threads); the k-th largest of
  * those maxima, th, has at least k entries at or above it (one per maximum),
  * so the best k are among the entries >= th, which are few unless many
@@ -233,6 +233,7 @@ __device__ static void topk_block(const float *__restrict__ x, int64_t n, int64_
 	const int cnt = s_cnt;
 	if (cnt > TOPK_CAND) {
 		topk_block_radix(x, n, id0, k, ent);
+		topk_sort(ent, TOPK_SORT);
 		return;
 	}
 	int m = TOPK_SORT;
@@ -265,7 +266,6 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_topk(const uint8_t *__restrict
 	__shared__ unsigned long long ent[TOPK_SORT];
 	const float *x = (const float *)(src + (int64_t)blockIdx.x * nb1);
 	topk_block(x, n, 0, k, ent);
-	topk_sort(ent, TOPK_SORT);
 	topk_out(ent, x, k, dst + (int64_t)blockIdx.x * 2 * k);
 }
 
@@ -281,7 +281,6 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_topk_part(const uint8_t *__res
 	const int64_t lo = (int64_t)blockIdx.y * len, hi = lo + len < n ? lo + len : n;
 	const int kk = hi - lo < k ? (int)(hi - lo) : k;
 	topk_block(x + lo, hi - lo, lo, kk, ent);
-	topk_sort(ent, TOPK_SORT);
 	unsigned long long *o = part + ((int64_t)blockIdx.x * gridDim.y + blockIdx.y) * TOPK_SORT;
 	for (int j = threadIdx.x; j < TOPK_SORT; j += TOPK_THREADS)
 		o[j] = ent[j]; /* best first; zeros past kk */
@@ -347,9 +346,85 @@ static int topk_splits(const struct alice_op_args *a)
 	return want < 1 ? 1 : (int)want;
 }
 
+/* ---- k = 1: the argmax alone (a greedy step), as a max over packed
+ * (key << 32 | ~index): the larger value, then the lower index, as the
+ * sort above orders them. S blocks per row write their best to part
+ * (or, with S = 1, the output); k_argmax_merge takes one warp per row. */
+
+#define AMAX_THREADS 256
+
+__device__ static inline unsigned long long amax_pack(const float *__restrict__ x, int64_t i)
+{
+	return ((unsigned long long)topk_key(x[i]) << 32) | (0xffffffffu - (uint32_t)i);
+}
+
+__device__ static inline unsigned long long warp_max_u64(unsigned long long v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
+		v = w > v ? w : v;
+	}
+	return v;
+}
+
+__device__ static inline void amax_out(unsigned long long e, const float *__restrict__ x, int32_t *o)
+{
+	const uint32_t id = 0xffffffffu - (uint32_t)(e & 0xffffffffu);
+	o[0] = (int32_t)id;
+	o[1] = (int32_t)__float_as_uint(topk_clean(x[id]));
+}
+
+__global__ void __launch_bounds__(AMAX_THREADS) k_argmax_part(const uint8_t *__restrict__ src, int64_t nb1, int64_t n,
+								int64_t len, unsigned long long *__restrict__ part,
+								int32_t *__restrict__ dst)
+{
+	pdl_wait();
+	pdl_trigger();
+	__shared__ unsigned long long sh[AMAX_THREADS / 32];
+	const float *x = (const float *)(src + (int64_t)blockIdx.x * nb1);
+	const int64_t lo = (int64_t)blockIdx.y * len, hi = lo + len < n ? lo + len : n;
+	unsigned long long best = 0; /* below every real entry */
+#pragma unroll 4
+	for (int64_t i = lo + threadIdx.x; i < hi; i += AMAX_THREADS) {
+		const unsigned long long e = amax_pack(x, i);
+		best = e > best ? e : best;
+	}
+	best = warp_max_u64(best);
+	if ((threadIdx.x & 31) == 0)
+		sh[threadIdx.x >> 5] = best;
+	__syncthreads();
+	if (threadIdx.x >= 32)
+		return;
+	best = threadIdx.x < AMAX_THREADS / 32 ? sh[threadIdx.x] : 0;
+	best = warp_max_u64(best);
+	if (threadIdx.x != 0)
+		return;
+	if (part)
+		part[(int64_t)blockIdx.x * gridDim.y + blockIdx.y] = best;
+	else
+		amax_out(best, x, dst + (int64_t)blockIdx.x * 2);
+}
+
+__global__ void k_argmax_merge(const uint8_t *__restrict__ src, int64_t nb1, int64_t rows, int ns,
+			       const unsigned long long *__restrict__ part, int32_t *__restrict__ dst)
+{
+	pdl_wait();
+	const int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	const int lane = threadIdx.x & 31;
+	if (row >= rows)
+		return;
+	unsigned long long best = lane < ns ? part[row * ns + lane] : 0;
+	best = warp_max_u64(best);
+	if (lane == 0)
+		amax_out(best, (const float *)(src + row * nb1), dst + row * 2);
+}
+
 size_t cu_topk_scratch(const struct alice_op_args *a)
 {
 	int ns = topk_splits(a);
+	if (a->node->ip[0] == 1)
+		return ns > 1 ? (size_t)a->src[0]->ne[1] * ns * sizeof(unsigned long long) : 0;
 	return ns > 1 ? (size_t)a->src[0]->ne[1] * ns * TOPK_SORT * sizeof(unsigned long long) : 0;
 }
 
@@ -362,7 +437,15 @@ enum alice_status cu_op_topk(const struct alice_op_args *a)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "TOPK: %lld rows of %lld", (long long)s->ne[1],
 			       (long long)s->ne[0]);
 	const int ns = topk_splits(a);
-	if (ns == 1) {
+	if (k == 1) {
+		unsigned long long *part = ns > 1 ? (unsigned long long *)ctx->scratch : NULL;
+		const int64_t len = (s->ne[0] + ns - 1) / ns;
+		cu_launch(k_argmax_part, dim3((unsigned)s->ne[1], (unsigned)ns), AMAX_THREADS, ctx->stream, tdata(s),
+			  s->nb[1], s->ne[0], len, part, (int32_t *)tdata(d));
+		if (ns > 1)
+			cu_launch(k_argmax_merge, (unsigned)((s->ne[1] + 7) / 8), 256, ctx->stream, tdata(s), s->nb[1],
+				  s->ne[1], ns, (const unsigned long long *)part, (int32_t *)tdata(d));
+	} else if (ns == 1) {
 		k_topk<<<(unsigned)s->ne[1], TOPK_THREADS, 0, ctx->stream>>>(tdata(s), s->nb[1], s->ne[0], k,
 									      (int32_t *)tdata(d));
 	} else {

@@ -12,6 +12,7 @@
 #   variants the batch stage at B=16, 64 for mat-vec variants (rows per warp, column groups)
 #   prof    ALICE_CUDA_PROFILE=1 per-op time at B=64
 #   ncu     Nsight Compute on the batched mat-vec kernels at B=64
+#   prof1   ALICE_CUDA_PROFILE=1 per-op time at B=1: tg path and engine path
 #   gap     ALICE_CUDA_PROFILE=2 (host before launch / GPU / wait / between steps): tg and B=1
 #   server  loadgen.py at 1/16/64/256 clients through the server, /metrics p50/p95 after each level
 #           (WARM=N: one untimed round of N clients first, so captures and first-use costs are out)
@@ -70,6 +71,14 @@ fi
 if has prof; then
   ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 16 -n 32 --batch 64 > "$out/prof.log" 2>&1
   grep -A40 -i "profile" "$out/prof.log" | head -60
+fi
+if has prof1; then
+  echo "== per-op, tg path (-p 0 -n 64)"
+  ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 64 -r 1 > "$out/prof1a.log" 2>&1
+  grep -A40 -i "profile" "$out/prof1a.log" | head -45
+  echo "== per-op, engine path B = 1 (-p 128)"
+  ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 64 --batch 1 > "$out/prof1b.log" 2>&1
+  grep -A40 -i "profile" "$out/prof1b.log" | head -45
 fi
 if has gap; then
   ALICE_CUDA_PROFILE=2 timeout 120 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 512 -n 128 -r 1 2>&1 | grep -iE "step|tg|host|gpu" | head -8

@@ -692,6 +692,8 @@ static void build_topk(struct tcase **cs, int *n, struct rng *r)
 	struct { int64_t n, rows; int k; int grid; } v[] = {
 		{1000, 3, 1, 0}, {1000, 5, 40, 16}, {32000, 4, 128, 0}, {152064, 2, 128, 64},
 		{129, 7, 128, 4}, {5000, 64, 64, 0}, {300, 2, 128, 1},
+		/* k = 1 (a greedy step: the argmax kernel, split and not) */
+		{128256, 1, 1, 0}, {152064, 3, 1, 64}, {50000, 64, 1, 2}, {70000, 300, 1, 0},
 	};
 	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
 		struct tcase *c = new_case(cs, n, "TOPK k=%d [%lld,%lld]%s", v[s].k, (long long)v[s].n,

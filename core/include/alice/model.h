@@ -124,6 +124,10 @@ struct alice_batch {
 	 * drawn, instead: alice_context_logits gives it. */
 	const struct alice_logit_adj *const *adj;
 	const int32_t *n_adj;
+	/* [n_tokens] or NULL: 1 where the caller reads only the best entry of
+	 * a top_only row (a greedy pick); a step whose rows all do takes the
+	 * argmax alone on the device. Other values: alice_context_top_k. */
+	const int32_t *top_n;
 };
 
 /* Run one forward step. Batches larger than n_batch are split internally
