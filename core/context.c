@@ -238,12 +238,13 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->draw_in = malloc(4 * (size_t)c->n_batch * sizeof(int32_t));
 	c->adj_in = calloc(6 * (size_t)(1 + ADJ_STEP_MAX), sizeof(int32_t)); /* written in whole buckets */
 	c->adj_ok = malloc(c->n_batch * sizeof(bool));
+	c->reads = malloc((c->n_batch + 2) * sizeof(*c->reads));
 	c->in_out = malloc(c->n_batch * sizeof(int32_t));
 	c->in_seq = malloc(c->n_batch * sizeof(int32_t));
 	c->in_solo = calloc(c->n_batch, sizeof(bool));
 	c->in_swa = malloc(2 * c->n_batch * sizeof(int32_t));
 	if (!c->seq_len || !c->seq_end || !c->k_cache || !c->v_cache || !c->in_tok || !c->in_pos || !c->in_ranges ||
-	    !c->in_cells || !c->draw_in || !c->adj_in || !c->adj_ok || !c->in_out || !c->in_seq || !c->in_solo ||
+	    !c->in_cells || !c->draw_in || !c->adj_in || !c->adj_ok || !c->reads || !c->in_out || !c->in_seq || !c->in_solo ||
 	    !c->in_swa) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
@@ -368,6 +369,25 @@ fail:
 	return st;
 }
 
+/* Host memory the backend's reads fill fastest (host_alloc), else malloc. */
+static void *host_buf(struct alice_context *c, size_t bytes, bool *pinned)
+{
+	const struct alice_backend_vtable *vt = c->m->be->vt;
+	void *p = NULL;
+	if (ALICE_VT_HAS(vt, host_alloc) && ALICE_VT_HAS(vt, host_free))
+		p = vt->host_alloc(c->m->bctx, bytes);
+	*pinned = p != NULL;
+	return p ? p : malloc(bytes);
+}
+
+static void host_buf_free(struct alice_context *c, void *p, bool pinned)
+{
+	if (pinned)
+		c->m->be->vt->host_free(c->m->bctx, p);
+	else
+		free(p);
+}
+
 static void logits_free(struct alice_context *c)
 {
 	if (c->logits_pinned)
@@ -377,9 +397,9 @@ static void logits_free(struct alice_context *c)
 	c->logits = NULL;
 	c->logits_pinned = false;
 	c->logits_cap = 0;
-	free(c->top);
+	host_buf_free(c, c->top, c->top_pinned);
 	free(c->row_full);
-	free(c->drawn);
+	host_buf_free(c, c->drawn, c->drawn_pinned);
 	c->top = NULL;
 	c->row_full = NULL;
 	c->drawn = NULL;
@@ -410,6 +430,7 @@ void alice_context_free(struct alice_context *c)
 	free(c->draw_in);
 	free(c->adj_in);
 	free(c->adj_ok);
+	free(c->reads);
 	free(c->in_out);
 	free(c->in_seq);
 	free(c->in_solo);
@@ -594,17 +615,17 @@ static enum alice_status write_adjust(struct alice_context *c, const struct alic
 	return write_input_n(c, c->gb_adj, c->adj_in, recs * 6 * sizeof(int32_t), err);
 }
 
-/* Copy the step's n_out output rows back: the top-k pairs (a topk context,
- * when a row not drawn needs them), the drawn tokens (when a row was
- * drawn), and the whole rows not marked top_only, in runs of adjacent rows. */
-static enum alice_status read_rows(struct alice_context *c, const struct alice_batch *b, int32_t start,
-				   int32_t n_out, int32_t logits, struct alice_error *err)
+/* The copies of the step's n_out output rows back, into c->reads: the
+ * top-k pairs (a step with TOPK, when a row not drawn needs them), the
+ * drawn tokens (when a row was drawn), and the whole rows not marked
+ * top_only, in runs of adjacent rows. Returns their count. */
+static uint32_t plan_reads(struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t n_out,
+			   int32_t logits)
 {
-	struct alice_model *m = c->m;
-	const struct alice_backend_vtable *vt = m->be->vt;
 	const struct alice_tensor *lt = alice_gb_tensor(&c->gb, logits);
-	/* each read is a round trip: skip what no row of the chunk uses (the
-	 * entries of a drawn row, the draws of a chunk with none) */
+	uint32_t n = 0;
+	/* skip what no row of the chunk uses (the entries of a drawn row, the
+	 * draws of a chunk with none) */
 	bool any_draw = false, any_top = c->gb_draw < 0;
 	for (int32_t j = 0; j < n_out && c->gb_draw >= 0; j++) {
 		bool drawn = row_drawn(c, b, start, j);
@@ -613,27 +634,13 @@ static enum alice_status read_rows(struct alice_context *c, const struct alice_b
 	}
 	if (c->gb_top >= 0 && any_top) {
 		const struct alice_tensor *tt = alice_gb_tensor(&c->gb, c->gb_top);
-		const int32_t k = c->gb_k;
-		int32_t *dst = c->top + (size_t)c->n_logits * 2 * c->topk;
-		if (vt->buffer_read(m->bctx, tt->buf, tt->offset, dst, (uint64_t)n_out * 2 * k * sizeof(int32_t)) !=
-		    ALICE_OK)
-			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading top-k failed: %s", m->be->name,
-					  vt->last_error(m->bctx));
-		for (int32_t j = n_out - 1; j > 0 && k < c->topk; j--) /* rows of k entries to rows of topk */
-			memmove(dst + (size_t)j * 2 * c->topk, dst + (size_t)j * 2 * k, 2 * (size_t)k * sizeof(*dst));
+		c->reads[n++] = (struct alice_read){tt->buf, tt->offset, (uint64_t)n_out * 2 * c->gb_k * sizeof(int32_t),
+						    c->top + (size_t)c->n_logits * 2 * c->topk};
 	}
-	if (c->draw_on) {
-		int32_t *dst = c->drawn + (size_t)c->n_logits * 2;
-		if (any_draw) {
-			const struct alice_tensor *dt = alice_gb_tensor(&c->gb, c->gb_draw);
-			if (vt->buffer_read(m->bctx, dt->buf, dt->offset, dst, (uint64_t)n_out * 2 * sizeof(int32_t)) !=
-			    ALICE_OK)
-				return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading drawn tokens failed: %s",
-						  m->be->name, vt->last_error(m->bctx));
-		}
-		for (int32_t j = 0; j < n_out; j++) /* a row not drawn reads back (-1, 0): mark it */
-			if (!row_drawn(c, b, start, j))
-				dst[2 * j + 1] = -1;
+	if (any_draw) {
+		const struct alice_tensor *dt = alice_gb_tensor(&c->gb, c->gb_draw);
+		c->reads[n++] = (struct alice_read){dt->buf, dt->offset, (uint64_t)n_out * 2 * sizeof(int32_t),
+						    c->drawn + (size_t)c->n_logits * 2};
 	}
 	for (int32_t j = 0; j < n_out;) {
 		bool full = row_read_whole(c, b, start, j);
@@ -643,13 +650,53 @@ static enum alice_status read_rows(struct alice_context *c, const struct alice_b
 		for (int32_t r = j; r < e; r++)
 			c->row_full[c->n_logits + r] = full;
 		if (full) {
-			float *dst = c->logits + (size_t)(c->n_logits + j) * c->out_width;
 			uint64_t row = (uint64_t)c->out_width * sizeof(float);
-			if (vt->buffer_read(m->bctx, lt->buf, lt->offset + j * row, dst, (e - j) * row) != ALICE_OK)
-				return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading logits failed: %s",
-						  m->be->name, vt->last_error(m->bctx));
+			c->reads[n++] = (struct alice_read){lt->buf, lt->offset + j * row, (e - j) * row,
+							    c->logits + (size_t)(c->n_logits + j) * c->out_width};
 		}
 		j = e;
+	}
+	return n;
+}
+
+/* After the reads: the top-k rows spread to topk entries each, rows not
+ * drawn marked so (alice_context_drawn). */
+static void finish_reads(struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t n_out)
+{
+	const int32_t k = c->gb_k;
+	int32_t *top = c->top ? c->top + (size_t)c->n_logits * 2 * c->topk : NULL;
+	for (int32_t j = n_out - 1; top && k > 0 && j > 0 && k < c->topk; j--) /* rows of k entries to rows of topk */
+		memmove(top + (size_t)j * 2 * c->topk, top + (size_t)j * 2 * k, 2 * (size_t)k * sizeof(*top));
+	if (c->draw_on) {
+		int32_t *dst = c->drawn + (size_t)c->n_logits * 2;
+		for (int32_t j = 0; j < n_out; j++) /* a row not drawn reads back (-1, 0): mark it */
+			if (!row_drawn(c, b, start, j))
+				dst[2 * j + 1] = -1;
+	}
+}
+
+/* The step: its graph, then its reads, with one wait where the backend
+ * can (graph_launch), else graph_compute and a buffer_read each. */
+static enum alice_status compute_and_read(struct alice_context *c, uint32_t n_reads, struct alice_error *err)
+{
+	struct alice_model *m = c->m;
+	const struct alice_backend_vtable *vt = m->be->vt;
+	struct alice_graph g = alice_gb_graph(&c->gb);
+	if (ALICE_VT_HAS(vt, graph_launch) && ALICE_VT_HAS(vt, graph_wait)) {
+		if (vt->graph_launch(m->bctx, &g, c->reads, n_reads) != ALICE_OK ||
+		    vt->graph_wait(m->bctx) != ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", m->be->name,
+					  vt->last_error(m->bctx));
+		return ALICE_OK;
+	}
+	if (vt->graph_compute(m->bctx, &g) != ALICE_OK)
+		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", m->be->name,
+				  vt->last_error(m->bctx));
+	for (uint32_t i = 0; i < n_reads; i++) {
+		const struct alice_read *r = &c->reads[i];
+		if (vt->buffer_read(m->bctx, r->buf, r->offset, r->dst, r->size) != ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading the step's results failed: %s",
+					  m->be->name, vt->last_error(m->bctx));
 	}
 	return ALICE_OK;
 }
@@ -659,7 +706,6 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 				   struct alice_error *err)
 {
 	struct alice_model *m = c->m;
-	const struct alice_backend_vtable *vt = m->be->vt;
 	int32_t n_out = 0;
 	if (m->arch->encoder) /* bidirectional: each token sees its sequence's whole chunk */
 		for (int32_t i = 0; i < n; i++) {
@@ -732,13 +778,11 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	    (st = write_adjust(c, b, start, n_out, err)) != ALICE_OK ||
 	    (c->gb_draw_in >= 0 && (st = write_draws(c, b, start, n_out, err)) != ALICE_OK))
 		return st;
-	struct alice_graph g = alice_gb_graph(&c->gb);
-	if (vt->graph_compute(m->bctx, &g) != ALICE_OK)
-		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", m->be->name,
-				  vt->last_error(m->bctx));
+	uint32_t n_reads = discard ? 0 : plan_reads(c, b, start, n_out, logits);
+	if ((st = compute_and_read(c, n_reads, err)) != ALICE_OK)
+		return st;
 	if (!discard) {
-		if ((st = read_rows(c, b, start, n_out, logits, err)) != ALICE_OK)
-			return st;
+		finish_reads(c, b, start, n_out);
 		c->n_logits += n_out;
 	}
 	for (int32_t i = 0; i < n; i++) {
@@ -811,8 +855,8 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 		c->logits = nl;
 		c->logits_cap = rows;
 		c->row_full = malloc(rows * sizeof(*c->row_full));
-		c->top = c->topk ? malloc(rows * 2 * (size_t)c->topk * sizeof(*c->top)) : NULL;
-		c->drawn = c->draw_on ? malloc(rows * 2 * sizeof(*c->drawn)) : NULL;
+		c->top = c->topk ? host_buf(c, rows * 2 * (size_t)c->topk * sizeof(*c->top), &c->top_pinned) : NULL;
+		c->drawn = c->draw_on ? host_buf(c, rows * 2 * sizeof(*c->drawn), &c->drawn_pinned) : NULL;
 		if (!c->row_full || (c->topk && !c->top) || (c->draw_on && !c->drawn)) {
 			logits_free(c);
 			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %zu logits rows", rows);

@@ -83,6 +83,8 @@ struct alice_context {
 	bool adj_on;       /* the backend edits rows (LOGIT_ADJUST): bias and penalties */
 	int32_t *adj_in;   /* [6 * (1 + ALICE_ADJ_STEP_MAX)] one chunk's records */
 	bool *adj_ok;      /* [n_batch] per output row of the chunk: its records fit */
+	struct alice_read *reads; /* [n_batch + 2] one chunk's copies back (plan_reads) */
+	bool top_pinned, drawn_pinned; /* top, drawn from the backend's host_alloc */
 };
 
 #endif

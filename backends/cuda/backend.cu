@@ -925,10 +925,42 @@ static enum alice_status wait_and_check(struct alice_backend_ctx *ctx)
 	return ALICE_OK;
 }
 
-static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+/* The reads of a launch: into page-locked dst straight behind the graph;
+ * any other dst is read after the wait (ctx->reads_late). */
+static enum alice_status enqueue_reads(struct alice_backend_ctx *ctx, const struct alice_read *reads, uint32_t n)
 {
-	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors))
-		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_compute: malformed graph");
+	ctx->reads_late = NULL;
+	ctx->n_reads_late = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct alice_read *r = &reads[i];
+		enum alice_status st = check_range(ctx, r->buf, r->offset, r->size, "graph_launch read");
+		if (st != ALICE_OK)
+			return st;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct alice_read *r = &reads[i];
+		cudaPointerAttributes pa;
+		bool pinned = cudaPointerGetAttributes(&pa, r->dst) == cudaSuccess && pa.type == cudaMemoryTypeHost;
+		cudaGetLastError();
+		if (!pinned) { /* the rest after the wait, in order */
+			ctx->reads_late = r;
+			ctx->n_reads_late = n - i;
+			return ALICE_OK;
+		}
+		if (r->size)
+			CUDA_CHECK(ctx, cudaMemcpyAsync(r->dst, r->buf->dev + r->offset, (size_t)r->size,
+							cudaMemcpyDeviceToHost, ctx->stream));
+	}
+	return ALICE_OK;
+}
+
+static enum alice_status cu_graph_launch(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+					 const struct alice_read *reads, uint32_t n_reads)
+{
+	if (ctx->launched)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_launch: the previous launch was not waited for");
+	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors) || (n_reads && !reads))
+		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_launch: malformed graph");
 	ctx->err[0] = '\0';
 	ctx->n_compute++;
 	if (ctx->steps)
@@ -964,7 +996,33 @@ static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const s
 		st = replay(ctx);
 	else
 		st = launch_plain(ctx, g);
-	return st != ALICE_OK ? st : wait_and_check(ctx);
+	if (st == ALICE_OK && (st = enqueue_reads(ctx, reads, n_reads)) != ALICE_OK) {
+		cudaStreamSynchronize(ctx->stream); /* nothing left in flight */
+		cudaGetLastError();
+	}
+	ctx->launched = st == ALICE_OK;
+	return st;
+}
+
+static enum alice_status cu_graph_wait(struct alice_backend_ctx *ctx)
+{
+	if (!ctx->launched)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_wait: no graph was launched");
+	ctx->launched = false;
+	enum alice_status st = wait_and_check(ctx);
+	for (uint32_t i = 0; st == ALICE_OK && i < ctx->n_reads_late; i++) {
+		const struct alice_read *r = &ctx->reads_late[i];
+		st = cu_buffer_read(ctx, r->buf, r->offset, r->dst, r->size);
+	}
+	ctx->reads_late = NULL;
+	ctx->n_reads_late = 0;
+	return st;
+}
+
+static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	enum alice_status st = cu_graph_launch(ctx, g, NULL, 0);
+	return st != ALICE_OK ? st : cu_graph_wait(ctx);
 }
 
 static const struct alice_backend_vtable cu_vtable = {
@@ -987,6 +1045,8 @@ static const struct alice_backend_vtable cu_vtable = {
 	cu_graph_compute,
 	cu_host_alloc,
 	cu_host_free,
+	cu_graph_launch,
+	cu_graph_wait,
 };
 
 extern "C" ALICE_BACKEND_EXPORT const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host)

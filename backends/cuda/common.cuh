@@ -118,6 +118,11 @@ struct alice_backend_ctx {
 	/* ALICE_CUDA_INJECT_FAULT=N (tests, backend.cu): the Nth graph_compute
 	 * meets a real CUDA launch error at its first node */
 	uint64_t n_compute, fault_at;
+	/* graph_launch .. graph_wait: the launch in flight, and its reads into
+	 * memory that is not page-locked (made after the wait) */
+	bool launched;
+	const struct alice_read *reads_late;
+	uint32_t n_reads_late;
 };
 
 enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)

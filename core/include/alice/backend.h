@@ -26,9 +26,10 @@
 #include "alice/status.h"
 
 #define ALICE_BACKEND_ABI_MAJOR 1
-#define ALICE_BACKEND_ABI_MINOR 5 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM;
+#define ALICE_BACKEND_ABI_MINOR 6 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM;
                                    1.4: ATTENTION's block table (src4), TOPK, SAMPLE_TEMP;
-                                   1.5: LOGIT_ADJUST, ATTENTION's ip[1] hint */
+                                   1.5: LOGIT_ADJUST, ATTENTION's ip[1] hint;
+                                   1.6: graph_launch/graph_wait with the step's reads */
 #define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
 #define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
 
@@ -302,6 +303,14 @@ enum alice_buffer_usage {
 
 struct alice_backend_ctx; /* backend-owned */
 
+/* 1.6: a copy of size bytes at offset of buf to host memory dst, made
+ * after a launched graph (graph_launch) */
+struct alice_read {
+	struct alice_buffer *buf;
+	uint64_t offset, size;
+	void *dst;
+};
+
 /* Log callback the core hands in so a .so links nothing from the core. */
 struct alice_backend_host {
 	uint32_t abi_major, abi_minor, size;
@@ -354,6 +363,18 @@ struct alice_backend_vtable {
 	 * there. NULL on failure. host_free(NULL) is a no-op. */
 	void *(*host_alloc)(struct alice_backend_ctx *ctx, uint64_t size);
 	void (*host_free)(struct alice_backend_ctx *ctx, void *p);
+
+	/* 1.6, optional (both or neither): graph_compute in two halves, with
+	 * the step's results copied back behind the graph, so one wait covers
+	 * the step and its reads (each buffer_read is a round trip of its own).
+	 * graph_launch enqueues g and then reads[0, n_reads) (dst best from
+	 * host_alloc); a failure there means nothing is left to wait for.
+	 * After a successful launch the caller calls graph_wait, and nothing
+	 * else on ctx, before touching reads or their dst; graph_wait returns
+	 * what graph_compute would have, with every dst filled on success. */
+	enum alice_status (*graph_launch)(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+					  const struct alice_read *reads, uint32_t n_reads);
+	enum alice_status (*graph_wait)(struct alice_backend_ctx *ctx);
 };
 
 /* Does vt (of vt->size bytes) have the appended member m, and is it set? */
