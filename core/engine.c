@@ -561,7 +561,7 @@ static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, boo
 	if (n_adj < 0 || (!first && !alice_sampler_top_ok(sl->sampler, k, false)))
 		return false;
 	if (first && alice_sampler_temp_ok(sl->sampler, adjusted))
-		alice_sampler_temp_params(sl->sampler, &e->b_draw[n].t, &e->b_draw[n].r);
+		alice_sampler_temp_params(sl->sampler, 0, &e->b_draw[n].t, &e->b_draw[n].r);
 	e->b_top[n] = e->b_draw[n].t > 0 || alice_sampler_top_ok(sl->sampler, k, adjusted);
 	e->b_topn[n] = alice_sampler_top_ok(sl->sampler, 1, adjusted) ? 1 : 0;
 	if (!e->b_top[n] || !adjusted)

@@ -429,8 +429,10 @@ static int32_t sample_full(struct alice_sampler *s, float *w, float mx, float fl
 	double *bs = (double *)s->cand; /* n_vocab * 12 bytes: room for the block sums */
 	int32_t n_live, last;
 	const double z = alice_ts_weigh(w, s->n_vocab, mx, floor, 1.0f / s->p.temperature, bs, &n_live, &last);
-	if (n_live == 1) /* nothing to draw, and no RNG state consumed */
+	if (n_live == 1) { /* nothing to draw; the uniform is taken all the same */
+		rng_next(s->rng);
 		return alice_ts_single(w, s->n_vocab);
+	}
 	return alice_ts_draw(w, s->n_vocab, bs, last, rng_uniform(s->rng) * z);
 }
 
@@ -539,8 +541,10 @@ static int32_t sample_candidates(struct alice_sampler *s, struct cand *c, size_t
 		m = truncate_top_p(c, m, &sorted, s->p.top_p);
 	if (s->p.min_p > 0)
 		m = truncate_min_p(c, m, sorted, s->p.min_p);
-	if (m == 1)
-		return c[0].id; /* nothing to draw, and no RNG state consumed */
+	if (m == 1) { /* nothing to draw; the uniform is taken all the same */
+		rng_next(s->rng);
+		return c[0].id;
+	}
 	const double z = weigh(c, m, s->p.temperature);
 	const double u = rng_uniform(s->rng) * z;
 	double cum = 0;
@@ -705,10 +709,12 @@ bool alice_sampler_temp_ok(const struct alice_sampler *s, bool adjusted)
 	       s->p.top_k == 0 && s->p.top_p >= 1 && s->p.min_p <= 0;
 }
 
-void alice_sampler_temp_params(const struct alice_sampler *s, float *t, double *r)
+void alice_sampler_temp_params(const struct alice_sampler *s, int32_t ahead, float *t, double *r)
 {
 	uint64_t st[4];
 	memcpy(st, s->rng, sizeof(st));
+	for (int32_t i = 0; i < ahead; i++)
+		rng_next(st);
 	*t = s->p.temperature;
 	*r = rng_uniform(st);
 }
@@ -720,8 +726,8 @@ enum alice_status alice_sampler_temp_done(struct alice_sampler *s, int32_t token
 	if (token < 0 || token >= s->n_vocab)
 		return alice_fail(err, ALICE_ERR_INVALID,
 				  "sampling: no token can be sampled (all masked, banned or NaN)");
-	if (used)
-		rng_next(s->rng);
+	(void)used; /* a draw takes its uniform whether or not it needed it */
+	rng_next(s->rng);
 	out->token = token;
 	return ALICE_OK;
 }

@@ -793,7 +793,7 @@ Test(sampling, top_entries_decide_like_the_whole_row)
 /* The backend-drawn path (alice_sampler_temp_params, the op's rule from
  * alice/temp_sample.h, alice_sampler_temp_done) gives the whole-row
  * sampler's tokens and RNG use, step after step, including rows with a
- * single live token (no draw). */
+ * single live token (no draw, the uniform taken all the same). */
 Test(sampling, backend_draw_equals_the_sampler)
 {
 	enum { NMAX = 9000 };
@@ -809,12 +809,12 @@ Test(sampling, backend_draw_equals_the_sampler)
 		cr_assert(alice_sampler_temp_ok(b, false));
 		for (int step = 0; step < 5; step++) {
 			random_logits(l, n, 1.0f + 6.0f * (float)lcg_uniform());
-			if (step == 2) /* one live token: no draw, no RNG use */
+			if (step == 2) /* one live token: no draw, one uniform taken all the same */
 				for (int32_t i = 0; i < n; i++)
 					l[i] = i == n / 3 ? 100.0f : l[i] - 200.0f;
 			float t;
 			double r;
-			alice_sampler_temp_params(b, &t, &r);
+			alice_sampler_temp_params(b, 0, &t, &r);
 			float mx = -INFINITY;
 			for (int32_t i = 0; i < n; i++) {
 				w[i] = l[i];
@@ -843,4 +843,42 @@ Test(sampling, backend_draw_equals_the_sampler)
 	s = mk(&p, 100);
 	cr_expect_not(alice_sampler_temp_ok(s, false));
 	alice_sampler_free(s);
+}
+
+/* Every step at T > 0 takes one uniform, whether the draw needed it (many
+ * live tokens) or not (one survivor: forced by the mask, top_k 1, or a
+ * dominant logit), so temp_params(ahead = n) names the uniform of the step
+ * n draws later before their tokens are known (the pipelined engine). */
+Test(sampling, every_draw_takes_one_uniform)
+{
+	enum { N = 300 };
+	static float l[N];
+	static uint8_t mask[N];
+	for (int mode = 0; mode < 4; mode++) {
+		struct alice_sampling_params p;
+		alice_sampling_params_default(&p);
+		p.seed = 77u + (uint64_t)mode;
+		p.temperature = 0.9f;
+		p.top_k = mode == 1 ? 1 : 0;
+		p.top_p = mode == 3 ? 0.5f : 1.0f;
+		struct alice_sampler *s = mk(&p, N);
+		float t0;
+		double ahead[6];
+		for (int i = 0; i < 6; i++)
+			alice_sampler_temp_params(s, i, &t0, &ahead[i]);
+		for (int step = 0; step < 6; step++) {
+			float t;
+			double r;
+			alice_sampler_temp_params(s, 0, &t, &r);
+			cr_assert_eq(r, ahead[step], "mode %d step %d: the uniform differs from the one named ahead", mode,
+				     step);
+			random_logits(l, N, 3.0f);
+			for (int32_t i = 0; i < N; i++)
+				mask[i] = mode != 0 || step % 2 == 0 || i == 7; /* mode 0: odd steps forced */
+			if (mode == 2 && step % 2)
+				l[11] = 1000.0f; /* one survivor above the e^-30 floor */
+			draw(s, l, mask);
+		}
+		alice_sampler_free(s);
+	}
 }

@@ -27,6 +27,9 @@
  *      sampler's xoshiro256** generator (seeded from params.seed by
  *      splitmix64; the same seed and inputs give the same tokens). Tokens
  *      whose probability is below e^-30 of the best one's are never drawn.
+ *      Every step at T > 0 takes exactly one uniform, even when a single
+ *      token survives, so a step's uniform is known before the previous
+ *      step's token is (a pipelined engine draws on the device ahead).
  * Logprobs (when params.logprobs): log_softmax of the bias-adjusted logits
  * (step 1 only: the model's distribution as the client biased it, before
  * penalties, mask, truncation and temperature), for the chosen token and the
@@ -142,11 +145,12 @@ enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_
  * (alice/temp_sample.h). */
 bool alice_sampler_temp_ok(const struct alice_sampler *s, bool adjusted);
 /* That step's op parameters: T, and the uniform its draw would use (the
- * RNG does not advance). */
-void alice_sampler_temp_params(const struct alice_sampler *s, float *t, double *r);
-/* The backend drew token (used: it took the uniform): fills out and
- * advances the RNG as alice_sampler_sample would have. token < 0: nothing
- * could be sampled (ALICE_ERR_INVALID). */
+ * RNG does not advance), or with ahead > 0 the uniform of the draw that
+ * many steps later (steps still in flight each take one). */
+void alice_sampler_temp_params(const struct alice_sampler *s, int32_t ahead, float *t, double *r);
+/* The backend drew token (used: whether it needed the uniform; the RNG
+ * advances by one either way, as alice_sampler_sample's does). token < 0:
+ * nothing could be sampled (ALICE_ERR_INVALID). */
 enum alice_status alice_sampler_temp_done(struct alice_sampler *s, int32_t token, bool used,
 					  struct alice_sample_result *out, struct alice_error *err);
 
