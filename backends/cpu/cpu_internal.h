@@ -15,7 +15,7 @@
 
 #define CPU_HIDDEN __attribute__((visibility("hidden")))
 #define CPU_MAX_THREADS 256
-#define CPU_OP_COUNT ALICE_OP_COUNT_V1_5 /* ops this backend knows (backend.h 1.5) */
+#define CPU_OP_COUNT ALICE_OP_COUNT_V1_6 /* ops this backend knows (backend.h 1.6) */
 #define QK8 32
 #define QKK 256
 
@@ -121,6 +121,7 @@ enum alice_status cpu_op_gated_delta_net(const struct alice_op_args *a) CPU_HIDD
 enum alice_status cpu_op_topk(const struct alice_op_args *a) CPU_HIDDEN;              /* ops_sample.c */
 enum alice_status cpu_op_sample_temp(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_logit_adjust(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_feed(const struct alice_op_args *a) CPU_HIDDEN;
 
 
 /* ---- activation formats for the dot products (llama.cpp-compatible

@@ -130,3 +130,20 @@ enum alice_status cpu_op_logit_adjust(const struct alice_op_args *a)
 	}
 	return ALICE_OK;
 }
+
+/* ---- FEED (1.6): a step's tokens, some from the previous step's picks ---- */
+
+enum alice_status cpu_op_feed(const struct alice_op_args *a)
+{
+	const int32_t *host = (const int32_t *)tensor_data(a->src[0]), *idx = (const int32_t *)tensor_data(a->src[1]),
+		      *picks = (const int32_t *)tensor_data(a->src[2]);
+	int32_t *d = (int32_t *)tensor_data(a->dst);
+	const int64_t m = a->src[2]->ne[0];
+	for (int64_t i = 0; i < a->dst->ne[0]; i++) {
+		if (idx[i] >= m)
+			return cpu_fail(a->ctx, ALICE_ERR_RANGE, "FEED: token %lld takes pick %d, outside 0..%lld",
+					(long long)i, idx[i], (long long)m - 1);
+		d[i] = idx[i] < 0 ? host[i] : picks[idx[i]];
+	}
+	return ALICE_OK;
+}

@@ -398,12 +398,12 @@ static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct a
 
 typedef enum alice_status (*cu_op_fn)(const struct alice_op_args *a);
 
-static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_5] = {
+static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_6] = {
 	NULL,		cu_op_get_rows, cu_op_mul_mat,	 cu_op_binary,	  cu_op_binary,
 	cu_op_scale,	cu_op_rms_norm, cu_op_l2_norm,	 cu_op_rope,	  cu_op_attention,
 	cu_op_kv_write, cu_op_glu,	cu_op_unary,	 cu_op_softcap,	  cu_op_copy,
 	cu_op_ssm_conv, cu_op_gated_delta_net,
-	NULL /* NORM */, cu_op_topk,	cu_op_sample_temp, cu_op_logit_adjust,
+	NULL /* NORM */, cu_op_topk,	cu_op_sample_temp, cu_op_logit_adjust, cu_op_feed,
 };
 
 /* The largest ne / nb per dim this backend takes. */
@@ -412,7 +412,7 @@ static const struct alice_bc_limits cu_limits = {ALICE_BC_NE_MAX, ALICE_BC_NB_MA
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 				   const struct alice_node *n, struct alice_op_args *a)
 {
-	return alice_bc_node_args(ctx, g, n, "cuda", n->op < ALICE_OP_COUNT_V1_5 && op_fns[n->op] != NULL, a, ctx->err,
+	return alice_bc_node_args(ctx, g, n, "cuda", n->op < ALICE_OP_COUNT_V1_6 && op_fns[n->op] != NULL, a, ctx->err,
 				  sizeof(ctx->err));
 }
 

@@ -270,6 +270,7 @@ enum alice_status cu_op_gated_delta_net(const struct alice_op_args *a) CU_HIDDEN
 enum alice_status cu_op_topk(const struct alice_op_args *a) CU_HIDDEN;             /* topk.cu */
 enum alice_status cu_op_sample_temp(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_logit_adjust(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_feed(const struct alice_op_args *a) CU_HIDDEN;
 
 /* How many of the n MUL_MAT nodes a[0..n) can run as one mat-vec launch
  * (>= 1), and that launch. */

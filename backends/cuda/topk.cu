@@ -714,3 +714,33 @@ enum alice_status cu_op_logit_adjust(const struct alice_op_args *a)
 	CUDA_LAUNCH_CHECK(ctx, "logit_adjust");
 	return ALICE_OK;
 }
+
+/* ---- FEED (1.6): a step's tokens, some from the previous step's picks ---- */
+
+__global__ void k_feed(const int32_t *__restrict__ host, const int32_t *__restrict__ idx,
+		       const int32_t *__restrict__ picks, int64_t m, int64_t n, int32_t *__restrict__ dst, int *flag)
+{
+	pdl_wait();
+	pdl_trigger();
+	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	const int32_t j = idx[i];
+	if (j >= m) {
+		atomicOr(flag, CU_FLAG_ROW_ID);
+		dst[i] = 0;
+		return;
+	}
+	dst[i] = j < 0 ? host[i] : picks[j];
+}
+
+enum alice_status cu_op_feed(const struct alice_op_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const int64_t n = a->dst->ne[0];
+	cu_launch(k_feed, (unsigned)((n + 255) / 256), 256, ctx->stream, (const int32_t *)tdata(a->src[0]),
+		  (const int32_t *)tdata(a->src[1]), (const int32_t *)tdata(a->src[2]), a->src[2]->ne[0], n,
+		  (int32_t *)tdata(a->dst), ctx->dflag);
+	CUDA_LAUNCH_CHECK(ctx, "feed");
+	return ALICE_OK;
+}

@@ -119,7 +119,7 @@ Test(cuda_host, recurrent_ops_validation)
 	cr_expect_not(vt->supports_op(NULL, &g, &n), "F16 conv weights are not supported");
 
 	conv(t, &n, 37, 9, 4);
-	n.op = ALICE_OP_COUNT_V1_5;
+	n.op = ALICE_OP_COUNT_V1_6;
 	cr_expect_not(vt->supports_op(NULL, &g, &n), "an op past the 1.4 set");
 	n.op = ALICE_OP_NORM; /* not (yet) a CUDA kernel: a BERT model gets a clear load error */
 	cr_expect_not(vt->supports_op(NULL, &g, &n), "NORM is not supported by the cuda backend");

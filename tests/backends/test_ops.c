@@ -885,6 +885,37 @@ static void build_logit_adjust(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+/* FEED: tokens from the host where the index is -1, else the pick at the
+ * index (the first and last element included); exact. */
+static void build_feed(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { int64_t n, m; } v[] = {{1, 2}, {64, 256}, {300, 33000}};
+	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+		struct tcase *c = new_case(cs, n, "FEED %lld tokens of %lld picks", (long long)v[s].n, (long long)v[s].m);
+		c->node.op = ALICE_OP_FEED;
+		int d = tc_tensor(c, ALICE_TYPE_I32, v[s].n, 1, 1, 1, 0);
+		int h = tc_tensor(c, ALICE_TYPE_I32, v[s].n, 1, 1, 1, 0);
+		int ix = tc_tensor(c, ALICE_TYPE_I32, v[s].n, 1, 1, 1, 0);
+		int pk = tc_tensor(c, ALICE_TYPE_I32, v[s].m, 1, 1, 1, 0);
+		c->node.dst = d;
+		c->node.src[0] = h;
+		c->node.src[1] = ix;
+		c->node.src[2] = pk;
+		int32_t *hp = (int32_t *)c->host[h], *ip = (int32_t *)c->host[ix], *pp = (int32_t *)c->host[pk];
+		for (int64_t i = 0; i < v[s].m; i++)
+			pp[i] = (int32_t)(rng_u64(r) % 200000);
+		double *ref = alloc_ref(c);
+		for (int64_t i = 0; i < v[s].n; i++) {
+			hp[i] = (int32_t)(rng_u64(r) % 200000);
+			uint64_t u = rng_u64(r);
+			ip[i] = i == 0 ? (int32_t)(v[s].m - 1) : i == 1 ? 0 : u % 3 == 0 ? -1 : (int32_t)(u % (uint64_t)v[s].m);
+			ref[i] = ip[i] < 0 ? hp[i] : pp[ip[i]];
+		}
+		c->bound = 0; /* exact */
+		c->core = false;
+	}
+}
+
 typedef void (*builder_fn)(struct tcase **cs, int *n, struct rng *r);
 
 static const struct {
@@ -895,7 +926,7 @@ static const struct {
 	{"UNARY_GLU", build_unary_glu}, {"SCALE_SOFTCAP", build_scale_softcap}, {"NORM", build_norm}, {"LAYER_NORM", build_layer_norm},
 	{"ROPE", build_rope},	      {"ATTENTION", build_attention}, {"KV_WRITE", build_kv_write},
 	{"COPY", build_copy},         {"TOPK", build_topk}, {"SAMPLE_TEMP", build_sample_temp},
-	{"LOGIT_ADJUST", build_logit_adjust},
+	{"LOGIT_ADJUST", build_logit_adjust}, {"FEED", build_feed},
 };
 #define N_GROUPS (int)(sizeof(op_groups) / sizeof(op_groups[0]))
 

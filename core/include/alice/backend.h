@@ -213,7 +213,18 @@ enum alice_op {
 	 * x + bias; flags & 2 -inf; flags & 4 x > 0 ? x / rp : x * rp; flags & 8
 	 * x - pen; then writes x back. */
 	ALICE_OP_LOGIT_ADJUST = ALICE_OP_COUNT_V1_4,
-	ALICE_OP_COUNT_V1_5
+	ALICE_OP_COUNT_V1_5,
+
+	/* ---- 1.6: a step's tokens from the previous step's picks ----
+	 * Optional (the core then decodes a step only after the previous one's
+	 * tokens are known). dst I32 [n] contiguous, the step's token ids;
+	 * src0 I32 [n] contiguous, the tokens the host gives; src1 I32 [n]
+	 * contiguous, per token -1 (take src0's) or an element index into src2,
+	 * I32 [m] contiguous (a buffer the previous step's TOPK / SAMPLE_TEMP
+	 * wrote): dst[i] = src1[i] < 0 ? src0[i] : src2[src1[i]]. An index >= m
+	 * is bad input data (the call fails, as for GET_ROWS). */
+	ALICE_OP_FEED = ALICE_OP_COUNT_V1_5,
+	ALICE_OP_COUNT_V1_6
 };
 
 #define ALICE_TOPK_MAX 128

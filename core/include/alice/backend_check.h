@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 /* The ops this header knows (backend.h 1.3). */
-#define ALICE_BC_OP_COUNT ALICE_OP_COUNT_V1_5
+#define ALICE_BC_OP_COUNT ALICE_OP_COUNT_V1_6
 
 /* What the contract says of one op: its name and its number of sources
  * (src[0..min_src) are required, none past max_src). */
@@ -74,7 +74,8 @@ static inline struct alice_op_rule alice_bc_op_rule(uint32_t op)
 	case ALICE_OP_TOPK: return alice_bc_rule_of("TOPK", 1, 1);
 	case ALICE_OP_SAMPLE_TEMP: return alice_bc_rule_of("SAMPLE_TEMP", 2, 2);
 	case ALICE_OP_LOGIT_ADJUST: return alice_bc_rule_of("LOGIT_ADJUST", 1, 1);
-	case ALICE_OP_COUNT_V1_5: break;
+	case ALICE_OP_FEED: return alice_bc_rule_of("FEED", 3, 3);
+	case ALICE_OP_COUNT_V1_6: break;
 	}
 	return alice_bc_rule_of(NULL, 0, 0);
 }
@@ -186,6 +187,11 @@ static inline bool alice_bc_types_ok(const struct alice_node *n, const struct al
 	case ALICE_OP_LOGIT_ADJUST:
 		return alice_bc_is_f32(dst) && alice_bc_is_i32(s[0]) && dst->nb[0] == 4 && dst->ne[2] == 1 &&
 		       dst->ne[3] == 1 && s[0]->ne[0] == 6 && s[0]->ne[1] >= 1 && s[0]->nb[0] == 4 && s[0]->nb[1] == 24;
+	case ALICE_OP_FEED:
+		return alice_bc_is_i32(dst) && alice_bc_is_i32(s[0]) && alice_bc_is_i32(s[1]) && alice_bc_is_i32(s[2]) &&
+		       dst->nb[0] == 4 && s[0]->nb[0] == 4 && s[1]->nb[0] == 4 && s[2]->nb[0] == 4 &&
+		       dst->ne[1] == 1 && dst->ne[2] == 1 && dst->ne[3] == 1 && s[0]->ne[0] == dst->ne[0] && s[1]->ne[0] == dst->ne[0] &&
+		       s[2]->ne[1] == 1 && s[2]->ne[2] == 1 && s[2]->ne[3] == 1;
 	default:
 		return false;
 	}
