@@ -58,8 +58,25 @@ static uint64_t align256(uint64_t x)
  * SAMPLE_TEMP. */
 struct step_ops {
 	int32_t k;
-	bool adj, draw;
+	bool adj, draw, feed; /* feed: some tokens are the previous step's picks (FEED) */
 };
+
+/* The pick buffer as TOPK's output [2, k, n_out], SAMPLE_TEMP's [2, n_out]. */
+static struct alice_tensor pick_view(const struct alice_context *c, int64_t ne0, int64_t ne1, int64_t ne2,
+				     int64_t elem)
+{
+	struct alice_tensor t = c->pick_all_t;
+	t.ne[0] = ne0;
+	t.ne[1] = ne1;
+	t.ne[2] = ne2;
+	t.ne[3] = 1;
+	t.nb[0] = 4;
+	t.nb[1] = 4 * ne0;
+	t.nb[2] = t.nb[1] * ne1;
+	t.nb[3] = t.nb[2] * ne2;
+	t.offset += (uint64_t)elem * 4;
+	return t;
+}
 
 /* Build the graph of one chunk of n tokens with n_out logits rows into c->gb.
  * Input tensor indices go to *st; returns the logits tensor or -1. */
@@ -77,7 +94,13 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 	st->n_tokens = n;
 	st->n_out = n_out;
 	st->embd = c->embd;
-	st->inp_tokens = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
+	st->inp_tokens = c->gb_tok_in = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
+	c->gb_feed_in = -1;
+	c->gb_feed_f = so.feed;
+	if (so.feed) { /* the tokens the previous step picked, on the device */
+		c->gb_feed_in = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
+		st->inp_tokens = alice_gb_feed(gb, c->gb_tok_in, c->gb_feed_in, alice_gb_external(gb, &c->pick_all_t));
+	}
 	st->inp_pos = alice_gb_input(gb, ALICE_TYPE_I32, m->hp.rope_mode == ALICE_ROPE_IMROPE ? 4 * n : n, 1);
 	st->inp_ranges = alice_gb_input(gb, ALICE_TYPE_I32, 2, n);
 	st->inp_cells = alice_gb_input(gb, ALICE_TYPE_I32, n, 1);
@@ -110,7 +133,8 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 	}
 	c->gb_top = -1;
 	if (logits >= 0 && so.k > 0) {
-		c->gb_top = alice_gb_topk(gb, logits, so.k);
+		struct alice_tensor pt = pick_view(c, 2, so.k, n_out, 0);
+		c->gb_top = alice_gb_topk(gb, logits, so.k, c->pick_buf ? alice_gb_external(gb, &pt) : -1);
 		if (c->gb_top < 0)
 			return -1;
 		alice_gb_set_output(gb, c->gb_top);
@@ -118,7 +142,8 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 	c->gb_draw_in = c->gb_draw = -1;
 	if (logits >= 0 && so.draw) {
 		c->gb_draw_in = alice_gb_input(gb, ALICE_TYPE_I32, 4, n_out);
-		c->gb_draw = alice_gb_sample_temp(gb, logits, c->gb_draw_in);
+		struct alice_tensor pt = pick_view(c, 2, n_out, 1, c->pick_draw_off);
+		c->gb_draw = alice_gb_sample_temp(gb, logits, c->gb_draw_in, c->pick_buf ? alice_gb_external(gb, &pt) : -1);
 		if (c->gb_draw < 0)
 			return -1;
 		alice_gb_set_output(gb, c->gb_draw);
@@ -126,10 +151,13 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 	return logits;
 }
 
+static void settle(struct alice_context *c);
+
 static enum alice_status ensure_compute(struct alice_context *c, uint64_t size, struct alice_error *err)
 {
 	if (size <= c->compute_size && c->compute_buf)
 		return ALICE_OK;
+	settle(c); /* no step in flight uses the buffer freed */
 	const struct alice_backend_vtable *vt = c->m->be->vt;
 	if (c->compute_buf)
 		vt->buffer_free(c->m->bctx, c->compute_buf);
@@ -238,13 +266,12 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	c->draw_in = malloc(4 * (size_t)c->n_batch * sizeof(int32_t));
 	c->adj_in = calloc(6 * (size_t)(1 + ADJ_STEP_MAX), sizeof(int32_t)); /* written in whole buckets */
 	c->adj_ok = malloc(c->n_batch * sizeof(bool));
-	c->reads = malloc((c->n_batch + 2) * sizeof(*c->reads));
 	c->in_out = malloc(c->n_batch * sizeof(int32_t));
 	c->in_seq = malloc(c->n_batch * sizeof(int32_t));
 	c->in_solo = calloc(c->n_batch, sizeof(bool));
 	c->in_swa = malloc(2 * c->n_batch * sizeof(int32_t));
 	if (!c->seq_len || !c->seq_end || !c->k_cache || !c->v_cache || !c->in_tok || !c->in_pos || !c->in_ranges ||
-	    !c->in_cells || !c->draw_in || !c->adj_in || !c->adj_ok || !c->reads || !c->in_out || !c->in_seq || !c->in_solo ||
+	    !c->in_cells || !c->draw_in || !c->adj_in || !c->adj_ok || !c->in_out || !c->in_seq || !c->in_solo ||
 	    !c->in_swa) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
@@ -313,12 +340,40 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	if ((st = alice_rs_create(c, err)) != ALICE_OK) /* recurrent state, if the arch has any */
 		goto fail;
 
+	/* the picks (TOPK, SAMPLE_TEMP outputs), kept on the device for FEED;
+	 * not with a recurrent state, which a step cannot take back (a step
+	 * launched past a request's end would leave its token in the state) */
+	if (c->topk > 0 || c->draw_on) {
+		c->pick_draw_off = 2 * (int64_t)(c->topk > 0 ? c->topk : 1) * c->n_batch;
+		c->pick_n = c->pick_draw_off + 2 * (int64_t)c->n_batch;
+		if (vt->buffer_alloc(m->bctx, (uint64_t)c->pick_n * 4, ALICE_BUFFER_CACHE, &c->pick_buf) != ALICE_OK) {
+			st = alice_fail(err, ALICE_ERR_BACKEND, "backend %s: cannot allocate the picks buffer: %s",
+					m->be->name, vt->last_error(m->bctx));
+			goto fail;
+		}
+		c->pick_all_t.type = ALICE_TYPE_I32;
+		c->pick_all_t.ne[0] = c->pick_n;
+		c->pick_all_t.ne[1] = c->pick_all_t.ne[2] = c->pick_all_t.ne[3] = 1;
+		c->pick_all_t.nb[0] = 4;
+		c->pick_all_t.nb[1] = c->pick_all_t.nb[2] = c->pick_all_t.nb[3] = c->pick_n * 4;
+		c->pick_all_t.buf = c->pick_buf;
+		c->feed_on = !c->rs && !c->embd;
+	}
+	c->in_feed = malloc(c->n_batch * sizeof(int32_t));
+	for (int i = 0; i < 2; i++) {
+		c->out[i].reads = malloc((c->n_batch + 2) * sizeof(struct alice_read));
+		if (!c->out[i].reads || !c->in_feed) {
+			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+			goto fail;
+		}
+	}
+
 	/* Worst-case step (a full batch, one logits row): size the compute
 	 * buffer and ask the backend whether it can run every node. */
 	struct alice_step stp;
 	c->gb_reuse = false;
 worst_case:;
-	struct step_ops all = {c->topk, c->adj_on, c->draw_on};
+	struct step_ops all = {c->topk, c->adj_on, c->draw_on, c->feed_on};
 	int32_t logits = build_step(c, (int32_t)c->n_batch, 1, all, &stp);
 	uint64_t size = 0;
 	if (logits < 0) {
@@ -333,6 +388,11 @@ worst_case:;
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	for (uint32_t i = 0; i < g.n_nodes; i++) {
 		if (!vt->supports_op(m->bctx, &g, &g.nodes[i])) {
+			if (g.nodes[i].op == ALICE_OP_FEED) { /* optional: no step launched before the last is read */
+				alice_log(ALICE_LOG_INFO, "context: backend %s: no pipelined steps (FEED)", m->be->name);
+				c->feed_on = false;
+				goto worst_case;
+			}
 			if (g.nodes[i].op == ALICE_OP_LOGIT_ADJUST) { /* optional: such rows are read whole */
 				alice_log(ALICE_LOG_INFO, "context: backend %s: no logit bias / penalties on the device",
 					  m->be->name);
@@ -388,28 +448,54 @@ static void host_buf_free(struct alice_context *c, void *p, bool pinned)
 		free(p);
 }
 
-static void logits_free(struct alice_context *c)
+/* The rows of o (its reads stay) */
+static void out_free(struct alice_context *c, struct ctx_out *o)
 {
-	if (c->logits_pinned)
-		c->m->be->vt->host_free(c->m->bctx, c->logits);
-	else
-		free(c->logits);
-	c->logits = NULL;
-	c->logits_pinned = false;
-	c->logits_cap = 0;
-	host_buf_free(c, c->top, c->top_pinned);
-	free(c->row_full);
-	host_buf_free(c, c->drawn, c->drawn_pinned);
-	c->top = NULL;
-	c->row_full = NULL;
-	c->drawn = NULL;
+	host_buf_free(c, o->logits, o->logits_pinned);
+	host_buf_free(c, o->top, o->top_pinned);
+	host_buf_free(c, o->drawn, o->drawn_pinned);
+	free(o->row_full);
+	free(o->pick_at);
+	free(o->is_drawn);
+	o->logits = NULL;
+	o->top = o->drawn = o->pick_at = NULL;
+	o->row_full = o->is_drawn = NULL;
+	o->logits_pinned = o->top_pinned = o->drawn_pinned = false;
+	o->cap = 0;
+	o->n_logits = 0;
 }
+
+/* o holds at least rows rows (its contents are rewritten by every step) */
+static enum alice_status out_reserve(struct alice_context *c, struct ctx_out *o, size_t rows,
+				     struct alice_error *err)
+{
+	if (rows <= o->cap)
+		return ALICE_OK;
+	out_free(c, o);
+	o->logits = host_buf(c, rows * (size_t)c->out_width * sizeof(float), &o->logits_pinned);
+	o->row_full = malloc(rows * sizeof(*o->row_full));
+	o->pick_at = malloc(rows * sizeof(*o->pick_at));
+	o->is_drawn = malloc(rows * sizeof(*o->is_drawn));
+	o->top = c->topk ? host_buf(c, rows * 2 * (size_t)c->topk * sizeof(*o->top), &o->top_pinned) : NULL;
+	o->drawn = c->draw_on ? host_buf(c, rows * 2 * sizeof(*o->drawn), &o->drawn_pinned) : NULL;
+	if (!o->logits || !o->row_full || !o->pick_at || !o->is_drawn || (c->topk && !o->top) ||
+	    (c->draw_on && !o->drawn)) {
+		out_free(c, o);
+		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %zu logits rows", rows);
+	}
+	o->cap = rows;
+	return ALICE_OK;
+}
+
 
 void alice_context_free(struct alice_context *c)
 {
 	if (!c)
 		return;
+	settle(c); /* nothing in flight over the buffers freed below */
 	const struct alice_backend_vtable *vt = c->m->be->vt;
+	if (c->pick_buf)
+		vt->buffer_free(c->m->bctx, c->pick_buf);
 	if (c->compute_buf)
 		vt->buffer_free(c->m->bctx, c->compute_buf);
 	if (c->kv_buf)
@@ -430,12 +516,15 @@ void alice_context_free(struct alice_context *c)
 	free(c->draw_in);
 	free(c->adj_in);
 	free(c->adj_ok);
-	free(c->reads);
+	free(c->in_feed);
 	free(c->in_out);
 	free(c->in_seq);
 	free(c->in_solo);
 	free(c->in_swa);
-	logits_free(c);
+	for (int i = 0; i < 2; i++) {
+		out_free(c, &c->out[i]);
+		free(c->out[i].reads);
+	}
 	free(c);
 }
 
@@ -560,7 +649,7 @@ static bool row_drawn(const struct alice_context *c, const struct alice_batch *b
 static struct step_ops step_ops_of(const struct alice_context *c, const struct alice_batch *b, int32_t start,
 				   int32_t n_out)
 {
-	struct step_ops so = {0, false, false};
+	struct step_ops so = {0, false, false, false};
 	for (int32_t j = 0; j < n_out; j++) {
 		int32_t bi = start + c->in_out[j];
 		bool drawn = c->draw_on && b->draw && b->draw[bi].t > 0;
@@ -615,32 +704,40 @@ static enum alice_status write_adjust(struct alice_context *c, const struct alic
 	return write_input_n(c, c->gb_adj, c->adj_in, recs * 6 * sizeof(int32_t), err);
 }
 
-/* The copies of the step's n_out output rows back, into c->reads: the
+/* The copies of the step's n_out output rows back, into o->reads: the
  * top-k pairs (a step with TOPK, when a row not drawn needs them), the
  * drawn tokens (when a row was drawn), and the whole rows not marked
- * top_only, in runs of adjacent rows. Returns their count. */
-static uint32_t plan_reads(struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t n_out,
-			   int32_t logits)
+ * top_only, in runs of adjacent rows; and where each row's pick lies in
+ * the pick buffer (o->pick_at, for the next step's FEED: its draw, else
+ * its best entry; only the last chunk's, the earlier ones' are gone). */
+static void plan_reads(struct alice_context *c, struct ctx_out *o, const struct alice_batch *b, int32_t start,
+		       int32_t n_out, int32_t logits, bool last_chunk)
 {
 	const struct alice_tensor *lt = alice_gb_tensor(&c->gb, logits);
 	uint32_t n = 0;
+	const int32_t base = o->n_logits;
 	/* skip what no row of the chunk uses (the entries of a drawn row, the
 	 * draws of a chunk with none) */
 	bool any_draw = false, any_top = c->gb_draw < 0;
-	for (int32_t j = 0; j < n_out && c->gb_draw >= 0; j++) {
+	for (int32_t j = 0; j < n_out; j++) {
 		bool drawn = row_drawn(c, b, start, j);
+		o->is_drawn[base + j] = drawn;
 		any_draw = any_draw || drawn;
 		any_top = any_top || !drawn;
+		o->pick_at[base + j] = !last_chunk || !c->pick_buf ? -1
+				       : drawn			    ? (int32_t)(c->pick_draw_off + 2 * j)
+				       : c->gb_k > 0		    ? 2 * c->gb_k * j
+								    : -1;
 	}
 	if (c->gb_top >= 0 && any_top) {
 		const struct alice_tensor *tt = alice_gb_tensor(&c->gb, c->gb_top);
-		c->reads[n++] = (struct alice_read){tt->buf, tt->offset, (uint64_t)n_out * 2 * c->gb_k * sizeof(int32_t),
-						    c->top + (size_t)c->n_logits * 2 * c->topk};
+		o->reads[n++] = (struct alice_read){tt->buf, tt->offset, (uint64_t)n_out * 2 * c->gb_k * sizeof(int32_t),
+						    o->top + (size_t)base * 2 * c->topk};
 	}
 	if (any_draw) {
 		const struct alice_tensor *dt = alice_gb_tensor(&c->gb, c->gb_draw);
-		c->reads[n++] = (struct alice_read){dt->buf, dt->offset, (uint64_t)n_out * 2 * sizeof(int32_t),
-						    c->drawn + (size_t)c->n_logits * 2};
+		o->reads[n++] = (struct alice_read){dt->buf, dt->offset, (uint64_t)n_out * 2 * sizeof(int32_t),
+						    o->drawn + (size_t)base * 2};
 	}
 	for (int32_t j = 0; j < n_out;) {
 		bool full = row_read_whole(c, b, start, j);
@@ -648,43 +745,53 @@ static uint32_t plan_reads(struct alice_context *c, const struct alice_batch *b,
 		while (e < n_out && full == row_read_whole(c, b, start, e))
 			e++;
 		for (int32_t r = j; r < e; r++)
-			c->row_full[c->n_logits + r] = full;
+			o->row_full[base + r] = full;
 		if (full) {
 			uint64_t row = (uint64_t)c->out_width * sizeof(float);
-			c->reads[n++] = (struct alice_read){lt->buf, lt->offset + j * row, (e - j) * row,
-							    c->logits + (size_t)(c->n_logits + j) * c->out_width};
+			o->reads[n++] = (struct alice_read){lt->buf, lt->offset + j * row, (e - j) * row,
+							    o->logits + (size_t)(base + j) * c->out_width};
 		}
 		j = e;
 	}
-	return n;
+	o->n_reads = n;
+	o->k = c->gb_k;
 }
 
-/* After the reads: the top-k rows spread to topk entries each, rows not
- * drawn marked so (alice_context_drawn). */
-static void finish_reads(struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t n_out)
+/* After the reads of o's rows [base, base + n_out): the top-k rows spread
+ * to topk entries each, rows not drawn marked so (alice_context_drawn). */
+static void finish_reads(struct alice_context *c, struct ctx_out *o, int32_t base, int32_t n_out)
 {
-	const int32_t k = c->gb_k;
-	int32_t *top = c->top ? c->top + (size_t)c->n_logits * 2 * c->topk : NULL;
+	const int32_t k = o->k;
+	int32_t *top = o->top ? o->top + (size_t)base * 2 * c->topk : NULL;
 	for (int32_t j = n_out - 1; top && k > 0 && j > 0 && k < c->topk; j--) /* rows of k entries to rows of topk */
 		memmove(top + (size_t)j * 2 * c->topk, top + (size_t)j * 2 * k, 2 * (size_t)k * sizeof(*top));
-	if (c->draw_on) {
-		int32_t *dst = c->drawn + (size_t)c->n_logits * 2;
+	if (o->drawn)
 		for (int32_t j = 0; j < n_out; j++) /* a row not drawn reads back (-1, 0): mark it */
-			if (!row_drawn(c, b, start, j))
-				dst[2 * j + 1] = -1;
-	}
+			if (!o->is_drawn[base + j])
+				o->drawn[2 * (base + j) + 1] = -1;
 }
 
-/* The step: its graph, then its reads, with one wait where the backend
- * can (graph_launch), else graph_compute and a buffer_read each. */
-static enum alice_status compute_and_read(struct alice_context *c, uint32_t n_reads, struct alice_error *err)
+static bool can_launch(const struct alice_context *c)
+{
+	const struct alice_backend_vtable *vt = c->m->be->vt;
+	return ALICE_VT_HAS(vt, graph_launch) && ALICE_VT_HAS(vt, graph_wait);
+}
+
+/* Run the chunk's graph and its reads (o->reads): launched and left in
+ * flight when async (the backend can), else finished here. */
+static enum alice_status compute_chunk(struct alice_context *c, struct ctx_out *o, bool async,
+				       struct alice_error *err)
 {
 	struct alice_model *m = c->m;
 	const struct alice_backend_vtable *vt = m->be->vt;
 	struct alice_graph g = alice_gb_graph(&c->gb);
-	if (ALICE_VT_HAS(vt, graph_launch) && ALICE_VT_HAS(vt, graph_wait)) {
-		if (vt->graph_launch(m->bctx, &g, c->reads, n_reads) != ALICE_OK ||
-		    vt->graph_wait(m->bctx) != ALICE_OK)
+	if (can_launch(c)) {
+		if (vt->graph_launch(m->bctx, &g, o->reads, o->n_reads) != ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", m->be->name,
+					  vt->last_error(m->bctx));
+		if (async)
+			return ALICE_OK;
+		if (vt->graph_wait(m->bctx) != ALICE_OK)
 			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", m->be->name,
 					  vt->last_error(m->bctx));
 		return ALICE_OK;
@@ -692,8 +799,8 @@ static enum alice_status compute_and_read(struct alice_context *c, uint32_t n_re
 	if (vt->graph_compute(m->bctx, &g) != ALICE_OK)
 		return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", m->be->name,
 				  vt->last_error(m->bctx));
-	for (uint32_t i = 0; i < n_reads; i++) {
-		const struct alice_read *r = &c->reads[i];
+	for (uint32_t i = 0; i < o->n_reads; i++) {
+		const struct alice_read *r = &o->reads[i];
 		if (vt->buffer_read(m->bctx, r->buf, r->offset, r->dst, r->size) != ALICE_OK)
 			return alice_fail(err, ALICE_ERR_BACKEND, "backend %s: reading the step's results failed: %s",
 					  m->be->name, vt->last_error(m->bctx));
@@ -701,12 +808,40 @@ static enum alice_status compute_and_read(struct alice_context *c, uint32_t n_re
 	return ALICE_OK;
 }
 
-/* Tokens [start, start+n) of the batch: one graph, one graph_compute. */
-static enum alice_status run_chunk(struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t n,
-				   struct alice_error *err)
+/* The oldest step in flight: out[ctx_oldest(c)] */
+static int32_t ctx_oldest(const struct alice_context *c)
+{
+	return (c->out_head + 2 - c->n_flight) & 1;
+}
+
+/* Wait for every step in flight on the backend (their results are kept
+ * for alice_context_finish), so the compute buffer can change. */
+static void settle(struct alice_context *c)
+{
+	for (int32_t i = 0; i < c->n_flight; i++) {
+		struct ctx_out *o = &c->out[(ctx_oldest(c) + i) & 1];
+		if (o->waited)
+			continue;
+		const struct alice_backend_vtable *vt = c->m->be->vt;
+		o->waited = true;
+		o->st = vt->graph_wait(c->m->bctx);
+		if (o->st != ALICE_OK)
+			alice_fail(&o->err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", c->m->be->name,
+				   vt->last_error(c->m->bctx));
+		else
+			finish_reads(c, o, 0, o->n_logits);
+	}
+}
+
+/* Tokens [start, start+n) of the batch: one graph, its reads into o (from
+ * row o->n_logits on); left in flight when async. */
+static enum alice_status run_chunk(struct alice_context *c, struct ctx_out *o, const struct alice_batch *b,
+				   int32_t start, int32_t n, bool async, struct alice_error *err)
 {
 	struct alice_model *m = c->m;
 	int32_t n_out = 0;
+	bool fed = false;
+	const struct ctx_out *prev = &c->out[c->out_head ^ 1]; /* the step launched last */
 	if (m->arch->encoder) /* bidirectional: each token sees its sequence's whole chunk */
 		for (int32_t i = 0; i < n; i++) {
 			int32_t s = b->seq ? b->seq[start + i] : 0;
@@ -717,7 +852,10 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 		int32_t s = b->seq ? b->seq[bi] : 0;
 		int64_t cell0 = (int64_t)s * c->stride; /* virtual */
 		int32_t blk = c->pool->tbl[(size_t)s * c->max_blk + (uint32_t)b->pos[bi] / ALICE_KV_BLOCK];
-		c->in_tok[i] = b->token[bi];
+		bool f = b->feed && b->feed[bi] >= 0;
+		c->in_tok[i] = f ? 0 : b->token[bi];
+		c->in_feed[i] = f ? prev->pick_at[b->feed[bi]] : -1;
+		fed = fed || f;
 		c->in_pos[i] = b->pos[bi];
 		c->in_cells[i] = blk * ALICE_KV_BLOCK + b->pos[bi] % ALICE_KV_BLOCK; /* physical */
 		c->in_ranges[2 * i] = (int32_t)cell0;
@@ -740,14 +878,15 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	bool discard = n_out == 0; /* still run the step to fill the cache */
 	if (discard)
 		c->in_out[n_out++] = n - 1;
+	struct step_ops so = step_ops_of(c, b, start, n_out);
+	if (discard)
+		so = (struct step_ops){0, false, false, false};
+	so.feed = fed;
 	struct alice_step stp;
 	int32_t logits;
 	enum alice_status st;
-	struct step_ops so = step_ops_of(c, b, start, n_out);
-	if (discard)
-		so = (struct step_ops){0, false, false};
 	if (c->gb_reuse && c->gb_n == n && c->gb_n_out == n_out && c->gb_k == so.k && c->gb_adj_f == so.adj &&
-	    c->gb_draw_f == so.draw) {
+	    c->gb_draw_f == so.draw && c->gb_feed_f == so.feed) {
 		stp = c->gb_step;
 		logits = c->gb_logits;
 	} else {
@@ -767,7 +906,8 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 		c->gb_logits = logits;
 		c->gb_step = stp;
 	}
-	if ((st = write_input(c, stp.inp_tokens, c->in_tok, err)) != ALICE_OK ||
+	if ((st = write_input(c, c->gb_tok_in, c->in_tok, err)) != ALICE_OK ||
+	    (c->gb_feed_in >= 0 && (st = write_input(c, c->gb_feed_in, c->in_feed, err)) != ALICE_OK) ||
 	    (st = write_input(c, stp.inp_pos, c->in_pos, err)) != ALICE_OK ||
 	    (st = write_input(c, stp.inp_ranges, c->in_ranges, err)) != ALICE_OK ||
 	    (st = write_input(c, stp.inp_cells, c->in_cells, err)) != ALICE_OK ||
@@ -778,12 +918,15 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	    (st = write_adjust(c, b, start, n_out, err)) != ALICE_OK ||
 	    (c->gb_draw_in >= 0 && (st = write_draws(c, b, start, n_out, err)) != ALICE_OK))
 		return st;
-	uint32_t n_reads = discard ? 0 : plan_reads(c, b, start, n_out, logits);
-	if ((st = compute_and_read(c, n_reads, err)) != ALICE_OK)
+	o->n_reads = 0;
+	if (!discard)
+		plan_reads(c, o, b, start, n_out, logits, start + n == b->n_tokens);
+	if ((st = compute_chunk(c, o, async, err)) != ALICE_OK)
 		return st;
 	if (!discard) {
-		finish_reads(c, b, start, n_out);
-		c->n_logits += n_out;
+		if (!async)
+			finish_reads(c, o, o->n_logits, n_out);
+		o->n_logits += n_out;
 	}
 	for (int32_t i = 0; i < n; i++) {
 		int32_t s = b->seq ? b->seq[start + i] : 0;
@@ -792,12 +935,14 @@ static enum alice_status run_chunk(struct alice_context *c, const struct alice_b
 	return ALICE_OK;
 }
 
-enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b, struct alice_error *err)
+enum alice_status alice_context_launch(struct alice_context *c, const struct alice_batch *b, struct alice_error *err)
 {
-	c->n_logits = 0;
+	if (c->n_flight >= 2)
+		return alice_fail(err, ALICE_ERR_INVALID, "launch: two steps are in flight: finish one first");
 	if (!b || b->n_tokens <= 0 || !b->token || !b->pos)
 		return alice_fail(err, ALICE_ERR_INVALID, "decode: empty batch");
 	int32_t n_vocab = (int32_t)c->m->hp.n_vocab;
+	const struct ctx_out *prev = &c->out[c->out_head ^ 1];
 	int32_t *next = malloc(c->n_seq * sizeof(*next));
 	if (!next)
 		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
@@ -811,7 +956,16 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 					c->n_seq);
 			goto out;
 		}
-		if (b->token[i] < 0 || b->token[i] >= n_vocab) {
+		if (b->feed && b->feed[i] >= 0) {
+			if (!c->feed_on || !c->feed_ok || b->n_tokens > (int32_t)c->n_batch || b->feed[i] >= prev->n_logits ||
+			    prev->pick_at[b->feed[i]] < 0) {
+				st = alice_fail(err, ALICE_ERR_INVALID,
+						"decode: token %d: row %d of the step launched before was not picked on "
+						"the device",
+						i, b->feed[i]);
+				goto out;
+			}
+		} else if (b->token[i] < 0 || b->token[i] >= n_vocab) {
 			st = alice_fail(err, ALICE_ERR_RANGE, "decode: token %d: id %d out of range (n_vocab %d)", i,
 					b->token[i], n_vocab);
 			goto out;
@@ -836,33 +990,9 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 		next[s]++;
 		rows += wants_logits(b, i);
 	}
-	if (rows > c->logits_cap) {
-		/* the rows are rewritten by every decode: nothing to keep */
-		logits_free(c);
-		const struct alice_backend_vtable *vt = c->m->be->vt;
-		size_t bytes = rows * (size_t)c->out_width * sizeof(float);
-		float *nl = NULL;
-		if (ALICE_VT_HAS(vt, host_alloc) && ALICE_VT_HAS(vt, host_free)) {
-			nl = vt->host_alloc(c->m->bctx, bytes);
-			c->logits_pinned = nl != NULL;
-		}
-		if (!nl)
-			nl = malloc(bytes);
-		if (!nl) {
-			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %zu logits rows", rows);
-			goto out;
-		}
-		c->logits = nl;
-		c->logits_cap = rows;
-		c->row_full = malloc(rows * sizeof(*c->row_full));
-		c->top = c->topk ? host_buf(c, rows * 2 * (size_t)c->topk * sizeof(*c->top), &c->top_pinned) : NULL;
-		c->drawn = c->draw_on ? host_buf(c, rows * 2 * sizeof(*c->drawn), &c->drawn_pinned) : NULL;
-		if (!c->row_full || (c->topk && !c->top) || (c->draw_on && !c->drawn)) {
-			logits_free(c);
-			st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %zu logits rows", rows);
-			goto out;
-		}
-	}
+	struct ctx_out *o = &c->out[c->out_head];
+	if ((st = out_reserve(c, o, rows, err)) != ALICE_OK)
+		goto out;
 	/* the blocks the new positions need, then the device's table */
 	for (uint32_t s = 0; s < c->n_seq; s++) {
 		if (next[s] == c->seq_len[s])
@@ -879,44 +1009,109 @@ enum alice_status alice_context_decode(struct alice_context *c, const struct ali
 	}
 	if ((st = alice_context_sync_blocks(c, err)) != ALICE_OK)
 		goto out;
+	/* one chunk goes in flight where the backend can; more run here, one
+	 * after the other, once nothing else is in flight */
+	bool async = can_launch(c) && b->n_tokens <= (int32_t)c->n_batch;
+	if (!async)
+		settle(c);
+	o->n_logits = 0;
+	o->st = ALICE_OK;
 	for (int32_t start = 0; start < b->n_tokens; start += (int32_t)c->n_batch) {
 		int32_t n = b->n_tokens - start;
 		if (n > (int32_t)c->n_batch)
 			n = (int32_t)c->n_batch;
-		if ((st = run_chunk(c, b, start, n, err)) != ALICE_OK) {
-			c->n_logits = 0;
+		if ((st = run_chunk(c, o, b, start, n, async, err)) != ALICE_OK) {
+			o->n_logits = 0;
+			c->feed_ok = false;
 			goto out;
 		}
 	}
+	o->waited = !async;
+	c->out_head ^= 1;
+	c->n_flight++;
+	c->feed_ok = true;
 out:
 	free(next);
 	return st;
 }
 
+enum alice_status alice_context_finish(struct alice_context *c, struct alice_error *err)
+{
+	if (c->n_flight <= 0)
+		return alice_fail(err, ALICE_ERR_INVALID, "finish: no step is in flight");
+	const int32_t i = ctx_oldest(c);
+	struct ctx_out *o = &c->out[i];
+	if (!o->waited) {
+		const struct alice_backend_vtable *vt = c->m->be->vt;
+		o->waited = true;
+		o->st = vt->graph_wait(c->m->bctx);
+		if (o->st != ALICE_OK)
+			alice_fail(&o->err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", c->m->be->name,
+				   vt->last_error(c->m->bctx));
+		else
+			finish_reads(c, o, 0, o->n_logits);
+	}
+	c->n_flight--;
+	c->out_cur = i;
+	if (o->st != ALICE_OK) {
+		o->n_logits = 0;
+		c->feed_ok = false;
+		if (err)
+			*err = o->err;
+		return o->st;
+	}
+	return ALICE_OK;
+}
+
+int32_t alice_context_in_flight(const struct alice_context *c)
+{
+	return c->n_flight;
+}
+
+bool alice_context_can_feed(const struct alice_context *c)
+{
+	return c->feed_on;
+}
+
+enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b, struct alice_error *err)
+{
+	if (c->n_flight > 0)
+		return alice_fail(err, ALICE_ERR_INVALID, "decode: a launched step is not finished");
+	enum alice_status st = alice_context_launch(c, b, err);
+	if (st != ALICE_OK) {
+		c->out[c->out_cur].n_logits = 0;
+		return st;
+	}
+	return alice_context_finish(c, err);
+}
+
 const float *alice_context_logits(const struct alice_context *c, int32_t i)
 {
-	if (c->embd || i < 0 || i >= c->n_logits || !c->row_full[i])
+	const struct ctx_out *o = &c->out[c->out_cur];
+	if (c->embd || i < 0 || i >= o->n_logits || !o->row_full[i])
 		return NULL;
-	return c->logits + (size_t)i * c->out_width;
+	return o->logits + (size_t)i * c->out_width;
 }
 
 const float *alice_context_embd(const struct alice_context *c, int32_t i)
 {
-	if (!c->embd || i < 0 || i >= c->n_logits)
+	const struct ctx_out *o = &c->out[c->out_cur];
+	if (!c->embd || i < 0 || i >= o->n_logits)
 		return NULL;
-	return c->logits + (size_t)i * c->out_width;
+	return o->logits + (size_t)i * c->out_width;
 }
 
 int32_t alice_context_n_logits(const struct alice_context *c)
 {
-	return c->n_logits;
+	return c->out[c->out_cur].n_logits;
 }
 
 const int32_t *alice_context_top(const struct alice_context *c, int32_t i)
 {
-	if (!c->topk || i < 0 || i >= c->n_logits || (c->draw_on && c->drawn[2 * i + 1] >= 0))
+	const struct ctx_out *o = &c->out[c->out_cur];
+	if (!c->topk || i < 0 || i >= o->n_logits || (c->draw_on && o->drawn[2 * i + 1] >= 0))
 		return NULL; /* a drawn row's entries are not read back */
-	return c->top + (size_t)i * 2 * c->topk;
+	return o->top + (size_t)i * 2 * c->topk;
 }
 
 int32_t alice_context_top_k(const struct alice_context *c)
@@ -926,10 +1121,11 @@ int32_t alice_context_top_k(const struct alice_context *c)
 
 bool alice_context_drawn(const struct alice_context *c, int32_t i, int32_t *token, bool *used)
 {
-	if (!c->draw_on || i < 0 || i >= c->n_logits || c->drawn[2 * i + 1] < 0)
+	const struct ctx_out *o = &c->out[c->out_cur];
+	if (!c->draw_on || i < 0 || i >= o->n_logits || o->drawn[2 * i + 1] < 0)
 		return false;
-	*token = c->drawn[2 * i];
-	*used = c->drawn[2 * i + 1] != 0;
+	*token = o->drawn[2 * i];
+	*used = o->drawn[2 * i + 1] != 0;
 	return true;
 }
 

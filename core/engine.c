@@ -906,7 +906,7 @@ static void step(struct alice_engine *e)
 	if (n == 0)
 		return;
 	struct alice_batch b = {n,	    e->b_tok,  e->b_pos, e->b_seq,   e->b_logits, e->b_solo,
-				e->b_top, e->b_draw, e->b_adj, e->b_n_adj, e->b_topn};
+				e->b_top, e->b_draw, e->b_adj, e->b_n_adj, e->b_topn, NULL};
 	struct alice_error err = {{0}};
 	/* ALICE_ENGINE_TRACE=1: one line per step on stderr (what a step held,
 	 * how long its decode, picks and the host before it took) */

@@ -538,26 +538,43 @@ int32_t alice_gb_copy(struct alice_gb *gb, int32_t src, uint32_t type)
 	return push_node(gb, ALICE_OP_COPY, d, src, -1, -1, -1);
 }
 
-int32_t alice_gb_topk(struct alice_gb *gb, int32_t x, int32_t k)
+int32_t alice_gb_topk(struct alice_gb *gb, int32_t x, int32_t k, int32_t into)
 {
 	if (!all_valid(gb, x, -2))
 		return -1;
 	if (k < 1 || k > ALICE_TOPK_MAX || k > T(x)->ne[0] || T(x)->ne[2] != 1 || T(x)->ne[3] != 1)
 		return alice_gb_error(gb, "topk: %d of a [%lld, %lld] tensor", k, (long long)T(x)->ne[0],
 				      (long long)T(x)->ne[1]);
-	int32_t d = alice_gb_new(gb, ALICE_TYPE_I32, 2, k, T(x)->ne[1], 1);
+	if (into >= 0 && (!valid(gb, into) || T(into)->type != ALICE_TYPE_I32 || T(into)->ne[0] != 2 ||
+			  T(into)->ne[1] != k || T(into)->ne[2] != T(x)->ne[1]))
+		return alice_gb_error(gb, "topk: the output tensor is not I32 [2, %d, %lld]", k, (long long)T(x)->ne[1]);
+	int32_t d = into >= 0 ? into : alice_gb_new(gb, ALICE_TYPE_I32, 2, k, T(x)->ne[1], 1);
 	if (push_node(gb, ALICE_OP_TOPK, d, x, -1, -1, -1) < 0)
 		return -1;
 	last_node(gb)->ip[0] = k;
 	return d;
 }
 
-int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params)
+int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params, int32_t into)
 {
 	if (!all_valid(gb, x, params))
 		return -1;
-	int32_t d = alice_gb_new(gb, ALICE_TYPE_I32, 2, T(x)->ne[1], 1, 1);
+	if (into >= 0 && (!valid(gb, into) || T(into)->type != ALICE_TYPE_I32 || T(into)->ne[0] != 2 ||
+			  T(into)->ne[1] != T(x)->ne[1]))
+		return alice_gb_error(gb, "sample_temp: the output tensor is not I32 [2, %lld]", (long long)T(x)->ne[1]);
+	int32_t d = into >= 0 ? into : alice_gb_new(gb, ALICE_TYPE_I32, 2, T(x)->ne[1], 1, 1);
 	return push_node(gb, ALICE_OP_SAMPLE_TEMP, d, x, params, -1, -1);
+}
+
+int32_t alice_gb_feed(struct alice_gb *gb, int32_t host, int32_t idx, int32_t picks)
+{
+	if (!all_valid(gb, host, idx) || !all_valid(gb, picks, -2))
+		return -1;
+	if (T(host)->type != ALICE_TYPE_I32 || T(idx)->type != ALICE_TYPE_I32 || T(picks)->type != ALICE_TYPE_I32 ||
+	    T(idx)->ne[0] != T(host)->ne[0])
+		return alice_gb_error(gb, "feed: tokens, indices and picks must be I32, the first two of one length");
+	int32_t d = alice_gb_new(gb, ALICE_TYPE_I32, T(host)->ne[0], 1, 1, 1);
+	return push_node(gb, ALICE_OP_FEED, d, host, idx, picks, -1);
 }
 
 int32_t alice_gb_logit_adjust(struct alice_gb *gb, int32_t x, int32_t recs)

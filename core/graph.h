@@ -126,10 +126,14 @@ int32_t alice_gb_kv_write(struct alice_gb *gb, int32_t cache, int32_t rows, int3
 int32_t alice_gb_glu(struct alice_gb *gb, int32_t a, int32_t b, int act);
 int32_t alice_gb_unary(struct alice_gb *gb, int32_t a, int act);
 int32_t alice_gb_copy(struct alice_gb *gb, int32_t src, uint32_t type);
-/* TOPK: I32 [2, k, rows] (index, value bits) pairs of each row of x, best first */
-int32_t alice_gb_topk(struct alice_gb *gb, int32_t x, int32_t k);
-/* SAMPLE_TEMP: I32 [2, rows] (token, used) per row of x; params I32 [4, rows] */
-int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params);
+/* TOPK: I32 [2, k, rows] (index, value bits) pairs of each row of x, best
+ * first; into (>= 0): that tensor of this shape (an external one) holds them */
+int32_t alice_gb_topk(struct alice_gb *gb, int32_t x, int32_t k, int32_t into);
+/* SAMPLE_TEMP: I32 [2, rows] (token, used) per row of x; params I32 [4, rows];
+ * into as for alice_gb_topk */
+int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params, int32_t into);
+/* FEED (backend.h): I32 [n] token ids, host[i] or picks[idx[i]] */
+int32_t alice_gb_feed(struct alice_gb *gb, int32_t host, int32_t idx, int32_t picks);
 /* LOGIT_ADJUST (backend.h) in place on logits x with records recs (I32
  * [6, L]); returns x. */
 int32_t alice_gb_logit_adjust(struct alice_gb *gb, int32_t x, int32_t recs);

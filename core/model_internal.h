@@ -32,6 +32,26 @@ struct alice_model {
 	bool weights_imported;
 };
 
+/* One step's results, as read back. A context has two: a step's are read
+ * while the next one runs (alice_context_launch). */
+struct ctx_out {
+	float *logits; /* [n_logits * out_width] rows read whole */
+	int32_t *top;  /* [cap * 2 * topk] */
+	int32_t *drawn; /* [cap * 2] (token, used) per row */
+	bool *row_full; /* [cap] the row's whole logits were read */
+	int32_t *pick_at; /* [cap] FEED's element of the row's pick in the pick buffer, -1: none */
+	bool *is_drawn;   /* [cap] the row was drawn (else its drawn entry reads -1) */
+	size_t cap;       /* rows */
+	bool logits_pinned, top_pinned, drawn_pinned; /* from the backend's host_alloc */
+	int32_t n_logits;
+	int32_t k; /* TOPK's entries per row in the step (0: none) */
+	struct alice_read *reads; /* [n_batch + 2] */
+	uint32_t n_reads;
+	bool waited;            /* finished on the backend (or computed in place) */
+	enum alice_status st;   /* of the wait */
+	struct alice_error err;
+};
+
 struct alice_context {
 	struct alice_model *m;
 	uint32_t n_ctx, n_seq, n_batch;
@@ -70,21 +90,28 @@ struct alice_context {
 	/* recurrent state (recurrent.c): NULL when the arch has none */
 	struct alice_buffer *rs_buf;
 	struct alice_tensor *rs; /* [n_layer * ALICE_LAYER_STATES] */
-	float *logits;    /* [n_logits * out_width] */
-	bool logits_pinned; /* from the backend's host_alloc */
-	int32_t n_logits;
-	size_t logits_cap; /* rows */
-	int32_t topk;      /* entries per row of top (0 = none) */
-	int32_t *top;      /* [logits_cap * 2 * topk] */
-	bool *row_full;    /* [logits_cap] the row's whole logits were read */
+	/* results: out[out_cur] is the last finished step's (the accessors'),
+	 * out[out_head] the next launch's; n_flight steps are launched and not
+	 * finished (the oldest is out[out_head ^ n_flight & 1]... see ctx_oldest) */
+	struct ctx_out out[2];
+	int32_t out_cur, out_head, n_flight;
+	int32_t topk;      /* the most entries per row TOPK gives (0 = no TOPK) */
 	bool draw_on;      /* the backend draws rows at a temperature (SAMPLE_TEMP) */
 	int32_t *draw_in;  /* [n_batch * 4] one chunk's SAMPLE_TEMP parameters */
-	int32_t *drawn;    /* [logits_cap * 2] (token, used) per row */
 	bool adj_on;       /* the backend edits rows (LOGIT_ADJUST): bias and penalties */
 	int32_t *adj_in;   /* [6 * (1 + ALICE_ADJ_STEP_MAX)] one chunk's records */
 	bool *adj_ok;      /* [n_batch] per output row of the chunk: its records fit */
-	struct alice_read *reads; /* [n_batch + 2] one chunk's copies back (plan_reads) */
-	bool top_pinned, drawn_pinned; /* top, drawn from the backend's host_alloc */
+	/* the picks on the device (TOPK's pairs from element 0, SAMPLE_TEMP's
+	 * from pick_draw_off): a persistent buffer, so the next step's FEED
+	 * reads them (batch.feed) */
+	bool feed_on;
+	bool feed_ok; /* the last launch succeeded: its picks are there to feed */
+	struct alice_buffer *pick_buf;
+	int64_t pick_n, pick_draw_off; /* elements */
+	struct alice_tensor pick_top_t, pick_draw_t, pick_all_t;
+	int32_t *in_feed; /* [n_batch] FEED's indices */
+	int32_t gb_feed_in, gb_tok_in;
+	bool gb_feed_f;
 };
 
 #endif

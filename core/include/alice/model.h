@@ -128,6 +128,12 @@ struct alice_batch {
 	 * a top_only row (a greedy pick); a step whose rows all do takes the
 	 * argmax alone on the device. Other values: alice_context_top_k. */
 	const int32_t *top_n;
+	/* [n_tokens] or NULL: >= 0 where the token is the pick of that output
+	 * row of the step launched just before this one (alice_context_launch;
+	 * still in flight or finished): its draw, else its best entry (the
+	 * caller feeds only rows it picks so); token[i] is then not read. At
+	 * most n_batch tokens; needs alice_context_can_feed. */
+	const int32_t *feed;
 };
 
 /* Run one forward step. Batches larger than n_batch are split internally
@@ -136,6 +142,19 @@ struct alice_batch {
  * Errors: ALICE_ERR_RANGE (position beyond n_ctx, seq out of range,
  * non-consecutive positions), ALICE_ERR_BACKEND (the backend failed; the
  * context stays usable, the batch's sequences should be cleared). */
+/* A step in two halves, so the host's work on one step's results runs
+ * while the next computes: launch starts the step (returns once it is
+ * queued where the backend can, else once it ran); finish waits for the
+ * oldest launched step and makes its rows what the accessors below give.
+ * At most two steps are in flight; decode is launch + finish with none in
+ * flight. A launched step's sequence positions count at once (the next
+ * launch continues them). */
+enum alice_status alice_context_launch(struct alice_context *c, const struct alice_batch *b,
+				       struct alice_error *err);
+enum alice_status alice_context_finish(struct alice_context *c, struct alice_error *err);
+int32_t alice_context_in_flight(const struct alice_context *c);
+/* Whether batch.feed works here (the backend has FEED; no recurrent state). */
+bool alice_context_can_feed(const struct alice_context *c);
 enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b,
 				       struct alice_error *err);
 /* Logits (n_vocab floats) of the i-th row that asked for logits in the last
