@@ -724,9 +724,13 @@ static void plan_reads(struct alice_context *c, struct ctx_out *o, const struct 
 		o->is_drawn[base + j] = drawn;
 		any_draw = any_draw || drawn;
 		any_top = any_top || !drawn;
+		/* a row's pick is on the device when it was drawn, or when its
+		 * caller reads only its best entry (greedy) and it took its edits */
+		const int32_t bi = start + c->in_out[j];
+		const bool best = c->gb_k > 0 && !row_read_whole(c, b, start, j) && b->top_n && b->top_n[bi] == 1;
 		o->pick_at[base + j] = !last_chunk || !c->pick_buf ? -1
 				       : drawn			    ? (int32_t)(c->pick_draw_off + 2 * j)
-				       : c->gb_k > 0		    ? 2 * c->gb_k * j
+				       : best			    ? 2 * c->gb_k * j
 								    : -1;
 	}
 	if (c->gb_top >= 0 && any_top) {
@@ -1061,6 +1065,12 @@ enum alice_status alice_context_finish(struct alice_context *c, struct alice_err
 		return o->st;
 	}
 	return ALICE_OK;
+}
+
+bool alice_context_row_fed_ok(const struct alice_context *c, int32_t row)
+{
+	const struct ctx_out *prev = &c->out[c->out_head ^ 1];
+	return c->feed_on && c->feed_ok && row >= 0 && row < prev->n_logits && prev->pick_at[row] >= 0;
 }
 
 int32_t alice_context_in_flight(const struct alice_context *c)

@@ -45,6 +45,20 @@ struct eng_req {
 	bool kv_waited; /* counted in stats.requests_kv_waited */
 };
 
+/* A step launched and not yet taken (alice_context_launch / finish): what
+ * taking it needs once the next step is built. Per token: its host token
+ * (-1: fed from the step before), sequence and the request its slot served
+ * at launch; per slot: the request, its first row (-1 none), LOGIT_ADJUST
+ * row, drafted tokens and tokens in the step. */
+struct eng_flight {
+	int32_t n, n_rows;
+	int32_t *tok, *seq;
+	struct eng_req **req;
+	struct eng_req **sreq;
+	int32_t *row, *adj_row, *n_draft, *ntok;
+	double t_launch;
+};
+
 struct eng_slot {
 	struct eng_req *r; /* NULL: free (written under mu) */
 	int32_t seq;
@@ -151,6 +165,14 @@ struct alice_engine {
 	const struct alice_logit_adj **b_adj; /* per row: its edits on the device, or NULL */
 	int32_t *b_n_adj;
 	int32_t *b_topn; /* 1: the row's pick reads only its best entry */
+	int32_t *b_feed; /* a fed step's rows of the step before */
+	/* steps in flight: fl_n of them, the oldest fl[fl_old]; pipeline: the
+	 * next step may be launched before the last is taken (the context
+	 * feeds tokens on the device; ALICE_PIPELINE=0 turns it off) */
+	struct eng_flight fl[2];
+	int32_t fl_n, fl_old;
+	bool pipeline;
+	bool trace; /* ALICE_ENGINE_TRACE=1: a line per step on stderr */
 	struct alice_workpool *pool; /* samples a step's rows in parallel */
 	struct eng_slot **picks;     /* [n_slots]: the slots sampled this step */
 	bool *active;                /* [n_slots]: scratch of kv_stats_update */
@@ -269,6 +291,10 @@ static struct eng_req *slot_release(struct alice_engine *e, struct eng_slot *sl)
 	sl->detok = NULL;
 	sl->pending.n = 0;
 	sl->pending.oom = false;
+	/* a step launched before the request ended computed a position past
+	 * its end (the pipelined engine): take it back */
+	if (alice_context_seq_len(e->ctx, sl->seq) > sl->n_past && sl->n_past > 0)
+		alice_context_seq_truncate(e->ctx, sl->seq, sl->n_past);
 	/* the blocks it did not take go back; those it holds stay cached */
 	alice_context_seq_reserve(e->ctx, sl->seq, 0);
 	/* keep the KV for the next request unless it may be inconsistent */
@@ -539,9 +565,10 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
  * the whole row stays on the device, with the slot's logit bias and
  * penalties applied there first (sl->adj); first: the row follows every
  * accepted token (a verify row after drafted tokens does not, so it takes
- * no edits: such a row is read whole when the sampler has any). True when
- * the row carries the slot's edits. */
-static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, bool first)
+ * no edits: such a row is read whole when the sampler has any); ahead:
+ * draws of the slot still in flight before this row's. True when the row
+ * carries the slot's edits. */
+static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, bool first, int32_t ahead)
 {
 	int32_t k = alice_context_top_k(e->ctx), n_adj = 0;
 	e->b_draw[n] = (struct alice_draw){0, 0};
@@ -561,7 +588,7 @@ static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, boo
 	if (n_adj < 0 || (!first && !alice_sampler_top_ok(sl->sampler, k, false)))
 		return false;
 	if (first && alice_sampler_temp_ok(sl->sampler, adjusted))
-		alice_sampler_temp_params(sl->sampler, 0, &e->b_draw[n].t, &e->b_draw[n].r);
+		alice_sampler_temp_params(sl->sampler, ahead, &e->b_draw[n].t, &e->b_draw[n].r);
 	e->b_top[n] = e->b_draw[n].t > 0 || alice_sampler_top_ok(sl->sampler, k, adjusted);
 	e->b_topn[n] = alice_sampler_top_ok(sl->sampler, 1, adjusted) ? 1 : 0;
 	if (!e->b_top[n] || !adjusted)
@@ -835,7 +862,10 @@ static void slot_spec_adapt(struct alice_engine *e, struct eng_slot *sl, int32_t
 		sl->spec_k = cap;
 }
 
-static void step(struct alice_engine *e)
+/* Build the step from the slots' state: one row per generating slot (plus
+ * its drafted tokens) and prefill chunks; sets sl->row / adj_row / n_draft.
+ * Returns the tokens (0: nothing to do), *n_rows the output rows. */
+static int32_t build_step(struct alice_engine *e, int32_t *n_rows_out)
 {
 	int32_t n = 0, n_rows = 0;
 	/* decode tokens first: one per generating slot (plus its drafted
@@ -851,13 +881,14 @@ static void step(struct alice_engine *e)
 		sl->row = n_rows;
 		for (int32_t k = 0; k <= sl->n_draft; k++) {
 			e->b_tok[n] = k ? sl->draft[k - 1] : sl->last_token;
+			e->b_feed[n] = -1;
 			e->b_pos[n] = sl->n_past + k;
 			e->b_seq[n] = sl->seq;
 			e->b_logits[n] = true;
 			e->b_solo[n] = sl->n_draft > 0;
 			/* a verify row's uniform and penalties depend on the rows
 			 * before it: only the first is drawn or edited by the backend */
-			if (slot_row(e, sl, n, k == 0))
+			if (slot_row(e, sl, n, k == 0, 0))
 				sl->adj_row = n_rows;
 			n_rows++;
 			n++;
@@ -879,6 +910,7 @@ static void step(struct alice_engine *e)
 			break;
 		for (int32_t k = 0; k < chunk; k++) {
 			e->b_tok[n] = sl->r->prompt[sl->n_past + k];
+			e->b_feed[n] = -1;
 			e->b_pos[n] = sl->n_past + k;
 			e->b_seq[n] = sl->seq;
 			e->b_logits[n] = false;
@@ -898,47 +930,174 @@ static void step(struct alice_engine *e)
 			n_rows += chunk;
 		} else if (chunk == left) {
 			e->b_logits[n - 1] = true;
-			if (slot_row(e, sl, n - 1, true))
+			if (slot_row(e, sl, n - 1, true, 0))
 				sl->adj_row = n_rows;
 			sl->row = n_rows++;
 		}
 	}
-	if (n == 0)
-		return;
-	struct alice_batch b = {n,	    e->b_tok,  e->b_pos, e->b_seq,   e->b_logits, e->b_solo,
-				e->b_top, e->b_draw, e->b_adj, e->b_n_adj, e->b_topn, NULL};
-	struct alice_error err = {{0}};
-	/* ALICE_ENGINE_TRACE=1: one line per step on stderr (what a step held,
-	 * how long its decode, picks and the host before it took) */
-	static int trace = -1;
-	if (trace < 0)
-		trace = getenv("ALICE_ENGINE_TRACE") && atoi(getenv("ALICE_ENGINE_TRACE")) > 0;
-	double t_dec = trace ? now_ms() : 0;
-	enum alice_status st = alice_context_decode(e->ctx, &b, &err);
-	double t_end = trace ? now_ms() : 0;
+	*n_rows_out = n_rows;
+	return n;
+}
+
+/* Whether the next step can be launched before the one in flight (f) is
+ * taken: every busy slot has one row in f, picked on the device (its
+ * argmax or its draw: FEED takes it from there), and its next row needs
+ * nothing f's token changes on the host: no grammar, no penalties (their
+ * records would miss that token), no drafting; it may go on (max_tokens,
+ * context); none is cancelled, and no request waits for a free slot. */
+static bool pipeline_ok(struct alice_engine *e, const struct eng_flight *f)
+{
+	if (!e->pipeline)
+		return false;
 	pthread_mutex_lock(&e->mu);
-	e->stats.steps++;
+	bool queued = e->q_head != NULL;
 	pthread_mutex_unlock(&e->mu);
+	int32_t live = 0;
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_slot *sl = &e->slots[i];
+		struct eng_req *r = sl->r;
+		if (!r)
+			continue;
+		if (r != f->sreq[i] || f->row[i] < 0 || f->n_draft[i] > 0 || r->grammar ||
+		    __atomic_load_n(&r->cancel, __ATOMIC_RELAXED) || !alice_context_row_fed_ok(e->ctx, f->row[i]) ||
+		    !alice_sampler_pipeline_ok(sl->sampler))
+			return false;
+		if (r->max_tokens >= 0 && sl->n_generated + 2 > r->max_tokens)
+			return false;
+		if (sl->n_past + f->ntok[i] + 1 > (int32_t)e->n_ctx)
+			return false;
+		live++;
+	}
+	/* a free slot and a request to admit into it: this step first */
+	return live > 0 && !(queued && live < (int32_t)e->n_slots);
+}
+
+/* The step after f, its tokens fed from f's picks on the device: one row
+ * per slot of f, at the position after f's tokens; draws take the uniform
+ * one ahead (f's draw takes the one before it). */
+static int32_t build_fed(struct alice_engine *e, const struct eng_flight *f, int32_t *n_rows_out)
+{
+	int32_t n = 0;
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_slot *sl = &e->slots[i];
+		sl->row = -1;
+		sl->adj_row = -1;
+		sl->n_draft = 0;
+		if (!sl->r)
+			continue;
+		e->b_tok[n] = 0;
+		e->b_feed[n] = f->row[i];
+		e->b_pos[n] = sl->n_past + f->ntok[i];
+		e->b_seq[n] = sl->seq;
+		e->b_logits[n] = true;
+		e->b_solo[n] = false;
+		if (slot_row(e, sl, n, true, 1))
+			sl->adj_row = n;
+		sl->row = n++;
+	}
+	*n_rows_out = n;
+	return n;
+}
+
+/* Every request with a token in the failed step ends with msg. */
+static void fail_step(struct alice_engine *e, const int32_t *seq, struct eng_req *const *req, int32_t n,
+		      const char *msg)
+{
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_slot *sl = &e->slots[i];
+		bool in_batch = false;
+		for (int32_t k = 0; k < n && !in_batch; k++)
+			in_batch = seq[k] == sl->seq && req[k] == sl->r;
+		if (sl->r && in_batch)
+			slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
+	}
+}
+
+/* Launch the built step of n tokens (fed: from the step in flight) and
+ * record it in the flight ring. False (its requests failed) on error. */
+static bool launch_step(struct alice_engine *e, int32_t n, int32_t n_rows, bool fed)
+{
+	struct alice_batch b = {n,	    e->b_tok,  e->b_pos, e->b_seq,   e->b_logits,		e->b_solo,
+				e->b_top, e->b_draw, e->b_adj, e->b_n_adj, e->b_topn, fed ? e->b_feed : NULL};
+	struct alice_error err = {{0}};
+	struct eng_flight *f = &e->fl[(e->fl_old + e->fl_n) & 1];
+	for (int32_t k = 0; k < n; k++) {
+		f->tok[k] = fed && e->b_feed[k] >= 0 ? -1 : e->b_tok[k];
+		f->seq[k] = e->b_seq[k];
+		f->req[k] = e->slots[e->b_seq[k]].r;
+	}
+	f->n = n;
+	f->n_rows = n_rows;
+	f->t_launch = now_ms();
+	enum alice_status st = alice_context_launch(e->ctx, &b, &err);
 	if (st != ALICE_OK) {
 		char msg[ALICE_ERROR_MSG_MAX + 64];
 		snprintf(msg, sizeof(msg), "decode failed (%s): %s", alice_status_str(st), err.msg);
 		alice_log(ALICE_LOG_ERROR, "engine: %s", msg);
 		/* every request in this batch fails; the others never were in it */
-		for (uint32_t i = 0; i < e->n_slots; i++) {
-			struct eng_slot *sl = &e->slots[i];
-			bool in_batch = false;
-			for (int32_t k = 0; k < n && !in_batch; k++)
-				in_batch = e->b_seq[k] == sl->seq;
-			if (sl->r && in_batch)
-				slot_finish(e, sl, ALICE_ENGINE_FINISH_ERROR, NULL, 0, msg);
-		}
+		fail_step(e, f->seq, f->req, n, msg);
+		return false;
+	}
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_slot *sl = &e->slots[i];
+		f->sreq[i] = sl->r;
+		f->row[i] = sl->r ? sl->row : -1;
+		f->adj_row[i] = sl->adj_row;
+		f->n_draft[i] = sl->r ? sl->n_draft : 0;
+		f->ntok[i] = 0;
+	}
+	for (int32_t k = 0; k < n; k++)
+		f->ntok[e->b_seq[k]]++;
+	e->fl_n++;
+	pthread_mutex_lock(&e->mu);
+	e->stats.steps++;
+	pthread_mutex_unlock(&e->mu);
+	return true;
+}
+
+/* Whether a request that had a row in f still runs. */
+static bool flight_live(const struct alice_engine *e, const struct eng_flight *f)
+{
+	for (uint32_t i = 0; i < e->n_slots; i++)
+		if (e->slots[i].r && e->slots[i].r == f->sreq[i] && f->row[i] >= 0)
+			return true;
+	return false;
+}
+
+/* Finish the oldest step in flight and act on its rows: positions, picks,
+ * tokens out. A slot whose request ended since the launch is skipped (its
+ * row was computed past the end; slot_release took that position back). */
+static void take_step(struct alice_engine *e)
+{
+	struct eng_flight *f = &e->fl[e->fl_old];
+	struct alice_error err = {{0}};
+	double t_dec = now_ms();
+	enum alice_status st = alice_context_finish(e->ctx, &err);
+	double t_end = now_ms();
+	e->fl_old ^= 1;
+	e->fl_n--;
+	if (st != ALICE_OK) {
+		char msg[ALICE_ERROR_MSG_MAX + 64];
+		snprintf(msg, sizeof(msg), "decode failed (%s): %s", alice_status_str(st), err.msg);
+		alice_log(ALICE_LOG_ERROR, "engine: %s", msg);
+		fail_step(e, f->seq, f->req, f->n, msg);
 		return;
 	}
-	/* advance positions */
-	for (int32_t k = 0; k < n; k++) {
-		struct eng_slot *sl = &e->slots[e->b_seq[k]];
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_slot *sl = &e->slots[i];
+		bool mine = sl->r && sl->r == f->sreq[i];
+		sl->row = mine ? f->row[i] : -1;
+		sl->adj_row = mine ? f->adj_row[i] : -1;
+		sl->n_draft = mine ? f->n_draft[i] : 0;
+	}
+	/* advance positions (a fed token is the one the previous step picked:
+	 * the slot's last token by now) */
+	for (int32_t k = 0; k < f->n; k++) {
+		struct eng_slot *sl = &e->slots[f->seq[k]];
+		if (!sl->r || sl->r != f->req[k])
+			continue;
 		if (sl->toks && sl->n_past < (int32_t)e->n_ctx)
-			sl->toks[sl->n_past] = e->b_tok[k];
+			sl->toks[sl->n_past] = f->tok[k] >= 0 ? f->tok[k] : sl->last_token;
 		sl->n_past++;
 	}
 	for (uint32_t i = 0; i < e->n_slots; i++) /* drafted positions count once accepted */
@@ -984,11 +1143,37 @@ static void step(struct alice_engine *e)
 		/* the KV of rejected positions is dropped (rewritten later) */
 		alice_context_seq_truncate(e->ctx, sl->seq, sl->r ? sl->n_past : sl->n_cached);
 	}
-	if (trace) {
-		fprintf(stderr, "engine step: %d tokens %d rows decode %.3f picks+events %.3f host-before %.3f ms\n", n,
-			n_rows, t_end - t_dec, now_ms() - t_end, e->t_step_end > 0 ? t_dec - e->t_step_end : 0.0);
-		e->t_step_end = now_ms();
+	if (e->trace) {
+		fprintf(stderr, "engine step: %d tokens %d rows launched-to-done %.3f wait %.3f picks+events %.3f ms%s\n",
+			f->n, f->n_rows, t_end - f->t_launch, t_end - t_dec, now_ms() - t_end,
+			e->fl_n ? " (next in flight)" : "");
 	}
+}
+
+static void step(struct alice_engine *e)
+{
+	if (e->fl_n == 0) {
+		int32_t n_rows = 0, n = build_step(e, &n_rows);
+		if (n == 0 || !launch_step(e, n, n_rows, false))
+			return;
+	}
+	/* one step in flight: queue the next behind it when its tokens can
+	 * come from this one's picks on the device, so the host's work on
+	 * this one (picks, detokenizing, events) overlaps the next's compute */
+	const struct eng_flight *f = &e->fl[e->fl_old];
+	if (e->fl_n == 1 && pipeline_ok(e, f)) {
+		int32_t n_rows = 0, n = build_fed(e, f, &n_rows);
+		if (n > 0 && launch_step(e, n, n_rows, true)) {
+			pthread_mutex_lock(&e->mu);
+			e->stats.steps_fed++;
+			pthread_mutex_unlock(&e->mu);
+		}
+	}
+	take_step(e);
+	/* a step in flight whose every request ended is taken now (nothing to
+	 * overlap it with; the engine must not sleep over it) */
+	if (e->fl_n == 1 && !flight_live(e, &e->fl[e->fl_old]))
+		take_step(e);
 }
 
 static void *engine_main(void *arg)
@@ -1002,7 +1187,7 @@ static void *engine_main(void *arg)
 		double now = now_ms();
 		bool stale = now - e->t_kv_stats >= 20.0;
 		for (;;) {
-			bool busy = e->q_head != NULL;
+			bool busy = e->q_head != NULL || e->fl_n > 0;
 			for (uint32_t i = 0; i < e->n_slots && !busy; i++)
 				busy = e->slots[i].r != NULL;
 			if (!busy || stale) {
@@ -1057,6 +1242,8 @@ static void *engine_main(void *arg)
 		}
 		if (!stopping)
 			step(e);
+		while (stopping && e->fl_n > 0) /* its requests are cancelled: rows skipped */
+			take_step(e);
 		if (e->on_round)
 			e->on_round(e->round_user, false);
 		if (stopping)
@@ -1138,6 +1325,25 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_adj = malloc(step_max * sizeof(*e->b_adj));
 	e->b_n_adj = malloc(step_max * sizeof(*e->b_n_adj));
 	e->b_topn = malloc(step_max * sizeof(*e->b_topn));
+	e->b_feed = malloc(step_max * sizeof(*e->b_feed));
+	bool fl_ok = true;
+	for (int i = 0; i < 2; i++) {
+		struct eng_flight *f = &e->fl[i];
+		f->tok = malloc(step_max * sizeof(*f->tok));
+		f->seq = malloc(step_max * sizeof(*f->seq));
+		f->req = malloc(step_max * sizeof(*f->req));
+		f->sreq = calloc(e->n_slots, sizeof(*f->sreq));
+		f->row = malloc(e->n_slots * sizeof(*f->row));
+		f->adj_row = malloc(e->n_slots * sizeof(*f->adj_row));
+		f->n_draft = malloc(e->n_slots * sizeof(*f->n_draft));
+		f->ntok = malloc(e->n_slots * sizeof(*f->ntok));
+		fl_ok = fl_ok && f->tok && f->seq && f->req && f->sreq && f->row && f->adj_row && f->n_draft && f->ntok;
+	}
+	const char *pe = getenv("ALICE_PIPELINE");
+	e->pipeline = alice_context_can_feed(e->ctx) && !e->embd && e->spec.mode == ALICE_SPEC_NONE &&
+		      !(pe && pe[0] == '0');
+	const char *te = getenv("ALICE_ENGINE_TRACE");
+	e->trace = te && atoi(te) > 0;
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));
 	e->active = calloc(e->n_slots, sizeof(*e->active));
 	if (e->embd && !(e->vec = malloc((size_t)step_max * (size_t)e->n_embd * sizeof(float)))) {
@@ -1145,7 +1351,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		goto fail;
 	}
 	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->b_draw ||
-	    !e->b_adj || !e->b_n_adj || !e->b_topn || !e->picks || !e->active) {
+	    !e->b_adj || !e->b_n_adj || !e->b_topn || !e->b_feed || !fl_ok || !e->picks || !e->active) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -1227,6 +1433,18 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_adj);
 	free(e->b_n_adj);
 	free(e->b_topn);
+	free(e->b_feed);
+	for (int i = 0; i < 2; i++) {
+		struct eng_flight *f = &e->fl[i];
+		free(f->tok);
+		free(f->seq);
+		free(f->req);
+		free(f->sreq);
+		free(f->row);
+		free(f->adj_row);
+		free(f->n_draft);
+		free(f->ntok);
+	}
 	free(e->picks);
 	free(e->active);
 	free(e->vec);

@@ -667,6 +667,11 @@ static bool has_adjust(const struct alice_sampler *s)
 	return s->p.n_logit_bias || s->stamp || s->counts;
 }
 
+bool alice_sampler_pipeline_ok(const struct alice_sampler *s)
+{
+	return s && !s->p.logprobs && !s->stamp && !s->counts;
+}
+
 bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k, bool adjusted)
 {
 	return s && k >= 1 && (adjusted || !has_adjust(s)) && !s->p.logprobs &&

@@ -91,6 +91,9 @@ static void load_metrics(struct evbuffer *b, const struct srv *s, const struct a
 	       "to the host (grammars, logprobs, top-p without top-k, a backend without the sampling ops).");
 	evbuffer_add_printf(b, "alice_token_picks_total{where=\"device\"} %llu\n", (unsigned long long)st->picks_device);
 	evbuffer_add_printf(b, "alice_token_picks_total{where=\"host\"} %llu\n", (unsigned long long)st->picks_host);
+	metric(b, "alice_steps_fed_total", "counter",
+	       "Steps launched before the previous step's tokens reached the host (tokens fed on the device).");
+	evbuffer_add_printf(b, "alice_steps_fed_total %llu\n", (unsigned long long)st->steps_fed);
 	metric(b, "alice_requests_in_flight", "gauge", "Completion requests being answered.");
 	evbuffer_add_printf(b, "alice_requests_in_flight %d\n", s->n_gens);
 	metric(b, "alice_connections_open", "gauge", "Open HTTP connections (at most --max-connections).");

@@ -259,7 +259,8 @@ async function agentLoop(tc, stream) {
   try {
     args = JSON.parse(call.function.arguments);
   } catch (e) { /* checked below */ }
-  check(`${tag}: arguments valid`, args && typeof args.city === 'string' && args.city.length <= 10 &&
+  // maxLength counts characters (code points, JSON Schema), not UTF-16 units
+  check(`${tag}: arguments valid`, args && typeof args.city === 'string' && [...args.city].length <= 10 &&
     Number.isInteger(args.days) && args.days >= 1 && args.days <= 3, call && call.function.arguments);
   convo.push(msg);
   convo.push({ role: 'tool', tool_call_id: call.id, content: JSON.stringify({ temperature_c: 21, sky: 'clear' }) });

@@ -477,3 +477,64 @@ Test(engine, backend_sampling_equals_host_sampling)
 		cr_assert_eq(dev[i].finish, host[i].finish, "request %d", i);
 	}
 }
+
+/* The pipelined engine (a step launched before the previous step's tokens
+ * reach the host, fed from its picks on the device) gives every request
+ * the tokens, text and finish of the step-by-step engine (ALICE_PIPELINE=0):
+ * greedy and drawn requests with and without a logit bias, requests that
+ * end on a stop string, on end-of-generation or on max_tokens while their
+ * next step is in flight, a penalised one (never pipelined) beside them,
+ * more requests than slots. */
+Test(engine, pipelined_steps_equal_step_by_step)
+{
+	static const struct alice_logit_bias bias[] = {{100, 3.0f}, {13, 1.5f}};
+	static const char *const stops[] = {"the"};
+	enum { NR = 18 };
+	static struct run runs[2][NR];
+	struct alice_engine_stats st[2];
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			setenv("ALICE_PIPELINE", "0", 1);
+		struct alice_engine *e = engine_new(3, NR, 16);
+		unsetenv("ALICE_PIPELINE");
+		for (int i = 0; i < NR; i++) {
+			struct alice_engine_request q;
+			struct alice_error err = {{0}};
+			struct run *r = &runs[pass][i];
+			run_init(r);
+			request_init(&q, r, prompts[i % N_PROMPTS], i % 6 == 5 ? 1 + i % 3 : 24);
+			q.sampling.temperature = i % 3 == 1 ? 0.9f : 0.0f;
+			q.sampling.seed = 99u + (uint64_t)i;
+			if (i % 4 == 2) {
+				q.sampling.logit_bias = bias;
+				q.sampling.n_logit_bias = 2;
+			}
+			if (i % 5 == 3) {
+				q.stop = stops;
+				q.n_stop = 1;
+			}
+			if (i == 7)
+				q.sampling.presence_penalty = 0.5f;
+			cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_OK, "%s", err.msg);
+			free((int32_t *)q.prompt);
+		}
+		for (int i = 0; i < NR; i++)
+			run_wait(&runs[pass][i]);
+		alice_engine_stats(e, &st[pass]);
+		alice_engine_free(e);
+	}
+	cr_expect_gt(st[0].steps_fed, 20, "the pipelined pass fed %llu steps", (unsigned long long)st[0].steps_fed);
+	cr_expect_eq(st[1].steps_fed, 0);
+	for (int i = 0; i < NR; i++) {
+		const struct run *a = &runs[0][i], *b = &runs[1][i];
+		cr_assert_eq(a->n_tokens, b->n_tokens, "request %d: %d tokens pipelined, %d step by step", i, a->n_tokens,
+			     b->n_tokens);
+		for (int t = 0; t < a->n_tokens; t++)
+			cr_assert_eq(a->tokens[t], b->tokens[t], "request %d token %d: %d vs %d", i, t, a->tokens[t],
+				     b->tokens[t]);
+		cr_assert_str_eq(a->text, b->text, "request %d", i);
+		cr_assert_eq(a->finish, b->finish, "request %d", i);
+		cr_assert_eq(a->n_completion, b->n_completion, "request %d", i);
+		cr_assert_eq(a->n_done_events, 1, "request %d", i);
+	}
+}

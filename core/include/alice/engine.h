@@ -228,6 +228,9 @@ struct alice_engine_stats {
 	/* tokens chosen on the device (from a row's best entries or a draw)
 	 * and from whole logits rows read to the host */
 	uint64_t picks_device, picks_host;
+	/* steps launched before the previous step's tokens reached the host
+	 * (their tokens fed on the device: the pipelined engine) */
+	uint64_t steps_fed;
 };
 #define ALICE_ENGINE_LAT_WINDOW 4096
 void alice_engine_stats(struct alice_engine *e, struct alice_engine_stats *out);

@@ -153,8 +153,11 @@ enum alice_status alice_context_launch(struct alice_context *c, const struct ali
 				       struct alice_error *err);
 enum alice_status alice_context_finish(struct alice_context *c, struct alice_error *err);
 int32_t alice_context_in_flight(const struct alice_context *c);
-/* Whether batch.feed works here (the backend has FEED; no recurrent state). */
+/* Whether batch.feed works here (the backend has FEED; no recurrent state),
+ * and whether output row `row` of the step launched last was picked on the
+ * device (drawn, or its best entry with batch.top_n 1), so it can be fed. */
 bool alice_context_can_feed(const struct alice_context *c);
+bool alice_context_row_fed_ok(const struct alice_context *c, int32_t row);
 enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b,
 				       struct alice_error *err);
 /* Logits (n_vocab floats) of the i-th row that asked for logits in the last

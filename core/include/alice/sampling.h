@@ -132,6 +132,12 @@ int32_t alice_sampler_adjustments(const struct alice_sampler *s, struct alice_lo
  * applied alice_sampler_adjustments to the row first). */
 bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k, bool adjusted);
 
+/* Whether the next step's row is set up the same before this step's token
+ * is known: no logprobs, and no penalties (their records depend on the
+ * tokens so far; a logit bias does not), so a pipelined engine may launch
+ * it before this step's pick reaches the host. */
+bool alice_sampler_pipeline_ok(const struct alice_sampler *s);
+
 /* The same step as alice_sampler_sample (same token, same RNG use) from the
  * row's best k entries: top holds k (id, value bits) pairs, best first, ties
  * to the lower id, values cleaned (backend.h's TOPK), of the row adjusted
