@@ -256,28 +256,30 @@ static void print_batch(const struct opts *o, const struct result *res, int nres
 				const struct batch_result *b = &r->batch[k];
 				printf("  {\"model\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"isa\": \"%s\", "
 				       "\"cpu_flags\": \"%s\", \"ok\": %s, \"B\": %d, \"pp\": %d, \"tg\": %d, \"pp_tps\": %.3f, \"tg_tps\": %.3f, "
-				       "\"tg_seq_tps\": %.3f, \"step_ms\": %.4f, \"step_whole_ms\": %.4f, \"peak_rss_mib\": %.1f}%s\n",
+				       "\"tg_seq_tps\": %.3f, \"step_ms\": %.4f, \"step_whole_ms\": %.4f, \"step_pipe_ms\": %.4f, "
+				       "\"peak_rss_mib\": %.1f}%s\n",
 				       r->model_name, r->backend, r->device, r->isa, r->flags, b->ok ? "true" : "false", o->batch[k],
-				       o->p, o->n, b->pp_tps, b->tg_tps, b->tg_seq_tps, b->step_ms, b->step_whole_ms, r->peak_rss_mib,
+				       o->p, o->n, b->pp_tps, b->tg_tps, b->tg_seq_tps, b->step_ms, b->step_whole_ms, b->step_pipe_ms, r->peak_rss_mib,
 				       i + 1 < nres || k + 1 < o->n_batch ? "," : "");
 			}
 		printf("]\n");
 		return;
 	}
-	printf("| model | backend | B | pp | tg | prefill t/s | decode t/s | per-seq t/s | step ms | step ms, rows read whole |\n");
-	printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+	printf("| model | backend | B | pp | tg | prefill t/s | decode t/s | per-seq t/s | step ms | step ms, rows read whole "
+	       "| step ms, pipelined | decode t/s, pipelined |\n");
+	printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
 	for (int i = 0; i < nres; i++) {
 		const struct result *r = &res[i];
 		for (int k = 0; k < o->n_batch; k++) {
 			const struct batch_result *b = &r->batch[k];
 			if (!b->ok) {
-				printf("| %s | %s | %d | %d | %d | failed: %s | | | | |\n", r->model_name, r->backend,
+				printf("| %s | %s | %d | %d | %d | failed: %s | | | | | | |\n", r->model_name, r->backend,
 				       o->batch[k], o->p, o->n, r->error);
 				break;
 			}
-			printf("| %s | %s | %d | %d | %d | %.2f | %.2f | %.2f | %.3f | %.3f |\n", r->model_name,
+			printf("| %s | %s | %d | %d | %d | %.2f | %.2f | %.2f | %.3f | %.3f | %.3f | %.2f |\n", r->model_name,
 			       r->backend, b->B, o->p, o->n, b->pp_tps, b->tg_tps, b->tg_seq_tps, b->step_ms,
-			       b->step_whole_ms);
+			       b->step_whole_ms, b->step_pipe_ms, b->step_pipe_ms > 0 ? 1e3 * b->B / b->step_pipe_ms : 0.0);
 		}
 	}
 }

@@ -12,6 +12,8 @@ struct batch_result {
 	double tg_s, tg_tps, tg_seq_tps; /* B*N decoded tokens; per sequence */
 	double step_ms;                  /* one B-row decode step */
 	double step_whole_ms;            /* the same reading every logits row whole */
+	double step_pipe_ms;             /* pipelined: each step launched before the last is read, its
+					    tokens fed from the last one's picks (0: not possible here) */
 	char error[640];
 };
 

@@ -1083,6 +1083,11 @@ bool alice_context_can_feed(const struct alice_context *c)
 	return c->feed_on;
 }
 
+bool alice_context_async(const struct alice_context *c)
+{
+	return can_launch(c);
+}
+
 enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b, struct alice_error *err)
 {
 	if (c->n_flight > 0)

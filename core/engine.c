@@ -1339,9 +1339,11 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		f->ntok = malloc(e->n_slots * sizeof(*f->ntok));
 		fl_ok = fl_ok && f->tok && f->seq && f->req && f->sreq && f->row && f->adj_row && f->n_draft && f->ntok;
 	}
+	/* where the backend computes a step while the host works on the last
+	 * (graph_launch); ALICE_PIPELINE=1 also elsewhere (tests), =0 never */
 	const char *pe = getenv("ALICE_PIPELINE");
 	e->pipeline = alice_context_can_feed(e->ctx) && !e->embd && e->spec.mode == ALICE_SPEC_NONE &&
-		      !(pe && pe[0] == '0');
+		      (pe ? pe[0] == '1' : alice_context_async(e->ctx));
 	const char *te = getenv("ALICE_ENGINE_TRACE");
 	e->trace = te && atoi(te) > 0;
 	e->picks = malloc(e->n_slots * sizeof(*e->picks));

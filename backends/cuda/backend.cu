@@ -153,6 +153,9 @@ static void cu_free(struct alice_backend_ctx *ctx)
 	cudaFree(ctx->cnt);
 	cudaFree(ctx->dflag);
 	cudaFreeHost(ctx->hflag);
+	for (int i = 0; i < 2; i++)
+		if (ctx->lq[i].ev)
+			cudaEventDestroy(ctx->lq[i].ev);
 	cudaFreeHost(ctx->stage);
 	if (ctx->stream)
 		cudaStreamDestroy(ctx->stream);
@@ -212,7 +215,9 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	    (e = cudaMalloc(&ctx->cublas_ws, CU_CUBLAS_WS)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&ctx->stage, CU_STAGE, cudaHostAllocMapped | cudaHostAllocPortable)) !=
 		    cudaSuccess ||
-	    (e = cudaMallocHost((void **)&ctx->hflag, sizeof(int))) != cudaSuccess ||
+	    (e = cudaMallocHost((void **)&ctx->hflag, 3 * sizeof(int))) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&ctx->lq[0].ev, cudaEventDisableTiming)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&ctx->lq[1].ev, cudaEventDisableTiming)) != cudaSuccess ||
 	    (e = cudaMalloc((void **)&ctx->dflag, sizeof(int))) != cudaSuccess ||
 	    (e = cudaMemset(ctx->dflag, 0, sizeof(int))) != cudaSuccess) {
 		snprintf(err, err_len, "CUDA device %d: %s", dev, cudaGetErrorString(e));
@@ -221,7 +226,7 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 		return ALICE_ERR_BACKEND;
 	}
 	ctx->n_sm = prop.multiProcessorCount;
-	ctx->stage_size = CU_STAGE;
+	ctx->stage_size = CU_STAGE / 2; /* a half: see alice_backend_ctx.lq */
 	void *sd = NULL;
 	if (cudaHostGetDevicePointer(&sd, ctx->stage, 0) == cudaSuccess)
 		ctx->stage_dev = (const uint8_t *)sd;
@@ -326,7 +331,8 @@ static enum alice_status cu_buffer_write(struct alice_backend_ctx *ctx, struct a
 		size_t al = ((size_t)size + 255) & ~(size_t)255;
 		if (ctx->stage_used + al > ctx->stage_size && (st = cu_sync(ctx)) != ALICE_OK)
 			return st;
-		uint8_t *p = ctx->stage + ctx->stage_used;
+		cu_stage_claim(ctx);
+		uint8_t *p = ctx->stage + ctx->stage_off + ctx->stage_used;
 		memcpy(p, src, (size_t)size);
 		ctx->stage_used += al;
 		CUDA_CHECK(ctx, cudaMemcpyAsync(buf->dev + offset, p, (size_t)size, cudaMemcpyHostToDevice, ctx->stream));
@@ -892,13 +898,15 @@ static enum alice_status launch_plain(struct alice_backend_ctx *ctx, const struc
 	return st;
 }
 
-/* Wait for the stream, then fail the call on a CUDA error or on the bad
- * input data the kernels flagged. */
+/* Wait for the oldest launch (its event), then fail the call on a CUDA
+ * error or on the bad input data the kernels flagged. */
 static enum alice_status wait_and_check(struct alice_backend_ctx *ctx)
 {
-	*ctx->hflag = 0;
-	CUDA_CHECK(ctx, cudaMemcpyAsync(ctx->hflag, ctx->dflag, sizeof(int), cudaMemcpyDeviceToHost, ctx->stream));
-	cudaError_t e = cudaStreamSynchronize(ctx->stream);
+	const int slot = ctx->lq_old;
+	struct cu_launch *l = &ctx->lq[slot];
+	ctx->lq_old ^= 1;
+	ctx->lq_n--;
+	cudaError_t e = cudaEventSynchronize(l->ev);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		cu_graph_reset(&ctx->gc);
@@ -907,17 +915,19 @@ static enum alice_status wait_and_check(struct alice_backend_ctx *ctx)
 					      "fails; restart the server)"
 					    : "");
 	}
-	ctx->stage_used = 0;
-	if (ctx->prof)
-		cu_prof_collect(ctx);
+	/* nothing in flight and nothing written since: back to the first
+	 * staging half (a step's records, part of its graph's signature, then
+	 * stay put from step to step) */
+	if (ctx->lq_n == 0 && ctx->stage_used == 0 && ctx->n_pend == 0)
+		ctx->stage_off = 0;
 	if (ctx->steps)
 		cu_steps_done(ctx->steps);
-	int fl = *ctx->hflag;
+	int fl = ctx->hflag[1 + slot];
 	if (fl) {
 		CUDA_CHECK(ctx, cudaMemsetAsync(ctx->dflag, 0, sizeof(int), ctx->stream));
 		CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
 		return cu_fail(ctx, ALICE_ERR_RANGE, "graph_compute: input data out of range:%s%s%s%s",
-			       fl & CU_FLAG_ROW_ID ? " a GET_ROWS row id outside its matrix" : "",
+			       fl & CU_FLAG_ROW_ID ? " a GET_ROWS or FEED index outside its matrix" : "",
 			       fl & CU_FLAG_RANGE ? " an ATTENTION cell range outside the cache" : "",
 			       fl & CU_FLAG_CELL ? " a KV_WRITE cell outside the cache" : "",
 			       fl & CU_FLAG_SEQ ? " an SSM_CONV / GATED_DELTA_NET sequence id outside the state" : "");
@@ -927,10 +937,11 @@ static enum alice_status wait_and_check(struct alice_backend_ctx *ctx)
 
 /* The reads of a launch: into page-locked dst straight behind the graph;
  * any other dst is read after the wait (ctx->reads_late). */
-static enum alice_status enqueue_reads(struct alice_backend_ctx *ctx, const struct alice_read *reads, uint32_t n)
+static enum alice_status enqueue_reads(struct alice_backend_ctx *ctx, struct cu_launch *l,
+				       const struct alice_read *reads, uint32_t n)
 {
-	ctx->reads_late = NULL;
-	ctx->n_reads_late = 0;
+	l->late = NULL;
+	l->n_late = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct alice_read *r = &reads[i];
 		enum alice_status st = check_range(ctx, r->buf, r->offset, r->size, "graph_launch read");
@@ -943,8 +954,8 @@ static enum alice_status enqueue_reads(struct alice_backend_ctx *ctx, const stru
 		bool pinned = cudaPointerGetAttributes(&pa, r->dst) == cudaSuccess && pa.type == cudaMemoryTypeHost;
 		cudaGetLastError();
 		if (!pinned) { /* the rest after the wait, in order */
-			ctx->reads_late = r;
-			ctx->n_reads_late = n - i;
+			l->late = r;
+			l->n_late = n - i;
 			return ALICE_OK;
 		}
 		if (r->size)
@@ -957,8 +968,8 @@ static enum alice_status enqueue_reads(struct alice_backend_ctx *ctx, const stru
 static enum alice_status cu_graph_launch(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 					 const struct alice_read *reads, uint32_t n_reads)
 {
-	if (ctx->launched)
-		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_launch: the previous launch was not waited for");
+	if (ctx->lq_n >= 2)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_launch: two launches are in flight: wait for one first");
 	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors) || (n_reads && !reads))
 		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_launch: malformed graph");
 	ctx->err[0] = '\0';
@@ -996,27 +1007,62 @@ static enum alice_status cu_graph_launch(struct alice_backend_ctx *ctx, const st
 		st = replay(ctx);
 	else
 		st = launch_plain(ctx, g);
-	if (st == ALICE_OK && (st = enqueue_reads(ctx, reads, n_reads)) != ALICE_OK) {
-		cudaStreamSynchronize(ctx->stream); /* nothing left in flight */
-		cudaGetLastError();
+	const int slot = (ctx->lq_old + ctx->lq_n) & 1;
+	struct cu_launch *l = &ctx->lq[slot];
+	if (st == ALICE_OK && (st = enqueue_reads(ctx, l, reads, n_reads)) == ALICE_OK) {
+		ctx->hflag[1 + slot] = 0;
+		cudaError_t e = cudaMemcpyAsync(&ctx->hflag[1 + slot], ctx->dflag, sizeof(int), cudaMemcpyDeviceToHost,
+						ctx->stream);
+		if (e == cudaSuccess)
+			e = cudaEventRecord(l->ev, ctx->stream);
+		if (e != cudaSuccess) {
+			cudaGetLastError();
+			st = cu_fail(ctx, ALICE_ERR_BACKEND, "graph_launch: %s", cudaGetErrorString(e));
+		}
 	}
-	ctx->launched = st == ALICE_OK;
-	return st;
+	if (st != ALICE_OK) {
+		cudaStreamSynchronize(ctx->stream); /* nothing of it left in flight */
+		cudaGetLastError();
+		return st;
+	}
+	l->half = ctx->stage_off;
+	ctx->lq_n++;
+	/* the next step's small writes go to the other staging half */
+	ctx->stage_off = ctx->stage_off ? 0 : ctx->stage_size;
+	ctx->stage_used = 0;
+	if (ctx->prof) { /* per-op profile: one graph at a time */
+		CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
+		cu_prof_collect(ctx);
+	}
+	return ALICE_OK;
 }
 
 static enum alice_status cu_graph_wait(struct alice_backend_ctx *ctx)
 {
-	if (!ctx->launched)
+	if (ctx->lq_n <= 0)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_wait: no graph was launched");
-	ctx->launched = false;
+	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	struct cu_launch *l = &ctx->lq[ctx->lq_old];
 	enum alice_status st = wait_and_check(ctx);
-	for (uint32_t i = 0; st == ALICE_OK && i < ctx->n_reads_late; i++) {
-		const struct alice_read *r = &ctx->reads_late[i];
+	for (uint32_t i = 0; st == ALICE_OK && i < l->n_late; i++) {
+		const struct alice_read *r = &l->late[i];
 		st = cu_buffer_read(ctx, r->buf, r->offset, r->dst, r->size);
 	}
-	ctx->reads_late = NULL;
-	ctx->n_reads_late = 0;
+	l->late = NULL;
+	l->n_late = 0;
 	return st;
+}
+
+/* Before a small write into the current staging half: a launch in flight
+ * that still reads this half (only when more than one step was written
+ * ahead) is waited for first. */
+void cu_stage_claim(struct alice_backend_ctx *ctx)
+{
+	for (int i = 0; i < ctx->lq_n; i++) {
+		const struct cu_launch *l = &ctx->lq[(ctx->lq_old + i) & 1];
+		if (l->half == ctx->stage_off)
+			cudaEventSynchronize(l->ev);
+	}
 }
 
 static enum alice_status cu_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g)

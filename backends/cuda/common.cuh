@@ -74,6 +74,14 @@ struct cu_gather {
 	struct cu_copy c[CU_PEND_MAX];
 };
 
+/* a graph_launch in flight (alice_backend_ctx.lq) */
+struct cu_launch {
+	cudaEvent_t ev;
+	size_t half; /* the staging half its inputs used */
+	const struct alice_read *late;
+	uint32_t n_late;
+};
+
 struct alice_backend_ctx {
 	int device;
 	int n_sm;
@@ -118,11 +126,16 @@ struct alice_backend_ctx {
 	/* ALICE_CUDA_INJECT_FAULT=N (tests, backend.cu): the Nth graph_compute
 	 * meets a real CUDA launch error at its first node */
 	uint64_t n_compute, fault_at;
-	/* graph_launch .. graph_wait: the launch in flight, and its reads into
-	 * memory that is not page-locked (made after the wait) */
-	bool launched;
-	const struct alice_read *reads_late;
-	uint32_t n_reads_late;
+	/* graph_launch .. graph_wait: up to two launches in flight, the oldest
+	 * lq[lq_old]. Each has its event (after its reads and its copy of the
+	 * flag word, hflag[1 + slot]), the staging half its inputs used, and
+	 * its reads into memory that is not page-locked (made after its wait).
+	 * Small writes go to the half at stage_off; a launch moves them to the
+	 * other, so the next step's inputs never overwrite those a launch in
+	 * flight still reads. */
+	struct cu_launch lq[2];
+	int lq_n, lq_old;
+	size_t stage_off;
 };
 
 enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
@@ -271,6 +284,7 @@ enum alice_status cu_op_topk(const struct alice_op_args *a) CU_HIDDEN;          
 enum alice_status cu_op_sample_temp(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_logit_adjust(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_feed(const struct alice_op_args *a) CU_HIDDEN;
+void cu_stage_claim(struct alice_backend_ctx *ctx) CU_HIDDEN;
 
 /* How many of the n MUL_MAT nodes a[0..n) can run as one mat-vec launch
  * (>= 1), and that launch. */

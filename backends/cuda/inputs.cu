@@ -35,7 +35,8 @@ bool cu_inputs_take(struct alice_backend_ctx *ctx, uint8_t *dst, const void *src
 	for (int i = 0; i < ctx->n_pend; i++)
 		if (dst < ctx->pend[i].dst + ctx->pend[i].size && ctx->pend[i].dst < dst + size)
 			return false;
-	uint8_t *p = ctx->stage + ctx->stage_used;
+	cu_stage_claim(ctx);
+	uint8_t *p = ctx->stage + ctx->stage_off + ctx->stage_used;
 	ctx->stage_used += al;
 	memcpy(p, src, (size_t)size);
 	struct cu_copy c = { dst, ctx->stage_dev + (p - ctx->stage), size };

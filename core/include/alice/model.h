@@ -158,6 +158,9 @@ int32_t alice_context_in_flight(const struct alice_context *c);
  * device (drawn, or its best entry with batch.top_n 1), so it can be fed. */
 bool alice_context_can_feed(const struct alice_context *c);
 bool alice_context_row_fed_ok(const struct alice_context *c, int32_t row);
+/* Whether a launched step computes while the host goes on (the backend has
+ * graph_launch); else launch returns once the step ran. */
+bool alice_context_async(const struct alice_context *c);
 enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b,
 				       struct alice_error *err);
 /* Logits (n_vocab floats) of the i-th row that asked for logits in the last
