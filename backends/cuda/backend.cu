@@ -502,6 +502,8 @@ static enum alice_status prepare_node(struct alice_backend_ctx *ctx, const struc
 		*scratch = cu_attention_scratch(a);
 	else if (n->op == ALICE_OP_TOPK)
 		*scratch = cu_topk_scratch(a);
+	else if (n->op == ALICE_OP_SAMPLE_TEMP)
+		*scratch = cu_sample_temp_scratch(a);
 	return ALICE_OK;
 }
 

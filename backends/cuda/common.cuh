@@ -261,6 +261,7 @@ static inline unsigned cu_blocks(int64_t n, int threads)
 size_t cu_mul_mat_scratch(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_attention_scratch(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_topk_scratch(const struct alice_op_args *a) CU_HIDDEN;
+size_t cu_sample_temp_scratch(const struct alice_op_args *a) CU_HIDDEN;
 /* zeroed unsigned counters ATTENTION needs (ctx->cnt) */
 size_t cu_attention_counters(const struct alice_op_args *a) CU_HIDDEN;
 

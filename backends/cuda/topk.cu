@@ -462,13 +462,12 @@ enum alice_status cu_op_topk(const struct alice_op_args *a)
 
 /* ---- SAMPLE_TEMP: alice/temp_sample.h's draw, the same float and double
  * operations in the same order (explicit _rn intrinsics: nothing is
- * contracted into an FMA), so the token equals the host sampler's. One
- * block per row: thread pairs (block, lane) hold the 8 interleaved partial
- * sums of a 1024-token block; thread 0 walks the block sums, the entered
- * block's weights are recomputed into shared memory and walked in order. */
+ * contracted into an FMA), so the token equals the host sampler's: thread
+ * pairs (block, lane) hold the 8 interleaved partial sums of a 1024-token
+ * block; thread 0 walks the block sums, the entered block's weights are
+ * recomputed into shared memory and walked in order. */
 
 #define TS_BLOCK 1024
-#define TS_MAXBLK (ALICE_SAMPLE_TEMP_MAX / TS_BLOCK)
 
 __device__ static inline float ts_exp_neg(float x)
 {
@@ -495,33 +494,46 @@ __device__ static inline float ts_weight(float x, float mx, float floor, float i
 	return x >= floor ? ts_exp_neg(__fmul_rn(__fsub_rn(x, mx), inv_t)) : 0.0f;
 }
 
-__global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__restrict__ src, int64_t nb1, int n,
-								const int32_t *__restrict__ prm,
-								int32_t *__restrict__ dst)
+/* The op in three launches, so a row's 1024-token blocks spread over many
+ * SMs (one CTA per row kept a one-row step on one SM for ~15 us):
+ * k_ts_max, each CTA the max of TS_PER blocks of a row; k_ts_sums, each
+ * CTA the sums of its blocks (thread (block, lane) the lane's interleaved
+ * float sum, in token order; the 8 added in double); k_ts_pick, per row,
+ * z over the blocks in order and the walk. The sums and the walk are those
+ * of temp_sample.h, bit for bit. */
+
+#define TS_PER 8 /* 1024-token blocks per CTA */
+
+struct ts_scr {
+	float *mx;  /* [rows * S] */
+	double *bs; /* [rows * nblk] */
+	int *live;  /* [rows * nblk] */
+};
+
+__device__ static inline struct ts_scr ts_scr_of(uint8_t *scr, int64_t rows, int S, int nblk)
+{
+	struct ts_scr r;
+	(void)S;
+	r.bs = (double *)scr;
+	r.live = (int *)(scr + rows * nblk * sizeof(double));
+	r.mx = (float *)(scr + rows * nblk * (sizeof(double) + sizeof(int)));
+	return r;
+}
+
+__global__ void __launch_bounds__(256) k_ts_max(const uint8_t *__restrict__ src, int64_t nb1, int n,
+						const int32_t *__restrict__ prm, uint8_t *scr, int S, int nblk)
 {
 	pdl_wait();
-	__shared__ float part[TS_MAXBLK * 8];
-	__shared__ int livec[TS_MAXBLK * 8];
-	__shared__ double bs[TS_MAXBLK];
-	__shared__ float wblk[TS_BLOCK];
-	__shared__ float red[32];
-	__shared__ double s_z, s_cum;
-	__shared__ int s_live, s_last, s_b, s_tok, s_state;
-	const int tid = threadIdx.x, row = blockIdx.x;
-	const int32_t *p = prm + 4 * (int64_t)row;
-	int32_t *o = dst + 2 * (int64_t)row;
-	const float t = __int_as_float(p[0]);
-	if (!(t > 0)) {
-		if (tid == 0) {
-			o[0] = -1;
-			o[1] = 0;
-		}
+	pdl_trigger();
+	__shared__ float red[8];
+	const int row = blockIdx.x, tid = threadIdx.x;
+	if (!(__int_as_float(prm[4 * (int64_t)row]) > 0)) /* not drawn */
 		return;
-	}
 	const float *x = (const float *)(src + (int64_t)row * nb1);
-
+	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
+	const int i0 = blockIdx.y * TS_PER * TS_BLOCK, i1 = min(i0 + TS_PER * TS_BLOCK, n);
 	float m = -INFINITY;
-	for (int i = tid; i < n; i += TOPK_THREADS)
+	for (int i = i0 + tid; i < i1; i += 256)
 		m = fmaxf(m, topk_clean(x[i]));
 #pragma unroll
 	for (int off = 16; off > 0; off >>= 1)
@@ -529,50 +541,98 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__r
 	if ((tid & 31) == 0)
 		red[tid >> 5] = m;
 	__syncthreads();
-	if (tid < 32) {
-		float v = red[tid];
-#pragma unroll
-		for (int off = 16; off > 0; off >>= 1)
-			v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-		if (tid == 0)
-			red[0] = v;
+	if (tid == 0) {
+		for (int w = 1; w < 8; w++)
+			m = fmaxf(m, red[w]);
+		sc.mx[(int64_t)row * S + blockIdx.y] = m;
 	}
+}
+
+/* the row's max from its CTAs' maxima (a max is exact in any order) */
+__device__ static inline float ts_row_max(const struct ts_scr &sc, int64_t row, int S)
+{
+	float m = -INFINITY;
+	for (int k = 0; k < S; k++)
+		m = fmaxf(m, sc.mx[row * S + k]);
+	return m;
+}
+
+__global__ void __launch_bounds__(TS_PER * 8) k_ts_sums(const uint8_t *__restrict__ src, int64_t nb1, int n,
+							 const int32_t *__restrict__ prm, uint8_t *scr, int S, int nblk)
+{
+	pdl_wait();
+	pdl_trigger();
+	__shared__ float part[TS_PER * 8];
+	__shared__ int livec[TS_PER * 8];
+	const int row = blockIdx.x, tid = threadIdx.x;
+	const float t = __int_as_float(prm[4 * (int64_t)row]);
+	if (!(t > 0))
+		return;
+	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
+	const float mx = ts_row_max(sc, row, S);
+	if (!(mx > -INFINITY))
+		return;
+	const float floor = __fsub_rn(mx, __fmul_rn(30.0f, t > 1.0f ? t : 1.0f));
+	const float inv_t = __fdiv_rn(1.0f, t);
+	const float *x = (const float *)(src + (int64_t)row * nb1);
+	const int b = blockIdx.y * TS_PER + (tid >> 3), k = tid & 7;
+	float acc = 0.0f;
+	int live = 0;
+	if (b < nblk) {
+		const int i1 = min((b + 1) * TS_BLOCK, n);
+		for (int i = b * TS_BLOCK + k; i < i1; i += 8) {
+			float xv = topk_clean(x[i]);
+			live += xv >= floor;
+			acc = __fadd_rn(acc, ts_weight(xv, mx, floor, inv_t));
+		}
+	}
+	part[tid] = acc;
+	livec[tid] = live;
 	__syncthreads();
-	const float mx = red[0];
-	if (!(mx > -INFINITY)) {
+	if (k == 0 && b < nblk) {
+		double sum = 0.0;
+		int lv = 0;
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			sum = __dadd_rn(sum, (double)part[tid + j]);
+			lv += livec[tid + j];
+		}
+		sc.bs[(int64_t)row * nblk + b] = sum;
+		sc.live[(int64_t)row * nblk + b] = lv;
+	}
+}
+
+__global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restrict__ src, int64_t nb1, int n,
+							  const int32_t *__restrict__ prm, uint8_t *scr, int S, int nblk,
+							  int32_t *__restrict__ dst)
+{
+	pdl_wait();
+	__shared__ float wblk[TS_BLOCK];
+	__shared__ double bs[ALICE_SAMPLE_TEMP_MAX / TS_BLOCK];
+	__shared__ int lvb[ALICE_SAMPLE_TEMP_MAX / TS_BLOCK];
+	__shared__ double s_z, s_cum;
+	__shared__ int s_live, s_last, s_b, s_tok, s_state;
+	const int tid = threadIdx.x, row = blockIdx.x;
+	const int32_t *p = prm + 4 * (int64_t)row;
+	int32_t *o = dst + 2 * (int64_t)row;
+	const float t = __int_as_float(p[0]);
+	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
+	const float mx = t > 0 ? ts_row_max(sc, row, S) : -INFINITY;
+	if (!(t > 0) || !(mx > -INFINITY)) {
 		if (tid == 0) {
 			o[0] = -1;
 			o[1] = 0;
 		}
 		return;
 	}
+	const float *x = (const float *)(src + (int64_t)row * nb1);
 	const float floor = __fsub_rn(mx, __fmul_rn(30.0f, t > 1.0f ? t : 1.0f));
 	const float inv_t = __fdiv_rn(1.0f, t);
-	const int nblk = (n + TS_BLOCK - 1) / TS_BLOCK;
-
-	for (int pr = tid; pr < nblk * 8; pr += TOPK_THREADS) {
-		const int b = pr >> 3, i1 = min((b + 1) * TS_BLOCK, n);
-		float acc = 0.0f;
-		int live = 0;
-		for (int i = b * TS_BLOCK + (pr & 7); i < i1; i += 8) {
-			float xv = topk_clean(x[i]);
-			live += xv >= floor;
-			acc = __fadd_rn(acc, ts_weight(xv, mx, floor, inv_t));
-		}
-		part[pr] = acc;
-		livec[pr] = live;
-	}
-	__syncthreads();
+	/* the block sums into shared memory first: thread 0's walks below are
+	 * dependent chains, each global load in them a round trip */
 	for (int b = tid; b < nblk; b += TOPK_THREADS) {
-		double sum = 0.0;
-		int live = 0;
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			sum = __dadd_rn(sum, (double)part[8 * b + k]);
-			live += livec[8 * b + k];
-		}
-		bs[b] = sum;
-		livec[8 * b] = live; /* the block's live count */
+		bs[b] = sc.bs[(int64_t)row * nblk + b];
+		lvb[b] = sc.live[(int64_t)row * nblk + b];
 	}
 	__syncthreads();
 	if (tid == 0) {
@@ -580,8 +640,8 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__r
 		int live = 0, last = -1;
 		for (int b = 0; b < nblk; b++) {
 			z = __dadd_rn(z, bs[b]);
-			live += livec[8 * b];
-			if (livec[8 * b])
+			live += lvb[b];
+			if (lvb[b])
 				last = b;
 		}
 		s_z = z;
@@ -635,14 +695,23 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__r
 		if (tid == 0) {
 			double cum = s_cum;
 			int hit = -1, tok = -1;
-			for (int i = i0; i < i1; i++) {
-				float w = wblk[i - i0];
-				if (w > 0)
-					hit = i;
-				cum = __dadd_rn(cum, (double)w);
-				if (w > 0 && u < cum) {
-					tok = i;
-					break;
+			/* 8 weights loaded ahead of their adds: the chain waits on
+			 * the adds only */
+			for (int j0 = i0; j0 < i1 && tok < 0; j0 += 8) {
+				float wv[8];
+#pragma unroll
+				for (int k = 0; k < 8; k++)
+					wv[k] = j0 + k < i1 ? wblk[j0 + k - i0] : 0.0f;
+#pragma unroll
+				for (int k = 0; k < 8; k++) {
+					const float w = wv[k];
+					if (tok >= 0 || j0 + k >= i1)
+						break;
+					if (w > 0)
+						hit = j0 + k;
+					cum = __dadd_rn(cum, (double)w);
+					if (w > 0 && u < cum)
+						tok = j0 + k;
 				}
 			}
 			s_cum = cum;
@@ -663,15 +732,36 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_sample_temp(const uint8_t *__r
 	}
 }
 
+static void ts_dims(const struct alice_tensor *s, int *nblk, int *S)
+{
+	*nblk = (int)((s->ne[0] + TS_BLOCK - 1) / TS_BLOCK);
+	*S = (*nblk + TS_PER - 1) / TS_PER;
+}
+
+size_t cu_sample_temp_scratch(const struct alice_op_args *a)
+{
+	int nblk, S;
+	ts_dims(a->src[0], &nblk, &S);
+	const size_t rows = (size_t)a->src[0]->ne[1];
+	return rows * (size_t)nblk * (sizeof(double) + sizeof(int)) + rows * (size_t)S * sizeof(float);
+}
+
 enum alice_status cu_op_sample_temp(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *s = a->src[0], *pr = a->src[1], *d = a->dst;
-	if (s->ne[1] > 0x7fffffff)
+	if (s->ne[1] > 65535)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "SAMPLE_TEMP: %lld rows", (long long)s->ne[1]);
-	k_sample_temp<<<(unsigned)s->ne[1], TOPK_THREADS, 0, ctx->stream>>>(tdata(s), s->nb[1], (int)s->ne[0],
-									     (const int32_t *)tdata(pr),
-									     (int32_t *)tdata(d));
+	int nblk, S;
+	ts_dims(s, &nblk, &S);
+	const unsigned rows = (unsigned)s->ne[1];
+	const int32_t *p = (const int32_t *)tdata(pr);
+	cu_launch(k_ts_max, dim3(rows, (unsigned)S), 256, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0], p,
+		  ctx->scratch, S, nblk);
+	cu_launch(k_ts_sums, dim3(rows, (unsigned)S), TS_PER * 8, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0], p,
+		  ctx->scratch, S, nblk);
+	cu_launch(k_ts_pick, rows, TOPK_THREADS, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0], p, ctx->scratch, S,
+		  nblk, (int32_t *)tdata(d));
 	CUDA_LAUNCH_CHECK(ctx, "sample_temp");
 	return ALICE_OK;
 }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Pipelined steps on the GPU device (issue: throughput under concurrency):
+# correctness (op tests: TOPK k = 1, FEED; engine pipelined == step by step
+# and device == host sampling on cuda; batch invariance), then alice-bench
+# tg / --batch (with the pipelined column) and the server at 1 and 64
+# clients. Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
+# there: . scripts/device/setup.sh .devbuild && scripts/device/pipe_run.sh [STAGES]
+# (default "check bench server"); carry .devbuild .devlibs .devfix.
+set -u
+b=${BUILD:-.devbuild}
+out=${OUT:-/tmp/pipe_out}
+mkdir -p "$out"
+stages=${*:-check bench server}
+has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
+voc=.devfix/vocab/ggml-vocab-llama-bpe.gguf
+m1=/tmp/llama-1b-Q4_K_M.gguf
+[ -f "$m1" ] || timeout 200 "$b/bin/alice-mkmodel" --shape llama-1b --type Q4_K_M --vocab "$voc" -o "$m1" --threads 16 > "$out/mk.log" 2>&1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+if has check; then
+  timeout 150 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops.log" 2>&1
+  echo "ops: rc $? $(grep Synthesis "$out/ops.log")"; grep -E "FAIL|fail" "$out/ops.log" | head -10
+  ALICE_TEST_BACKEND=cuda timeout 200 "$b/bin/server_test_engine" > "$out/engine.log" 2>&1
+  echo "engine on cuda: rc $? $(grep Synthesis "$out/engine.log")"; grep -E "FAIL|Assert|fed" "$out/engine.log" | head -10
+  timeout 60 "$b/bin/backends_test_cuda_errors" ${ERR_FILTER:+--filter="$ERR_FILTER"} > "$out/err.log" 2>&1; echo "cuda_errors: rc $? $(grep Synthesis "$out/err.log")"
+  ALICE_TEST_BACKEND=cuda ALICE_INV_MODEL="$m1" timeout 200 "$b/bin/core_test_batch_invariance" --filter="batch/decode_many_rows_model" > "$out/inv.log" 2>&1
+  echo "batch invariance cuda (1B, 64 rows): rc $? $(grep Synthesis "$out/inv.log")"; grep -E "differ|FAIL" "$out/inv.log" | head -5
+fi
+if has bench; then
+  timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
+  timeout 150 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,16,64} 2>/dev/null | grep "^| Llama"
+  timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch 1,64 --temp 0.8 2>/dev/null | grep "^| Llama"
+fi
+mval() { curl -s localhost:8113/metrics | awk -v k="$1" '$1 == k {print $2}'; }
+lg() {
+  local s0 f0; s0=$(mval alice_engine_steps_total); f0=$(mval alice_steps_fed_total)
+  timeout ${T:-90} python3 .devfix/loadgen.py --port 8113 --max-tokens 128 --prompt-words 100 "$@" 2>&1 | tail -1
+  curl -s localhost:8113/metrics | grep -E '^alice_inter_token_ms\{' | sed 's/alice_//; s/_ms{quantile="0\.\(.*\)"}/ p\1/' | tr '\n' ' '
+  echo "steps $(( $(mval alice_engine_steps_total) - s0 )) fed $(( $(mval alice_steps_fed_total) - f0 ))"
+}
+serve() {
+  env "$@" "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-64} --port 8113 --ctx-size 512 > "$out/srv.log" 2>&1 &
+  sp=$!
+  for i in $(seq 1 90); do curl -sf localhost:8113/health >/dev/null 2>&1 && break; sleep 1; done
+  lg --concurrency ${WARM:-4} --requests-per-client 1 --max-tokens 32 > /dev/null
+}
+if has server; then
+  for mode in ALICE_PIPELINE=1 ALICE_PIPELINE=0; do
+    PAR=1 WARM=1 serve $mode ALICE_ENGINE_TRACE=1
+    echo "== $mode, 1 client (parallel 1): greedy / temperature 0.8"
+    lg --concurrency 1 --requests-per-client 3 --extra '{"temperature": 0}'
+    lg --concurrency 1 --requests-per-client 3
+    kill $sp; wait $sp 2>/dev/null
+    echo "prefill steps (ms from launch to done): $(grep 'engine step' "$out/srv.log" | awk '$3 > 1 {print $3 "t:" $8}' | tail -8 | tr '\n' ' ')"
+  done
+  WARM=64 serve
+  echo "== 64 clients: temperature 0.8 / greedy"
+  lg --concurrency 64 --requests-per-client 2
+  lg --concurrency 64 --requests-per-client 2 --extra '{"temperature": 0}'
+  kill $sp; wait $sp 2>/dev/null
+fi
