@@ -59,6 +59,7 @@ static uint64_t align256(uint64_t x)
 struct step_ops {
 	int32_t k;
 	bool adj, draw, feed; /* feed: some tokens are the previous step's picks (FEED) */
+	bool lse;             /* a row's logprobs are made from the device (LOGSUMEXP) */
 };
 
 /* The pick buffer as TOPK's output [2, k, n_out], SAMPLE_TEMP's [2, n_out]. */
@@ -147,6 +148,14 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 		if (c->gb_draw < 0)
 			return -1;
 		alice_gb_set_output(gb, c->gb_draw);
+	}
+	c->gb_lse = -1;
+	c->gb_lse_f = so.lse;
+	if (logits >= 0 && so.lse) {
+		c->gb_lse = alice_gb_logsumexp(gb, logits, c->gb_draw);
+		if (c->gb_lse < 0)
+			return -1;
+		alice_gb_set_output(gb, c->gb_lse);
 	}
 	return logits;
 }
@@ -358,6 +367,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 		c->pick_all_t.nb[1] = c->pick_all_t.nb[2] = c->pick_all_t.nb[3] = c->pick_n * 4;
 		c->pick_all_t.buf = c->pick_buf;
 		c->feed_on = !c->rs && !c->embd;
+		c->lse_on = c->topk > 0 && !c->embd;
 	}
 	c->in_feed = malloc(c->n_batch * sizeof(int32_t));
 	for (int i = 0; i < 2; i++) {
@@ -373,7 +383,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	struct alice_step stp;
 	c->gb_reuse = false;
 worst_case:;
-	struct step_ops all = {c->topk, c->adj_on, c->draw_on, c->feed_on};
+	struct step_ops all = {c->topk, c->adj_on, c->draw_on, c->feed_on, c->lse_on};
 	int32_t logits = build_step(c, (int32_t)c->n_batch, 1, all, &stp);
 	uint64_t size = 0;
 	if (logits < 0) {
@@ -388,6 +398,11 @@ worst_case:;
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	for (uint32_t i = 0; i < g.n_nodes; i++) {
 		if (!vt->supports_op(m->bctx, &g, &g.nodes[i])) {
+			if (g.nodes[i].op == ALICE_OP_LOGSUMEXP) { /* optional: logprobs rows are read whole */
+				alice_log(ALICE_LOG_INFO, "context: backend %s: no logprobs on the device", m->be->name);
+				c->lse_on = false;
+				goto worst_case;
+			}
 			if (g.nodes[i].op == ALICE_OP_FEED) { /* optional: no step launched before the last is read */
 				alice_log(ALICE_LOG_INFO, "context: backend %s: no pipelined steps (FEED)", m->be->name);
 				c->feed_on = false;
@@ -457,9 +472,12 @@ static void out_free(struct alice_context *c, struct ctx_out *o)
 	free(o->row_full);
 	free(o->pick_at);
 	free(o->is_drawn);
+	free(o->has_top);
+	free(o->has_lse);
+	free(o->lse);
 	o->logits = NULL;
-	o->top = o->drawn = o->pick_at = NULL;
-	o->row_full = o->is_drawn = NULL;
+	o->top = o->drawn = o->pick_at = o->lse = NULL;
+	o->row_full = o->is_drawn = o->has_top = o->has_lse = NULL;
 	o->logits_pinned = o->top_pinned = o->drawn_pinned = false;
 	o->cap = 0;
 	o->n_logits = 0;
@@ -476,9 +494,13 @@ static enum alice_status out_reserve(struct alice_context *c, struct ctx_out *o,
 	o->row_full = malloc(rows * sizeof(*o->row_full));
 	o->pick_at = malloc(rows * sizeof(*o->pick_at));
 	o->is_drawn = malloc(rows * sizeof(*o->is_drawn));
+	o->has_top = malloc(rows * sizeof(*o->has_top));
+	o->has_lse = malloc(rows * sizeof(*o->has_lse));
+	o->lse = malloc(rows * 4 * sizeof(*o->lse));
 	o->top = c->topk ? host_buf(c, rows * 2 * (size_t)c->topk * sizeof(*o->top), &o->top_pinned) : NULL;
 	o->drawn = c->draw_on ? host_buf(c, rows * 2 * sizeof(*o->drawn), &o->drawn_pinned) : NULL;
-	if (!o->logits || !o->row_full || !o->pick_at || !o->is_drawn || (c->topk && !o->top) ||
+	if (!o->logits || !o->row_full || !o->pick_at || !o->is_drawn || !o->has_top || !o->has_lse || !o->lse ||
+	    (c->topk && !o->top) ||
 	    (c->draw_on && !o->drawn)) {
 		out_free(c, o);
 		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %zu logits rows", rows);
@@ -635,6 +657,12 @@ static bool row_read_whole(const struct alice_context *c, const struct alice_bat
 	return !c->topk || !b->top_only || !b->top_only[start + c->in_out[j]] || !c->adj_ok[j];
 }
 
+/* Whether batch row bi's logprobs come from its entries and LOGSUMEXP. */
+static bool row_lp(const struct alice_batch *b, int32_t bi)
+{
+	return b->logprobs && b->logprobs[bi] && b->top_only && b->top_only[bi];
+}
+
 /* Whether output row j was drawn by the backend. */
 static bool row_drawn(const struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t j)
 {
@@ -649,14 +677,16 @@ static bool row_drawn(const struct alice_context *c, const struct alice_batch *b
 static struct step_ops step_ops_of(const struct alice_context *c, const struct alice_batch *b, int32_t start,
 				   int32_t n_out)
 {
-	struct step_ops so = {0, false, false, false};
+	struct step_ops so = {0, false, false, false, false};
 	for (int32_t j = 0; j < n_out; j++) {
 		int32_t bi = start + c->in_out[j];
 		bool drawn = c->draw_on && b->draw && b->draw[bi].t > 0;
+		bool lp = c->lse_on && row_lp(b, bi);
 		so.draw = so.draw || drawn;
 		so.adj = so.adj || (c->adj_on && b->adj && b->n_adj && b->adj[bi] && b->n_adj[bi] > 0);
-		if (c->topk > 0 && b->top_only && b->top_only[bi] && !drawn) {
-			int32_t want = b->top_n && b->top_n[bi] == 1 ? 1 : c->topk;
+		so.lse = so.lse || lp;
+		if (c->topk > 0 && b->top_only && b->top_only[bi] && (!drawn || lp)) {
+			int32_t want = b->top_n && b->top_n[bi] == 1 && !lp ? 1 : c->topk;
 			so.k = want > so.k ? want : so.k;
 		}
 	}
@@ -718,12 +748,16 @@ static void plan_reads(struct alice_context *c, struct ctx_out *o, const struct 
 	const int32_t base = o->n_logits;
 	/* skip what no row of the chunk uses (the entries of a drawn row, the
 	 * draws of a chunk with none) */
-	bool any_draw = false, any_top = c->gb_draw < 0;
+	bool any_draw = false, any_top = false, any_lse = false;
 	for (int32_t j = 0; j < n_out; j++) {
-		bool drawn = row_drawn(c, b, start, j);
+		bool drawn = row_drawn(c, b, start, j), whole = row_read_whole(c, b, start, j);
+		bool lp = c->gb_lse >= 0 && !whole && row_lp(b, start + c->in_out[j]);
 		o->is_drawn[base + j] = drawn;
+		o->has_top[base + j] = c->gb_top >= 0 && (!drawn || lp);
+		o->has_lse[base + j] = lp;
 		any_draw = any_draw || drawn;
-		any_top = any_top || !drawn;
+		any_top = any_top || o->has_top[base + j];
+		any_lse = any_lse || lp;
 		/* a row's pick is on the device when it was drawn, or when its
 		 * caller reads only its best entry (greedy) and it took its edits */
 		const int32_t bi = start + c->in_out[j];
@@ -742,6 +776,11 @@ static void plan_reads(struct alice_context *c, struct ctx_out *o, const struct 
 		const struct alice_tensor *dt = alice_gb_tensor(&c->gb, c->gb_draw);
 		o->reads[n++] = (struct alice_read){dt->buf, dt->offset, (uint64_t)n_out * 2 * sizeof(int32_t),
 						    o->drawn + (size_t)base * 2};
+	}
+	if (any_lse) {
+		const struct alice_tensor *lt2 = alice_gb_tensor(&c->gb, c->gb_lse);
+		o->reads[n++] = (struct alice_read){lt2->buf, lt2->offset, (uint64_t)n_out * 4 * sizeof(int32_t),
+						    o->lse + (size_t)base * 4};
 	}
 	for (int32_t j = 0; j < n_out;) {
 		bool full = row_read_whole(c, b, start, j);
@@ -884,13 +923,13 @@ static enum alice_status run_chunk(struct alice_context *c, struct ctx_out *o, c
 		c->in_out[n_out++] = n - 1;
 	struct step_ops so = step_ops_of(c, b, start, n_out);
 	if (discard)
-		so = (struct step_ops){0, false, false, false};
+		so = (struct step_ops){0, false, false, false, false};
 	so.feed = fed;
 	struct alice_step stp;
 	int32_t logits;
 	enum alice_status st;
 	if (c->gb_reuse && c->gb_n == n && c->gb_n_out == n_out && c->gb_k == so.k && c->gb_adj_f == so.adj &&
-	    c->gb_draw_f == so.draw && c->gb_feed_f == so.feed) {
+	    c->gb_draw_f == so.draw && c->gb_feed_f == so.feed && c->gb_lse_f == so.lse) {
 		stp = c->gb_step;
 		logits = c->gb_logits;
 	} else {
@@ -1067,6 +1106,24 @@ enum alice_status alice_context_finish(struct alice_context *c, struct alice_err
 	return ALICE_OK;
 }
 
+bool alice_context_lse_ok(const struct alice_context *c)
+{
+	return c->lse_on;
+}
+
+bool alice_context_lse(const struct alice_context *c, int32_t i, float *mx, double *sum, float *drawn_value)
+{
+	const struct ctx_out *o = &c->out[c->out_cur];
+	if (i < 0 || i >= o->n_logits || !o->has_lse[i])
+		return false;
+	const int32_t *e = o->lse + (size_t)i * 4;
+	uint64_t sb = (uint64_t)(uint32_t)e[1] | ((uint64_t)(uint32_t)e[2] << 32);
+	memcpy(mx, &e[0], 4);
+	memcpy(sum, &sb, 8);
+	memcpy(drawn_value, &e[3], 4);
+	return true;
+}
+
 bool alice_context_row_fed_ok(const struct alice_context *c, int32_t row)
 {
 	const struct ctx_out *prev = &c->out[c->out_head ^ 1];
@@ -1124,8 +1181,8 @@ int32_t alice_context_n_logits(const struct alice_context *c)
 const int32_t *alice_context_top(const struct alice_context *c, int32_t i)
 {
 	const struct ctx_out *o = &c->out[c->out_cur];
-	if (!c->topk || i < 0 || i >= o->n_logits || (c->draw_on && o->drawn[2 * i + 1] >= 0))
-		return NULL; /* a drawn row's entries are not read back */
+	if (!c->topk || i < 0 || i >= o->n_logits || !o->has_top[i])
+		return NULL; /* a drawn row's entries are not read back (but for its logprobs) */
 	return o->top + (size_t)i * 2 * c->topk;
 }
 

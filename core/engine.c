@@ -68,6 +68,7 @@ struct eng_slot {
 	int32_t last_token;  /* fed at position n_past next step */
 	int32_t n_generated;
 	int32_t row;         /* logits row this step, -1 none */
+	bool lp_dev;         /* its logprobs come from the device (batch.logprobs) */
 	struct alice_sampler *sampler;
 	struct alice_detok_stream *detok;
 	struct alice_sbuf pending; /* text held back: it may start a stop string */
@@ -166,6 +167,7 @@ struct alice_engine {
 	int32_t *b_n_adj;
 	int32_t *b_topn; /* 1: the row's pick reads only its best entry */
 	int32_t *b_feed; /* a fed step's rows of the step before */
+	bool *b_lp;      /* batch.logprobs */
 	/* steps in flight: fl_n of them, the oldest fl[fl_old]; pipeline: the
 	 * next step may be launched before the last is taken (the context
 	 * feeds tokens on the device; ALICE_PIPELINE=0 turns it off) */
@@ -409,6 +411,9 @@ static enum alice_status slot_start(struct alice_engine *e, struct eng_slot *sl,
 		return ALICE_OK;
 	if ((st = alice_sampler_create(&r->sp, e->n_vocab, &sl->sampler, err)) != ALICE_OK)
 		return st;
+	/* logprobs from the device's best entries and LOGSUMEXP, where it can */
+	sl->lp_dev = !r->grammar && alice_context_lse_ok(e->ctx) &&
+		     alice_sampler_device_logprobs(sl->sampler, alice_context_top_k(e->ctx));
 	return alice_detok_stream_create(e->tok, r->render_special, &sl->detok, err);
 }
 
@@ -576,6 +581,7 @@ static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, boo
 	e->b_adj[n] = NULL;
 	e->b_n_adj[n] = 0;
 	e->b_topn[n] = 0;
+	e->b_lp[n] = false;
 	if (sl->r->grammar || k <= 0)
 		return false;
 	if (first && (alice_sampler_top_ok(sl->sampler, k, true) || alice_sampler_temp_ok(sl->sampler, true))) {
@@ -590,7 +596,8 @@ static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, boo
 	if (first && alice_sampler_temp_ok(sl->sampler, adjusted))
 		alice_sampler_temp_params(sl->sampler, ahead, &e->b_draw[n].t, &e->b_draw[n].r);
 	e->b_top[n] = e->b_draw[n].t > 0 || alice_sampler_top_ok(sl->sampler, k, adjusted);
-	e->b_topn[n] = alice_sampler_top_ok(sl->sampler, 1, adjusted) ? 1 : 0;
+	e->b_lp[n] = sl->lp_dev && e->b_top[n];
+	e->b_topn[n] = !e->b_lp[n] && alice_sampler_top_ok(sl->sampler, 1, adjusted) ? 1 : 0;
 	if (!e->b_top[n] || !adjusted)
 		return false;
 	e->b_adj[n] = n_adj ? sl->adj : NULL;
@@ -613,17 +620,30 @@ static void slot_pick(struct alice_engine *e, struct eng_slot *sl)
 	const bool drawn = alice_context_drawn(e->ctx, sl->row, &tok, &used);
 	const float *logits = drawn ? NULL : alice_context_logits(e->ctx, sl->row);
 	__atomic_fetch_add(logits ? &e->picks_host : &e->picks_device, 1, __ATOMIC_RELAXED);
-	if (drawn) { /* the backend drew it */
-		if ((st = alice_sampler_temp_done(sl->sampler, tok, used, &sl->res, &err)) != ALICE_OK) {
-			sl->pick_st = st;
-			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "%s", err.msg);
-		}
-		return;
-	}
+	const int32_t k = alice_context_top_k(e->ctx);
 	const int32_t *top = logits ? NULL : alice_context_top(e->ctx, sl->row);
-	if (top) { /* the backend picked the row's best entries (after its edits) */
-		if ((st = alice_sampler_sample_top(sl->sampler, top, alice_context_top_k(e->ctx), sl->adj_row == sl->row,
-						   &sl->res, &err)) != ALICE_OK) {
+	if (drawn) /* the backend drew it */
+		st = alice_sampler_temp_done(sl->sampler, tok, used, &sl->res, &err);
+	else if (top) /* the backend picked the row's best entries (after its edits) */
+		st = alice_sampler_sample_top(sl->sampler, top, k, sl->adj_row == sl->row, &sl->res, &err);
+	if ((drawn || top) && st == ALICE_OK && r->sp.logprobs) {
+		/* the chosen token's value: its draw's, else among the entries */
+		float mx, chosen = 0.0f;
+		double sum;
+		if (!top || !alice_context_lse(e->ctx, sl->row, &mx, &sum, &chosen)) {
+			st = ALICE_ERR_BACKEND;
+			snprintf(err.msg, sizeof(err.msg), "logprobs: the step gave no normaliser for this row");
+		} else {
+			for (int32_t i = 0; i < k && !drawn; i++)
+				if (top[2 * i] == sl->res.token) {
+					memcpy(&chosen, &top[2 * i + 1], sizeof(chosen));
+					break;
+				}
+			st = alice_sampler_logprobs_top(sl->sampler, top, k, mx, sum, chosen, &sl->res, &err);
+		}
+	}
+	if (drawn || top) {
+		if (st != ALICE_OK) {
 			sl->pick_st = st;
 			snprintf(sl->pick_msg, sizeof(sl->pick_msg), "%s", err.msg);
 		}
@@ -920,6 +940,7 @@ static int32_t build_step(struct alice_engine *e, int32_t *n_rows_out)
 			e->b_adj[n] = NULL;
 			e->b_n_adj[n] = 0;
 			e->b_topn[n] = 0;
+			e->b_lp[n] = false;
 			n++;
 		}
 		budget -= (uint32_t)chunk;
@@ -1018,7 +1039,7 @@ static void fail_step(struct alice_engine *e, const int32_t *seq, struct eng_req
 static bool launch_step(struct alice_engine *e, int32_t n, int32_t n_rows, bool fed)
 {
 	struct alice_batch b = {n,	    e->b_tok,  e->b_pos, e->b_seq,   e->b_logits,		e->b_solo,
-				e->b_top, e->b_draw, e->b_adj, e->b_n_adj, e->b_topn, fed ? e->b_feed : NULL};
+				e->b_top, e->b_draw, e->b_adj, e->b_n_adj, e->b_topn, fed ? e->b_feed : NULL, e->b_lp};
 	struct alice_error err = {{0}};
 	struct eng_flight *f = &e->fl[(e->fl_old + e->fl_n) & 1];
 	for (int32_t k = 0; k < n; k++) {
@@ -1326,6 +1347,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_n_adj = malloc(step_max * sizeof(*e->b_n_adj));
 	e->b_topn = malloc(step_max * sizeof(*e->b_topn));
 	e->b_feed = malloc(step_max * sizeof(*e->b_feed));
+	e->b_lp = malloc(step_max * sizeof(*e->b_lp));
 	bool fl_ok = true;
 	for (int i = 0; i < 2; i++) {
 		struct eng_flight *f = &e->fl[i];
@@ -1353,7 +1375,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		goto fail;
 	}
 	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->b_draw ||
-	    !e->b_adj || !e->b_n_adj || !e->b_topn || !e->b_feed || !fl_ok || !e->picks || !e->active) {
+	    !e->b_adj || !e->b_n_adj || !e->b_topn || !e->b_feed || !e->b_lp || !fl_ok || !e->picks || !e->active) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -1436,6 +1458,7 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_n_adj);
 	free(e->b_topn);
 	free(e->b_feed);
+	free(e->b_lp);
 	for (int i = 0; i < 2; i++) {
 		struct eng_flight *f = &e->fl[i];
 		free(f->tok);

@@ -566,6 +566,14 @@ int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params, int
 	return push_node(gb, ALICE_OP_SAMPLE_TEMP, d, x, params, -1, -1);
 }
 
+int32_t alice_gb_logsumexp(struct alice_gb *gb, int32_t x, int32_t tokens)
+{
+	if (!all_valid(gb, x, tokens < 0 ? -2 : tokens))
+		return -1;
+	int32_t d = alice_gb_new(gb, ALICE_TYPE_I32, 4, T(x)->ne[1], 1, 1);
+	return push_node(gb, ALICE_OP_LOGSUMEXP, d, x, tokens, -1, -1);
+}
+
 int32_t alice_gb_feed(struct alice_gb *gb, int32_t host, int32_t idx, int32_t picks)
 {
 	if (!all_valid(gb, host, idx) || !all_valid(gb, picks, -2))

@@ -41,6 +41,9 @@ struct ctx_out {
 	bool *row_full; /* [cap] the row's whole logits were read */
 	int32_t *pick_at; /* [cap] FEED's element of the row's pick in the pick buffer, -1: none */
 	bool *is_drawn;   /* [cap] the row was drawn (else its drawn entry reads -1) */
+	bool *has_top;    /* [cap] the row's best entries were read */
+	bool *has_lse;    /* [cap] the row's LOGSUMEXP entry was read */
+	int32_t *lse;     /* [cap * 4] LOGSUMEXP's rows */
 	size_t cap;       /* rows */
 	bool logits_pinned, top_pinned, drawn_pinned; /* from the backend's host_alloc */
 	int32_t n_logits;
@@ -80,7 +83,9 @@ struct alice_context {
 	/* the sampling ops gb holds (a step builds only those its rows use):
 	 * TOPK's k (0: none), LOGIT_ADJUST, SAMPLE_TEMP */
 	int32_t gb_k;
-	bool gb_adj_f, gb_draw_f;
+	bool gb_adj_f, gb_draw_f, gb_lse_f;
+	int32_t gb_lse;
+	bool lse_on; /* the backend has LOGSUMEXP */
 	struct alice_step gb_step;
 	int32_t *seq_len; /* [n_seq] */
 	/* host staging of one chunk's inputs */

@@ -36,6 +36,7 @@ struct alice_sampler {
 	uint32_t *stamp;   /* n_vocab, only with repeat_penalty: dedupes the window */
 	uint32_t stamp_gen;
 	uint64_t rng[4];
+	bool lp_device; /* logprobs come from the backend (alice_sampler_logprobs_top) */
 };
 
 /* ---- RNG: xoshiro256** seeded by splitmix64 -------------------------------- */
@@ -341,11 +342,8 @@ static double fill_logprobs(const struct alice_sampler *s, const float *w, struc
 	for (int32_t i = 0; i < s->n_vocab; i++)
 		if (w[i] > mx)
 			mx = w[i];
-	double sum = 0;
-	if (mx > -INFINITY)
-		for (int32_t i = 0; i < s->n_vocab; i++)
-			if (w[i] >= mx - NEGLIGIBLE_NATS) /* the rest adds < 2e-8 relative */
-				sum += expf(w[i] - mx);
+	/* the rest adds < 1e-13 relative; the order is the LOGSUMEXP op's */
+	double sum = mx > -INFINITY ? alice_ts_lse_sum(w, s->n_vocab, mx) : 0;
 	double lse = (double)mx + log(sum);
 
 	/* top n by insertion into a small sorted array */
@@ -667,14 +665,47 @@ static bool has_adjust(const struct alice_sampler *s)
 	return s->p.n_logit_bias || s->stamp || s->counts;
 }
 
+/* the step's logprobs are not asked, or come from the backend */
+static bool lp_ok(const struct alice_sampler *s)
+{
+	return !s->p.logprobs || s->lp_device;
+}
+
+bool alice_sampler_device_logprobs(struct alice_sampler *s, int32_t k)
+{
+	/* the bias-adjusted row is the row the backend edits when there are
+	 * no penalties; its best k entries hold the top n */
+	s->lp_device = s->p.logprobs && !s->stamp && !s->counts && s->p.n_probs <= k;
+	return s->lp_device;
+}
+
+enum alice_status alice_sampler_logprobs_top(const struct alice_sampler *s, const int32_t *top, int32_t k, float mx,
+					     double sum, float chosen, struct alice_sample_result *out,
+					     struct alice_error *err)
+{
+	if (!s->lp_device || !top || s->p.n_probs > k)
+		return alice_fail(err, ALICE_ERR_INVALID, "sampling: logprobs from the device were not set up");
+	const double lse = (double)mx + log(sum);
+	int32_t n = s->p.n_probs < s->n_vocab ? s->p.n_probs : s->n_vocab;
+	out->n_top = n;
+	for (int32_t i = 0; i < n; i++) {
+		float l;
+		memcpy(&l, &top[2 * i + 1], sizeof(l));
+		out->top[i].token = top[2 * i];
+		out->top[i].logprob = (float)((double)l - lse);
+	}
+	out->logprob = (float)((double)chosen - lse);
+	return ALICE_OK;
+}
+
 bool alice_sampler_pipeline_ok(const struct alice_sampler *s)
 {
-	return s && !s->p.logprobs && !s->stamp && !s->counts;
+	return s && lp_ok(s) && !s->stamp && !s->counts;
 }
 
 bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k, bool adjusted)
 {
-	return s && k >= 1 && (adjusted || !has_adjust(s)) && !s->p.logprobs &&
+	return s && k >= 1 && (adjusted || !has_adjust(s)) && lp_ok(s) &&
 	       (s->p.temperature <= 1e-6f || (s->p.top_k >= 1 && s->p.top_k <= k && s->p.top_k <= 128));
 }
 
@@ -710,7 +741,7 @@ enum alice_status alice_sampler_sample_top(struct alice_sampler *s, const int32_
 
 bool alice_sampler_temp_ok(const struct alice_sampler *s, bool adjusted)
 {
-	return s && (adjusted || !has_adjust(s)) && !s->p.logprobs && s->p.temperature > 1e-6f &&
+	return s && (adjusted || !has_adjust(s)) && lp_ok(s) && s->p.temperature > 1e-6f &&
 	       s->p.top_k == 0 && s->p.top_p >= 1 && s->p.min_p <= 0;
 }
 

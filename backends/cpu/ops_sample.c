@@ -147,3 +147,29 @@ enum alice_status cpu_op_feed(const struct alice_op_args *a)
 	}
 	return ALICE_OK;
 }
+
+/* ---- LOGSUMEXP (1.6): logprobs' normaliser, alice_ts_lse_sum ---- */
+
+enum alice_status cpu_op_logsumexp(const struct alice_op_args *a)
+{
+	const struct alice_tensor *x = a->src[0], *tk = a->src[1];
+	for (int64_t r = 0; r < x->ne[1]; r++) {
+		const float *row = (const float *)((const uint8_t *)tensor_data(x) + r * x->nb[1]);
+		int32_t *o = (int32_t *)((uint8_t *)tensor_data(a->dst) + r * a->dst->nb[1]);
+		float mx = -INFINITY;
+		for (int64_t i = 0; i < x->ne[0]; i++) {
+			float v = alice_ts_clean(row[i]);
+			mx = v > mx ? v : mx;
+		}
+		double sum = mx > -INFINITY ? alice_ts_lse_sum(row, (int32_t)x->ne[0], mx) : 0.0;
+		int32_t tok = tk ? ((const int32_t *)((const uint8_t *)tensor_data(tk) + r * tk->nb[1]))[0] : -1;
+		float val = tok >= 0 && tok < x->ne[0] ? alice_ts_clean(row[tok]) : 0.0f;
+		uint64_t sb;
+		memcpy(&sb, &sum, 8);
+		memcpy(&o[0], &mx, 4);
+		o[1] = (int32_t)(uint32_t)sb;
+		o[2] = (int32_t)(uint32_t)(sb >> 32);
+		memcpy(&o[3], &val, 4);
+	}
+	return ALICE_OK;
+}

@@ -285,6 +285,8 @@ enum alice_status cu_op_topk(const struct alice_op_args *a) CU_HIDDEN;          
 enum alice_status cu_op_sample_temp(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_logit_adjust(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_feed(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_logsumexp(const struct alice_op_args *a) CU_HIDDEN;
+size_t cu_logsumexp_scratch(const struct alice_op_args *a) CU_HIDDEN;
 void cu_stage_claim(struct alice_backend_ctx *ctx) CU_HIDDEN;
 
 /* How many of the n MUL_MAT nodes a[0..n) can run as one mat-vec launch

@@ -834,3 +834,114 @@ enum alice_status cu_op_feed(const struct alice_op_args *a)
 	CUDA_LAUNCH_CHECK(ctx, "feed");
 	return ALICE_OK;
 }
+
+/* ---- LOGSUMEXP (1.6): logprobs' normaliser, alice_ts_lse_sum bit for bit:
+ * the row max over CTAs (k_lse_max), each CTA its blocks' 8 interleaved
+ * double partial sums (k_lse_sums), per row the blocks in order (k_lse_out) */
+
+__global__ void __launch_bounds__(256) k_lse_max(const uint8_t *__restrict__ src, int64_t nb1, int n, uint8_t *scr,
+						 int S, int nblk)
+{
+	pdl_wait();
+	pdl_trigger();
+	__shared__ float red[8];
+	const int row = blockIdx.x, tid = threadIdx.x;
+	const float *x = (const float *)(src + (int64_t)row * nb1);
+	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
+	const int i0 = blockIdx.y * TS_PER * TS_BLOCK, i1 = min(i0 + TS_PER * TS_BLOCK, n);
+	float m = -INFINITY;
+	for (int i = i0 + tid; i < i1; i += 256)
+		m = fmaxf(m, topk_clean(x[i]));
+#pragma unroll
+	for (int off = 16; off > 0; off >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+	if ((tid & 31) == 0)
+		red[tid >> 5] = m;
+	__syncthreads();
+	if (tid == 0) {
+		for (int w = 1; w < 8; w++)
+			m = fmaxf(m, red[w]);
+		sc.mx[(int64_t)row * S + blockIdx.y] = m;
+	}
+}
+
+__global__ void __launch_bounds__(TS_PER * 8) k_lse_sums(const uint8_t *__restrict__ src, int64_t nb1, int n,
+							  uint8_t *scr, int S, int nblk)
+{
+	pdl_wait();
+	pdl_trigger();
+	__shared__ double part[TS_PER * 8];
+	const int row = blockIdx.x, tid = threadIdx.x;
+	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
+	const float mx = ts_row_max(sc, row, S);
+	const float *x = (const float *)(src + (int64_t)row * nb1);
+	const int b = blockIdx.y * TS_PER + (tid >> 3), k = tid & 7;
+	double acc = 0.0;
+	if (b < nblk && mx > -INFINITY) {
+		const float floor = __fsub_rn(mx, 30.0f);
+		const int i1 = min((b + 1) * TS_BLOCK, n);
+		for (int i = b * TS_BLOCK + k; i < i1; i += 8) {
+			const float v = topk_clean(x[i]);
+			if (v >= floor)
+				acc = __dadd_rn(acc, (double)ts_exp_neg(__fsub_rn(v, mx)));
+		}
+	}
+	part[tid] = acc;
+	__syncthreads();
+	if (k == 0 && b < nblk) {
+		double sum = 0.0;
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			sum = __dadd_rn(sum, part[tid + j]);
+		sc.bs[(int64_t)row * nblk + b] = sum;
+	}
+}
+
+__global__ void k_lse_out(const uint8_t *__restrict__ src, int64_t nb1, int n, const int32_t *__restrict__ tk,
+			  uint8_t *scr, int S, int nblk, int64_t rows, int32_t *__restrict__ dst)
+{
+	pdl_wait();
+	const int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (row >= rows)
+		return;
+	const struct ts_scr sc = ts_scr_of(scr, rows, S, nblk);
+	const float mx = ts_row_max(sc, row, S);
+	double z = 0.0;
+	if (mx > -INFINITY)
+		for (int b = 0; b < nblk; b++)
+			z = __dadd_rn(z, sc.bs[row * nblk + b]);
+	const float *x = (const float *)(src + row * nb1);
+	const int32_t tok = tk ? tk[2 * row] : -1;
+	const float val = tok >= 0 && tok < n ? topk_clean(x[tok]) : 0.0f;
+	const unsigned long long zb = (unsigned long long)__double_as_longlong(z);
+	int32_t *o = dst + 4 * row;
+	o[0] = __float_as_int(mx);
+	o[1] = (int32_t)(uint32_t)zb;
+	o[2] = (int32_t)(uint32_t)(zb >> 32);
+	o[3] = __float_as_int(val);
+}
+
+size_t cu_logsumexp_scratch(const struct alice_op_args *a)
+{
+	return cu_sample_temp_scratch(a);
+}
+
+enum alice_status cu_op_logsumexp(const struct alice_op_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *s = a->src[0], *tk = a->src[1], *d = a->dst;
+	if (s->ne[1] > 65535)
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "LOGSUMEXP: %lld rows", (long long)s->ne[1]);
+	int nblk, S;
+	ts_dims(s, &nblk, &S);
+	const unsigned rows = (unsigned)s->ne[1];
+	cu_launch(k_lse_max, dim3(rows, (unsigned)S), 256, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0], ctx->scratch,
+		  S, nblk);
+	cu_launch(k_lse_sums, dim3(rows, (unsigned)S), TS_PER * 8, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
+		  ctx->scratch, S, nblk);
+	cu_launch(k_lse_out, (rows + 63) / 64, 64, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
+		  tk ? (const int32_t *)tdata(tk) : (const int32_t *)NULL, ctx->scratch, S, nblk, (int64_t)rows,
+		  (int32_t *)tdata(d));
+	CUDA_LAUNCH_CHECK(ctx, "logsumexp");
+	return ALICE_OK;
+}

@@ -52,9 +52,12 @@ if has server; then
     kill $sp; wait $sp 2>/dev/null
     echo "prefill steps (ms from launch to done): $(grep 'engine step' "$out/srv.log" | awk '$3 > 1 {print $3 "t:" $8}' | tail -8 | tr '\n' ' ')"
   done
-  WARM=64 serve
-  echo "== 64 clients: temperature 0.8 / greedy"
-  lg --concurrency 64 --requests-per-client 2
-  lg --concurrency 64 --requests-per-client 2 --extra '{"temperature": 0}'
-  kill $sp; wait $sp 2>/dev/null
+  for mode in ALICE_PIPELINE=1 ALICE_PIPELINE=0; do
+    WARM=64 serve $mode
+    echo "== $mode, 64 clients: temperature 0.8 / greedy / temperature 0.8"
+    lg --concurrency 64 --requests-per-client 2
+    lg --concurrency 64 --requests-per-client 2 --extra '{"temperature": 0}'
+    lg --concurrency 64 --requests-per-client 2
+    kill $sp; wait $sp 2>/dev/null
+  done
 fi

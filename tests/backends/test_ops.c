@@ -916,6 +916,67 @@ static void build_feed(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+/* LOGSUMEXP: rows of a 152k and a small vocabulary with NaN, +inf (the
+ * max becomes FLT_MAX), -inf, a row whose values lie far below its max,
+ * an all -inf row; tokens inside, -1 and past the row. The reference is
+ * alice_ts_lse_sum (the sampler's code); exact, bit for bit. */
+static void build_logsumexp(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { int64_t n, rows; bool tok; } v[] = {{152064, 4, true}, {1000, 5, false}, {4096, 64, true}};
+	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+		int64_t nv = v[s].n, rows = v[s].rows;
+		struct tcase *c = new_case(cs, n, "LOGSUMEXP [%lld,%lld]%s", (long long)nv, (long long)rows,
+					   v[s].tok ? " with tokens" : "");
+		c->node.op = ALICE_OP_LOGSUMEXP;
+		int d = tc_tensor(c, ALICE_TYPE_I32, 4, rows, 1, 1, 0);
+		int x = tc_tensor(c, ALICE_TYPE_F32, nv, rows, 1, 1, 0);
+		int tk = v[s].tok ? tc_tensor(c, ALICE_TYPE_I32, 2, rows, 1, 1, 0) : -1;
+		c->node.dst = d;
+		c->node.src[0] = x;
+		c->node.src[1] = tk;
+		fill_gauss(c, x, r, 3.0);
+		double *ref = alloc_ref(c);
+		float *row = malloc((size_t)nv * sizeof(float));
+		for (int64_t q = 0; q < rows; q++) {
+			for (int64_t i = 0; i < nv; i++) {
+				float f = (float)get_el(c, x, i + nv * q);
+				uint64_t u = rng_u64(r) % 997;
+				f = u == 0 ? NAN : u == 1 ? -INFINITY : f;
+				if (q == 1 && i % 3 == 0) /* spread: many tokens below max - 30 */
+					f *= 40.0f;
+				if (q == 2 && rows > 3)
+					f = -INFINITY;
+				if (q == 3 && i == 17)
+					f = INFINITY;
+				set_el(c, x, i + nv * q, f);
+				row[i] = f;
+			}
+			int32_t tok = q % 3 == 0 ? (int32_t)(rng_u64(r) % (uint64_t)nv) : q % 3 == 1 ? -1 : (int32_t)nv;
+			if (tk >= 0) {
+				set_el(c, tk, 2 * q, tok);
+				set_el(c, tk, 2 * q + 1, 1);
+			}
+			float mx = -INFINITY;
+			for (int64_t i = 0; i < nv; i++)
+				mx = alice_ts_clean(row[i]) > mx ? alice_ts_clean(row[i]) : mx;
+			double sum = mx > -INFINITY ? alice_ts_lse_sum(row, (int32_t)nv, mx) : 0.0;
+			float val = tk >= 0 && tok >= 0 && tok < nv ? alice_ts_clean(row[tok]) : 0.0f;
+			int32_t o[4];
+			uint64_t sb;
+			memcpy(&sb, &sum, 8);
+			memcpy(&o[0], &mx, 4);
+			o[1] = (int32_t)(uint32_t)sb;
+			o[2] = (int32_t)(uint32_t)(sb >> 32);
+			memcpy(&o[3], &val, 4);
+			for (int k = 0; k < 4; k++)
+				ref[4 * q + k] = o[k];
+		}
+		free(row);
+		c->bound = 0; /* exact */
+		c->core = false;
+	}
+}
+
 typedef void (*builder_fn)(struct tcase **cs, int *n, struct rng *r);
 
 static const struct {
@@ -926,7 +987,7 @@ static const struct {
 	{"UNARY_GLU", build_unary_glu}, {"SCALE_SOFTCAP", build_scale_softcap}, {"NORM", build_norm}, {"LAYER_NORM", build_layer_norm},
 	{"ROPE", build_rope},	      {"ATTENTION", build_attention}, {"KV_WRITE", build_kv_write},
 	{"COPY", build_copy},         {"TOPK", build_topk}, {"SAMPLE_TEMP", build_sample_temp},
-	{"LOGIT_ADJUST", build_logit_adjust}, {"FEED", build_feed},
+	{"LOGIT_ADJUST", build_logit_adjust}, {"FEED", build_feed}, {"LOGSUMEXP", build_logsumexp},
 };
 #define N_GROUPS (int)(sizeof(op_groups) / sizeof(op_groups[0]))
 

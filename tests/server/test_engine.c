@@ -25,6 +25,9 @@ struct run {
 	pthread_cond_t cv;
 	bool done;
 	int32_t tokens[MAX_TOK];
+	float logprob[MAX_TOK];   /* the chosen token's (logprobs requests) */
+	float top_lp[MAX_TOK][3]; /* the first 3 alternatives' */
+	int32_t top_tok[MAX_TOK][3];
 	int n_tokens;
 	char text[8192];
 	size_t text_len;
@@ -47,8 +50,14 @@ static void on_event(const struct alice_engine_event *ev, void *user)
 		r->text[r->text_len] = '\0';
 	}
 	if (ev->type == ALICE_ENGINE_EVENT_TOKEN) {
-		if (r->n_tokens < MAX_TOK)
+		if (r->n_tokens < MAX_TOK) {
+			r->logprob[r->n_tokens] = ev->token.logprob;
+			for (int k = 0; k < 3; k++) {
+				r->top_lp[r->n_tokens][k] = k < ev->n_top ? ev->top[k].logprob : 0.0f;
+				r->top_tok[r->n_tokens][k] = k < ev->n_top ? ev->top[k].token : -1;
+			}
 			r->tokens[r->n_tokens++] = ev->token.token;
+		}
 		if (r->cancel_after_first && r->n_tokens == 1)
 			alice_engine_cancel(r->engine, ev->id); /* allowed from a callback */
 	} else {
@@ -406,18 +415,23 @@ Test(engine, backend_sampling_equals_host_sampling)
 		float top_p, min_p;
 		float repeat, freq, pres; /* penalties: LOGIT_ADJUST before TOPK / SAMPLE_TEMP */
 		int n_bias;
+		int n_probs; /* > 0: logprobs with that many alternatives (LOGSUMEXP) */
 	} kinds[] = {
-		{0.0f, 0, 1.0f, 0.0f, 1, 0, 0, 0},	    /* greedy: TOPK */
-		{0.8f, 0, 1.0f, 0.0f, 1, 0, 0, 0},	    /* temperature only: SAMPLE_TEMP */
-		{1.5f, 0, 1.0f, 0.0f, 1, 0, 0, 0},	    /* hot: most of the vocabulary live */
-		{0.7f, 40, 1.0f, 0.0f, 1, 0, 0, 0},	    /* top-k: TOPK */
-		{1.2f, 20, 0.9f, 0.0f, 1, 0, 0, 0},	    /* top-k then top-p: TOPK */
-		{0.9f, 0, 0.9f, 0.05f, 1, 0, 0, 0},	    /* top-p / min-p without top-k: whole rows either way */
-		{0.0f, 0, 1.0f, 0.0f, 1.3f, 0, 0, 0},	    /* greedy, repeat penalty */
-		{0.8f, 0, 1.0f, 0.0f, 1, 0.6f, 0.4f, 0},    /* drawn, frequency + presence */
-		{0.7f, 40, 1.0f, 0.0f, 1.2f, 0.3f, 0, 4},   /* top-k, every edit */
-		{0.0f, 0, 1.0f, 0.0f, 1, 0, 0, 4},	    /* greedy, logit bias (a ban) */
-		{1.1f, 0, 1.0f, 0.0f, 0.8f, -0.5f, 0.2f, 4}, /* drawn, penalties below 1 / negative, bias */
+		{0.0f, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0},	    /* greedy: TOPK */
+		{0.8f, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0},	    /* temperature only: SAMPLE_TEMP */
+		{1.5f, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0},	    /* hot: most of the vocabulary live */
+		{0.7f, 40, 1.0f, 0.0f, 1, 0, 0, 0, 0},	    /* top-k: TOPK */
+		{1.2f, 20, 0.9f, 0.0f, 1, 0, 0, 0, 0},	    /* top-k then top-p: TOPK */
+		{0.9f, 0, 0.9f, 0.05f, 1, 0, 0, 0, 0},	    /* top-p / min-p without top-k: whole rows either way */
+		{0.0f, 0, 1.0f, 0.0f, 1.3f, 0, 0, 0, 0},	    /* greedy, repeat penalty */
+		{0.8f, 0, 1.0f, 0.0f, 1, 0.6f, 0.4f, 0, 0},    /* drawn, frequency + presence */
+		{0.7f, 40, 1.0f, 0.0f, 1.2f, 0.3f, 0, 4, 0},   /* top-k, every edit */
+		{0.0f, 0, 1.0f, 0.0f, 1, 0, 0, 4, 0},	    /* greedy, logit bias (a ban) */
+		{1.1f, 0, 1.0f, 0.0f, 0.8f, -0.5f, 0.2f, 4, 0}, /* drawn, penalties below 1 / negative, bias */
+		{0.0f, 0, 1.0f, 0.0f, 1, 0, 0, 4, 3},	    /* greedy, bias, logprobs: TOPK + LOGSUMEXP */
+		{0.9f, 0, 1.0f, 0.0f, 1, 0, 0, 0, 3},	    /* drawn, logprobs: the drawn token's value */
+		{0.8f, 30, 1.0f, 0.0f, 1, 0, 0, 0, 2},	    /* top-k, logprobs */
+		{0.8f, 0, 1.0f, 0.0f, 1.2f, 0, 0, 0, 3},    /* logprobs with penalties: whole rows */
 	};
 	enum { NK = sizeof(kinds) / sizeof(kinds[0]), NR = NK * N_PROMPTS };
 	static struct run dev[NR], host[NR];
@@ -444,6 +458,8 @@ Test(engine, backend_sampling_equals_host_sampling)
 			q.sampling.logit_bias = k->n_bias ? bias : NULL;
 			q.sampling.n_logit_bias = (size_t)k->n_bias;
 			q.sampling.seed = 4242u + (uint64_t)i;
+			q.sampling.logprobs = k->n_probs > 0;
+			q.sampling.n_probs = k->n_probs;
 			cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_OK, "%s", err.msg);
 			free((int32_t *)q.prompt);
 		}
@@ -453,12 +469,13 @@ Test(engine, backend_sampling_equals_host_sampling)
 		alice_engine_free(e);
 	}
 	/* the backend pass chose every token on the device but the top-p /
-	 * min-p ones (kind 5); the host pass none */
+	 * min-p ones (kind 5) and the logprobs-with-penalties ones (the last);
+	 * the host pass none */
 	uint64_t whole = 0, all = 0;
 	for (int i = 0; i < NR; i++) { /* an end-of-generation token is picked but not reported */
 		uint64_t picks = (uint64_t)dev[i].n_tokens + (dev[i].finish == ALICE_ENGINE_FINISH_STOP);
 		all += picks;
-		whole += i % NK == 5 ? picks : 0;
+		whole += i % NK == 5 || i % NK == NK - 1 ? picks : 0;
 	}
 	cr_expect_eq(st[0].picks_host, whole, "backend pass: %llu tokens from whole rows, expected %llu",
 		     (unsigned long long)st[0].picks_host, (unsigned long long)whole);
@@ -468,12 +485,23 @@ Test(engine, backend_sampling_equals_host_sampling)
 		const struct kind *k = &kinds[i % NK];
 		cr_assert_eq(dev[i].n_tokens, host[i].n_tokens, "request %d (kind %d, T %g, top_k %d): %d vs %d tokens", i,
 			     i % NK, (double)k->temperature, k->top_k, dev[i].n_tokens, host[i].n_tokens);
-		for (int t = 0; t < dev[i].n_tokens; t++)
+		for (int t = 0; t < dev[i].n_tokens; t++) {
 			cr_assert_eq(dev[i].tokens[t], host[i].tokens[t],
 				     "request %d (kind %d, T %g, top_k %d, top_p %g): token %d is %d on the backend, %d on the "
 				     "host",
 				     i, i % NK, (double)k->temperature, k->top_k, (double)k->top_p, t, dev[i].tokens[t],
 				     host[i].tokens[t]);
+			/* logprobs: the same bits from the device's normaliser */
+			cr_assert_eq(memcmp(&dev[i].logprob[t], &host[i].logprob[t], sizeof(float)), 0,
+				     "request %d (kind %d) token %d: logprob %.9g on the backend, %.9g on the host", i, i % NK,
+				     t, (double)dev[i].logprob[t], (double)host[i].logprob[t]);
+			for (int a = 0; a < 3; a++)
+				cr_assert(dev[i].top_tok[t][a] == host[i].top_tok[t][a] &&
+						  memcmp(&dev[i].top_lp[t][a], &host[i].top_lp[t][a], sizeof(float)) == 0,
+					  "request %d (kind %d) token %d alternative %d: %d %.9g vs %d %.9g", i, i % NK, t, a,
+					  dev[i].top_tok[t][a], (double)dev[i].top_lp[t][a], host[i].top_tok[t][a],
+					  (double)host[i].top_lp[t][a]);
+		}
 		cr_assert_eq(dev[i].finish, host[i].finish, "request %d", i);
 	}
 }

@@ -224,6 +224,15 @@ enum alice_op {
 	 * wrote): dst[i] = src1[i] < 0 ? src0[i] : src2[src1[i]]. An index >= m
 	 * is bad input data (the call fails, as for GET_ROWS). */
 	ALICE_OP_FEED = ALICE_OP_COUNT_V1_5,
+	/* Optional (the core then reads logprobs rows whole). Logprobs'
+	 * normaliser per row of src0 (F32 logits [n, rows], dim 0 contiguous,
+	 * after LOGIT_ADJUST): dst I32 [4, rows]: the max mx of the cleaned
+	 * values (float bits); the double sum of alice/temp_sample.h's
+	 * alice_ts_lse_sum (low then high word), in its order, bit for bit; and
+	 * the cleaned value at the token src1 names (optional src1 I32 [2,
+	 * rows], SAMPLE_TEMP's dst: its first word), 0 when there is none or it
+	 * is outside the row. A row with no finite value: -inf and 0. */
+	ALICE_OP_LOGSUMEXP,
 	ALICE_OP_COUNT_V1_6
 };
 

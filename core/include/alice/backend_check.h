@@ -75,6 +75,7 @@ static inline struct alice_op_rule alice_bc_op_rule(uint32_t op)
 	case ALICE_OP_SAMPLE_TEMP: return alice_bc_rule_of("SAMPLE_TEMP", 2, 2);
 	case ALICE_OP_LOGIT_ADJUST: return alice_bc_rule_of("LOGIT_ADJUST", 1, 1);
 	case ALICE_OP_FEED: return alice_bc_rule_of("FEED", 3, 3);
+	case ALICE_OP_LOGSUMEXP: return alice_bc_rule_of("LOGSUMEXP", 1, 2);
 	case ALICE_OP_COUNT_V1_6: break;
 	}
 	return alice_bc_rule_of(NULL, 0, 0);
@@ -192,6 +193,12 @@ static inline bool alice_bc_types_ok(const struct alice_node *n, const struct al
 		       dst->nb[0] == 4 && s[0]->nb[0] == 4 && s[1]->nb[0] == 4 && s[2]->nb[0] == 4 &&
 		       dst->ne[1] == 1 && dst->ne[2] == 1 && dst->ne[3] == 1 && s[0]->ne[0] == dst->ne[0] && s[1]->ne[0] == dst->ne[0] &&
 		       s[2]->ne[1] == 1 && s[2]->ne[2] == 1 && s[2]->ne[3] == 1;
+	case ALICE_OP_LOGSUMEXP:
+		return alice_bc_is_f32(s[0]) && alice_bc_is_i32(dst) && s[0]->nb[0] == 4 && s[0]->ne[2] == 1 &&
+		       s[0]->ne[3] == 1 && dst->ne[0] == 4 && dst->ne[1] == s[0]->ne[1] && dst->nb[0] == 4 &&
+		       dst->nb[1] == 16 &&
+		       (!s[1] || (alice_bc_is_i32(s[1]) && s[1]->ne[0] == 2 && s[1]->ne[1] == s[0]->ne[1] &&
+				  s[1]->nb[0] == 4 && s[1]->nb[1] == 8));
 	default:
 		return false;
 	}

@@ -134,6 +134,11 @@ struct alice_batch {
 	 * caller feeds only rows it picks so); token[i] is then not read. At
 	 * most n_batch tokens; needs alice_context_can_feed. */
 	const int32_t *feed;
+	/* [n_tokens] or NULL: rows (top_only or drawn) whose logprobs the
+	 * caller makes from their best entries and alice_context_lse (the
+	 * step takes all alice_context_top_k entries of such a row, drawn or
+	 * not) */
+	const bool *logprobs;
 };
 
 /* Run one forward step. Batches larger than n_batch are split internally
@@ -161,6 +166,12 @@ bool alice_context_row_fed_ok(const struct alice_context *c, int32_t row);
 /* Whether a launched step computes while the host goes on (the backend has
  * graph_launch); else launch returns once the step ran. */
 bool alice_context_async(const struct alice_context *c);
+/* Whether the backend gives logprobs' normaliser (LOGSUMEXP: batch.logprobs
+ * works), and row i's (a batch.logprobs row of the last finished step):
+ * the max of its (edited) values, alice_ts_lse_sum, and the value at its
+ * drawn token (0 when not drawn). False when the row has none. */
+bool alice_context_lse_ok(const struct alice_context *c);
+bool alice_context_lse(const struct alice_context *c, int32_t i, float *mx, double *sum, float *drawn_value);
 enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b,
 				       struct alice_error *err);
 /* Logits (n_vocab floats) of the i-th row that asked for logits in the last

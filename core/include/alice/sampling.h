@@ -138,6 +138,19 @@ bool alice_sampler_top_ok(const struct alice_sampler *s, int32_t k, bool adjuste
  * it before this step's pick reaches the host. */
 bool alice_sampler_pipeline_ok(const struct alice_sampler *s);
 
+/* Logprobs from the backend (its LOGSUMEXP op and best k entries): when s
+ * asks logprobs, has no penalties (the row the backend edits is then the
+ * bias-adjusted row logprobs are of) and n_probs <= k, switch s so that
+ * top_ok / temp_ok no longer refuse the logprobs, and return true; the
+ * caller then fills each step's with alice_sampler_logprobs_top. */
+bool alice_sampler_device_logprobs(struct alice_sampler *s, int32_t k);
+/* A step's logprobs (out->logprob, out->top) from the row's best k entries
+ * (TOPK), the row's max mx and LOGSUMEXP sum (temp_sample.h), and the
+ * chosen token's value: what alice_sampler_sample would report. */
+enum alice_status alice_sampler_logprobs_top(const struct alice_sampler *s, const int32_t *top, int32_t k, float mx,
+					     double sum, float chosen, struct alice_sample_result *out,
+					     struct alice_error *err);
+
 /* The same step as alice_sampler_sample (same token, same RNG use) from the
  * row's best k entries: top holds k (id, value bits) pairs, best first, ties
  * to the lower id, values cleaned (backend.h's TOPK), of the row adjusted

@@ -99,6 +99,32 @@ static inline double alice_ts_weigh(float *w, int32_t n, float mx, float floor, 
 	return z;
 }
 
+/* Logprobs' normaliser (sampling.h) over the row x (cleaned here) with max
+ * mx of its cleaned values: the sum of exp_neg(x - mx) over the tokens
+ * within 30 nats of mx, per block of 1024 tokens over 8 interleaved double
+ * partial sums (token order), the 8 added in order, the blocks in order:
+ * one order the backends' LOGSUMEXP op reproduces bit for bit. The
+ * log-sum-exp is mx + log(sum). */
+static inline double alice_ts_lse_sum(const float *x, int32_t n, float mx)
+{
+	const float floor = mx - ALICE_TS_NEGLIGIBLE;
+	double z = 0;
+	for (int32_t i0 = 0; i0 < n; i0 += ALICE_TS_BLOCK) {
+		int32_t i1 = i0 + ALICE_TS_BLOCK < n ? i0 + ALICE_TS_BLOCK : n;
+		double part[8] = {0};
+		for (int32_t i = i0; i < i1; i++) {
+			float v = alice_ts_clean(x[i]);
+			if (v >= floor)
+				part[(i - i0) & 7] += (double)alice_exp_neg(v - mx);
+		}
+		double sum = 0;
+		for (int k = 0; k < 8; k++)
+			sum += part[k];
+		z += sum;
+	}
+	return z;
+}
+
 /* The one live token (n_live == 1). */
 static inline int32_t alice_ts_single(const float *w, int32_t n)
 {
