@@ -25,6 +25,12 @@ if has check; then
   ALICE_TEST_BACKEND=cuda ALICE_INV_MODEL="$m1" timeout 200 "$b/bin/core_test_batch_invariance" --filter="batch/decode_many_rows_model" > "$out/inv.log" 2>&1
   echo "batch invariance cuda (1B, 64 rows): rc $? $(grep Synthesis "$out/inv.log")"; grep -E "differ|FAIL" "$out/inv.log" | head -5
 fi
+if has pprof; then
+  echo "== per-op, prefill of 114 tokens"
+  ALICE_CUDA_PROFILE=1 timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 114 -n 1 -r 3 > "$out/pprof.log" 2>&1
+  grep -A25 -i "cuda profile" "$out/pprof.log" | grep -E "profile|pre " | head -22
+  for p in 114 512; do timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p $p -n 0 -r 3 2>/dev/null | grep -E "pp$p"; done
+fi
 if has bench; then
   timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
   timeout 150 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,16,64} 2>/dev/null | grep "^| Llama"

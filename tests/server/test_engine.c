@@ -512,7 +512,7 @@ Test(engine, backend_sampling_equals_host_sampling)
  * greedy and drawn requests with and without a logit bias, requests that
  * end on a stop string, on end-of-generation or on max_tokens while their
  * next step is in flight, a penalised one (never pipelined) beside them,
- * more requests than slots. */
+ * logprobs requests, more requests than slots. */
 Test(engine, pipelined_steps_equal_step_by_step)
 {
 	static const struct alice_logit_bias bias[] = {{100, 3.0f}, {13, 1.5f}};
@@ -542,6 +542,10 @@ Test(engine, pipelined_steps_equal_step_by_step)
 			}
 			if (i == 7)
 				q.sampling.presence_penalty = 0.5f;
+			if (i == 10 || i == 13) { /* logprobs from the device, drawn and greedy */
+				q.sampling.logprobs = true;
+				q.sampling.n_probs = 2;
+			}
 			cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_OK, "%s", err.msg);
 			free((int32_t *)q.prompt);
 		}
@@ -556,9 +560,13 @@ Test(engine, pipelined_steps_equal_step_by_step)
 		const struct run *a = &runs[0][i], *b = &runs[1][i];
 		cr_assert_eq(a->n_tokens, b->n_tokens, "request %d: %d tokens pipelined, %d step by step", i, a->n_tokens,
 			     b->n_tokens);
-		for (int t = 0; t < a->n_tokens; t++)
+		for (int t = 0; t < a->n_tokens; t++) {
 			cr_assert_eq(a->tokens[t], b->tokens[t], "request %d token %d: %d vs %d", i, t, a->tokens[t],
 				     b->tokens[t]);
+			cr_assert(memcmp(&a->logprob[t], &b->logprob[t], sizeof(float)) == 0 &&
+					  memcmp(a->top_lp[t], b->top_lp[t], sizeof(a->top_lp[t])) == 0,
+				  "request %d token %d: logprobs differ", i, t);
+		}
 		cr_assert_str_eq(a->text, b->text, "request %d", i);
 		cr_assert_eq(a->finish, b->finish, "request %d", i);
 		cr_assert_eq(a->n_completion, b->n_completion, "request %d", i);
