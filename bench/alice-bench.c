@@ -166,12 +166,12 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 	 * backends load kernels and pick GEMM algorithms per shape on first use)
 	 * and one decode step */
 	{
-		struct alice_batch b = {o->p > 0 ? o->p : 1, tok, pos, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch b = {o->p > 0 ? o->p : 1, tok, pos, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			snprintf(res->error, sizeof res->error, "%s", err.msg);
 			goto out;
 		}
-		struct alice_batch d = {1, tok + b.n_tokens, pos + b.n_tokens, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch d = {1, tok + b.n_tokens, pos + b.n_tokens, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 		if (alice_context_decode(c, &d, &err) != ALICE_OK) {
 			snprintf(res->error, sizeof res->error, "%s", err.msg);
 			goto out;
@@ -180,7 +180,7 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 	}
 	for (int rep = 0; rep < o->r && o->p > 0; rep++) {
 		alice_context_seq_clear(c, 0);
-		struct alice_batch b = {o->p, tok, pos, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch b = {o->p, tok, pos, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 		double t0 = now_s();
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			snprintf(res->error, sizeof res->error, "%s", err.msg);
@@ -192,7 +192,7 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 		alice_context_seq_clear(c, 0);
 		double t0 = now_s();
 		for (int i = 0; i < o->n; i++) {
-			struct alice_batch b = {1, tok + i, pos + i, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+			struct alice_batch b = {1, tok + i, pos + i, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 			if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 				snprintf(res->error, sizeof res->error, "%s", err.msg);
 				goto out;

@@ -90,7 +90,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 		seq[q] = q;
 		lg[q] = true;
 	}
-	struct alice_batch w = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	struct alice_batch w = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	if (alice_context_decode(c, &w, &err) != ALICE_OK) {
 		fail(r, "warm-up", &err);
 		goto out;
@@ -116,7 +116,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 		alice_context_seq_clear(c, q);
 	if (P > 0) {
 		s = make_prompts(B, P, n_vocab, tok, pos, seq, lg);
-		struct alice_batch b = {(int32_t)nt, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch b = {(int32_t)nt, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 		double t0 = now_s();
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "prefill", &err);
@@ -142,7 +142,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 				dr[q] = (struct alice_draw){temp, (double)(s >> 8) / 16777216.0};
 			}
 		}
-		struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, dr, NULL, NULL, top_n, NULL, NULL};
+		struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, dr, NULL, NULL, top_n, NULL, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "decode", &err);
 			goto out;
@@ -162,7 +162,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 			tok[q] = (tok[q] + 1) % n_vocab;
 			pos[q] = P + N + i;
 		}
-		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch b = {B, tok, pos, seq, lg, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fail(r, "decode (rows read whole)", &err);
 			goto out;
@@ -194,7 +194,7 @@ int bench_batch_run(struct alice_model *m, int B, int P, int N, float temp, stru
 					dr[q] = (struct alice_draw){temp, (double)(s >> 8) / 16777216.0};
 				}
 			}
-			struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, dr, NULL, NULL, top_n, i ? feed : NULL, NULL};
+			struct alice_batch b = {B, tok, pos, seq, lg, NULL, top, dr, NULL, NULL, top_n, i ? feed : NULL, NULL, NULL};
 			if (alice_context_launch(c, &b, &err) != ALICE_OK ||
 			    (i > 0 && alice_context_finish(c, &err) != ALICE_OK)) {
 				free(feed);

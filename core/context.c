@@ -60,6 +60,7 @@ struct step_ops {
 	int32_t k;
 	bool adj, draw, feed; /* feed: some tokens are the previous step's picks (FEED) */
 	bool lse;             /* a row's logprobs are made from the device (LOGSUMEXP) */
+	bool mask;            /* a row has a grammar's mask (TOKEN_MASK) */
 };
 
 /* The pick buffer as TOPK's output [2, k, n_out], SAMPLE_TEMP's [2, n_out]. */
@@ -130,6 +131,13 @@ static int32_t build_step(struct alice_context *c, int32_t n, int32_t n_out, str
 	if (logits >= 0 && so.adj) {
 		c->gb_adj = alice_gb_input(gb, ALICE_TYPE_I32, 6, 1 + adj_cap(n_out));
 		if (alice_gb_logit_adjust(gb, logits, c->gb_adj) < 0)
+			return -1;
+	}
+	c->gb_mask_in = -1;
+	c->gb_mask_f = so.mask;
+	if (logits >= 0 && so.mask) {
+		c->gb_mask_in = alice_gb_input(gb, ALICE_TYPE_I32, 1 + (m->hp.n_vocab + 31) / 32, 1 + n_out);
+		if (alice_gb_token_mask(gb, logits, c->gb_mask_in) < 0)
 			return -1;
 	}
 	c->gb_top = -1;
@@ -368,6 +376,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 		c->pick_all_t.buf = c->pick_buf;
 		c->feed_on = !c->rs && !c->embd;
 		c->lse_on = c->topk > 0 && !c->embd;
+		c->mask_on = !c->embd;
 	}
 	c->in_feed = malloc(c->n_batch * sizeof(int32_t));
 	for (int i = 0; i < 2; i++) {
@@ -383,7 +392,7 @@ enum alice_status alice_context_create(struct alice_model *m, const struct alice
 	struct alice_step stp;
 	c->gb_reuse = false;
 worst_case:;
-	struct step_ops all = {c->topk, c->adj_on, c->draw_on, c->feed_on, c->lse_on};
+	struct step_ops all = {c->topk, c->adj_on, c->draw_on, c->feed_on, c->lse_on, c->mask_on};
 	int32_t logits = build_step(c, (int32_t)c->n_batch, 1, all, &stp);
 	uint64_t size = 0;
 	if (logits < 0) {
@@ -398,6 +407,11 @@ worst_case:;
 	struct alice_graph g = alice_gb_graph(&c->gb);
 	for (uint32_t i = 0; i < g.n_nodes; i++) {
 		if (!vt->supports_op(m->bctx, &g, &g.nodes[i])) {
+			if (g.nodes[i].op == ALICE_OP_TOKEN_MASK) { /* optional: constrained rows are read whole */
+				alice_log(ALICE_LOG_INFO, "context: backend %s: no grammar masks on the device", m->be->name);
+				c->mask_on = false;
+				goto worst_case;
+			}
 			if (g.nodes[i].op == ALICE_OP_LOGSUMEXP) { /* optional: logprobs rows are read whole */
 				alice_log(ALICE_LOG_INFO, "context: backend %s: no logprobs on the device", m->be->name);
 				c->lse_on = false;
@@ -539,6 +553,7 @@ void alice_context_free(struct alice_context *c)
 	free(c->adj_in);
 	free(c->adj_ok);
 	free(c->in_feed);
+	free(c->mask_in);
 	free(c->in_out);
 	free(c->in_seq);
 	free(c->in_solo);
@@ -654,7 +669,8 @@ static enum alice_status write_draws(struct alice_context *c, const struct alice
 /* Whether output row j of the chunk at start is read back whole. */
 static bool row_read_whole(const struct alice_context *c, const struct alice_batch *b, int32_t start, int32_t j)
 {
-	return !c->topk || !b->top_only || !b->top_only[start + c->in_out[j]] || !c->adj_ok[j];
+	const int32_t bi = start + c->in_out[j];
+	return !c->topk || !b->top_only || !b->top_only[bi] || !c->adj_ok[j] || (b->mask && b->mask[bi] && !c->mask_on);
 }
 
 /* Whether batch row bi's logprobs come from its entries and LOGSUMEXP. */
@@ -677,7 +693,7 @@ static bool row_drawn(const struct alice_context *c, const struct alice_batch *b
 static struct step_ops step_ops_of(const struct alice_context *c, const struct alice_batch *b, int32_t start,
 				   int32_t n_out)
 {
-	struct step_ops so = {0, false, false, false, false};
+	struct step_ops so = {0, false, false, false, false, false};
 	for (int32_t j = 0; j < n_out; j++) {
 		int32_t bi = start + c->in_out[j];
 		bool drawn = c->draw_on && b->draw && b->draw[bi].t > 0;
@@ -685,6 +701,7 @@ static struct step_ops step_ops_of(const struct alice_context *c, const struct a
 		so.draw = so.draw || drawn;
 		so.adj = so.adj || (c->adj_on && b->adj && b->n_adj && b->adj[bi] && b->n_adj[bi] > 0);
 		so.lse = so.lse || lp;
+		so.mask = so.mask || (c->mask_on && b->mask && b->mask[bi]);
 		if (c->topk > 0 && b->top_only && b->top_only[bi] && (!drawn || lp)) {
 			int32_t want = b->top_n && b->top_n[bi] == 1 && !lp ? 1 : c->topk;
 			so.k = want > so.k ? want : so.k;
@@ -732,6 +749,37 @@ static enum alice_status write_adjust(struct alice_context *c, const struct alic
 	while (recs < (uint64_t)(1 + n))
 		recs *= 2;
 	return write_input_n(c, c->gb_adj, c->adj_in, recs * 6 * sizeof(int32_t), err);
+}
+
+/* The chunk's TOKEN_MASK records: one per output row with a mask, the
+ * count first; written in power-of-two buckets (a captured CUDA graph's
+ * input size takes few values). */
+static enum alice_status write_masks(struct alice_context *c, const struct alice_batch *b, int32_t start,
+				     int32_t n_out, struct alice_error *err)
+{
+	const int64_t W = 1 + (c->m->hp.n_vocab + 31) / 32;
+	if ((size_t)(1 + n_out) > c->mask_cap) {
+		int32_t *nm = realloc(c->mask_in, (size_t)(1 + n_out) * (size_t)W * sizeof(int32_t));
+		if (!nm)
+			return alice_fail(err, ALICE_ERR_NOMEM, "out of memory for %d grammar masks", n_out);
+		c->mask_in = nm;
+		c->mask_cap = (size_t)(1 + n_out);
+	}
+	int32_t cnt = 0;
+	for (int32_t j = 0; j < n_out; j++) {
+		const int32_t bi = start + c->in_out[j];
+		if (!b->mask || !b->mask[bi] || row_read_whole(c, b, start, j)) /* a row read whole stays unmasked */
+			continue;
+		int32_t *e = c->mask_in + (size_t)W * (size_t)(1 + cnt++);
+		e[0] = j;
+		memcpy(&e[1], b->mask[bi], (size_t)(W - 1) * sizeof(int32_t));
+	}
+	memset(c->mask_in, 0, (size_t)W * sizeof(int32_t));
+	c->mask_in[0] = cnt;
+	uint64_t recs = 1;
+	while (recs < (uint64_t)cnt)
+		recs *= 2;
+	return write_input_n(c, c->gb_mask_in, c->mask_in, (1 + recs) * (uint64_t)W * sizeof(int32_t), err);
 }
 
 /* The copies of the step's n_out output rows back, into o->reads: the
@@ -923,13 +971,13 @@ static enum alice_status run_chunk(struct alice_context *c, struct ctx_out *o, c
 		c->in_out[n_out++] = n - 1;
 	struct step_ops so = step_ops_of(c, b, start, n_out);
 	if (discard)
-		so = (struct step_ops){0, false, false, false, false};
+		so = (struct step_ops){0, false, false, false, false, false};
 	so.feed = fed;
 	struct alice_step stp;
 	int32_t logits;
 	enum alice_status st;
 	if (c->gb_reuse && c->gb_n == n && c->gb_n_out == n_out && c->gb_k == so.k && c->gb_adj_f == so.adj &&
-	    c->gb_draw_f == so.draw && c->gb_feed_f == so.feed && c->gb_lse_f == so.lse) {
+	    c->gb_draw_f == so.draw && c->gb_feed_f == so.feed && c->gb_lse_f == so.lse && c->gb_mask_f == so.mask) {
 		stp = c->gb_step;
 		logits = c->gb_logits;
 	} else {
@@ -959,6 +1007,7 @@ static enum alice_status run_chunk(struct alice_context *c, struct ctx_out *o, c
 	    (stp.inp_ranges_swa >= 0 && (st = write_input(c, stp.inp_ranges_swa, c->in_swa, err)) != ALICE_OK) ||
 	    (st = write_row_regimes(c, n, n_out, err)) != ALICE_OK ||
 	    (st = write_adjust(c, b, start, n_out, err)) != ALICE_OK ||
+	    (c->gb_mask_in >= 0 && (st = write_masks(c, b, start, n_out, err)) != ALICE_OK) ||
 	    (c->gb_draw_in >= 0 && (st = write_draws(c, b, start, n_out, err)) != ALICE_OK))
 		return st;
 	o->n_reads = 0;
@@ -1109,6 +1158,11 @@ enum alice_status alice_context_finish(struct alice_context *c, struct alice_err
 bool alice_context_lse_ok(const struct alice_context *c)
 {
 	return c->lse_on;
+}
+
+bool alice_context_mask_ok(const struct alice_context *c)
+{
+	return c->mask_on;
 }
 
 bool alice_context_lse(const struct alice_context *c, int32_t i, float *mx, double *sum, float *drawn_value)

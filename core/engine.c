@@ -84,6 +84,7 @@ struct eng_slot {
 	enum alice_status pick_st;
 	char pick_msg[ALICE_ERROR_MSG_MAX + 64];
 	uint8_t *mask; /* n_vocab, constrained requests only */
+	uint32_t *mask_bits; /* the same as bits, for the device (batch.mask) */
 	/* this step's logit bias and penalties for the backend (row adj_row;
 	 * -1 none), in adj[ALICE_ADJ_ROW_MAX], made on first use */
 	struct alice_logit_adj *adj;
@@ -168,6 +169,7 @@ struct alice_engine {
 	int32_t *b_topn; /* 1: the row's pick reads only its best entry */
 	int32_t *b_feed; /* a fed step's rows of the step before */
 	bool *b_lp;      /* batch.logprobs */
+	const uint32_t **b_mask; /* batch.mask: a constrained row's allowed tokens */
 	/* steps in flight: fl_n of them, the oldest fl[fl_old]; pipeline: the
 	 * next step may be launched before the last is taken (the context
 	 * feeds tokens on the device; ALICE_PIPELINE=0 turns it off) */
@@ -565,6 +567,27 @@ static void admit(struct alice_engine *e, struct eng_req **cancelled)
 	e->stats.queued = e->n_queued;
 }
 
+/* A constrained slot's next-token mask as bits for the device (batch.mask),
+ * when the context applies masks there; false (the row is then read whole
+ * and slot_pick masks it, reporting any grammar error) otherwise. */
+static bool slot_mask_bits(struct alice_engine *e, struct eng_slot *sl)
+{
+	if (!alice_context_mask_ok(e->ctx))
+		return false;
+	const int32_t W = (e->n_vocab + 31) / 32;
+	if (!sl->mask && !(sl->mask = malloc((size_t)e->n_vocab)))
+		return false;
+	if (!sl->mask_bits && !(sl->mask_bits = malloc((size_t)W * sizeof(uint32_t))))
+		return false;
+	struct alice_error err = {{0}};
+	if (alice_grammar_constraint_mask(sl->r->grammar, sl->mask, e->n_vocab, &err) != ALICE_OK)
+		return false;
+	memset(sl->mask_bits, 0, (size_t)W * sizeof(uint32_t));
+	for (int32_t t = 0; t < e->n_vocab; t++)
+		sl->mask_bits[t / 32] |= (uint32_t)(sl->mask[t] != 0) << (t % 32);
+	return true;
+}
+
 /* Batch row n is the slot's next-token row: whether the backend decides it
  * (its best entries, alice_context_top, or a draw, alice_context_drawn) so
  * the whole row stays on the device, with the slot's logit bias and
@@ -582,7 +605,8 @@ static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, boo
 	e->b_n_adj[n] = 0;
 	e->b_topn[n] = 0;
 	e->b_lp[n] = false;
-	if (sl->r->grammar || k <= 0)
+	e->b_mask[n] = NULL;
+	if (k <= 0 || (sl->r->grammar && !(first && slot_mask_bits(e, sl))))
 		return false;
 	if (first && (alice_sampler_top_ok(sl->sampler, k, true) || alice_sampler_temp_ok(sl->sampler, true))) {
 		if (!sl->adj)
@@ -598,6 +622,8 @@ static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, boo
 	e->b_top[n] = e->b_draw[n].t > 0 || alice_sampler_top_ok(sl->sampler, k, adjusted);
 	e->b_lp[n] = sl->lp_dev && e->b_top[n];
 	e->b_topn[n] = !e->b_lp[n] && alice_sampler_top_ok(sl->sampler, 1, adjusted) ? 1 : 0;
+	/* a constrained row picked on the device is masked there */
+	e->b_mask[n] = e->b_top[n] && sl->r->grammar ? sl->mask_bits : NULL;
 	if (!e->b_top[n] || !adjusted)
 		return false;
 	e->b_adj[n] = n_adj ? sl->adj : NULL;
@@ -941,6 +967,7 @@ static int32_t build_step(struct alice_engine *e, int32_t *n_rows_out)
 			e->b_n_adj[n] = 0;
 			e->b_topn[n] = 0;
 			e->b_lp[n] = false;
+			e->b_mask[n] = NULL;
 			n++;
 		}
 		budget -= (uint32_t)chunk;
@@ -1039,7 +1066,7 @@ static void fail_step(struct alice_engine *e, const int32_t *seq, struct eng_req
 static bool launch_step(struct alice_engine *e, int32_t n, int32_t n_rows, bool fed)
 {
 	struct alice_batch b = {n,	    e->b_tok,  e->b_pos, e->b_seq,   e->b_logits,		e->b_solo,
-				e->b_top, e->b_draw, e->b_adj, e->b_n_adj, e->b_topn, fed ? e->b_feed : NULL, e->b_lp};
+				e->b_top, e->b_draw, e->b_adj, e->b_n_adj, e->b_topn, fed ? e->b_feed : NULL, e->b_lp, e->b_mask};
 	struct alice_error err = {{0}};
 	struct eng_flight *f = &e->fl[(e->fl_old + e->fl_n) & 1];
 	for (int32_t k = 0; k < n; k++) {
@@ -1348,6 +1375,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 	e->b_topn = malloc(step_max * sizeof(*e->b_topn));
 	e->b_feed = malloc(step_max * sizeof(*e->b_feed));
 	e->b_lp = malloc(step_max * sizeof(*e->b_lp));
+	e->b_mask = malloc(step_max * sizeof(*e->b_mask));
 	bool fl_ok = true;
 	for (int i = 0; i < 2; i++) {
 		struct eng_flight *f = &e->fl[i];
@@ -1375,7 +1403,7 @@ enum alice_status alice_engine_create(struct alice_model *model, const struct al
 		goto fail;
 	}
 	if (!e->slots || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits || !e->b_solo || !e->b_top || !e->b_draw ||
-	    !e->b_adj || !e->b_n_adj || !e->b_topn || !e->b_feed || !e->b_lp || !fl_ok || !e->picks || !e->active) {
+	    !e->b_adj || !e->b_n_adj || !e->b_topn || !e->b_feed || !e->b_lp || !e->b_mask || !fl_ok || !e->picks || !e->active) {
 		st = alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
@@ -1442,6 +1470,7 @@ void alice_engine_free(struct alice_engine *e)
 		free(e->slots[i].pending.p);
 		free(e->slots[i].toks);
 		free(e->slots[i].mask);
+		free(e->slots[i].mask_bits);
 		free(e->slots[i].adj);
 	}
 	alice_context_free(e->ctx);
@@ -1459,6 +1488,7 @@ void alice_engine_free(struct alice_engine *e)
 	free(e->b_topn);
 	free(e->b_feed);
 	free(e->b_lp);
+	free(e->b_mask);
 	for (int i = 0; i < 2; i++) {
 		struct eng_flight *f = &e->fl[i];
 		free(f->tok);

@@ -566,6 +566,16 @@ int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params, int
 	return push_node(gb, ALICE_OP_SAMPLE_TEMP, d, x, params, -1, -1);
 }
 
+int32_t alice_gb_token_mask(struct alice_gb *gb, int32_t x, int32_t recs)
+{
+	if (!all_valid(gb, x, recs))
+		return -1;
+	if (T(x)->type != ALICE_TYPE_F32 || T(recs)->type != ALICE_TYPE_I32 ||
+	    T(recs)->ne[0] != 1 + (T(x)->ne[0] + 31) / 32)
+		return alice_gb_error(gb, "token_mask: logits must be F32 rows, records I32 [1 + n/32, L]");
+	return push_node(gb, ALICE_OP_TOKEN_MASK, x, recs, -1, -1, -1);
+}
+
 int32_t alice_gb_logsumexp(struct alice_gb *gb, int32_t x, int32_t tokens)
 {
 	if (!all_valid(gb, x, tokens < 0 ? -2 : tokens))

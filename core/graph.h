@@ -132,6 +132,8 @@ int32_t alice_gb_topk(struct alice_gb *gb, int32_t x, int32_t k, int32_t into);
 /* SAMPLE_TEMP: I32 [2, rows] (token, used) per row of x; params I32 [4, rows];
  * into as for alice_gb_topk */
 int32_t alice_gb_sample_temp(struct alice_gb *gb, int32_t x, int32_t params, int32_t into);
+/* TOKEN_MASK (backend.h) in place on logits x with records recs; returns x */
+int32_t alice_gb_token_mask(struct alice_gb *gb, int32_t x, int32_t recs);
 /* LOGSUMEXP (backend.h): I32 [4, rows] of logits x; tokens: SAMPLE_TEMP's
  * output or -1 */
 int32_t alice_gb_logsumexp(struct alice_gb *gb, int32_t x, int32_t tokens);

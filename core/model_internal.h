@@ -86,6 +86,10 @@ struct alice_context {
 	bool gb_adj_f, gb_draw_f, gb_lse_f;
 	int32_t gb_lse;
 	bool lse_on; /* the backend has LOGSUMEXP */
+	bool mask_on, gb_mask_f; /* the backend has TOKEN_MASK; gb holds one */
+	int32_t gb_mask_in;
+	int32_t *mask_in; /* [(1 + W) * mask_cap] one chunk's TOKEN_MASK records */
+	size_t mask_cap;
 	struct alice_step gb_step;
 	int32_t *seq_len; /* [n_seq] */
 	/* host staging of one chunk's inputs */

@@ -113,7 +113,7 @@ static enum alice_status feed(struct alice_spec_drafter *d, int32_t seq, const i
 			d->b_out[i] = i == n - 1;
 			d->b_solo[i] = solo;
 		}
-		struct alice_batch b = {n, d->b_tok, d->b_pos, d->b_seq, d->b_out, solo ? d->b_solo : NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch b = {n, d->b_tok, d->b_pos, d->b_seq, d->b_out, solo ? d->b_solo : NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 		enum alice_status st = alice_context_decode(d->ctx, &b, err);
 		if (st != ALICE_OK) {
 			alice_context_seq_clear(d->ctx, seq);
@@ -193,7 +193,7 @@ int32_t alice_spec_drafter_draft(struct alice_spec_drafter *d, int32_t seq, cons
 		d->b_pos[0] = pos;
 		d->b_seq[0] = seq;
 		d->b_out[0] = true;
-		struct alice_batch b = {1, d->b_tok, d->b_pos, d->b_seq, d->b_out, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch b = {1, d->b_tok, d->b_pos, d->b_seq, d->b_out, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 		if (alice_context_decode(d->ctx, &b, err) != ALICE_OK) {
 			alice_context_seq_clear(d->ctx, seq);
 			d->len[seq] = 0;

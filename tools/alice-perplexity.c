@@ -114,7 +114,7 @@ int main(int argc, char **argv)
 		if (add_bos && alice_tokenizer_bos(tk) >= 0)
 			chunk[0] = alice_tokenizer_bos(tk);
 		alice_context_seq_clear(c, 0);
-		struct alice_batch b = {n_ctx, chunk, pos, seq, want, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+		struct alice_batch b = {n_ctx, chunk, pos, seq, want, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			fprintf(stderr, "alice-perplexity: chunk %d: %s\n", ch, err.msg);
 			goto out_free;

@@ -279,6 +279,7 @@ static const cpu_op_fn op_fns[CPU_OP_COUNT] = {
 	[ALICE_OP_NORM] = cpu_op_layer_norm,   [ALICE_OP_TOPK] = cpu_op_topk,
 	[ALICE_OP_SAMPLE_TEMP] = cpu_op_sample_temp, [ALICE_OP_LOGIT_ADJUST] = cpu_op_logit_adjust,
 	[ALICE_OP_FEED] = cpu_op_feed, [ALICE_OP_LOGSUMEXP] = cpu_op_logsumexp,
+	[ALICE_OP_TOKEN_MASK] = cpu_op_token_mask,
 };
 
 /* The largest ne / nb per dim this backend takes. */

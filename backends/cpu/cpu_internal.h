@@ -123,6 +123,7 @@ enum alice_status cpu_op_sample_temp(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_logit_adjust(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_feed(const struct alice_op_args *a) CPU_HIDDEN;
 enum alice_status cpu_op_logsumexp(const struct alice_op_args *a) CPU_HIDDEN;
+enum alice_status cpu_op_token_mask(const struct alice_op_args *a) CPU_HIDDEN;
 
 
 /* ---- activation formats for the dot products (llama.cpp-compatible

@@ -173,3 +173,25 @@ enum alice_status cpu_op_logsumexp(const struct alice_op_args *a)
 	}
 	return ALICE_OK;
 }
+
+/* ---- TOKEN_MASK (1.6): a grammar's allowed tokens, the rest -inf ---- */
+
+enum alice_status cpu_op_token_mask(const struct alice_op_args *a)
+{
+	const struct alice_tensor *x = a->dst, *r = a->src[0];
+	const int32_t *rec = (const int32_t *)tensor_data(r);
+	const int64_t W = r->ne[0];
+	int64_t cnt = rec[0], cap = r->ne[1] - 1;
+	if (cnt > cap)
+		cnt = cap;
+	for (int64_t k = 1; k <= cnt; k++) {
+		const int32_t *e = rec + W * k;
+		if (e[0] < 0 || e[0] >= x->ne[1])
+			continue;
+		float *v = (float *)((uint8_t *)tensor_data(x) + (int64_t)e[0] * x->nb[1]);
+		for (int64_t t = 0; t < x->ne[0]; t++)
+			if (!(((uint32_t)e[1 + t / 32] >> (t % 32)) & 1u))
+				v[t] = -INFINITY;
+	}
+	return ALICE_OK;
+}

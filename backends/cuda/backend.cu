@@ -410,7 +410,7 @@ static const cu_op_fn op_fns[ALICE_OP_COUNT_V1_6] = {
 	cu_op_kv_write, cu_op_glu,	cu_op_unary,	 cu_op_softcap,	  cu_op_copy,
 	cu_op_ssm_conv, cu_op_gated_delta_net,
 	NULL /* NORM */, cu_op_topk,	cu_op_sample_temp, cu_op_logit_adjust, cu_op_feed,
-	cu_op_logsumexp,
+	cu_op_logsumexp, cu_op_token_mask,
 };
 
 /* The largest ne / nb per dim this backend takes. */

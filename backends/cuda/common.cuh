@@ -286,6 +286,7 @@ enum alice_status cu_op_sample_temp(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_logit_adjust(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_feed(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_logsumexp(const struct alice_op_args *a) CU_HIDDEN;
+enum alice_status cu_op_token_mask(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_logsumexp_scratch(const struct alice_op_args *a) CU_HIDDEN;
 void cu_stage_claim(struct alice_backend_ctx *ctx) CU_HIDDEN;
 

@@ -945,3 +945,45 @@ enum alice_status cu_op_logsumexp(const struct alice_op_args *a)
 	CUDA_LAUNCH_CHECK(ctx, "logsumexp");
 	return ALICE_OK;
 }
+
+/* ---- TOKEN_MASK (1.6): a grammar's allowed tokens, the rest -inf: one
+ * thread per 32-token word of a record ---- */
+
+__global__ void k_token_mask(uint8_t *__restrict__ x, int64_t nb1, int64_t n, int64_t rows,
+			     const int32_t *__restrict__ rec, int64_t W, int64_t cap)
+{
+	pdl_wait();
+	pdl_trigger();
+	const int64_t k = 1 + blockIdx.y, w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	int64_t cnt = rec[0];
+	cnt = cnt < cap ? cnt : cap;
+	if (k > cnt || w >= W - 1)
+		return;
+	const int32_t *e = rec + W * k;
+	if (e[0] < 0 || e[0] >= rows)
+		return;
+	const uint32_t bits = (uint32_t)e[1 + w];
+	if (bits == 0xffffffffu)
+		return;
+	float *v = (float *)(x + (int64_t)e[0] * nb1);
+	for (int b = 0; b < 32; b++) {
+		const int64_t t = 32 * w + b;
+		if (t < n && !((bits >> b) & 1u))
+			v[t] = -INFINITY;
+	}
+}
+
+enum alice_status cu_op_token_mask(const struct alice_op_args *a)
+{
+	struct alice_backend_ctx *ctx = a->ctx;
+	const struct alice_tensor *x = a->dst, *r = a->src[0];
+	const int64_t W = r->ne[0], cap = r->ne[1] - 1;
+	if (cap < 1)
+		return ALICE_OK;
+	if (cap > 65535)
+		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "TOKEN_MASK: %lld records", (long long)cap);
+	cu_launch(k_token_mask, dim3((unsigned)((W - 1 + 255) / 256), (unsigned)cap), 256, ctx->stream, tdata(x),
+		  x->nb[1], x->ne[0], x->ne[1], (const int32_t *)tdata(r), W, cap);
+	CUDA_LAUNCH_CHECK(ctx, "token_mask");
+	return ALICE_OK;
+}

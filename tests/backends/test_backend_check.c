@@ -73,7 +73,7 @@ Test(backend_check, arity_is_what_backend_h_says)
 		{ALICE_OP_SCALE, 1, 1},	   {ALICE_OP_RMS_NORM, 1, 2}, {ALICE_OP_L2_NORM, 1, 1}, {ALICE_OP_ROPE, 2, 3},
 		{ALICE_OP_ATTENTION, 4, 5}, {ALICE_OP_KV_WRITE, 2, 2}, {ALICE_OP_GLU, 2, 2},	{ALICE_OP_UNARY, 1, 1},
 		{ALICE_OP_SOFTCAP, 1, 1},  {ALICE_OP_COPY, 1, 1},     {ALICE_OP_SSM_CONV, 4, 4},
-		{ALICE_OP_GATED_DELTA_NET, 6, 6}, {ALICE_OP_NORM, 1, 3},  {ALICE_OP_TOPK, 1, 1}, {ALICE_OP_SAMPLE_TEMP, 2, 2}, {ALICE_OP_LOGIT_ADJUST, 1, 1}, {ALICE_OP_FEED, 3, 3}, {ALICE_OP_LOGSUMEXP, 1, 2},
+		{ALICE_OP_GATED_DELTA_NET, 6, 6}, {ALICE_OP_NORM, 1, 3},  {ALICE_OP_TOPK, 1, 1}, {ALICE_OP_SAMPLE_TEMP, 2, 2}, {ALICE_OP_LOGIT_ADJUST, 1, 1}, {ALICE_OP_FEED, 3, 3}, {ALICE_OP_LOGSUMEXP, 1, 2}, {ALICE_OP_TOKEN_MASK, 1, 1},
 	};
 	cr_assert_eq(sizeof(want) / sizeof(want[0]), ALICE_BC_OP_COUNT - 1);
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -297,7 +297,7 @@ Test(backend_check, node_tensors)
 	cr_assert_eq(alice_bc_node_tensors(&g, &n, "test", &dst, src, err, sizeof(err)), ALICE_ERR_UNSUPPORTED);
 	n.op = ALICE_OP_COUNT_V1_6;
 	cr_assert_eq(alice_bc_node_tensors(&g, &n, "test", &dst, src, err, sizeof(err)), ALICE_ERR_UNSUPPORTED);
-	cr_assert_str_eq(err, "op 23 is not supported by the test backend");
+	cr_assert_str_eq(err, "op 24 is not supported by the test backend");
 }
 
 Test(backend_check, kv_write_cell_dim)

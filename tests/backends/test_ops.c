@@ -977,6 +977,45 @@ static void build_logsumexp(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+/* TOKEN_MASK: records for some rows (random bits, one allowing nothing,
+ * one allowing everything), a row past dst (skipped), stale records past
+ * the count (ignored), a vocabulary not a multiple of 32; exact. */
+static void build_token_mask(struct tcase **cs, int *n, struct rng *r)
+{
+	struct { int64_t n, rows; int recs, cap; } v[] = {{1000, 4, 3, 5}, {128256, 6, 4, 8}, {33, 3, 2, 2}};
+	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
+		int64_t nv = v[s].n, rows = v[s].rows, W = 1 + (nv + 31) / 32;
+		struct tcase *c = new_case(cs, n, "TOKEN_MASK [%lld,%lld] %d records", (long long)nv, (long long)rows,
+					   v[s].recs);
+		c->node.op = ALICE_OP_TOKEN_MASK;
+		int x = tc_tensor(c, ALICE_TYPE_F32, nv, rows, 1, 1, 0);
+		int rc = tc_tensor(c, ALICE_TYPE_I32, W, v[s].cap + 1, 1, 1, 0);
+		c->node.dst = x;
+		c->node.src[0] = rc;
+		fill_gauss(c, x, r, 3.0);
+		double *ref = alloc_ref(c);
+		for (int64_t i = 0; i < nv * rows; i++)
+			ref[i] = get_el(c, x, i);
+		int32_t *rec = (int32_t *)c->host[rc];
+		for (int64_t i = 0; i < W * (v[s].cap + 1); i++) /* stale records: would mask row 0 */
+			rec[i] = 0;
+		rec[0] = v[s].recs;
+		for (int k = 1; k <= v[s].recs; k++) {
+			int32_t *e = rec + W * k;
+			e[0] = k == v[s].recs && v[s].recs > 2 ? (int32_t)rows : k; /* the last past dst */
+			for (int64_t w = 1; w < W; w++)
+				e[w] = k == 1 ? 0 : k == 2 ? -1 : (int32_t)(uint32_t)rng_u64(r);
+			if (e[0] >= rows)
+				continue;
+			for (int64_t t = 0; t < nv; t++)
+				if (!(((uint32_t)e[1 + t / 32] >> (t % 32)) & 1u))
+					ref[t + nv * e[0]] = -INFINITY;
+		}
+		c->bits = true;
+		c->core = false;
+	}
+}
+
 typedef void (*builder_fn)(struct tcase **cs, int *n, struct rng *r);
 
 static const struct {
@@ -988,6 +1027,7 @@ static const struct {
 	{"ROPE", build_rope},	      {"ATTENTION", build_attention}, {"KV_WRITE", build_kv_write},
 	{"COPY", build_copy},         {"TOPK", build_topk}, {"SAMPLE_TEMP", build_sample_temp},
 	{"LOGIT_ADJUST", build_logit_adjust}, {"FEED", build_feed}, {"LOGSUMEXP", build_logsumexp},
+	{"TOKEN_MASK", build_token_mask},
 };
 #define N_GROUPS (int)(sizeof(op_groups) / sizeof(op_groups[0]))
 

@@ -34,7 +34,7 @@ static struct alice_context *make_ctx(struct alice_model *m)
 static void decode(struct alice_context *c, int n, const int32_t *t, const int32_t *p, const int32_t *s,
 		   const bool *w)
 {
-	struct alice_batch b = {n, t, p, s, w, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	struct alice_batch b = {n, t, p, s, w, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	struct alice_error e = {{0}};
 	cr_assert_eq(alice_context_decode(c, &b, &e), ALICE_OK, "%s", e.msg);
 }
@@ -239,7 +239,7 @@ static void check_verify_path(const char *path)
 	vs[VERIFY_K] = 1;
 	vw[VERIFY_K] = true;
 	solo[VERIFY_K] = false;
-	struct alice_batch b = {VERIFY_K + 1, vt, vp, vs, vw, solo, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	struct alice_batch b = {VERIFY_K + 1, vt, vp, vs, vw, solo, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	struct alice_error e = {{0}};
 	cr_assert_eq(alice_context_decode(c2, &b, &e), ALICE_OK, "%s", e.msg);
 	int bad = 0;

@@ -121,7 +121,7 @@ static void context_embed(struct alice_model *m, enum alice_pooling pooling, int
 			want[nt] = true;
 		}
 	}
-	struct alice_batch b = {nt, tok, pos, seq, want, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	struct alice_batch b = {nt, tok, pos, seq, want, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	cr_assert_eq(alice_context_decode(c, &b, &err), ALICE_OK, "%s", err.msg);
 	int32_t row = 0, d = alice_model_n_embd(m);
 	for (int i = 0; i < n; i++) {
@@ -275,9 +275,9 @@ Test(embed, bert_context_errors)
 	cr_assert_eq(alice_context_create(m, &cp, &c, &err), ALICE_OK, "%s", err.msg);
 	/* a sequence split over two decode calls cannot attend bidirectionally */
 	int32_t tok[2] = {101, 102}, pos[2] = {0, 1}, seq[2] = {0, 0};
-	struct alice_batch b = {1, tok, pos, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	struct alice_batch b = {1, tok, pos, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	cr_assert_eq(alice_context_decode(c, &b, &err), ALICE_OK, "%s", err.msg);
-	struct alice_batch b2 = {1, tok + 1, pos + 1, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	struct alice_batch b2 = {1, tok + 1, pos + 1, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	cr_expect_eq(alice_context_decode(c, &b2, &err), ALICE_ERR_RANGE);
 	alice_context_free(c);
 	alice_model_free(m);

@@ -573,3 +573,63 @@ Test(engine, pipelined_steps_equal_step_by_step)
 		cr_assert_eq(a->n_done_events, 1, "request %d", i);
 	}
 }
+
+/* Constrained requests picked on the device (the grammar's mask goes down
+ * as bits, TOKEN_MASK, then TOPK / SAMPLE_TEMP) give the host sampler's
+ * tokens (ALICE_TOPK=0 reads every row whole and masks it there): greedy,
+ * drawn, top-k and biased requests, several at once. */
+Test(engine, grammar_on_device_equals_host)
+{
+	static const char gbnf[] = "root ::= [a-z ,]+ (\".\" | \"!\")";
+	static const struct alice_logit_bias bias[] = {{100, 2.0f}, {13, -1.5f}};
+	enum { NR = 8 };
+	static struct run runs[2][NR];
+	struct alice_engine_stats st[2];
+	struct alice_error err = {{0}};
+	struct alice_grammar *g = NULL;
+	struct alice_grammar_vocab *v = NULL;
+	cr_assert_eq(alice_grammar_parse(gbnf, sizeof(gbnf) - 1, &g, &err, NULL), ALICE_OK, "%s", err.msg);
+	cr_assert_eq(alice_grammar_vocab_from_tokenizer(tok, &v, &err), ALICE_OK, "%s", err.msg);
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			setenv("ALICE_TOPK", "0", 1);
+		struct alice_engine *e = engine_new(4, NR, 64);
+		unsetenv("ALICE_TOPK");
+		for (int i = 0; i < NR; i++) {
+			struct alice_engine_request q;
+			run_init(&runs[pass][i]);
+			request_init(&q, &runs[pass][i], prompts[i % N_PROMPTS], 30);
+			q.sampling.temperature = i % 4 == 0 ? 0.0f : 0.9f;
+			q.sampling.top_k = i % 4 == 2 ? 20 : 0;
+			q.sampling.seed = 7u + (uint64_t)i;
+			if (i % 4 == 3) {
+				q.sampling.logit_bias = bias;
+				q.sampling.n_logit_bias = 2;
+			}
+			cr_assert_eq(alice_grammar_constraint_create(g, v, tok, &q.grammar, &err), ALICE_OK, "%s", err.msg);
+			cr_assert_eq(alice_engine_submit(e, &q, NULL, &err), ALICE_OK, "%s", err.msg);
+			free((int32_t *)q.prompt);
+		}
+		for (int i = 0; i < NR; i++)
+			run_wait(&runs[pass][i]);
+		alice_engine_stats(e, &st[pass]);
+		alice_engine_free(e);
+	}
+	alice_grammar_free(g);
+	alice_grammar_vocab_free(v);
+	cr_expect_eq(st[0].picks_host, 0, "device pass: %llu tokens from whole rows", (unsigned long long)st[0].picks_host);
+	cr_expect_eq(st[1].picks_device, 0);
+	for (int i = 0; i < NR; i++) {
+		const struct run *a = &runs[0][i], *b = &runs[1][i];
+		cr_assert_eq(a->n_tokens, b->n_tokens, "request %d: %d tokens masked on the device, %d on the host", i,
+			     a->n_tokens, b->n_tokens);
+		for (int t = 0; t < a->n_tokens; t++)
+			cr_assert_eq(a->tokens[t], b->tokens[t], "request %d token %d: %d vs %d", i, t, a->tokens[t],
+				     b->tokens[t]);
+		cr_assert_str_eq(a->text, b->text, "request %d", i);
+		cr_assert_eq(a->finish, b->finish, "request %d", i);
+		for (size_t c = 0; c + 1 < a->text_len; c++)
+			cr_assert((a->text[c] >= 'a' && a->text[c] <= 'z') || a->text[c] == ' ' || a->text[c] == ',',
+				  "request %d: '%s' breaks the grammar", i, a->text);
+	}
+}

@@ -233,6 +233,14 @@ enum alice_op {
 	 * rows], SAMPLE_TEMP's dst: its first word), 0 when there is none or it
 	 * is outside the row. A row with no finite value: -inf and 0. */
 	ALICE_OP_LOGSUMEXP,
+	/* Optional (the core then reads constrained rows whole). In place on
+	 * dst, F32 logits [n, rows] (dim 0 contiguous), after LOGIT_ADJUST: src0
+	 * I32 [1 + W, L] contiguous, W = ceil(n / 32): record 0's first word is
+	 * the count c (<= L - 1, the rest unused); records 1..c are a row, then
+	 * W words of bits, bit t % 32 of word t / 32 set when token t may come
+	 * next; a record whose row is outside dst is skipped. Each token not
+	 * allowed becomes -inf (a grammar's mask). */
+	ALICE_OP_TOKEN_MASK,
 	ALICE_OP_COUNT_V1_6
 };
 

@@ -76,6 +76,7 @@ static inline struct alice_op_rule alice_bc_op_rule(uint32_t op)
 	case ALICE_OP_LOGIT_ADJUST: return alice_bc_rule_of("LOGIT_ADJUST", 1, 1);
 	case ALICE_OP_FEED: return alice_bc_rule_of("FEED", 3, 3);
 	case ALICE_OP_LOGSUMEXP: return alice_bc_rule_of("LOGSUMEXP", 1, 2);
+	case ALICE_OP_TOKEN_MASK: return alice_bc_rule_of("TOKEN_MASK", 1, 1);
 	case ALICE_OP_COUNT_V1_6: break;
 	}
 	return alice_bc_rule_of(NULL, 0, 0);
@@ -193,6 +194,10 @@ static inline bool alice_bc_types_ok(const struct alice_node *n, const struct al
 		       dst->nb[0] == 4 && s[0]->nb[0] == 4 && s[1]->nb[0] == 4 && s[2]->nb[0] == 4 &&
 		       dst->ne[1] == 1 && dst->ne[2] == 1 && dst->ne[3] == 1 && s[0]->ne[0] == dst->ne[0] && s[1]->ne[0] == dst->ne[0] &&
 		       s[2]->ne[1] == 1 && s[2]->ne[2] == 1 && s[2]->ne[3] == 1;
+	case ALICE_OP_TOKEN_MASK:
+		return alice_bc_is_f32(dst) && alice_bc_is_i32(s[0]) && dst->nb[0] == 4 && dst->ne[2] == 1 &&
+		       dst->ne[3] == 1 && s[0]->ne[0] == 1 + (dst->ne[0] + 31) / 32 && s[0]->ne[1] >= 1 &&
+		       s[0]->nb[0] == 4 && s[0]->nb[1] == 4 * s[0]->ne[0];
 	case ALICE_OP_LOGSUMEXP:
 		return alice_bc_is_f32(s[0]) && alice_bc_is_i32(dst) && s[0]->nb[0] == 4 && s[0]->ne[2] == 1 &&
 		       s[0]->ne[3] == 1 && dst->ne[0] == 4 && dst->ne[1] == s[0]->ne[1] && dst->nb[0] == 4 &&

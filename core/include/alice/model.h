@@ -139,6 +139,12 @@ struct alice_batch {
 	 * step takes all alice_context_top_k entries of such a row, drawn or
 	 * not) */
 	const bool *logprobs;
+	/* [n_tokens] or NULL: a row's allowed tokens (a grammar's mask:
+	 * ceil(n_vocab / 32) words, bit t % 32 of word t / 32 for token t),
+	 * applied on the device after its edits (TOKEN_MASK), so the row can
+	 * be top_only or drawn; where the backend cannot, the row is read
+	 * whole, unmasked (alice_context_mask_ok). */
+	const uint32_t *const *mask;
 };
 
 /* Run one forward step. Batches larger than n_batch are split internally
@@ -171,6 +177,8 @@ bool alice_context_async(const struct alice_context *c);
  * the max of its (edited) values, alice_ts_lse_sum, and the value at its
  * drawn token (0 when not drawn). False when the row has none. */
 bool alice_context_lse_ok(const struct alice_context *c);
+/* Whether batch.mask works here (the backend has TOKEN_MASK). */
+bool alice_context_mask_ok(const struct alice_context *c);
 bool alice_context_lse(const struct alice_context *c, int32_t i, float *mx, double *sum, float *drawn_value);
 enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b,
 				       struct alice_error *err);
