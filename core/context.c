@@ -488,11 +488,11 @@ static void out_free(struct alice_context *c, struct ctx_out *o)
 	free(o->is_drawn);
 	free(o->has_top);
 	free(o->has_lse);
-	free(o->lse);
+	host_buf_free(c, o->lse, o->lse_pinned);
 	o->logits = NULL;
 	o->top = o->drawn = o->pick_at = o->lse = NULL;
 	o->row_full = o->is_drawn = o->has_top = o->has_lse = NULL;
-	o->logits_pinned = o->top_pinned = o->drawn_pinned = false;
+	o->logits_pinned = o->top_pinned = o->drawn_pinned = o->lse_pinned = false;
 	o->cap = 0;
 	o->n_logits = 0;
 }
@@ -510,7 +510,10 @@ static enum alice_status out_reserve(struct alice_context *c, struct ctx_out *o,
 	o->is_drawn = malloc(rows * sizeof(*o->is_drawn));
 	o->has_top = malloc(rows * sizeof(*o->has_top));
 	o->has_lse = malloc(rows * sizeof(*o->has_lse));
-	o->lse = malloc(rows * 4 * sizeof(*o->lse));
+	/* page-locked like every read's dst: a read into other memory is made
+	 * after the wait, when the next step (pipelined) may have overwritten
+	 * its source */
+	o->lse = host_buf(c, rows * 4 * sizeof(*o->lse), &o->lse_pinned);
 	o->top = c->topk ? host_buf(c, rows * 2 * (size_t)c->topk * sizeof(*o->top), &o->top_pinned) : NULL;
 	o->drawn = c->draw_on ? host_buf(c, rows * 2 * sizeof(*o->drawn), &o->drawn_pinned) : NULL;
 	if (!o->logits || !o->row_full || !o->pick_at || !o->is_drawn || !o->has_top || !o->has_lse || !o->lse ||

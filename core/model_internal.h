@@ -45,7 +45,7 @@ struct ctx_out {
 	bool *has_lse;    /* [cap] the row's LOGSUMEXP entry was read */
 	int32_t *lse;     /* [cap * 4] LOGSUMEXP's rows */
 	size_t cap;       /* rows */
-	bool logits_pinned, top_pinned, drawn_pinned; /* from the backend's host_alloc */
+	bool logits_pinned, top_pinned, drawn_pinned, lse_pinned; /* from the backend's host_alloc */
 	int32_t n_logits;
 	int32_t k; /* TOPK's entries per row in the step (0: none) */
 	struct alice_read *reads; /* [n_batch + 2] */

@@ -396,10 +396,14 @@ struct alice_backend_vtable {
 	 * the step's results copied back behind the graph, so one wait covers
 	 * the step and its reads (each buffer_read is a round trip of its own).
 	 * graph_launch enqueues g and then reads[0, n_reads) (dst best from
-	 * host_alloc); a failure there means nothing is left to wait for.
-	 * After a successful launch the caller calls graph_wait, and nothing
-	 * else on ctx, before touching reads or their dst; graph_wait returns
-	 * what graph_compute would have, with every dst filled on success. */
+	 * host_alloc: a backend may make a read into other memory only at the
+	 * wait, from the buffer as it is then, so a graph launched meanwhile
+	 * must not write its source); a failure there means nothing is left to
+	 * wait for. Up to two launches may be in flight; graph_wait waits for
+	 * the oldest.
+	 * Each successful launch is waited for before its reads or their dst
+	 * are touched; graph_wait returns what graph_compute would have, with
+	 * every dst of that launch filled on success. */
 	enum alice_status (*graph_launch)(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 					  const struct alice_read *reads, uint32_t n_reads);
 	enum alice_status (*graph_wait)(struct alice_backend_ctx *ctx);
