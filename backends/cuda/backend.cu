@@ -975,6 +975,21 @@ static enum alice_status cu_graph_launch(struct alice_backend_ctx *ctx, const st
 {
 	if (ctx->lq_n >= 2)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_launch: two launches are in flight: wait for one first");
+	/* reads of a launch in flight into memory that is not page-locked are
+	 * made now, before this graph can overwrite their sources */
+	for (int i = 0; i < ctx->lq_n; i++) {
+		struct cu_launch *l = &ctx->lq[(ctx->lq_old + i) & 1];
+		if (!l->n_late)
+			continue;
+		CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+		CUDA_CHECK(ctx, cudaEventSynchronize(l->ev));
+		for (uint32_t j = 0; j < l->n_late; j++)
+			if (l->late[j].size)
+				CUDA_CHECK(ctx, cudaMemcpy(l->late[j].dst, l->late[j].buf->dev + l->late[j].offset,
+							   (size_t)l->late[j].size, cudaMemcpyDeviceToHost));
+		l->late = NULL;
+		l->n_late = 0;
+	}
 	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors) || (n_reads && !reads))
 		return cu_fail(ctx, ALICE_ERR_INVALID, "graph_launch: malformed graph");
 	ctx->err[0] = '\0';

@@ -396,10 +396,8 @@ struct alice_backend_vtable {
 	 * the step's results copied back behind the graph, so one wait covers
 	 * the step and its reads (each buffer_read is a round trip of its own).
 	 * graph_launch enqueues g and then reads[0, n_reads) (dst best from
-	 * host_alloc: a backend may make a read into other memory only at the
-	 * wait, from the buffer as it is then, so a graph launched meanwhile
-	 * must not write its source); a failure there means nothing is left to
-	 * wait for. Up to two launches may be in flight; graph_wait waits for
+	 * host_alloc: a read into other memory may cost a wait of its own); a
+	 * failure there means nothing is left to wait for. Up to two launches may be in flight; graph_wait waits for
 	 * the oldest.
 	 * Each successful launch is waited for before its reads or their dst
 	 * are touched; graph_wait returns what graph_compute would have, with
