@@ -47,12 +47,14 @@ serve() {
   env "$@" "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel ${PAR:-64} --port 8113 --ctx-size 512 > "$out/srv.log" 2>&1 &
   sp=$!
   for i in $(seq 1 90); do curl -sf localhost:8113/health >/dev/null 2>&1 && break; sleep 1; done
-  lg --concurrency ${WARM:-4} --requests-per-client 1 --max-tokens 32 > /dev/null
+  lg --concurrency ${WARM:-4} --requests-per-client ${WARM_RPC:-1} --max-tokens 32 > /dev/null
 }
 if has server; then
   for mode in ALICE_PIPELINE=1 ALICE_PIPELINE=0; do
-    PAR=1 WARM=1 serve $mode ALICE_ENGINE_TRACE=1
-    echo "== $mode, 1 client (parallel 1): greedy / temperature 0.8"
+    PAR=1 WARM=1 WARM_RPC=4 serve $mode ALICE_ENGINE_TRACE=1
+    echo "== $mode, 1 client (parallel 1): greedy / temperature 0.8 / greedy / temperature 0.8"
+    lg --concurrency 1 --requests-per-client 3 --extra '{"temperature": 0}'
+    lg --concurrency 1 --requests-per-client 3
     lg --concurrency 1 --requests-per-client 3 --extra '{"temperature": 0}'
     lg --concurrency 1 --requests-per-client 3
     kill $sp; wait $sp 2>/dev/null
