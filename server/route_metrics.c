@@ -88,7 +88,8 @@ static void load_metrics(struct evbuffer *b, const struct srv *s, const struct a
 	evbuffer_add_printf(b, "alice_draft_accepted_total %llu\n", (unsigned long long)st->draft_accepted);
 	metric(b, "alice_token_picks_total", "counter",
 	       "Tokens chosen on the device (from a row's best entries or a draw) or from whole logits rows read "
-	       "to the host (grammars, logprobs, top-p without top-k, a backend without the sampling ops).");
+	       "to the host (top-p / min-p without top-k, logprobs with penalties, a backend without the sampling "
+	       "ops).");
 	evbuffer_add_printf(b, "alice_token_picks_total{where=\"device\"} %llu\n", (unsigned long long)st->picks_device);
 	evbuffer_add_printf(b, "alice_token_picks_total{where=\"host\"} %llu\n", (unsigned long long)st->picks_host);
 	metric(b, "alice_steps_fed_total", "counter",
