@@ -13,7 +13,7 @@ mkdir -p "$out"
 stages=${*:-check bench server}
 has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 voc=.devfix/vocab/ggml-vocab-llama-bpe.gguf
-m1=/tmp/llama-1b-Q4_K_M.gguf
+m1=${M:-/tmp/llama-1b-Q4_K_M.gguf}
 [ -f "$m1" ] || timeout 200 "$b/bin/alice-mkmodel" --shape llama-1b --type Q4_K_M --vocab "$voc" -o "$m1" --threads 16 > "$out/mk.log" 2>&1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 if has check; then
@@ -49,6 +49,13 @@ serve() {
   for i in $(seq 1 90); do curl -sf localhost:8113/health >/dev/null 2>&1 && break; sleep 1; done
   lg --concurrency ${WARM:-4} --requests-per-client ${WARM_RPC:-1} --max-tokens 32 > /dev/null
 }
+if has server64; then # M=the 8B: the 64-client bar for it
+  WARM=64 serve
+  echo "== $(basename "$m1"), 64 clients: temperature 0.8 / greedy"
+  T=150 lg --concurrency 64 --requests-per-client 2
+  T=150 lg --concurrency 64 --requests-per-client 2 --extra '{"temperature": 0}'
+  kill $sp; wait $sp 2>/dev/null
+fi
 if has server; then
   for mode in ALICE_PIPELINE=1 ALICE_PIPELINE=0; do
     PAR=1 WARM=1 WARM_RPC=4 serve $mode ALICE_ENGINE_TRACE=1
