@@ -908,23 +908,28 @@ static int32_t ctx_oldest(const struct alice_context *c)
 	return (c->out_head + 2 - c->n_flight) & 1;
 }
 
+/* Wait for o's step on the backend (the oldest not waited for), keeping
+ * its status for alice_context_finish. */
+static void out_wait(struct alice_context *c, struct ctx_out *o)
+{
+	if (o->waited)
+		return;
+	const struct alice_backend_vtable *vt = c->m->be->vt;
+	o->waited = true;
+	o->st = vt->graph_wait(c->m->bctx);
+	if (o->st != ALICE_OK)
+		alice_fail(&o->err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", c->m->be->name,
+			   vt->last_error(c->m->bctx));
+	else
+		finish_reads(c, o, 0, o->n_logits);
+}
+
 /* Wait for every step in flight on the backend (their results are kept
  * for alice_context_finish), so the compute buffer can change. */
 static void settle(struct alice_context *c)
 {
-	for (int32_t i = 0; i < c->n_flight; i++) {
-		struct ctx_out *o = &c->out[(ctx_oldest(c) + i) & 1];
-		if (o->waited)
-			continue;
-		const struct alice_backend_vtable *vt = c->m->be->vt;
-		o->waited = true;
-		o->st = vt->graph_wait(c->m->bctx);
-		if (o->st != ALICE_OK)
-			alice_fail(&o->err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", c->m->be->name,
-				   vt->last_error(c->m->bctx));
-		else
-			finish_reads(c, o, 0, o->n_logits);
-	}
+	for (int32_t i = 0; i < c->n_flight; i++)
+		out_wait(c, &c->out[(ctx_oldest(c) + i) & 1]);
 }
 
 /* Tokens [start, start+n) of the batch: one graph, its reads into o (from
@@ -1136,16 +1141,7 @@ enum alice_status alice_context_finish(struct alice_context *c, struct alice_err
 		return alice_fail(err, ALICE_ERR_INVALID, "finish: no step is in flight");
 	const int32_t i = ctx_oldest(c);
 	struct ctx_out *o = &c->out[i];
-	if (!o->waited) {
-		const struct alice_backend_vtable *vt = c->m->be->vt;
-		o->waited = true;
-		o->st = vt->graph_wait(c->m->bctx);
-		if (o->st != ALICE_OK)
-			alice_fail(&o->err, ALICE_ERR_BACKEND, "backend %s: step failed: %s", c->m->be->name,
-				   vt->last_error(c->m->bctx));
-		else
-			finish_reads(c, o, 0, o->n_logits);
-	}
+	out_wait(c, o);
 	c->n_flight--;
 	c->out_cur = i;
 	if (o->st != ALICE_OK) {

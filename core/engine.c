@@ -136,7 +136,6 @@ struct alice_engine {
 	int32_t n_vocab;
 	uint32_t n_slots, n_ctx, n_batch, max_queue;
 	uint64_t picks_device, picks_host; /* atomic: slot_pick runs on pool threads */
-	double t_step_end;                 /* ALICE_ENGINE_TRACE */
 	double t_kv_stats;                 /* last kv_stats_update (engine thread) */
 	void (*on_round)(void *user, bool begin); /* alice_engine_params */
 	void *round_user;

@@ -527,7 +527,7 @@ __global__ void __launch_bounds__(256) k_ts_max(const uint8_t *__restrict__ src,
 	pdl_trigger();
 	__shared__ float red[8];
 	const int row = blockIdx.x, tid = threadIdx.x;
-	if (!(__int_as_float(prm[4 * (int64_t)row]) > 0)) /* not drawn */
+	if (prm && !(__int_as_float(prm[4 * (int64_t)row]) > 0)) /* not drawn (LOGSUMEXP: every row) */
 		return;
 	const float *x = (const float *)(src + (int64_t)row * nb1);
 	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
@@ -836,34 +836,8 @@ enum alice_status cu_op_feed(const struct alice_op_args *a)
 }
 
 /* ---- LOGSUMEXP (1.6): logprobs' normaliser, alice_ts_lse_sum bit for bit:
- * the row max over CTAs (k_lse_max), each CTA its blocks' 8 interleaved
+ * the row max over CTAs (SAMPLE_TEMP's k_ts_max), each CTA its blocks' 8 interleaved
  * double partial sums (k_lse_sums), per row the blocks in order (k_lse_out) */
-
-__global__ void __launch_bounds__(256) k_lse_max(const uint8_t *__restrict__ src, int64_t nb1, int n, uint8_t *scr,
-						 int S, int nblk)
-{
-	pdl_wait();
-	pdl_trigger();
-	__shared__ float red[8];
-	const int row = blockIdx.x, tid = threadIdx.x;
-	const float *x = (const float *)(src + (int64_t)row * nb1);
-	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
-	const int i0 = blockIdx.y * TS_PER * TS_BLOCK, i1 = min(i0 + TS_PER * TS_BLOCK, n);
-	float m = -INFINITY;
-	for (int i = i0 + tid; i < i1; i += 256)
-		m = fmaxf(m, topk_clean(x[i]));
-#pragma unroll
-	for (int off = 16; off > 0; off >>= 1)
-		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-	if ((tid & 31) == 0)
-		red[tid >> 5] = m;
-	__syncthreads();
-	if (tid == 0) {
-		for (int w = 1; w < 8; w++)
-			m = fmaxf(m, red[w]);
-		sc.mx[(int64_t)row * S + blockIdx.y] = m;
-	}
-}
 
 __global__ void __launch_bounds__(TS_PER * 8) k_lse_sums(const uint8_t *__restrict__ src, int64_t nb1, int n,
 							  uint8_t *scr, int S, int nblk)
@@ -935,8 +909,8 @@ enum alice_status cu_op_logsumexp(const struct alice_op_args *a)
 	int nblk, S;
 	ts_dims(s, &nblk, &S);
 	const unsigned rows = (unsigned)s->ne[1];
-	cu_launch(k_lse_max, dim3(rows, (unsigned)S), 256, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0], ctx->scratch,
-		  S, nblk);
+	cu_launch(k_ts_max, dim3(rows, (unsigned)S), 256, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
+		  (const int32_t *)NULL, ctx->scratch, S, nblk);
 	cu_launch(k_lse_sums, dim3(rows, (unsigned)S), TS_PER * 8, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
 		  ctx->scratch, S, nblk);
 	cu_launch(k_lse_out, (rows + 63) / 64, 64, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
