@@ -1164,6 +1164,11 @@ bool alice_context_mask_ok(const struct alice_context *c)
 	return c->mask_on;
 }
 
+bool alice_context_draw_ok(const struct alice_context *c)
+{
+	return c->draw_on;
+}
+
 bool alice_context_lse(const struct alice_context *c, int32_t i, float *mx, double *sum, float *drawn_value)
 {
 	const struct ctx_out *o = &c->out[c->out_cur];

@@ -616,7 +616,9 @@ static bool slot_row(struct alice_engine *e, struct eng_slot *sl, int32_t n, boo
 	bool adjusted = first && n_adj >= 0;
 	if (n_adj < 0 || (!first && !alice_sampler_top_ok(sl->sampler, k, false)))
 		return false;
-	if (first && alice_sampler_temp_ok(sl->sampler, adjusted))
+	/* drawn on the device only where the backend draws (SAMPLE_TEMP; not
+	 * Vulkan): else such a row is read whole and drawn on the host */
+	if (first && alice_context_draw_ok(e->ctx) && alice_sampler_temp_ok(sl->sampler, adjusted))
 		alice_sampler_temp_params(sl->sampler, ahead, &e->b_draw[n].t, &e->b_draw[n].r);
 	e->b_top[n] = e->b_draw[n].t > 0 || alice_sampler_top_ok(sl->sampler, k, adjusted);
 	e->b_lp[n] = sl->lp_dev && e->b_top[n];

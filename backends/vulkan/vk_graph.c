@@ -9,14 +9,14 @@
 
 #include "vk_internal.h"
 
-static const vk_op_fn op_fns[ALICE_OP_COUNT_V1_5] = {
+static const vk_op_fn op_fns[ALICE_OP_COUNT_V1_6] = {
 	[ALICE_OP_GET_ROWS] = vk_op_get_rows, [ALICE_OP_MUL_MAT] = vk_op_mul_mat, [ALICE_OP_ADD] = vk_op_ew,
 	[ALICE_OP_MUL] = vk_op_ew,	      [ALICE_OP_SCALE] = vk_op_ew,	  [ALICE_OP_RMS_NORM] = vk_op_norm,
 	[ALICE_OP_L2_NORM] = vk_op_norm,      [ALICE_OP_ROPE] = vk_op_rope,	  [ALICE_OP_ATTENTION] = vk_op_attention,
 	[ALICE_OP_KV_WRITE] = vk_op_kv_write, [ALICE_OP_GLU] = vk_op_ew,	  [ALICE_OP_UNARY] = vk_op_ew,
 	[ALICE_OP_SOFTCAP] = vk_op_ew,	      [ALICE_OP_COPY] = vk_op_ew,
 	[ALICE_OP_SSM_CONV] = vk_op_ssm_conv, [ALICE_OP_GATED_DELTA_NET] = vk_op_gated_delta_net,
-	[ALICE_OP_TOPK] = vk_op_topk,
+	[ALICE_OP_TOPK] = vk_op_topk,	      [ALICE_OP_TOKEN_MASK] = vk_op_token_mask,
 };
 
 /* The largest ne / nb per dim: shaders index with 32-bit element counts. */
@@ -117,7 +117,7 @@ static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, const str
 static enum alice_status node_args(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 				   const struct alice_node *n, struct alice_op_args *a)
 {
-	return alice_bc_node_args(ctx, g, n, "vulkan", n->op < ALICE_OP_COUNT_V1_5 && op_fns[n->op], a, ctx->err,
+	return alice_bc_node_args(ctx, g, n, "vulkan", n->op < ALICE_OP_COUNT_V1_6 && op_fns[n->op], a, ctx->err,
 				  sizeof(ctx->err));
 }
 

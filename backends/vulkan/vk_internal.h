@@ -195,6 +195,7 @@ enum alice_status vk_op_kv_write(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_ssm_conv(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_gated_delta_net(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_topk(const struct alice_op_args *a) VK_HIDDEN; /* vk_ops_sample.c */
+enum alice_status vk_op_token_mask(const struct alice_op_args *a) VK_HIDDEN;
 
 static inline int64_t vk_nelem(const struct alice_tensor *t)
 {

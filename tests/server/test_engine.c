@@ -87,6 +87,14 @@ static void run_wait(struct run *r)
 	pthread_mutex_unlock(&r->mu);
 }
 
+/* Whether the test backend has the device sampling ops beyond TOPK (the
+ * cpu and cuda backends; not vulkan) */
+static bool backend_draws(void)
+{
+	const char *be = getenv("ALICE_TEST_BACKEND");
+	return !(be && strcmp(be, "vulkan") == 0);
+}
+
 static struct alice_model *model;
 static const struct alice_tokenizer *tok;
 
@@ -477,8 +485,9 @@ Test(engine, backend_sampling_equals_host_sampling)
 		all += picks;
 		whole += i % NK == 5 || i % NK == NK - 1 ? picks : 0;
 	}
-	cr_expect_eq(st[0].picks_host, whole, "backend pass: %llu tokens from whole rows, expected %llu",
-		     (unsigned long long)st[0].picks_host, (unsigned long long)whole);
+	if (backend_draws()) /* Vulkan reads more rows whole (no SAMPLE_TEMP, LOGIT_ADJUST, LOGSUMEXP) */
+		cr_expect_eq(st[0].picks_host, whole, "backend pass: %llu tokens from whole rows, expected %llu",
+			     (unsigned long long)st[0].picks_host, (unsigned long long)whole);
 	cr_expect_eq(st[0].picks_device + st[0].picks_host, all);
 	cr_expect_eq(st[1].picks_device, 0);
 	for (int i = 0; i < NR; i++) {
@@ -617,7 +626,11 @@ Test(engine, grammar_on_device_equals_host)
 	}
 	alice_grammar_free(g);
 	alice_grammar_vocab_free(v);
-	cr_expect_eq(st[0].picks_host, 0, "device pass: %llu tokens from whole rows", (unsigned long long)st[0].picks_host);
+	if (backend_draws())
+		cr_expect_eq(st[0].picks_host, 0, "device pass: %llu tokens from whole rows",
+			     (unsigned long long)st[0].picks_host);
+	else /* Vulkan: no SAMPLE_TEMP, drawn rows are read whole; greedy and top-k rows are masked on the device */
+		cr_expect_gt(st[0].picks_device, 0);
 	cr_expect_eq(st[1].picks_device, 0);
 	for (int i = 0; i < NR; i++) {
 		const struct run *a = &runs[0][i], *b = &runs[1][i];

@@ -177,8 +177,10 @@ bool alice_context_async(const struct alice_context *c);
  * the max of its (edited) values, alice_ts_lse_sum, and the value at its
  * drawn token (0 when not drawn). False when the row has none. */
 bool alice_context_lse_ok(const struct alice_context *c);
-/* Whether batch.mask works here (the backend has TOKEN_MASK). */
+/* Whether batch.mask works here (the backend has TOKEN_MASK), and whether
+ * batch.draw does (SAMPLE_TEMP). */
 bool alice_context_mask_ok(const struct alice_context *c);
+bool alice_context_draw_ok(const struct alice_context *c);
 bool alice_context_lse(const struct alice_context *c, int32_t i, float *mx, double *sum, float *drawn_value);
 enum alice_status alice_context_decode(struct alice_context *c, const struct alice_batch *b,
 				       struct alice_error *err);
