@@ -196,6 +196,13 @@ static inline bool cpu_row_grouped(int32_t count, int32_t index)
 	return count >= 4 && index < count - count % 4;
 }
 
+/* Q4_0's default order (vec_kgemm512.c, vec_kgemm2.c): block b's term goes
+ * to chain b % 4; the row's result is (c0 + c1) + (c2 + c3). */
+static inline float q40_chains(const float *c)
+{
+	return (c[0] + c[1]) + (c[2] + c[3]);
+}
+
 static inline size_t cpu_gemm_scratch(int64_t k)
 {
 	return (size_t)k * 32 + (size_t)(k / QKK) * (16 + 4 + 2) * 64 + (size_t)(k / QK8) * 64 + 20480;

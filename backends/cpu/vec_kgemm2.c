@@ -395,8 +395,8 @@ static void v_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *act, in
 	}
 }
 
-/* ---- Q4_0: one chain per output, per block the exact S_b = sum (q - 8) a,
- * acc = fma(d_w d_a, S_b, acc) (vec_kgemm512.c's order) ---- */
+/* ---- Q4_0: four chains per output, per block the exact S_b = sum (q - 8) a,
+ * acc_{b%4} = fma(d_w d_a, S_b, acc_{b%4}) (vec_kgemm512.c's order) ---- */
 #define Q40_BYTES 18
 #define X_D 256 /* per block of 8 rows: nibbles [8 quads][8 rows][4], d [8] */
 #define X_BYTES (X_D + 32)
@@ -433,16 +433,16 @@ static void v_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
 {
 	const uint8_t *wb = w;
 	const struct act_q8_0 *a = act;
-	float acc = 0.0f;
+	float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 	for (int64_t b = 0; b < k / QK8; b++, wb += Q40_BYTES, a++) {
 		prefetch_ahead(wb, Q40_BYTES);
 		__m256i p = q40_lanes(wb, _mm256_loadu_si256((const __m256i *)a->q));
 		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
 		r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
 		r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
-		acc = fmaf(ld_fp16(wb) * a->d, (float)_mm_cvtsi128_si32(r), acc);
+		acc[b & 3] = fmaf(ld_fp16(wb) * a->d, (float)_mm_cvtsi128_si32(r), acc[b & 3]);
 	}
-	*out = acc;
+	*out = q40_chains(acc);
 }
 
 /* Decode, one row at a time (rows read one after another stream from DRAM
@@ -476,20 +476,18 @@ static inline __attribute__((always_inline)) float q40_row1(int64_t ng, int64_t 
 		__m128 Sf = _mm_cvtepi32_ps(S);
 		__m128i hw = _mm_shuffle_epi8(_mm_i32gather_epi32((const int *)(const void *)blk, didx, 1), pick);
 		__m128 P = _mm_mul_ps(_mm_cvtph_ps(hw), G[g].da);
-		acc = _mm_fmadd_ss(P, Sf, acc);
-		acc = _mm_fmadd_ss(_mm_movehdup_ps(P), _mm_movehdup_ps(Sf), acc);
-		acc = _mm_fmadd_ss(_mm_movehl_ps(P, P), _mm_movehl_ps(Sf, Sf), acc);
-		acc = _mm_fmadd_ss(_mm_shuffle_ps(P, P, 3), _mm_shuffle_ps(Sf, Sf, 3), acc);
+		acc = _mm_fmadd_ps(P, Sf, acc); /* lane j: chain j */
 	}
-	float r = _mm_cvtss_f32(acc);
+	float r[4];
+	_mm_storeu_ps(r, acc);
 	for (int64_t c = 4 * ng; c < nb; c++, blk += Q40_BYTES) { /* the last nb % 4 blocks */
 		__m256i pv = q40_lanes(blk, _mm256_loadu_si256((const __m256i *)a[c].q));
 		__m128i x = _mm_add_epi32(_mm256_castsi256_si128(pv), _mm256_extracti128_si256(pv, 1));
 		x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
 		x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 1));
-		r = fmaf(ld_fp16(blk) * a[c].d, (float)_mm_cvtsi128_si32(x), r);
+		r[c & 3] = fmaf(ld_fp16(blk) * a[c].d, (float)_mm_cvtsi128_si32(x), r[c & 3]);
 	}
-	return r;
+	return q40_chains(r);
 }
 
 static void v_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
@@ -529,10 +527,12 @@ static inline __attribute__((always_inline)) void q40_tile8(int mr, int64_t nb, 
 							    const struct act_q8_0 *a0, size_t astride, int64_t m,
 							    uint8_t *out, size_t os_n, size_t os_m)
 {
-	__m256 acc[4];
+	__m256 part[4][4];
 	const __m256i one16 = _mm256_set1_epi16(1);
+	for (int c = 0; c < 4; c++) {
+	__m256 acc[4];
 	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) acc[r] = _mm256_setzero_ps();
-	for (int64_t b = 0; b < nb; b++) {
+	for (int64_t b = c; b < nb; b += 4) {
 		const uint8_t *u = un + (size_t)b * X_BYTES;
 		const struct act_q8_0 *a[4];
 		__m256i t[4];
@@ -554,9 +554,11 @@ static inline __attribute__((always_inline)) void q40_tile8(int mr, int64_t nb, 
 			acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[r]->d)), _mm256_cvtepi32_ps(S), acc[r]);
 		}
 	}
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) part[c][r] = acc[r];
+	}
 	for (int r = 0; r < mr; r++) {
 		float v[8];
-		_mm256_storeu_ps(v, acc[r]);
+		_mm256_storeu_ps(v, _mm256_add_ps(_mm256_add_ps(part[0][r], part[1][r]), _mm256_add_ps(part[2][r], part[3][r])));
 		uint8_t *o = out + (size_t)(m + r) * os_m;
 		for (int n = 0; n < 8; n++)
 			memcpy(o + n * os_n, &v[n], 4);

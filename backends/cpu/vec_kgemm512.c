@@ -181,7 +181,9 @@ static void g_gemm_q4_k(int64_t k, const void *w, size_t ws, const void *act, in
 
 /* ---- Q4_0 (default mode; its llama.cpp order is not installed, see
  * vec_llorder.c): per block the exact integer S_b = sum (q - 8) a, then
- * acc = fma(d_w d_a, S_b, acc), one chain per output. ---- */
+ * acc_c = fma(d_w d_a, S_b, acc_c) with c = b % 4 (four chains per output,
+ * so the fma latency is not paid once per 18-byte block), the result
+ * (acc_0 + acc_1) + (acc_2 + acc_3): Q40_CHAINS in cpu_internal.h. ---- */
 #define Q40_BYTES 18
 /* per block of 16 rows: weights - 8 as s8 [8 quads][16 rows][4], 128 x their
  * sum [16] i32, d [16] */
@@ -222,9 +224,11 @@ static inline __attribute__((always_inline)) void q40_tile(int mr, int64_t nb, c
 							   const struct act_q8_0 *a0, size_t astride, int64_t m,
 							   uint8_t *out, size_t os_n, size_t os_m)
 {
+	__m512 part[4][4];
+	for (int c = 0; c < 4; c++) {
 	__m512 acc[4];
 	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) acc[r] = _mm512_setzero_ps();
-	for (int64_t b = 0; b < nb; b++) {
+	for (int64_t b = c; b < nb; b += 4) {
 		const uint8_t *u = un + (size_t)b * P_BYTES;
 		const struct act_q8_0 *a[4];
 		__m512i t[4];
@@ -247,14 +251,17 @@ static inline __attribute__((always_inline)) void q40_tile(int mr, int64_t nb, c
 			acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[r]->d)),
 						 _mm512_cvtepi32_ps(_mm512_sub_epi32(t[r], off)), acc[r]);
 	}
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) part[c][r] = acc[r];
+	}
 	for (int r = 0; r < mr; r++) {
+		__m512 res = _mm512_add_ps(_mm512_add_ps(part[0][r], part[1][r]), _mm512_add_ps(part[2][r], part[3][r]));
 		uint8_t *o = out + (size_t)(m + r) * os_m;
 		if (os_n == 4) {
-			_mm512_storeu_ps(o, acc[r]);
+			_mm512_storeu_ps(o, res);
 			continue;
 		}
 		float v[16];
-		_mm512_storeu_ps(v, acc[r]);
+		_mm512_storeu_ps(v, res);
 		for (int n = 0; n < 16; n++)
 			memcpy(o + n * os_n, &v[n], 4);
 	}
@@ -294,12 +301,12 @@ static void g_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
 {
 	const uint8_t *wb = w;
 	const struct act_q8_0 *a = act;
-	float acc = 0.0f;
+	float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 	for (int64_t b = 0; b < k / QK8; b++, wb += Q40_BYTES, a++) {
 		prefetch_ahead(wb, Q40_BYTES);
-		acc = fmaf(ld_fp16(wb) * a->d, (float)q40_block_sum(wb, a), acc);
+		acc[b & 3] = fmaf(ld_fp16(wb) * a->d, (float)q40_block_sum(wb, a), acc[b & 3]);
 	}
-	*out = acc;
+	*out = q40_chains(acc);
 }
 
 /* Decode, one row at a time (a row read start to end streams from DRAM
@@ -344,18 +351,16 @@ static inline __attribute__((always_inline)) void q40_rows(const int nr, int64_t
 			/* the 4 d at bytes 0, 18, 36, 54: words 0, 9, 18, 27 of the group's first 64 bytes */
 			__m512i hd = _mm512_permutexvar_epi16(didx, z0);
 			__m128 P = _mm_mul_ps(_mm_cvtph_ps(_mm512_castsi512_si128(hd)), A[g].da);
-			acc[r] = _mm_fmadd_ss(P, S, acc[r]);
-			acc[r] = _mm_fmadd_ss(_mm_movehdup_ps(P), _mm_movehdup_ps(S), acc[r]);
-			acc[r] = _mm_fmadd_ss(_mm_movehl_ps(P, P), _mm_movehl_ps(S, S), acc[r]);
-			acc[r] = _mm_fmadd_ss(_mm_shuffle_ps(P, P, 3), _mm_shuffle_ps(S, S, 3), acc[r]);
+			acc[r] = _mm_fmadd_ps(P, S, acc[r]); /* lane j: chain j */
 		}
 	}
 	for (int r = 0; r < nr; r++) {
-		float v = _mm_cvtss_f32(acc[r]);
+		float v[4];
+		_mm_storeu_ps(v, acc[r]);
 		const uint8_t *blk = w + (size_t)r * ws + 4 * ng * Q40_BYTES;
 		for (int64_t c = 4 * ng; c < nb; c++, blk += Q40_BYTES) /* the last nb % 4 blocks */
-			v = fmaf(ld_fp16(blk) * a[c].d, (float)q40_block_sum(blk, a + c), v);
-		out[r] = v;
+			v[c & 3] = fmaf(ld_fp16(blk) * a[c].d, (float)q40_block_sum(blk, a + c), v[c & 3]);
+		out[r] = q40_chains(v);
 	}
 }
 
