@@ -569,7 +569,68 @@ MMO_BF16 static void gemm4x4_bf16_dp(int64_t K, const void *w, size_t ws, const 
 			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
 		}
 }
+/* 4 weight rows x NX activation rows already packed as BF16 (converted
+ * once per op rather than once per 4 weight rows), each output its gemm
+ * order chain: 4 x 6 accumulators fill the register file, so each weight
+ * load serves 6 rows. */
+MMO_BF16 static inline __attribute__((always_inline)) void gemm4xn_bf16p(const int NX, int64_t K, const void *w,
+									  size_t ws, const uint16_t *xb, int64_t xbs,
+									  float *out, size_t os_n, size_t os_m)
+{
+	__m512 c[4][6];
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 6") for (int b = 0; b < NX; b++)
+			c[a][b] = _mm512_setzero_ps();
+	for (int64_t l = 0; l + 32 <= K; l += 32) {
+		__m512bh wv[4];
+		_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+			wv[a] = wbf16((const uint8_t *)w + (size_t)a * ws, l);
+		_Pragma("GCC unroll 6") for (int b = 0; b < NX; b++) {
+			__m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(xb + b * xbs + l));
+			_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+				c[a][b] = _mm512_dpbf16_ps(c[a][b], wv[a], xv);
+		}
+	}
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 6") for (int b = 0; b < NX; b++) {
+			float v = red16_v(c[a][b]);
+			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+		}
+}
+
+MMO_BF16 static void gemm4xn_bf16p_any(int nx, int64_t K, const void *w, size_t ws, const uint16_t *xb, int64_t xbs,
+				       float *out, size_t os_n, size_t os_m)
+{
+	switch (nx) {
+	case 6: gemm4xn_bf16p(6, K, w, ws, xb, xbs, out, os_n, os_m); break;
+	case 5: gemm4xn_bf16p(5, K, w, ws, xb, xbs, out, os_n, os_m); break;
+	case 4: gemm4xn_bf16p(4, K, w, ws, xb, xbs, out, os_n, os_m); break;
+	case 3: gemm4xn_bf16p(3, K, w, ws, xb, xbs, out, os_n, os_m); break;
+	case 2: gemm4xn_bf16p(2, K, w, ws, xb, xbs, out, os_n, os_m); break;
+	default: gemm4xn_bf16p(1, K, w, ws, xb, xbs, out, os_n, os_m); break;
+	}
+}
 #endif
+
+bool cpu_mm_order_bf16_packed(int64_t K)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	return K % 32 == 0 && use_bf16dp();
+#else
+	(void)K;
+	return false;
+#endif
+}
+
+void cpu_mm_order_gemm_bf16p(int64_t K, const void *w, size_t ws, const uint16_t *xb, int64_t xbs, int nx, float *out,
+			     size_t os_n, size_t os_m)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	gemm4xn_bf16p_any(nx, K, w, ws, xb, xbs, out, os_n, os_m);
+#else
+	(void)K, (void)w, (void)ws, (void)xb, (void)xbs, (void)nx, (void)out, (void)os_n, (void)os_m;
+#endif
+}
 
 /* portable: widen into a stack chunk-free loop through the float versions */
 static inline __attribute__((always_inline)) float raw_s(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)

@@ -59,4 +59,13 @@ void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void 
 void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
 			   int64_t n, float *out, size_t os) __attribute__((visibility("hidden")));
 
+/* BF16 weights with the CPU's vdpbf16ps: the gemm order can read the
+ * activations packed as BF16 once per op (K % 32 == 0). */
+bool cpu_mm_order_bf16_packed(int64_t K) __attribute__((visibility("hidden")));
+/* 4 weight rows `ws` bytes apart x nx (1..6) BF16 activation rows `xbs`
+ * elements apart, the gemm order (cpu_mm_order_dot_raw4x4's, bit for bit):
+ * row a, column b at out + a * os_n + b * os_m bytes. */
+void cpu_mm_order_gemm_bf16p(int64_t K, const void *w, size_t ws, const uint16_t *xb, int64_t xbs, int nx, float *out,
+			     size_t os_n, size_t os_m) __attribute__((visibility("hidden")));
+
 #endif

@@ -148,40 +148,115 @@ static inline __attribute__((always_inline)) void q4k_rows4(int64_t k, const voi
 /* One row in the same order, 256 bits at a time (two zmm ops cost what
  * four ymm ops do on Zen 4, and a row read start to end streams from DRAM
  * better than 4 rows read side by side): S_b with maddubs and vpdpwssd
- * (the scale per 32-element sub-block), M_b from the 8 mins. */
-static inline __attribute__((always_inline)) float q4k_row1(int64_t nsb, const uint8_t *wb, const struct act_q8_k *a)
+ * (the scale per 32-element sub-block), M_b from the 8 mins. The integer
+ * sums of 4 superblocks are reduced together and their 8 float terms
+ * formed in two vectors (the per-superblock horizontal sums and scalar
+ * conversions had been half the kernel's instructions); the activation
+ * side (pair sums of bsums, d) is laid out once per call. */
+#define Q4K_ACT_SB 64 /* superblocks laid out per piece */
+struct q4k_act {
+	__m128i bs[Q4K_ACT_SB];       /* the 8 sums of q per 32 elements */
+	__m256 da2[Q4K_ACT_SB / 4];   /* d of 4 superblocks, each twice */
+};
+
+static inline void q4k_act_fill(struct q4k_act *A, const struct act_q8_k *a, int64_t nsb)
+{
+	for (int64_t b = 0; b < nsb; b++)
+		A->bs[b] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[b].bsums),
+					  _mm_loadu_si128((const __m128i *)(a[b].bsums + 8)));
+	for (int64_t b = 0; b + 4 <= nsb; b += 4)
+		A->da2[b / 4] = _mm256_setr_ps(a[b].d, a[b].d, a[b + 1].d, a[b + 1].d, a[b + 2].d, a[b + 2].d, a[b + 3].d,
+					       a[b + 3].d);
+}
+
+/* S_b (8 partial lanes) and the 4 M_b pair lanes of one superblock */
+static inline __attribute__((always_inline)) __m256i q4k_sb(const uint8_t *wb, const int8_t *q8, __m128i bs,
+							     __m128i *pm)
 {
 	const __m256i m4 = _mm256_set1_epi8(0xf);
-	float acc = 0.0f, accm = 0.0f;
-	for (int64_t b = 0; b < nsb; b++, wb += 144, a++) {
-		prefetch_ahead(wb, 144);
-		__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
-		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
-					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
-		__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
-		__m128i sc128 = _mm256_castsi256_si128(ms);
-		__m256i sc = _mm256_set_m128i(sc128, sc128);
-		__m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+	prefetch_ahead(wb, 144);
+	__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
+	*pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
+	__m256i sc = _mm256_permute4x64_epi64(ms, 0x44);
+	__m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+	const __m256i z = _mm256_setzero_si256();
 #pragma GCC unroll 4
-		for (int j = 0; j < 4; j++) {
-			__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
-			__m256i lo = _mm256_and_si256(q4, m4);
-			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-			__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
-			__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
-			s0 = _mm256_dpwssd_epi32(s0, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(a->q + 64 * j))), sl);
-			s1 = _mm256_dpwssd_epi32(s1, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32))), sh);
-		}
-		__m256i s8 = _mm256_add_epi32(s0, s1);
-		__m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-		/* lanes 0..1: S_b partial pairs, 2..3: M_b partial pairs */
-		__m128i t = _mm_hadd_epi32(s, pm);
-		t = _mm_hadd_epi32(t, t);
-		float da = a->d;
-		acc = fmaf(ld_fp16(wb) * da, (float)_mm_cvtsi128_si32(t), acc);
-		accm = fmaf(ld_fp16(wb + 2) * da, (float)_mm_extract_epi32(t, 1), accm);
+	for (int j = 0; j < 4; j++) {
+		__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
+		__m256i lo = _mm256_and_si256(q4, m4);
+		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+		/* per sub-block 8 lanes of 4 products (|x| <= 7680: fit int16),
+		 * packed: each 128-bit lane = 4 of sub-block 2j, 4 of 2j + 1 */
+		__m256i pl = _mm256_dpbusd_epi32(z, lo, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j)));
+		__m256i ph = _mm256_dpbusd_epi32(z, hi, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32)));
+		__m256i scv = _mm256_shuffle_epi8(sc, _mm256_set_epi8(4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2,
+								      4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j,
+								      4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2,
+								      4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j));
+		if (j & 1)
+			s1 = _mm256_dpwssd_epi32(s1, _mm256_packs_epi32(pl, ph), scv);
+		else
+			s0 = _mm256_dpwssd_epi32(s0, _mm256_packs_epi32(pl, ph), scv);
 	}
-	return acc - accm;
+	return _mm256_add_epi32(s0, s1);
+}
+
+/* superblocks [0, nsb) of a row from chain state am (lane 0: acc, lane 1:
+ * accm); A laid out for these superblocks */
+static inline __attribute__((always_inline)) __m128 q4k_row_part(int64_t nsb, const uint8_t *wb,
+								 const struct act_q8_k *a, const struct q4k_act *A,
+								 __m128 am)
+{
+	int64_t b = 0;
+	for (; b + 4 <= nsb; b += 4) {
+		__m256i s8[4];
+		__m128i pm[4];
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++)
+			s8[i] = q4k_sb(wb + (b + i) * 144, a[b + i].q, A->bs[b + i], &pm[i]);
+		__m128 S = _mm_cvtepi32_ps(red4_256(s8[0], s8[1], s8[2], s8[3]));
+		__m128 M = _mm_cvtepi32_ps(red4_128(pm[0], pm[1], pm[2], pm[3]));
+		uint32_t dw[4];
+		for (int i = 0; i < 4; i++)
+			memcpy(&dw[i], wb + (b + i) * 144, 4);
+		/* d, dmin of each superblock times its d_a: d0 m0 d1 m1 | d2 m2 d3 m3 */
+		__m256 P = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dw)), A->da2[b / 4]);
+		__m128 P01 = _mm256_castps256_ps128(P), P23 = _mm256_extractf128_ps(P, 1);
+		__m128 SM01 = _mm_unpacklo_ps(S, M), SM23 = _mm_unpackhi_ps(S, M);
+		am = _mm_fmadd_ps(P01, SM01, am);
+		am = _mm_fmadd_ps(_mm_movehl_ps(P01, P01), _mm_movehl_ps(SM01, SM01), am);
+		am = _mm_fmadd_ps(P23, SM23, am);
+		am = _mm_fmadd_ps(_mm_movehl_ps(P23, P23), _mm_movehl_ps(SM23, SM23), am);
+	}
+	for (; b < nsb; b++) { /* the last nsb % 4 */
+		__m128i pm;
+		__m256i s8 = q4k_sb(wb + b * 144, a[b].q, A->bs[b], &pm);
+		__m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+		__m128i t = _mm_hadd_epi32(s, pm); /* lanes 0..1: S_b pairs, 2..3: M_b pairs */
+		t = _mm_hadd_epi32(t, t);
+		const uint8_t *w = wb + b * 144;
+		__m128 P = _mm_mul_ps(_mm_setr_ps(ld_fp16(w), ld_fp16(w + 2), 0.0f, 0.0f), _mm_set1_ps(a[b].d));
+		am = _mm_fmadd_ps(P, _mm_cvtepi32_ps(t), am);
+	}
+	return am;
+}
+
+static inline __attribute__((always_inline)) float q4k_am_result(__m128 am)
+{
+	return _mm_cvtss_f32(am) - _mm_cvtss_f32(_mm_movehdup_ps(am));
+}
+
+/* one row, its activation side laid out here (rows left over, long rows) */
+static float q4k_row1(int64_t nsb, const uint8_t *wb, const struct act_q8_k *a)
+{
+	struct q4k_act A;
+	__m128 am = _mm_setzero_ps();
+	for (int64_t b0 = 0; b0 < nsb; b0 += Q4K_ACT_SB) {
+		int64_t n = nsb - b0 < Q4K_ACT_SB ? nsb - b0 : Q4K_ACT_SB;
+		q4k_act_fill(&A, a + b0, n);
+		am = q4k_row_part(n, wb + b0 * 144, a + b0, &A, am);
+	}
+	return q4k_am_result(am);
 }
 
 static void x_dot1_q4_k(int64_t k, const void *w, const void *act, float *out)
@@ -189,11 +264,19 @@ static void x_dot1_q4_k(int64_t k, const void *w, const void *act, float *out)
 	*out = q4k_row1(k / QKK, w, act);
 }
 
-/* decode: 4 rows one after another */
+/* decode: 4 rows one after another, the activation side laid out once */
 static void x_dotr4s_q4_k(int64_t k, const void *w, size_t ws, const void *act, float *out)
 {
+	const int64_t nsb = k / QKK;
+	if (nsb > Q4K_ACT_SB) {
+		for (int r = 0; r < 4; r++)
+			out[r] = q4k_row1(nsb, (const uint8_t *)w + (size_t)r * ws, act);
+		return;
+	}
+	struct q4k_act A;
+	q4k_act_fill(&A, act, nsb);
 	for (int r = 0; r < 4; r++)
-		out[r] = q4k_row1(k / QKK, (const uint8_t *)w + (size_t)r * ws, act);
+		out[r] = q4k_am_result(q4k_row_part(nsb, (const uint8_t *)w + (size_t)r * ws, act, &A, _mm_setzero_ps()));
 }
 
 /* Q6_K in ggml_vec_dot_q6_K_q8_K's order: 8 float lanes per output, lane l

@@ -54,7 +54,15 @@ int main(int argc, char **argv)
 		if (type < 0)
 			continue;
 		size_t rs = alice_row_size((uint32_t)type, K), wbytes = rs * (size_t)N;
-		uint8_t *w = malloc(wbytes);
+		/* ALICE_BENCH_COLD_MB=S: the graph runs the op over copies of the
+		 * weight filling S MB, so each reads it from DRAM as a model does */
+		const char *cold = getenv("ALICE_BENCH_COLD_MB");
+		int copies = cold ? (int)((atof(cold) * 1e6 + (double)wbytes - 1) / (double)wbytes) : 1;
+		if (copies < 1)
+			copies = 1;
+		if (copies > 4096)
+			copies = 4096;
+		uint8_t *w = malloc(wbytes * (size_t)copies);
 		srand(1);
 		for (int64_t n = 0; n < N; n++) {
 			for (int64_t k = 0; k < K; k++)
@@ -62,15 +70,17 @@ int main(int argc, char **argv)
 			if (!alice_quantize((uint32_t)type, row, w + rs * (size_t)n, K))
 				memset(w + rs * (size_t)n, 0, rs);
 		}
+		for (int c = 1; c < copies; c++)
+			memcpy(w + wbytes * (size_t)c, w, wbytes);
 		struct alice_buffer *wb = NULL, *ab = NULL;
-		vt->buffer_import(ctx, w, wbytes, &wb);
+		vt->buffer_import(ctx, w, wbytes * (size_t)copies, &wb);
 		vt->buffer_alloc(ctx, (uint64_t)(K * M + N * M) * 4, ALICE_BUFFER_COMPUTE, &ab);
 		float *x = malloc((size_t)(K * M) * 4);
 		for (int64_t i = 0; i < K * M; i++)
 			x[i] = (float)rand() / RAND_MAX - 0.5f;
 		vt->buffer_write(ctx, ab, 0, x, (uint64_t)(K * M) * 4);
-		struct alice_tensor t[3];
-		memset(t, 0, sizeof(t));
+		struct alice_tensor *t = calloc((size_t)copies + 2, sizeof(*t));
+		struct alice_node *nodes = calloc((size_t)copies, sizeof(*nodes));
 		t[0] = (struct alice_tensor){.type = ALICE_TYPE_F32, .ne = {N, M, 1, 1}, .nb = {4, 4 * N, 4 * N * M, 4 * N * M},
 					     .buf = ab, .offset = (uint64_t)(K * M) * 4};
 		t[1] = (struct alice_tensor){.type = (uint32_t)type, .ne = {K, N, 1, 1},
@@ -79,8 +89,15 @@ int main(int argc, char **argv)
 					     .buf = wb};
 		t[2] = (struct alice_tensor){.type = ALICE_TYPE_F32, .ne = {K, M, 1, 1}, .nb = {4, 4 * K, 4 * K * M, 4 * K * M},
 					     .buf = ab};
-		struct alice_node node = {.op = ALICE_OP_MUL_MAT, .dst = 0, .src = {1, 2, -1, -1, -1, -1}};
-		struct alice_graph g = {.n_tensors = 3, .n_nodes = 1, .tensors = t, .nodes = &node};
+		/* tensors: 0 dst, 1 activations, 2.. the weight copies */
+		struct alice_tensor tw = t[1];
+		t[1] = t[2];
+		for (int c = 0; c < copies; c++) {
+			t[2 + c] = tw;
+			t[2 + c].offset = wbytes * (uint64_t)c;
+			nodes[c] = (struct alice_node){.op = ALICE_OP_MUL_MAT, .dst = 0, .src = {2 + c, 1, -1, -1, -1, -1}};
+		}
+		struct alice_graph g = {.n_tensors = copies + 2, .n_nodes = copies, .tensors = t, .nodes = nodes};
 		if (vt->graph_compute(ctx, &g) != ALICE_OK) {
 			fprintf(stderr, "%s\n", vt->last_error(ctx));
 			return 1;
@@ -92,6 +109,7 @@ int main(int argc, char **argv)
 			iters++;
 			t1 = now();
 		} while (t1 - t0 < 1.0);
+		iters *= copies;
 		double ms = (t1 - t0) / iters * 1e3, cms = (cpu_now() - c0) / iters * 1e3;
 		printf("%-5s K=%lld N=%lld M=%lld: %8.3f ms wall (%8.3f ms cpu)  %6.1f GB/s weights  %7.1f GFLOP/s\n",
 		       alice_type_name((uint32_t)type), (long long)K, (long long)N, (long long)M, ms, cms,
@@ -100,6 +118,8 @@ int main(int argc, char **argv)
 		vt->buffer_free(ctx, ab);
 		free(w);
 		free(x);
+		free(t);
+		free(nodes);
 	}
 	free(row);
 	vt->free(ctx);

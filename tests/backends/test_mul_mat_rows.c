@@ -6,6 +6,8 @@
  * checks the same end to end). Run at each ISA level and under
  * ALICE_CPU_EXACT=1 (tests/backends/CMakeLists.txt). */
 #include <criterion/criterion.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,8 +38,10 @@ static float frand(unsigned *s)
 	return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
-/* out[M][N] = w x rows m0 .. m0 + M - 1 of x, every row its own sequence */
-static void mul_mat(uint32_t type, const uint8_t *w, int64_t K, int64_t N, const float *x, int64_t M, float *out)
+/* out[M][N] = w x rows m0 .. m0 + M - 1 of x, every row its own sequence
+ * (one_seq: all M rows one sequence) */
+static void mul_mat_seq(uint32_t type, const uint8_t *w, int64_t K, int64_t N, const float *x, int64_t M, float *out,
+			bool one_seq)
 {
 	const struct alice_backend_vtable *vt = be->vt;
 	size_t rs = alice_row_size(type, K), wbytes = rs * (size_t)N;
@@ -48,8 +52,8 @@ static void mul_mat(uint32_t type, const uint8_t *w, int64_t K, int64_t N, const
 	cr_assert_eq(vt->buffer_write(ctx, ab, 0, x, xb), ALICE_OK);
 	int32_t *place = malloc((size_t)gb);
 	for (int64_t m = 0; m < M; m++) {
-		place[2 * m] = 1;
-		place[2 * m + 1] = 0;
+		place[2 * m] = one_seq ? (int32_t)M : 1;
+		place[2 * m + 1] = one_seq ? (int32_t)m : 0;
 	}
 	cr_assert_eq(vt->buffer_write(ctx, ab, xb + db, place, gb), ALICE_OK);
 	struct alice_tensor t[4];
@@ -71,6 +75,11 @@ static void mul_mat(uint32_t type, const uint8_t *w, int64_t K, int64_t N, const
 	vt->buffer_free(ctx, wb);
 	vt->buffer_free(ctx, ab);
 	free(place);
+}
+
+static void mul_mat(uint32_t type, const uint8_t *w, int64_t K, int64_t N, const float *x, int64_t M, float *out)
+{
+	mul_mat_seq(type, w, K, N, x, M, out, false);
 }
 
 static void check_type(uint32_t type, int64_t K, int64_t N, int64_t M)
@@ -125,4 +134,76 @@ Test(mul_mat_rows, float_types_same_bits_alone_and_in_a_batch, .init = setup, .f
 		check_type(types[i], 512, 40, 13);
 		check_type(types[i], 80, 36, 5); /* K % 64 tails */
 	}
+}
+
+/* The AVX-512 horizontal sum of llama.cpp's tinyBLAS: halves i + 8, i + 4,
+ * then (0 + 2) + (1 + 3). */
+static float red16(const float *a)
+{
+	float t8[8], t4[4];
+	for (int i = 0; i < 8; i++)
+		t8[i] = a[i + 8] + a[i];
+	for (int i = 0; i < 4; i++)
+		t4[i] = t8[i + 4] + t8[i];
+	return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
+/* A sequence's rows in llama.cpp's gemm order (mm_order.h), whichever tile
+ * computes them: F16 one fma chain per lane over 16-element steps; BF16
+ * vdpbf16ps (lane j adds product 2j + 1, then 2j, of each 32-element step;
+ * BF16 products are exact in float), both then red16. */
+static float gemm_order_ref(uint32_t type, const uint8_t *wrow, const float *x, int64_t K)
+{
+	float acc[16] = {0};
+	if (type == ALICE_TYPE_F16) {
+		const uint16_t *h = (const uint16_t *)wrow;
+		for (int64_t l = 0; l + 16 <= K; l += 16)
+			for (int j = 0; j < 16; j++)
+				acc[j] = fmaf(alice_fp16_to_fp32(h[l + j]), alice_fp16_to_fp32(alice_fp32_to_fp16(x[l + j])),
+					      acc[j]);
+		return red16(acc);
+	}
+	const uint16_t *b = (const uint16_t *)wrow;
+	for (int64_t l = 0; l + 32 <= K; l += 32)
+		for (int j = 0; j < 16; j++) {
+			float xo = alice_bf16_to_fp32(alice_fp32_to_bf16(x[l + 2 * j + 1]));
+			float xe = alice_bf16_to_fp32(alice_fp32_to_bf16(x[l + 2 * j]));
+			float a = acc[j] + alice_bf16_to_fp32(b[l + 2 * j + 1]) * xo;
+			acc[j] = a + alice_bf16_to_fp32(b[l + 2 * j]) * xe;
+		}
+	return red16(acc);
+}
+
+Test(mul_mat_rows, float_sequence_rows_in_the_gemm_order, .init = setup, .fini = teardown)
+{
+	const uint32_t types[] = {ALICE_TYPE_F16, ALICE_TYPE_BF16};
+	const int64_t K = 512, N = 40, Ms[] = {2, 5, 13, 16};
+	for (size_t ti = 0; ti < 2; ti++)
+		for (size_t mi = 0; mi < 4; mi++) {
+			uint32_t type = types[ti];
+			int64_t M = Ms[mi];
+			size_t rs = alice_row_size(type, K);
+			uint8_t *w = malloc(rs * (size_t)N);
+			float *row = malloc((size_t)K * 4), *x = malloc((size_t)(K * M) * 4), *out = malloc((size_t)(N * M) * 4);
+			unsigned s = 11u + type;
+			for (int64_t n = 0; n < N; n++) {
+				for (int64_t k = 0; k < K; k++)
+					row[k] = frand(&s);
+				cr_assert(alice_quantize(type, row, w + rs * (size_t)n, K));
+			}
+			for (int64_t i = 0; i < K * M; i++)
+				x[i] = 3.0f * frand(&s);
+			mul_mat_seq(type, w, K, N, x, M, out, true);
+			for (int64_t m = 0; m < M; m++)
+				for (int64_t n = 0; n < N; n++) {
+					float ref = gemm_order_ref(type, w + rs * (size_t)n, x + m * K, K);
+					cr_expect(!memcmp(&ref, &out[m * N + n], 4), "%s M=%lld: row %lld col %lld: %.9g, gemm order %.9g",
+						  alice_type_name(type), (long long)M, (long long)m, (long long)n,
+						  (double)out[m * N + n], (double)ref);
+				}
+			free(w);
+			free(row);
+			free(x);
+			free(out);
+		}
 }
