@@ -182,6 +182,11 @@ typedef void (*vec_dot4_fn)(int64_t k, const void *w, const void *act, size_t st
 /* 4 weight rows `wstride` bytes apart with one activation row (decode):
  * one pass of activation loads serves four independent accumulators. */
 typedef void (*vec_dotr4_fn)(int64_t k, const void *w, size_t wstride, const void *act, float *out);
+/* n weight rows `wstride` apart with one activation row (decode), row r's
+ * result at out + r * os bytes: the activation side laid out once for the
+ * whole run (optional, preferred over dotr4; same arithmetic as dot). */
+typedef void (*vec_dotn_fn)(int64_t k, const void *w, size_t wstride, int64_t n, const void *act, uint8_t *out,
+			    size_t os);
 /* 16 weight rows `wstride` apart x M packed activation rows (struct apack_*,
  * ceil(M/16) groups): out + n * os_n + m * os_m (bytes) for m < M. Same
  * arithmetic as the type's dot/dotx (bit for bit); grp[m] != 0 (grp may be
@@ -232,6 +237,7 @@ struct cpu_kernels {
 	vec_dot_fn dot[ALICE_TYPE_COUNT];
 	vec_dot4_fn dot4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
 	vec_dotr4_fn dotr4[ALICE_TYPE_COUNT]; /* optional, same format as dot */
+	vec_dotn_fn dotn[ALICE_TYPE_COUNT];   /* optional, same format as dot */
 	int64_t dotr4_max[ALICE_TYPE_COUNT];  /* weight bytes up to which dotr4 is used (0: any) */
 	vec_gemm_fn gemm[ALICE_TYPE_COUNT];   /* optional (prefill), packed activations */
 	bool q6_k_pairs;                      /* gemm[Q6_K] reads struct apack_q6p */

@@ -275,6 +275,7 @@ static void mm_dot(void *arg, int ith, int nth)
 	vec_dot_fn dot = j->spec ? k->dot[j->type] : NULL;
 	vec_dot4_fn dot4 = j->spec ? k->dot4[j->type] : NULL;
 	vec_dotr4_fn dotr4 = j->spec ? k->dotr4[j->type] : NULL;
+	vec_dotn_fn dotn = j->spec ? k->dotn[j->type] : NULL;
 	if (dotr4 && k->dotr4_max[j->type] && j->N * j->wnb1 > k->dotr4_max[j->type])
 		dotr4 = NULL;
 	while (chunk_next(&j->ctr, total, 1, &c0, &c1)) {
@@ -288,7 +289,13 @@ static void mm_dot(void *arg, int ith, int nth)
 		for (int64_t m0 = 0; m0 < j->M; m0 += COL_TILE) {
 			int64_t m1 = m0 + COL_TILE < j->M ? m0 + COL_TILE : j->M;
 			int64_t n = n0;
-			/* one activation row: 4 weight rows per pass (its single-row order) */
+			/* one activation row: the whole run, or 4 weight rows per pass
+			 * (its single-row order) */
+			if (dotn && m1 - m0 == 1 && !(j->grp && j->grp[(size_t)b * (size_t)j->M + (size_t)m0])) {
+				dotn(j->K, wb + n * j->wnb1, (size_t)j->wnb1, n1 - n, ab + (size_t)m0 * j->act_row,
+				     db + n * j->dnb0 + m0 * j->dnb1, (size_t)j->dnb0);
+				n = n1;
+			}
 			if (dotr4 && m1 - m0 == 1 && !(j->grp && j->grp[(size_t)b * (size_t)j->M + (size_t)m0]))
 				for (; n + 4 <= n1; n += 4) {
 					float r4[4];

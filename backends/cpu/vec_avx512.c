@@ -283,46 +283,52 @@ static void a5_gemm_q6_k(int64_t k, const void *w, size_t ws, const void *apack,
 	}
 }
 
-/* ---- Q6_K single row (decode) in ggml's 8-lane order (vec_kseq.h), on
- * 256-bit VNNI: the same int32 lanes as the AVX2 dot (vec_avx2.c) with
- * fewer steps: the 2 high bits of each q moved to bits 4..5 with one
- * shift and mask per group, merged with the low nibble by one vpternlogd,
- * and madd + add fused into vpdpwssd. Rows read one after another. ---- */
+/* ---- Q6_K single row (decode) in ggml's 8-lane order (vec_kseq.h): the
+ * same int32 lanes as the AVX2 dot (vec_avx2.c), two 32-element groups per
+ * zmm (groups 2i and 2i + 1 of a half: ql and the activations contiguous),
+ * the 2 high bits of each q moved to bits 4..5 by one variable shift and
+ * mask, merged with the low nibble by one vpternlogd, madd + add fused
+ * into vpdpwssd; the two 256-bit halves of the accumulator (the same lanes
+ * of even and odd groups) added at the end of the superblock. Rows read one
+ * after another. ---- */
 static inline __attribute__((always_inline)) float q6k_row1(int64_t nsb, const uint8_t *wb, const struct act_q8_k *a)
 {
-	const __m256i m4 = _mm256_set1_epi8(0xf), m30 = _mm256_set1_epi8(0x30);
-	__m256i shuf[4][2];
-	for (int g = 0; g < 4; g++) {
-		shuf[g][0] = _mm256_set_m128i(_mm_set1_epi16((short)(((4 * g + 3) << 8) | (4 * g + 2))),
-					      _mm_set1_epi16((short)(((4 * g + 1) << 8) | (4 * g))));
+	const __m512i m4 = _mm512_set1_epi8(0xf), m30 = _mm512_set1_epi8(0x30);
+	/* q of groups 0 | 1: high bits 0..1 | 2..3 to 4..5; groups 2 | 3: 4..5 | 6..7 */
+	const __m512i shl01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+	const __m512i shr23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+	/* 128-bit chunk c of the pair (n, i) scaled by sc[8n + 4i + c]: word 4i + c
+	 * of that half's 8 scales, in every word of the chunk */
+	__m512i pick[2];
+	for (int i = 0; i < 2; i++) {
+		int8_t idx[64];
+		for (int c = 0; c < 4; c++)
+			for (int e = 0; e < 16; e++)
+				idx[16 * c + e] = (int8_t)(2 * (4 * i + c) + (e & 1));
+		pick[i] = _mm512_loadu_si512((const void *)idx);
 	}
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nsb; b++, wb += 210, a++) {
 		prefetch_ahead(wb, 210);
 		__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wb + 192)));
 		__m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums));
-		__m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+		__m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 2
 		for (int n = 0; n < 2; n++) {
-			const uint8_t *ql = wb + 64 * n;
-			__m256i h = _mm256_loadu_si256((const __m256i *)(wb + 128 + 32 * n));
-			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-			__m256i q[4];
-			/* bits 0..3 from the low nibble source, bits 4..5 from h: A where C, else B */
-			q[0] = _mm256_ternarylogic_epi32(l0, _mm256_and_si256(_mm256_slli_epi16(h, 4), m30), m4, 0xE4);
-			q[1] = _mm256_ternarylogic_epi32(l1, _mm256_and_si256(_mm256_slli_epi16(h, 2), m30), m4, 0xE4);
-			q[2] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(l0, 4), _mm256_and_si256(h, m30), m4, 0xE4);
-			q[3] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(l1, 4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30),
-							 m4, 0xE4);
-			__m128i h16 = n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16);
-			__m256i hs = _mm256_set_m128i(h16, h16);
-#pragma GCC unroll 4
-			for (int g = 0; g < 4; g++) {
-				__m256i qa = _mm256_loadu_si256((const __m256i *)(a->q + 128 * n + 32 * g));
-				sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(q[g], qa), _mm256_shuffle_epi8(hs, shuf[g][0]));
-			}
+			__m512i L = _mm512_loadu_si512((const void *)(wb + 64 * n));
+			__m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb + 128 + 32 * n)));
+			__m512i q01 = _mm512_ternarylogic_epi32(L, _mm512_and_si512(_mm512_sllv_epi16(H, shl01), m30), m4, 0xE4);
+			__m512i q23 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(L, 4),
+							       _mm512_and_si512(_mm512_srlv_epi16(H, shr23), m30), m4, 0xE4);
+			__m512i hs = _mm512_broadcast_i32x4(n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+			const int8_t *q8 = a->q + 128 * n;
+			s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q01, _mm512_loadu_si512((const void *)q8)),
+						_mm512_shuffle_epi8(hs, pick[0]));
+			s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q23, _mm512_loadu_si512((const void *)(q8 + 64))),
+						_mm512_shuffle_epi8(hs, pick[1]));
 		}
+		__m256i sumi = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)),
+						_mm256_slli_epi32(off, 5));
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(ld_fp16(wb + 208) * a->d), _mm256_cvtepi32_ps(sumi), acc);
 	}
 	return hsum256_ps(acc);
@@ -419,6 +425,7 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 	kseq_q4k_exact = ex && *ex && strcmp(ex, "0") != 0;
 	cpu_kernels_kgemm512(k, kseq_q4k_exact); /* Q4_K prefill without AMX */
 	k->dotr4[ALICE_TYPE_Q4_K] = x_dotr4s_q4_k;
+	k->dotn[ALICE_TYPE_Q4_K] = x_dotn_q4_k;
 	k->dot[ALICE_TYPE_Q6_K] = a5_dot_q6_k; /* ggml's lanes, as the AVX2 one and the GEMM */
 	k->dotr4[ALICE_TYPE_Q6_K] = a5_dotr4_q6_k;
 	k->gemm[ALICE_TYPE_Q6_K] = a5_gemm_q6_k;

@@ -155,12 +155,20 @@ static inline __attribute__((always_inline)) void q4k_rows4(int64_t k, const voi
  * side (pair sums of bsums, d) is laid out once per call. */
 #define Q4K_ACT_SB 64 /* superblocks laid out per piece */
 struct q4k_act {
+	__m512i alo[Q4K_ACT_SB][2];   /* q 0..31 | 64..95, q 128..159 | 192..223 */
+	__m512i ahi[Q4K_ACT_SB][2];   /* the 32 after each of those */
 	__m128i bs[Q4K_ACT_SB];       /* the 8 sums of q per 32 elements */
 	__m256 da2[Q4K_ACT_SB / 4];   /* d of 4 superblocks, each twice */
 };
 
 static inline void q4k_act_fill(struct q4k_act *A, const struct act_q8_k *a, int64_t nsb)
 {
+	for (int64_t b = 0; b < nsb; b++)
+		for (int p = 0; p < 2; p++) {
+			const int8_t *q8 = a[b].q + 128 * p;
+			A->alo[b][p] = kseq_ld2x256(q8, q8 + 64);
+			A->ahi[b][p] = kseq_ld2x256(q8 + 32, q8 + 96);
+		}
 	for (int64_t b = 0; b < nsb; b++)
 		A->bs[b] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[b].bsums),
 					  _mm_loadu_si128((const __m128i *)(a[b].bsums + 8)));
@@ -169,36 +177,39 @@ static inline void q4k_act_fill(struct q4k_act *A, const struct act_q8_k *a, int
 					       a[b + 3].d);
 }
 
-/* S_b (8 partial lanes) and the 4 M_b pair lanes of one superblock */
-static inline __attribute__((always_inline)) __m256i q4k_sb(const uint8_t *wb, const int8_t *q8, __m128i bs,
+/* S_b (16 partial lanes) and the 4 M_b pair lanes of one superblock: per
+ * half p (64 quant bytes, sub-blocks 4p..4p+3) the nibbles against the
+ * activations by vpdpbusd, 4 products per lane (|x| <= 7680: int16), each
+ * 128-bit chunk packed to 4 lanes of one sub-block and 4 of the next, then
+ * one vpdpwssd by their scales (full-width 512-bit units: Zen 5 runs a zmm
+ * op at the rate of a ymm one) */
+static inline __attribute__((always_inline)) __m512i q4k_sb(const uint8_t *wb, const struct q4k_act *A, int64_t b,
 							     __m128i *pm)
 {
-	const __m256i m4 = _mm256_set1_epi8(0xf);
+	const __m512i m4 = _mm512_set1_epi8(0xf);
 	prefetch_ahead(wb, 144);
 	__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
-	*pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
-	__m256i sc = _mm256_permute4x64_epi64(ms, 0x44);
-	__m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-	const __m256i z = _mm256_setzero_si256();
-#pragma GCC unroll 4
-	for (int j = 0; j < 4; j++) {
-		__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
-		__m256i lo = _mm256_and_si256(q4, m4);
-		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-		/* per sub-block 8 lanes of 4 products (|x| <= 7680: fit int16),
-		 * packed: each 128-bit lane = 4 of sub-block 2j, 4 of 2j + 1 */
-		__m256i pl = _mm256_dpbusd_epi32(z, lo, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j)));
-		__m256i ph = _mm256_dpbusd_epi32(z, hi, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32)));
-		__m256i scv = _mm256_shuffle_epi8(sc, _mm256_set_epi8(4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2,
-								      4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j,
-								      4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2, 4 * j + 3, 4 * j + 2,
-								      4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j, 4 * j + 1, 4 * j));
-		if (j & 1)
-			s1 = _mm256_dpwssd_epi32(s1, _mm256_packs_epi32(pl, ph), scv);
-		else
-			s0 = _mm256_dpwssd_epi32(s0, _mm256_packs_epi32(pl, ph), scv);
+	*pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), A->bs[b]);
+	const __m512i sc = _mm512_broadcast_i32x4(_mm256_castsi256_si128(ms));
+	const __m512i z = _mm512_setzero_si512();
+	__m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 2
+	for (int p = 0; p < 2; p++) {
+		__m512i q4 = _mm512_loadu_si512((const void *)(wb + 16 + 64 * p));
+		__m512i lo = _mm512_and_si512(q4, m4);
+		__m512i hi = _mm512_and_si512(_mm512_srli_epi16(q4, 4), m4);
+		__m512i pl = _mm512_dpbusd_epi32(z, lo, A->alo[b][p]); /* sub-blocks 4p | 4p + 2 */
+		__m512i ph = _mm512_dpbusd_epi32(z, hi, A->ahi[b][p]); /* 4p + 1 | 4p + 3 */
+		/* words of scales 4p, 4p + 1 (chunks 0, 1), 4p + 2, 4p + 3 (chunks 2, 3) */
+		const char w0 = (char)(8 * p), w1 = (char)(8 * p + 2), w2 = (char)(8 * p + 4), w3 = (char)(8 * p + 6);
+		__m512i idx = _mm512_set_epi8(w3 + 1, w3, w3 + 1, w3, w3 + 1, w3, w3 + 1, w3, w2 + 1, w2, w2 + 1, w2, w2 + 1, w2,
+					      w2 + 1, w2, w3 + 1, w3, w3 + 1, w3, w3 + 1, w3, w3 + 1, w3, w2 + 1, w2, w2 + 1, w2,
+					      w2 + 1, w2, w2 + 1, w2, w1 + 1, w1, w1 + 1, w1, w1 + 1, w1, w1 + 1, w1, w0 + 1, w0,
+					      w0 + 1, w0, w0 + 1, w0, w0 + 1, w0, w1 + 1, w1, w1 + 1, w1, w1 + 1, w1, w1 + 1, w1,
+					      w0 + 1, w0, w0 + 1, w0, w0 + 1, w0, w0 + 1, w0);
+		s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(pl, ph), _mm512_shuffle_epi8(sc, idx));
 	}
-	return _mm256_add_epi32(s0, s1);
+	return s;
 }
 
 /* superblocks [0, nsb) of a row from chain state am (lane 0: acc, lane 1:
@@ -209,12 +220,12 @@ static inline __attribute__((always_inline)) __m128 q4k_row_part(int64_t nsb, co
 {
 	int64_t b = 0;
 	for (; b + 4 <= nsb; b += 4) {
-		__m256i s8[4];
+		__m512i s16[4];
 		__m128i pm[4];
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
-			s8[i] = q4k_sb(wb + (b + i) * 144, a[b + i].q, A->bs[b + i], &pm[i]);
-		__m128 S = _mm_cvtepi32_ps(red4_256(s8[0], s8[1], s8[2], s8[3]));
+			s16[i] = q4k_sb(wb + (b + i) * 144, A, b + i, &pm[i]);
+		__m128 S = _mm_cvtepi32_ps(red4_512(s16[0], s16[1], s16[2], s16[3]));
 		__m128 M = _mm_cvtepi32_ps(red4_128(pm[0], pm[1], pm[2], pm[3]));
 		uint32_t dw[4];
 		for (int i = 0; i < 4; i++)
@@ -230,7 +241,8 @@ static inline __attribute__((always_inline)) __m128 q4k_row_part(int64_t nsb, co
 	}
 	for (; b < nsb; b++) { /* the last nsb % 4 */
 		__m128i pm;
-		__m256i s8 = q4k_sb(wb + b * 144, a[b].q, A->bs[b], &pm);
+		__m512i s16 = q4k_sb(wb + b * 144, A, b, &pm);
+		__m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s16), _mm512_extracti64x4_epi64(s16, 1));
 		__m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
 		__m128i t = _mm_hadd_epi32(s, pm); /* lanes 0..1: S_b pairs, 2..3: M_b pairs */
 		t = _mm_hadd_epi32(t, t);
@@ -262,6 +274,25 @@ static float q4k_row1(int64_t nsb, const uint8_t *wb, const struct act_q8_k *a)
 static void x_dot1_q4_k(int64_t k, const void *w, const void *act, float *out)
 {
 	*out = q4k_row1(k / QKK, w, act);
+}
+
+/* decode: n rows one after another, the activation side laid out once */
+static void x_dotn_q4_k(int64_t k, const void *w, size_t ws, int64_t n, const void *act, uint8_t *out, size_t os)
+{
+	const int64_t nsb = k / QKK;
+	if (nsb > Q4K_ACT_SB) {
+		for (int64_t r = 0; r < n; r++) {
+			float v = q4k_row1(nsb, (const uint8_t *)w + (size_t)r * ws, act);
+			memcpy(out + (size_t)r * os, &v, 4);
+		}
+		return;
+	}
+	struct q4k_act A;
+	q4k_act_fill(&A, act, nsb);
+	for (int64_t r = 0; r < n; r++) {
+		float v = q4k_am_result(q4k_row_part(nsb, (const uint8_t *)w + (size_t)r * ws, act, &A, _mm_setzero_ps()));
+		memcpy(out + (size_t)r * os, &v, 4);
+	}
 }
 
 /* decode: 4 rows one after another, the activation side laid out once */

@@ -489,6 +489,7 @@ static void set_type(struct cpu_kernels *k, uint32_t t, vec_dotx_fn x, vec_dot_f
 	k->dot[t] = one;
 	k->dot4[t] = NULL;
 	k->dotr4[t] = NULL;
+	k->dotn[t] = NULL;
 	k->gemm[t] = NULL;
 }
 
