@@ -612,6 +612,63 @@ MMO_BF16 static void gemm4xn_bf16p_any(int nx, int64_t K, const void *w, size_t 
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* F16 gemm order (GEMM16), 4 weight rows x NX float activation rows: each
+ * weight load widened once for 6 rows (the 4 x 4 tile loads 2 per fma 4) */
+MMO_AVX512 static inline __attribute__((always_inline)) void gemm4xn_f16(const int NX, int64_t K, const void *w,
+									size_t ws, const float *x, int64_t xs, float *out,
+									size_t os_n, size_t os_m)
+{
+	__m512 c[4][6];
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 6") for (int b = 0; b < NX; b++)
+			c[a][b] = _mm512_setzero_ps();
+	for (int64_t l = 0; l + 16 <= K; l += 16) {
+		__m512 wv[4];
+		_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+			wv[a] = w16(ALICE_TYPE_F16, (const uint8_t *)w + (size_t)a * ws, l);
+		_Pragma("GCC unroll 6") for (int b = 0; b < NX; b++) {
+			__m512 xv = _mm512_loadu_ps(x + b * xs + l);
+			_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+				c[a][b] = _mm512_fmadd_ps(wv[a], xv, c[a][b]);
+		}
+	}
+	_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+		_Pragma("GCC unroll 6") for (int b = 0; b < NX; b++) {
+			float v = red16_v(c[a][b]);
+			memcpy((uint8_t *)out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+		}
+}
+
+MMO_AVX512 static void gemm4xn_f16_any(int nx, int64_t K, const void *w, size_t ws, const float *x, int64_t xs,
+				       float *out, size_t os_n, size_t os_m)
+{
+	switch (nx) {
+	case 6: gemm4xn_f16(6, K, w, ws, x, xs, out, os_n, os_m); break;
+	case 5: gemm4xn_f16(5, K, w, ws, x, xs, out, os_n, os_m); break;
+	case 4: gemm4xn_f16(4, K, w, ws, x, xs, out, os_n, os_m); break;
+	case 3: gemm4xn_f16(3, K, w, ws, x, xs, out, os_n, os_m); break;
+	case 2: gemm4xn_f16(2, K, w, ws, x, xs, out, os_n, os_m); break;
+	default: gemm4xn_f16(1, K, w, ws, x, xs, out, os_n, os_m); break;
+	}
+}
+#endif
+
+bool cpu_mm_order_f16_tiles(int64_t K)
+{
+	return K % 16 == 0 && use_avx512();
+}
+
+void cpu_mm_order_gemm_f16(int64_t K, const void *w, size_t ws, const float *x, int64_t xs, int nx, float *out,
+			   size_t os_n, size_t os_m)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	gemm4xn_f16_any(nx, K, w, ws, x, xs, out, os_n, os_m);
+#else
+	(void)K, (void)w, (void)ws, (void)x, (void)xs, (void)nx, (void)out, (void)os_n, (void)os_m;
+#endif
+}
+
 bool cpu_mm_order_bf16_packed(int64_t K)
 {
 #if defined(__x86_64__) && defined(__GNUC__)

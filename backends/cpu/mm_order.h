@@ -59,6 +59,11 @@ void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void 
 void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
 			   int64_t n, float *out, size_t os) __attribute__((visibility("hidden")));
 
+/* F16 weights on AVX-512: the gemm order in 4 x nx (1..6) tiles of float
+ * activation rows `xs` floats apart (K % 16 == 0); as the BF16 call below. */
+bool cpu_mm_order_f16_tiles(int64_t K) __attribute__((visibility("hidden")));
+void cpu_mm_order_gemm_f16(int64_t K, const void *w, size_t ws, const float *x, int64_t xs, int nx, float *out,
+			   size_t os_n, size_t os_m) __attribute__((visibility("hidden")));
 /* BF16 weights with the CPU's vdpbf16ps: the gemm order can read the
  * activations packed as BF16 once per op (K % 32 == 0). */
 bool cpu_mm_order_bf16_packed(int64_t K) __attribute__((visibility("hidden")));

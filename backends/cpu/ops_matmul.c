@@ -21,6 +21,7 @@
 #include "mm_order.h"
 
 #define COL_TILE 16
+#define FLT_COL_TILE 96
 
 static size_t act_row_bytes(enum act_fmt f, int64_t k, bool spec)
 {
@@ -88,6 +89,7 @@ struct mm_job {
 	int64_t dnb0, dnb1, dnb2, dnb3;
 	uint8_t *abuf; /* converted activation rows (NULL: one row, per thread) */
 	uint16_t *xbf; /* BF16 weights: the rows also as BF16 (cpu_mm_order_bf16_packed) */
+	bool f16_tiles; /* F16 weights: cpu_mm_order_gemm_f16 */
 	size_t act_row, tmp_bytes;
 	/* GEMM (k->gemm[type]): the rows also packed, ceil(M/16) groups per batch */
 	bool gemm;
@@ -278,6 +280,9 @@ static void mm_dot(void *arg, int ith, int nth)
 	vec_dotn_fn dotn = j->spec ? k->dotn[j->type] : NULL;
 	if (dotr4 && k->dotr4_max[j->type] && j->N * j->wnb1 > k->dotr4_max[j->type])
 		dotr4 = NULL;
+	/* activation rows per pass over the chunk's weights: the float tiles
+	 * take up to 96 (their rows stay in L2) so weights are read once */
+	const int64_t ct = j->xbf || j->f16_tiles ? FLT_COL_TILE : COL_TILE;
 	while (chunk_next(&j->ctr, total, 1, &c0, &c1)) {
 		long b = c0 / j->n_chunks_per_batch;
 		int64_t n0 = (c0 % j->n_chunks_per_batch) * j->chunk;
@@ -286,8 +291,8 @@ static void mm_dot(void *arg, int ith, int nth)
 		const uint8_t *wb = j->w + (i2 / j->r2) * j->wnb2 + (i3 / j->r3) * j->wnb3;
 		uint8_t *db = j->d + i2 * j->dnb2 + i3 * j->dnb3;
 		const uint8_t *ab = own ? own : j->abuf + (size_t)b * (size_t)j->M * j->act_row;
-		for (int64_t m0 = 0; m0 < j->M; m0 += COL_TILE) {
-			int64_t m1 = m0 + COL_TILE < j->M ? m0 + COL_TILE : j->M;
+		for (int64_t m0 = 0; m0 < j->M; m0 += ct) {
+			int64_t m1 = m0 + ct < j->M ? m0 + ct : j->M;
 			int64_t n = n0;
 			/* one activation row: the whole run, or 4 weight rows per pass
 			 * (its single-row order) */
@@ -314,19 +319,24 @@ static void mm_dot(void *arg, int ith, int nth)
 			/* float prefill: 4 weight rows x 4 activation rows in registers
 			 * where the 4 rows all take the gemm order (BF16 with vdpbf16ps:
 			 * x up to 6 rows, from the rows packed as BF16) */
-			for (; flt && !j->spec && (m1 - m0 >= 4 || j->xbf) && n + 4 <= n1; n += 4)
+			for (; flt && !j->spec && (m1 - m0 >= 4 || j->xbf || j->f16_tiles) && n + 4 <= n1; n += 4)
 				for (int64_t m = m0; m < m1;) {
 					enum mm_order o = cpu_mm_order(j->type, row_multi(j, m), j->K, j->N);
 					const float *xa = (const float *)(ab + (size_t)m * j->act_row);
-					if (j->xbf && o == MM_ORD_GEMM_BF16) {
+					if ((j->xbf && o == MM_ORD_GEMM_BF16) || (j->f16_tiles && o == MM_ORD_GEMM16)) {
 						int nx = 1;
 						while (nx < 6 && m + nx < m1 && row_multi(j, m + nx))
 							nx++;
 						size_t r = (size_t)b * (size_t)j->M + (size_t)m;
-						cpu_mm_order_gemm_bf16p(j->K, wb + n * j->wnb1, (size_t)j->wnb1,
-									j->xbf + r * (size_t)j->K, j->K, nx,
-									(float *)(db + n * j->dnb0 + m * j->dnb1), (size_t)j->dnb0,
-									(size_t)j->dnb1);
+						float *o4 = (float *)(db + n * j->dnb0 + m * j->dnb1);
+						if (j->xbf)
+							cpu_mm_order_gemm_bf16p(j->K, wb + n * j->wnb1, (size_t)j->wnb1,
+										j->xbf + r * (size_t)j->K, j->K, nx, o4,
+										(size_t)j->dnb0, (size_t)j->dnb1);
+						else
+							cpu_mm_order_gemm_f16(j->K, wb + n * j->wnb1, (size_t)j->wnb1, xa,
+									      (int64_t)(j->act_row / 4), nx, o4, (size_t)j->dnb0,
+									      (size_t)j->dnb1);
 						m += nx;
 						continue;
 					}
@@ -477,6 +487,7 @@ enum alice_status cpu_op_mul_mat(const struct alice_op_args *a)
 		j.apack = ctx->wdata + rows_bytes;
 		memset(j.apack, 0, pack_bytes); /* rows past M: zero activations */
 	}
+	j.f16_tiles = w->type == ALICE_TYPE_F16 && n_rows >= 2 && cpu_mm_order_f16_tiles(K);
 	if (xbf_bytes)
 		j.xbf = (uint16_t *)(ctx->wdata + rows_bytes + pack_bytes + ((placed ? n_rows : 0) + 63) / 64 * 64);
 	if (placed) {
