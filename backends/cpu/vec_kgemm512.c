@@ -220,41 +220,55 @@ static void unpack16_q40(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
 		d[r] = ld_fp16(w + (size_t)r * ws + b * Q40_BYTES);
 }
 
+/* block b of rows m .. m + mr - 1 into acc[r] (the block's chain) */
+static inline __attribute__((always_inline)) void q40_step(int mr, const uint8_t *un, const struct act_q8_0 *a0,
+							   size_t astride, int64_t m, int64_t b, __m512 *acc)
+{
+	const uint8_t *u = un + (size_t)b * P_BYTES;
+	const struct act_q8_0 *a[4];
+	__m512i t[4];
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+		a[r] = (const struct act_q8_0 *)((const uint8_t *)a0 + (size_t)(m + r) * astride) + b;
+		t[r] = _mm512_setzero_si512();
+	}
+	_Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
+		__m512i wz = _mm512_loadu_si512((const void *)(u + q * 64));
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
+			uint32_t x;
+			memcpy(&x, a[r]->q + 4 * q, 4);
+			/* activations + 128 as u8 against the signed weights */
+			t[r] = _mm512_dpbusd_epi32(t[r], _mm512_set1_epi32((int)(x ^ 0x80808080u)), wz);
+		}
+	}
+	__m512i off = _mm512_loadu_si512((const void *)(u + P_OFF));
+	__m512 d = _mm512_loadu_ps((const float *)(u + P_D));
+	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++)
+		acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[r]->d)),
+					 _mm512_cvtepi32_ps(_mm512_sub_epi32(t[r], off)), acc[r]);
+}
+
 static inline __attribute__((always_inline)) void q40_tile(int mr, int64_t nb, const uint8_t *un,
 							   const struct act_q8_0 *a0, size_t astride, int64_t m,
 							   uint8_t *out, size_t os_n, size_t os_m)
 {
-	__m512 part[4][4];
-	for (int c = 0; c < 4; c++) {
-	__m512 acc[4];
-	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) acc[r] = _mm512_setzero_ps();
-	for (int64_t b = c; b < nb; b += 4) {
-		const uint8_t *u = un + (size_t)b * P_BYTES;
-		const struct act_q8_0 *a[4];
-		__m512i t[4];
-		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
-			a[r] = (const struct act_q8_0 *)((const uint8_t *)a0 + (size_t)(m + r) * astride) + b;
-			t[r] = _mm512_setzero_si512();
-		}
-		_Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) {
-			__m512i wz = _mm512_loadu_si512((const void *)(u + q * 64));
-			_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
-				uint32_t x;
-				memcpy(&x, a[r]->q + 4 * q, 4);
-				/* activations + 128 as u8 against the signed weights */
-				t[r] = _mm512_dpbusd_epi32(t[r], _mm512_set1_epi32((int)(x ^ 0x80808080u)), wz);
-			}
-		}
-		__m512i off = _mm512_loadu_si512((const void *)(u + P_OFF));
-		__m512 d = _mm512_loadu_ps((const float *)(u + P_D));
-		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++)
-			acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[r]->d)),
-						 _mm512_cvtepi32_ps(_mm512_sub_epi32(t[r], off)), acc[r]);
+	__m512 acc[4][4]; /* [chain][row] */
+	_Pragma("GCC unroll 4") for (int c = 0; c < 4; c++)
+		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) acc[c][r] = _mm512_setzero_ps();
+	int64_t b = 0;
+	for (; b + 4 <= nb; b += 4) {
+		q40_step(mr, un, a0, astride, m, b, acc[0]);
+		q40_step(mr, un, a0, astride, m, b + 1, acc[1]);
+		q40_step(mr, un, a0, astride, m, b + 2, acc[2]);
+		q40_step(mr, un, a0, astride, m, b + 3, acc[3]);
 	}
-	_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) part[c][r] = acc[r];
-	}
+	if (b < nb)
+		q40_step(mr, un, a0, astride, m, b, acc[0]);
+	if (b + 1 < nb)
+		q40_step(mr, un, a0, astride, m, b + 1, acc[1]);
+	if (b + 2 < nb)
+		q40_step(mr, un, a0, astride, m, b + 2, acc[2]);
 	for (int r = 0; r < mr; r++) {
-		__m512 res = _mm512_add_ps(_mm512_add_ps(part[0][r], part[1][r]), _mm512_add_ps(part[2][r], part[3][r]));
+		__m512 res = _mm512_add_ps(_mm512_add_ps(acc[0][r], acc[1][r]), _mm512_add_ps(acc[2][r], acc[3][r]));
 		uint8_t *o = out + (size_t)(m + r) * os_m;
 		if (os_n == 4) {
 			_mm512_storeu_ps(o, res);
