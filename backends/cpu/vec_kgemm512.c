@@ -378,6 +378,30 @@ static inline __attribute__((always_inline)) void q40_rows(const int nr, int64_t
 	}
 }
 
+static void q40_layout(const struct act_q8_0 *a, int64_t ng, struct q40_a4 *A);
+
+/* decode: n rows one after another, the activation side laid out once */
+static void g_dotn_q4_0(int64_t k, const void *w, size_t ws, int64_t n, const void *act, uint8_t *out, size_t os)
+{
+	const struct act_q8_0 *a = act;
+	int64_t nb = k / QK8, ng = nb / 4;
+	if (ng > 64) {
+		for (int64_t r = 0; r < n; r++) {
+			float v;
+			g_dot_q4_0(k, (const uint8_t *)w + (size_t)r * ws, act, &v);
+			memcpy(out + (size_t)r * os, &v, 4);
+		}
+		return;
+	}
+	struct q40_a4 A[64];
+	q40_layout(a, ng, A);
+	for (int64_t r = 0; r < n; r++) {
+		float v;
+		q40_rows(1, ng, nb, (const uint8_t *)w + (size_t)r * ws, ws, A, a, &v);
+		memcpy(out + (size_t)r * os, &v, 4);
+	}
+}
+
 static void g_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
 {
 	const struct act_q8_0 *a = act;
@@ -388,6 +412,14 @@ static void g_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, 
 		return;
 	}
 	struct q40_a4 A[64];
+	q40_layout(a, ng, A);
+	for (int r = 0; r < 4; r++)
+		q40_rows(1, ng, nb, (const uint8_t *)w + (size_t)r * ws, ws, A, a, out + r);
+}
+
+/* the activation side of 4-block groups, once per call */
+static void q40_layout(const struct act_q8_0 *a, int64_t ng, struct q40_a4 *A)
+{
 	const __m512i ones = _mm512_set1_epi8(1);
 	for (int64_t g = 0; g < ng; g++) {
 		const struct act_q8_0 *ab = a + 4 * g;
@@ -403,8 +435,6 @@ static void g_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, 
 		A[g].c = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sa, 3));
 		A[g].da = _mm_setr_ps(ab[0].d, ab[1].d, ab[2].d, ab[3].d);
 	}
-	for (int r = 0; r < 4; r++)
-		q40_rows(1, ng, nb, (const uint8_t *)w + (size_t)r * ws, ws, A, a, out + r);
 }
 
 void cpu_kernels_kgemm512(struct cpu_kernels *k, bool exact)
@@ -416,6 +446,7 @@ void cpu_kernels_kgemm512(struct cpu_kernels *k, bool exact)
 	k->dot[ALICE_TYPE_Q4_0] = g_dot_q4_0;
 	k->dot4[ALICE_TYPE_Q4_0] = NULL;
 	k->dotr4[ALICE_TYPE_Q4_0] = g_dotr4s_q4_0;
+	k->dotn[ALICE_TYPE_Q4_0] = g_dotn_q4_0;
 	k->gemm[ALICE_TYPE_Q4_0] = g_gemm_q4_0;
 	k->gemm_rows[ALICE_TYPE_Q4_0] = true;
 }
