@@ -499,11 +499,12 @@ enum alice_status cpu_op_mul_mat(const struct alice_op_args *a)
 			j.grp[r] = cpu_row_grouped(place[0], place[1]);
 		}
 	}
-	/* 4 chunks per thread, each a contiguous run of rows: weights stream
+	/* 2 chunks per thread, each a contiguous run of rows: weights stream
 	 * from DRAM far better in long runs per thread (2 threads, K=2048
 	 * N=8192 read cold: Q4_K 25 -> 45 GB/s, Q6_K 38 -> 54, Q8_0 41 -> 52
-	 * against 64-row chunks taken in turn) */
-	j.chunk = N / (4 * ctx->n_threads);
+	 * against 64-row chunks taken in turn; tg32 Q4_K_M 61 -> 63 t/s
+	 * against 4 chunks per thread), the second left to whichever is free */
+	j.chunk = N / (2 * ctx->n_threads);
 	if (j.chunk < 4)
 		j.chunk = 4;
 	j.chunk &= ~3L; /* whole groups for the 4-row decode kernels */
