@@ -102,6 +102,116 @@ static void v_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
 	*out = acc - accm;
 }
 
+/* The same sums, 4 superblocks' integer reductions done together and their
+ * 8 float terms formed in two vectors (the same fmas in the same order);
+ * the activation side (bsum pairs, d) laid out once per run of rows. */
+#define V4K_SB 64
+struct v4k_act {
+	__m128i bs[V4K_SB];
+	__m256 da2[V4K_SB / 4];
+};
+
+static void v4k_fill(struct v4k_act *A, const struct act_q8_k *a, int64_t nsb)
+{
+	for (int64_t b = 0; b < nsb; b++)
+		A->bs[b] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[b].bsums),
+					  _mm_loadu_si128((const __m128i *)(a[b].bsums + 8)));
+	for (int64_t b = 0; b + 4 <= nsb; b += 4)
+		A->da2[b / 4] = _mm256_setr_ps(a[b].d, a[b].d, a[b + 1].d, a[b + 1].d, a[b + 2].d, a[b + 2].d, a[b + 3].d,
+					       a[b + 3].d);
+}
+
+static inline __m128i v_red4_128(__m128i x0, __m128i x1, __m128i x2, __m128i x3)
+{
+	__m128i t0 = _mm_add_epi32(_mm_unpacklo_epi32(x0, x1), _mm_unpackhi_epi32(x0, x1));
+	__m128i t1 = _mm_add_epi32(_mm_unpacklo_epi32(x2, x3), _mm_unpackhi_epi32(x2, x3));
+	return _mm_add_epi32(_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1));
+}
+
+static inline __m128i v_red4_256(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
+{
+	__m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(y0, y1), _mm256_unpackhi_epi32(y0, y1));
+	__m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(y2, y3), _mm256_unpackhi_epi32(y2, y3));
+	__m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+	return _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+}
+
+/* S_b (8 partial lanes) and M_b (4 pair lanes) of one superblock */
+static inline __attribute__((always_inline)) __m256i v4k_sb(const uint8_t *wb, const int8_t *q8, __m128i bs, __m128i *pm)
+{
+	const __m256i m4 = _mm256_set1_epi8(0xf);
+	prefetch_ahead(wb, Q4K_BYTES);
+	__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
+	*pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
+	__m256i sc = _mm256_permute4x64_epi64(ms, 0x44);
+	__m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+	for (int j = 0; j < 4; j++) {
+		__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
+		__m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4), _mm256_loadu_si256((const __m256i *)(q8 + 64 * j)));
+		__m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+						  _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32)));
+		__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+		__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+		s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(lo, sl));
+		s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(hi, sh));
+	}
+	return _mm256_add_epi32(s0, s1);
+}
+
+static inline __attribute__((always_inline)) float v4k_row(int64_t nsb, const uint8_t *wb, const struct act_q8_k *a,
+							    const struct v4k_act *A)
+{
+	__m128 am = _mm_setzero_ps(); /* lane 0: acc, lane 1: accm */
+	int64_t b = 0;
+	for (; b + 4 <= nsb; b += 4) {
+		__m256i s8[4];
+		__m128i pm[4];
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++)
+			s8[i] = v4k_sb(wb + (b + i) * Q4K_BYTES, a[b + i].q, A->bs[b + i], &pm[i]);
+		__m128 S = _mm_cvtepi32_ps(v_red4_256(s8[0], s8[1], s8[2], s8[3]));
+		__m128 M = _mm_cvtepi32_ps(v_red4_128(pm[0], pm[1], pm[2], pm[3]));
+		uint32_t dw[4];
+		for (int i = 0; i < 4; i++)
+			memcpy(&dw[i], wb + (b + i) * Q4K_BYTES, 4);
+		__m256 P = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dw)), A->da2[b / 4]);
+		__m128 P01 = _mm256_castps256_ps128(P), P23 = _mm256_extractf128_ps(P, 1);
+		__m128 SM01 = _mm_unpacklo_ps(S, M), SM23 = _mm_unpackhi_ps(S, M);
+		am = _mm_fmadd_ps(P01, SM01, am);
+		am = _mm_fmadd_ps(_mm_movehl_ps(P01, P01), _mm_movehl_ps(SM01, SM01), am);
+		am = _mm_fmadd_ps(P23, SM23, am);
+		am = _mm_fmadd_ps(_mm_movehl_ps(P23, P23), _mm_movehl_ps(SM23, SM23), am);
+	}
+	for (; b < nsb; b++) {
+		__m128i pm;
+		__m256i s8 = v4k_sb(wb + b * Q4K_BYTES, a[b].q, A->bs[b], &pm);
+		__m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+		__m128i t = _mm_hadd_epi32(s, pm);
+		t = _mm_hadd_epi32(t, t);
+		const uint8_t *w = wb + b * Q4K_BYTES;
+		__m128 P = _mm_mul_ps(_mm_setr_ps(ld_fp16(w), ld_fp16(w + 2), 0.0f, 0.0f), _mm_set1_ps(a[b].d));
+		am = _mm_fmadd_ps(P, _mm_cvtepi32_ps(t), am);
+	}
+	return _mm_cvtss_f32(am) - _mm_cvtss_f32(_mm_movehdup_ps(am));
+}
+
+static void v_dotn_q4_k(int64_t k, const void *w, size_t ws, int64_t n, const void *act, uint8_t *out, size_t os)
+{
+	const int64_t nsb = k / QKK;
+	struct v4k_act A;
+	if (nsb <= V4K_SB)
+		v4k_fill(&A, act, nsb);
+	for (int64_t r = 0; r < n; r++) {
+		float v;
+		if (nsb <= V4K_SB)
+			v = v4k_row(nsb, (const uint8_t *)w + (size_t)r * ws, act, &A);
+		else
+			v_dot_q4_k(k, (const uint8_t *)w + (size_t)r * ws, act, &v);
+		memcpy(out + (size_t)r * os, &v, 4);
+	}
+}
+
 /* 8 x 8 dwords: in[r] = row r -> out[q] = dword q of rows 0..7 */
 static inline void transpose8(const __m256i *in, __m256i *out)
 {
@@ -459,7 +569,6 @@ static inline __attribute__((always_inline)) float q40_row1(int64_t ng, int64_t 
 							    const struct q40_g4 *G, const struct act_q8_0 *a)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
-	const __m128i didx = _mm_setr_epi32(0, Q40_BYTES, 2 * Q40_BYTES, 3 * Q40_BYTES);
 	const __m128i pick = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
 	__m128 acc = _mm_setzero_ps();
 	for (int64_t g = 0; g < ng; g++, blk += 4 * Q40_BYTES) {
@@ -474,7 +583,10 @@ static inline __attribute__((always_inline)) float q40_row1(int64_t ng, int64_t 
 		__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
 		__m128i S = _mm_sub_epi32(_mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)), G[g].sa8);
 		__m128 Sf = _mm_cvtepi32_ps(S);
-		__m128i hw = _mm_shuffle_epi8(_mm_i32gather_epi32((const int *)(const void *)blk, didx, 1), pick);
+		uint32_t dw[4];
+		for (int j = 0; j < 4; j++)
+			memcpy(&dw[j], blk + j * Q40_BYTES, 4);
+		__m128i hw = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)dw), pick);
 		__m128 P = _mm_mul_ps(_mm_cvtph_ps(hw), G[g].da);
 		acc = _mm_fmadd_ps(P, Sf, acc); /* lane j: chain j */
 	}
@@ -490,6 +602,15 @@ static inline __attribute__((always_inline)) float q40_row1(int64_t ng, int64_t 
 	return q40_chains(r);
 }
 
+static void q40_g4_fill(const struct act_q8_0 *a, int64_t ng, struct q40_g4 *G)
+{
+	for (int64_t g = 0; g < ng; g++) {
+		const struct act_q8_0 *ab = a + 4 * g;
+		G[g].sa8 = _mm_slli_epi32(_mm_setr_epi32(q8_sum32(ab[0].q), q8_sum32(ab[1].q), q8_sum32(ab[2].q), q8_sum32(ab[3].q)), 3);
+		G[g].da = _mm_setr_ps(ab[0].d, ab[1].d, ab[2].d, ab[3].d);
+	}
+}
+
 static void v_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
 {
 	const struct act_q8_0 *a = act;
@@ -500,13 +621,27 @@ static void v_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, 
 		return;
 	}
 	struct q40_g4 G[64];
-	for (int64_t g = 0; g < ng; g++) {
-		const struct act_q8_0 *ab = a + 4 * g;
-		G[g].sa8 = _mm_slli_epi32(_mm_setr_epi32(q8_sum32(ab[0].q), q8_sum32(ab[1].q), q8_sum32(ab[2].q), q8_sum32(ab[3].q)), 3);
-		G[g].da = _mm_setr_ps(ab[0].d, ab[1].d, ab[2].d, ab[3].d);
-	}
+	q40_g4_fill(a, ng, G);
 	for (int r = 0; r < 4; r++)
 		out[r] = q40_row1(ng, nb, (const uint8_t *)w + (size_t)r * ws, G, a);
+}
+
+/* decode: n rows one after another, the activation side laid out once */
+static void v_dotn_q4_0(int64_t k, const void *w, size_t ws, int64_t n, const void *act, uint8_t *out, size_t os)
+{
+	const struct act_q8_0 *a = act;
+	int64_t nb = k / QK8, ng = nb / 4;
+	struct q40_g4 G[64];
+	if (ng <= 64)
+		q40_g4_fill(a, ng, G);
+	for (int64_t r = 0; r < n; r++) {
+		float v;
+		if (ng <= 64)
+			v = q40_row1(ng, nb, (const uint8_t *)w + (size_t)r * ws, G, a);
+		else
+			v_dot_q4_0(k, (const uint8_t *)w + (size_t)r * ws, act, &v);
+		memcpy(out + (size_t)r * os, &v, 4);
+	}
 }
 
 static void unpack8_q40(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
@@ -591,12 +726,14 @@ void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact)
 		return;
 	k->dot[ALICE_TYPE_Q4_0] = v_dot_q4_0;
 	k->dotr4[ALICE_TYPE_Q4_0] = v_dotr4s_q4_0;
+	k->dotn[ALICE_TYPE_Q4_0] = v_dotn_q4_0;
 	k->gemm[ALICE_TYPE_Q4_0] = v_gemm_q4_0;
 	k->gemm_rows[ALICE_TYPE_Q4_0] = true;
 	k->dot[ALICE_TYPE_Q6_K] = v_dot_q6_k;
 	k->gemm[ALICE_TYPE_Q6_K] = v_gemm_q6_k;
 	k->gemm_rows[ALICE_TYPE_Q6_K] = true;
 	k->dot[ALICE_TYPE_Q4_K] = v_dot_q4_k;
+	k->dotn[ALICE_TYPE_Q4_K] = v_dotn_q4_k;
 	k->gemm[ALICE_TYPE_Q4_K] = v_gemm_q4_k;
 	k->gemm_rows[ALICE_TYPE_Q4_K] = true;
 }
