@@ -316,10 +316,18 @@ static void mm_dot(void *arg, int ith, int nth)
 						      (float *)(db + n * j->dnb0 + m0 * j->dnb1), (size_t)j->dnb0);
 				continue;
 			}
-			/* float prefill: 4 weight rows x 4 activation rows in registers
-			 * where the 4 rows all take the gemm order (BF16 with vdpbf16ps:
-			 * x up to 6 rows, from the rows packed as BF16) */
-			for (; flt && !j->spec && (m1 - m0 >= 4 || j->xbf || j->f16_tiles) && n + 4 <= n1; n += 4)
+			/* float prefill in 4 x nx tiles (F16 on AVX-512, BF16 with
+			 * vdpbf16ps): activation rows outermost, so a tile's rows stay in
+			 * L1 while the chunk's weight rows stream past (+14% against
+			 * weight rows outermost) */
+			if (flt && !j->spec && (j->xbf || j->f16_tiles) && n + 4 <= n1) {
+				int64_t nn = n + ((n1 - n) & ~(int64_t)3);
+				/* weight rows in blocks that stay in L2 (~256 KB) */
+				int64_t nbk = ((int64_t)(256 << 10) / (j->wnb1 > 0 ? j->wnb1 : 1)) & ~(int64_t)3;
+				if (nbk < 4)
+					nbk = 4;
+				for (int64_t nb0 = n; nb0 < nn; nb0 += nbk) {
+				int64_t nb1 = nb0 + nbk < nn ? nb0 + nbk : nn;
 				for (int64_t m = m0; m < m1;) {
 					enum mm_order o = cpu_mm_order(j->type, row_multi(j, m), j->K, j->N);
 					const float *xa = (const float *)(ab + (size_t)m * j->act_row);
@@ -328,18 +336,35 @@ static void mm_dot(void *arg, int ith, int nth)
 						while (nx < 6 && m + nx < m1 && row_multi(j, m + nx))
 							nx++;
 						size_t r = (size_t)b * (size_t)j->M + (size_t)m;
-						float *o4 = (float *)(db + n * j->dnb0 + m * j->dnb1);
-						if (j->xbf)
-							cpu_mm_order_gemm_bf16p(j->K, wb + n * j->wnb1, (size_t)j->wnb1,
-										j->xbf + r * (size_t)j->K, j->K, nx, o4,
-										(size_t)j->dnb0, (size_t)j->dnb1);
-						else
-							cpu_mm_order_gemm_f16(j->K, wb + n * j->wnb1, (size_t)j->wnb1, xa,
-									      (int64_t)(j->act_row / 4), nx, o4, (size_t)j->dnb0,
-									      (size_t)j->dnb1);
+						for (int64_t q = nb0; q < nb1; q += 4) {
+							float *o4 = (float *)(db + q * j->dnb0 + m * j->dnb1);
+							if (j->xbf)
+								cpu_mm_order_gemm_bf16p(j->K, wb + q * j->wnb1, (size_t)j->wnb1,
+											j->xbf + r * (size_t)j->K, j->K, nx, o4,
+											(size_t)j->dnb0, (size_t)j->dnb1);
+							else
+								cpu_mm_order_gemm_f16(j->K, wb + q * j->wnb1, (size_t)j->wnb1, xa,
+										      (int64_t)(j->act_row / 4), nx, o4,
+										      (size_t)j->dnb0, (size_t)j->dnb1);
+						}
 						m += nx;
 						continue;
 					}
+					for (int64_t q = nb0; q < nb1; q++) {
+						float r = cpu_mm_order_dot_raw(o, j->type, j->K, wb + q * j->wnb1, xa);
+						memcpy(db + q * j->dnb0 + m * j->dnb1, &r, 4);
+					}
+					m++;
+				}
+				}
+				n = nn;
+			}
+			/* float prefill: 4 weight rows x 4 activation rows in registers
+			 * where the 4 rows all take the gemm order */
+			for (; flt && !j->spec && m1 - m0 >= 4 && n + 4 <= n1; n += 4)
+				for (int64_t m = m0; m < m1;) {
+					enum mm_order o = cpu_mm_order(j->type, row_multi(j, m), j->K, j->N);
+					const float *xa = (const float *)(ab + (size_t)m * j->act_row);
 					if (m + 4 <= m1 && (o == MM_ORD_GEMM16 || o == MM_ORD_GEMM_BF16) && row_multi(j, m + 1) &&
 					    row_multi(j, m + 2) && row_multi(j, m + 3)) {
 						cpu_mm_order_dot_raw4x4(o, j->type, j->K, wb + n * j->wnb1, (size_t)j->wnb1, xa,
