@@ -259,6 +259,48 @@ static void mm_gemm(void *arg, int ith, int nth)
 	}
 }
 
+/* Float prefill in 4 x nx tiles (F16 on AVX-512, BF16 with vdpbf16ps),
+ * weight rows [n, nn) x activation rows [m0, m1): activation rows
+ * outermost, so a tile's rows stay in L1 while an L2-sized block of weight
+ * rows streams past (+14% against weight rows outermost); rows outside the
+ * gemm order (their sequence has one row here) take the single dot. */
+static void flt_tiles(const struct mm_job *j, long b, const uint8_t *wb, uint8_t *db, const uint8_t *ab, int64_t n,
+		      int64_t nn, int64_t m0, int64_t m1)
+{
+	int64_t nbk = ((int64_t)(256 << 10) / (j->wnb1 > 0 ? j->wnb1 : 1)) & ~(int64_t)3;
+	if (nbk < 4)
+		nbk = 4;
+	for (int64_t nb0 = n; nb0 < nn; nb0 += nbk) {
+		int64_t nb1 = nb0 + nbk < nn ? nb0 + nbk : nn;
+		for (int64_t m = m0; m < m1;) {
+			enum mm_order o = cpu_mm_order(j->type, row_multi(j, m), j->K, j->N);
+			const float *xa = (const float *)(ab + (size_t)m * j->act_row);
+			if (!(j->xbf && o == MM_ORD_GEMM_BF16) && !(j->f16_tiles && o == MM_ORD_GEMM16)) {
+				for (int64_t q = nb0; q < nb1; q++) {
+					float r = cpu_mm_order_dot_raw(o, j->type, j->K, wb + q * j->wnb1, xa);
+					memcpy(db + q * j->dnb0 + m * j->dnb1, &r, 4);
+				}
+				m++;
+				continue;
+			}
+			int nx = 1;
+			while (nx < 6 && m + nx < m1 && row_multi(j, m + nx))
+				nx++;
+			size_t r = (size_t)b * (size_t)j->M + (size_t)m;
+			for (int64_t q = nb0; q < nb1; q += 4) {
+				float *o4 = (float *)(db + q * j->dnb0 + m * j->dnb1);
+				if (j->xbf)
+					cpu_mm_order_gemm_bf16p(j->K, wb + q * j->wnb1, (size_t)j->wnb1, j->xbf + r * (size_t)j->K,
+								j->K, nx, o4, (size_t)j->dnb0, (size_t)j->dnb1);
+				else
+					cpu_mm_order_gemm_f16(j->K, wb + q * j->wnb1, (size_t)j->wnb1, xa,
+							      (int64_t)(j->act_row / 4), nx, o4, (size_t)j->dnb0, (size_t)j->dnb1);
+			}
+			m += nx;
+		}
+	}
+}
+
 static void mm_dot(void *arg, int ith, int nth)
 {
 	(void)nth;
@@ -316,47 +358,9 @@ static void mm_dot(void *arg, int ith, int nth)
 						      (float *)(db + n * j->dnb0 + m0 * j->dnb1), (size_t)j->dnb0);
 				continue;
 			}
-			/* float prefill in 4 x nx tiles (F16 on AVX-512, BF16 with
-			 * vdpbf16ps): activation rows outermost, so a tile's rows stay in
-			 * L1 while the chunk's weight rows stream past (+14% against
-			 * weight rows outermost) */
 			if (flt && !j->spec && (j->xbf || j->f16_tiles) && n + 4 <= n1) {
 				int64_t nn = n + ((n1 - n) & ~(int64_t)3);
-				/* weight rows in blocks that stay in L2 (~256 KB) */
-				int64_t nbk = ((int64_t)(256 << 10) / (j->wnb1 > 0 ? j->wnb1 : 1)) & ~(int64_t)3;
-				if (nbk < 4)
-					nbk = 4;
-				for (int64_t nb0 = n; nb0 < nn; nb0 += nbk) {
-				int64_t nb1 = nb0 + nbk < nn ? nb0 + nbk : nn;
-				for (int64_t m = m0; m < m1;) {
-					enum mm_order o = cpu_mm_order(j->type, row_multi(j, m), j->K, j->N);
-					const float *xa = (const float *)(ab + (size_t)m * j->act_row);
-					if ((j->xbf && o == MM_ORD_GEMM_BF16) || (j->f16_tiles && o == MM_ORD_GEMM16)) {
-						int nx = 1;
-						while (nx < 6 && m + nx < m1 && row_multi(j, m + nx))
-							nx++;
-						size_t r = (size_t)b * (size_t)j->M + (size_t)m;
-						for (int64_t q = nb0; q < nb1; q += 4) {
-							float *o4 = (float *)(db + q * j->dnb0 + m * j->dnb1);
-							if (j->xbf)
-								cpu_mm_order_gemm_bf16p(j->K, wb + q * j->wnb1, (size_t)j->wnb1,
-											j->xbf + r * (size_t)j->K, j->K, nx, o4,
-											(size_t)j->dnb0, (size_t)j->dnb1);
-							else
-								cpu_mm_order_gemm_f16(j->K, wb + q * j->wnb1, (size_t)j->wnb1, xa,
-										      (int64_t)(j->act_row / 4), nx, o4,
-										      (size_t)j->dnb0, (size_t)j->dnb1);
-						}
-						m += nx;
-						continue;
-					}
-					for (int64_t q = nb0; q < nb1; q++) {
-						float r = cpu_mm_order_dot_raw(o, j->type, j->K, wb + q * j->wnb1, xa);
-						memcpy(db + q * j->dnb0 + m * j->dnb1, &r, 4);
-					}
-					m++;
-				}
-				}
+				flt_tiles(j, b, wb, db, ab, n, nn, m0, m1);
 				n = nn;
 			}
 			/* float prefill: 4 weight rows x 4 activation rows in registers
