@@ -373,15 +373,6 @@ static inline void q6_values(const uint8_t *blk, __m256i *v)
 	}
 }
 
-/* 32 * sum_j sc_j bsum_j */
-static inline int32_t q6_offset(const int8_t *sc, const struct act_q8_k *a)
-{
-	int32_t o = 0;
-	for (int j = 0; j < 16; j++)
-		o += (int32_t)sc[j] * a->bsums[j];
-	return 32 * o;
-}
-
 static void v_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
 {
 	const uint8_t *wb = w;
@@ -389,18 +380,28 @@ static void v_dot_q6_k(int64_t k, const void *w, const void *act, float *out)
 	float acc = 0.0f;
 	for (int64_t b = 0; b < k / QKK; b++, wb += Q6K_BYTES, a++) {
 		prefetch_ahead(wb, Q6K_BYTES);
-		const int8_t *sc = (const int8_t *)(wb + 192);
-		__m256i v[8], s = _mm256_setzero_si256();
+		/* the 16 scales as words; the offset 32 sum sc_j bsum_j in 8 lanes */
+		__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wb + 192)));
+		__m256i s = _mm256_sub_epi32(_mm256_setzero_si256(),
+					     _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a->bsums)), 5));
+		const __m256i half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00), _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+		__m256i v[8];
 		q6_values(wb, v);
+#pragma GCC unroll 8
 		for (int c = 0; c < 8; c++) { /* 32 values: sub-blocks 2c, 2c + 1 */
 			__m256i p = _mm256_maddubs_epi16(v[c], _mm256_loadu_si256((const __m256i *)(a->q + 32 * c)));
-			__m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+			/* low lane: word 2c of the scales, high lane: word 2c + 1 */
+			const char w0 = (char)(4 * (c % 4)), w1 = (char)(4 * (c % 4) + 2);
+			__m256i scv = _mm256_shuffle_epi8(half[c / 4], _mm256_setr_epi8(w0, w0 + 1, w0, w0 + 1, w0, w0 + 1, w0, w0 + 1,
+									  w0, w0 + 1, w0, w0 + 1, w0, w0 + 1, w0, w0 + 1,
+									  w1, w1 + 1, w1, w1 + 1, w1, w1 + 1, w1, w1 + 1,
+									  w1, w1 + 1, w1, w1 + 1, w1, w1 + 1, w1, w1 + 1));
 			s = _mm256_add_epi32(s, _mm256_madd_epi16(p, scv));
 		}
 		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 		r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
 		r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
-		int32_t S = _mm_cvtsi128_si32(r) - q6_offset(sc, a);
+		int32_t S = _mm_cvtsi128_si32(r);
 		acc = fmaf(ld_fp16(wb + 208) * a->d, (float)S, acc);
 	}
 	*out = acc;
