@@ -145,14 +145,14 @@ static inline __attribute__((always_inline)) void q4k_rows4(int64_t k, const voi
 	_mm_storeu_ps(out, _mm_sub_ps(acc, accm));
 }
 
-/* One row in the same order, 256 bits at a time (two zmm ops cost what
- * four ymm ops do on Zen 4, and a row read start to end streams from DRAM
- * better than 4 rows read side by side): S_b with maddubs and vpdpwssd
- * (the scale per 32-element sub-block), M_b from the 8 mins. The integer
- * sums of 4 superblocks are reduced together and their 8 float terms
- * formed in two vectors (the per-superblock horizontal sums and scalar
- * conversions had been half the kernel's instructions); the activation
- * side (pair sums of bsums, d) is laid out once per call. */
+/* One row in the same order (a row read start to end streams from DRAM
+ * better than 4 rows read side by side): S_b by vpdpbusd and vpdpwssd (the
+ * scale per 32-element sub-block, q4k_sb), M_b from the 8 mins. The
+ * integer sums of 4 superblocks are reduced together and their 8 float
+ * terms formed in two vectors (the per-superblock horizontal sums and
+ * scalar conversions had been half the kernel's instructions); the
+ * activation side (its quants in the zmm order, pair sums of bsums, d) is
+ * laid out once per call. */
 #define Q4K_ACT_SB 64 /* superblocks laid out per piece */
 struct q4k_act {
 	__m512i alo[Q4K_ACT_SB][2];   /* q 0..31 | 64..95, q 128..159 | 192..223 */
