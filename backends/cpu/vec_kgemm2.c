@@ -121,21 +121,6 @@ static void v4k_fill(struct v4k_act *A, const struct act_q8_k *a, int64_t nsb)
 					       a[b + 3].d);
 }
 
-static inline __m128i v_red4_128(__m128i x0, __m128i x1, __m128i x2, __m128i x3)
-{
-	__m128i t0 = _mm_add_epi32(_mm_unpacklo_epi32(x0, x1), _mm_unpackhi_epi32(x0, x1));
-	__m128i t1 = _mm_add_epi32(_mm_unpacklo_epi32(x2, x3), _mm_unpackhi_epi32(x2, x3));
-	return _mm_add_epi32(_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1));
-}
-
-static inline __m128i v_red4_256(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
-{
-	__m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(y0, y1), _mm256_unpackhi_epi32(y0, y1));
-	__m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(y2, y3), _mm256_unpackhi_epi32(y2, y3));
-	__m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
-	return _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
-}
-
 /* S_b (8 partial lanes) and M_b (4 pair lanes) of one superblock */
 static inline __attribute__((always_inline)) __m256i v4k_sb(const uint8_t *wb, const int8_t *q8, __m128i bs, __m128i *pm)
 {
@@ -170,8 +155,8 @@ static inline __attribute__((always_inline)) float v4k_row(int64_t nsb, const ui
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
 			s8[i] = v4k_sb(wb + (b + i) * Q4K_BYTES, a[b + i].q, A->bs[b + i], &pm[i]);
-		__m128 S = _mm_cvtepi32_ps(v_red4_256(s8[0], s8[1], s8[2], s8[3]));
-		__m128 M = _mm_cvtepi32_ps(v_red4_128(pm[0], pm[1], pm[2], pm[3]));
+		__m128 S = _mm_cvtepi32_ps(red4_256(s8[0], s8[1], s8[2], s8[3]));
+		__m128 M = _mm_cvtepi32_ps(red4_128(pm[0], pm[1], pm[2], pm[3]));
 		uint32_t dw[4];
 		for (int i = 0; i < 4; i++)
 			memcpy(&dw[i], wb + (b + i) * Q4K_BYTES, 4);

@@ -16,22 +16,7 @@
 #include "cpu_internal.h"
 #include "vec_x86.h"
 
-/* ---- integer reductions: 4 int32 vectors -> one int32 per vector ---- */
-
-static inline __m128i red4_128(__m128i x0, __m128i x1, __m128i x2, __m128i x3)
-{
-	__m128i t0 = _mm_add_epi32(_mm_unpacklo_epi32(x0, x1), _mm_unpackhi_epi32(x0, x1));
-	__m128i t1 = _mm_add_epi32(_mm_unpacklo_epi32(x2, x3), _mm_unpackhi_epi32(x2, x3));
-	return _mm_add_epi32(_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1));
-}
-
-static inline __m128i red4_256(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
-{
-	__m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(y0, y1), _mm256_unpackhi_epi32(y0, y1));
-	__m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(y2, y3), _mm256_unpackhi_epi32(y2, y3));
-	__m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
-	return _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
-}
+/* ---- integer reductions (red4_128, red4_256: vec_x86.h) ---- */
 
 static inline __m128i red4_512(__m512i z0, __m512i z1, __m512i z2, __m512i z3)
 {

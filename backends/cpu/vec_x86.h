@@ -15,6 +15,22 @@ static inline float hsum256_ps(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
+/* 4 int32 vectors -> one int32 sum per vector, in lanes 0..3 */
+static inline __m128i red4_128(__m128i x0, __m128i x1, __m128i x2, __m128i x3)
+{
+	__m128i t0 = _mm_add_epi32(_mm_unpacklo_epi32(x0, x1), _mm_unpackhi_epi32(x0, x1));
+	__m128i t1 = _mm_add_epi32(_mm_unpacklo_epi32(x2, x3), _mm_unpackhi_epi32(x2, x3));
+	return _mm_add_epi32(_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1));
+}
+
+static inline __m128i red4_256(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
+{
+	__m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(y0, y1), _mm256_unpackhi_epi32(y0, y1));
+	__m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(y2, y3), _mm256_unpackhi_epi32(y2, y3));
+	__m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+	return _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+}
+
 static inline float ld_fp16(const uint8_t *p)
 {
 	uint16_t h;
