@@ -31,6 +31,14 @@ if has pprof; then
   grep -A25 -i "cuda profile" "$out/pprof.log" | grep -E "profile|pre " | head -22
   for p in 114 512; do timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p $p -n 0 -r 3 2>/dev/null | grep -E "pp$p"; done
 fi
+if has tprof; then # where a one-row step's time goes, greedy against drawn
+  for t in 0 0.8; do
+    echo "== one-row step, --temp $t (ALICE_CUDA_PROFILE=1: groups include launch gaps)"
+    ALICE_CUDA_PROFILE=1 timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch 1 --temp $t > "$out/tprof$t.log" 2>&1
+    grep -iE "dec|graph" "$out/tprof$t.log" | grep -v "^|" | head -30
+    ALICE_CUDA_PROFILE=2 timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch 1 --temp $t 2>&1 | grep -iE "profile|step" | head -8
+  done
+fi
 if has bench; then
   timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
   timeout 150 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,16,64} 2>/dev/null | grep "^| Llama"
@@ -55,6 +63,17 @@ if has server64; then # M=the 8B: the 64-client bar for it
   T=150 lg --concurrency 64 --requests-per-client 2
   T=150 lg --concurrency 64 --requests-per-client 2 --extra '{"temperature": 0}'
   kill $sp; wait $sp 2>/dev/null
+fi
+if has server1; then # one client only: greedy / T 0.8 alternating, pipelined
+  PAR=1 WARM=1 WARM_RPC=4 serve ALICE_ENGINE_TRACE=1
+  echo "== 1 client (parallel 1): greedy / temperature 0.8, twice"
+  for i in 1 2; do
+    lg --concurrency 1 --requests-per-client 3 --extra '{"temperature": 0}'
+    lg --concurrency 1 --requests-per-client 3
+  done
+  kill $sp; wait $sp 2>/dev/null
+  echo "prefill steps (ms from launch to done): $(grep 'engine step' "$out/srv.log" | awk '$3 > 1 {print $3 "t:" $8}' | tail -8 | tr '\n' ' ')"
+  echo "decode steps, mean launch-to-done ms: $(grep 'engine step' "$out/srv.log" | awk '$3 == 1 {s += $8; n++} END {if (n) printf "%.3f over %d", s / n, n}')"
 fi
 if has server; then
   for mode in ALICE_PIPELINE=1 ALICE_PIPELINE=0; do
