@@ -496,9 +496,9 @@ __device__ static inline float ts_weight(float x, float mx, float floor, float i
 
 /* The op in three launches, so a row's 1024-token blocks spread over many
  * SMs (one CTA per row kept a one-row step on one SM for ~15 us):
- * k_ts_max, each CTA the max of TS_PER blocks of a row; k_ts_sums, each
- * CTA the sums of its blocks (thread (block, lane) the lane's interleaved
- * float sum, in token order; the 8 added in double); k_ts_pick, per row,
+ * k_ts_max, each CTA the max of TS_PER blocks of a row; k_ts_sums, one
+ * CTA per block: its 8 lanes' interleaved float sums, each in token order,
+ * added in double; k_ts_pick, per row,
  * z over the blocks in order and the walk. The sums and the walk are those
  * of temp_sample.h, bit for bit. */
 
@@ -557,14 +557,22 @@ __device__ static inline float ts_row_max(const struct ts_scr &sc, int64_t row, 
 	return m;
 }
 
-__global__ void __launch_bounds__(TS_PER * 8) k_ts_sums(const uint8_t *__restrict__ src, int64_t nb1, int n,
-							 const int32_t *__restrict__ prm, uint8_t *scr, int S, int nblk)
+/* One 1024-token block per CTA: all threads lay its weights out in shared
+ * memory, then thread k < 8 adds w[k + 8 j] in order (the same chain, bit
+ * for bit, as one thread walking the row in global memory, which kept a
+ * load's latency in every link: 64 threads per 8 blocks took ~20 us of a
+ * one-row step). */
+#define TS_SUM_THREADS 256
+
+__global__ void __launch_bounds__(TS_SUM_THREADS) k_ts_sums(const uint8_t *__restrict__ src, int64_t nb1, int n,
+							  const int32_t *__restrict__ prm, uint8_t *scr, int S, int nblk)
 {
 	pdl_wait();
 	pdl_trigger();
-	__shared__ float part[TS_PER * 8];
-	__shared__ int livec[TS_PER * 8];
-	const int row = blockIdx.x, tid = threadIdx.x;
+	__shared__ float w[TS_BLOCK];
+	__shared__ float part[8];
+	__shared__ int livec[TS_SUM_THREADS / 32];
+	const int row = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
 	const float t = __int_as_float(prm[4 * (int64_t)row]);
 	if (!(t > 0))
 		return;
@@ -575,28 +583,39 @@ __global__ void __launch_bounds__(TS_PER * 8) k_ts_sums(const uint8_t *__restric
 	const float floor = __fsub_rn(mx, __fmul_rn(30.0f, t > 1.0f ? t : 1.0f));
 	const float inv_t = __fdiv_rn(1.0f, t);
 	const float *x = (const float *)(src + (int64_t)row * nb1);
-	const int b = blockIdx.y * TS_PER + (tid >> 3), k = tid & 7;
-	float acc = 0.0f;
+	const int i0 = b * TS_BLOCK, cnt = min(TS_BLOCK, n - i0);
 	int live = 0;
-	if (b < nblk) {
-		const int i1 = min((b + 1) * TS_BLOCK, n);
-		for (int i = b * TS_BLOCK + k; i < i1; i += 8) {
-			float xv = topk_clean(x[i]);
+	for (int j = tid; j < TS_BLOCK; j += TS_SUM_THREADS) {
+		float wv = 0.0f; /* past the row's end: + 0 leaves a chain as it is */
+		if (j < cnt) {
+			const float xv = topk_clean(x[i0 + j]);
 			live += xv >= floor;
-			acc = __fadd_rn(acc, ts_weight(xv, mx, floor, inv_t));
+			wv = ts_weight(xv, mx, floor, inv_t);
 		}
+		w[j] = wv;
 	}
-	part[tid] = acc;
-	livec[tid] = live;
+#pragma unroll
+	for (int off = 16; off > 0; off >>= 1)
+		live += __shfl_xor_sync(0xffffffffu, live, off);
+	if ((tid & 31) == 0)
+		livec[tid >> 5] = live;
 	__syncthreads();
-	if (k == 0 && b < nblk) {
+	if (tid < 8) {
+		float acc = 0.0f;
+#pragma unroll 16
+		for (int j = 0; j < TS_BLOCK / 8; j++)
+			acc = __fadd_rn(acc, w[tid + 8 * j]);
+		part[tid] = acc;
+	}
+	__syncthreads();
+	if (tid == 0) {
 		double sum = 0.0;
 		int lv = 0;
 #pragma unroll
-		for (int j = 0; j < 8; j++) {
-			sum = __dadd_rn(sum, (double)part[tid + j]);
-			lv += livec[tid + j];
-		}
+		for (int j = 0; j < 8; j++)
+			sum = __dadd_rn(sum, (double)part[j]);
+		for (int j = 0; j < TS_SUM_THREADS / 32; j++)
+			lv += livec[j];
 		sc.bs[(int64_t)row * nblk + b] = sum;
 		sc.live[(int64_t)row * nblk + b] = lv;
 	}
@@ -758,8 +777,8 @@ enum alice_status cu_op_sample_temp(const struct alice_op_args *a)
 	const int32_t *p = (const int32_t *)tdata(pr);
 	cu_launch(k_ts_max, dim3(rows, (unsigned)S), 256, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0], p,
 		  ctx->scratch, S, nblk);
-	cu_launch(k_ts_sums, dim3(rows, (unsigned)S), TS_PER * 8, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0], p,
-		  ctx->scratch, S, nblk);
+	cu_launch(k_ts_sums, dim3(rows, (unsigned)nblk), TS_SUM_THREADS, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
+		  p, ctx->scratch, S, nblk);
 	cu_launch(k_ts_pick, rows, TOPK_THREADS, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0], p, ctx->scratch, S,
 		  nblk, (int32_t *)tdata(d));
 	CUDA_LAUNCH_CHECK(ctx, "sample_temp");
@@ -839,34 +858,47 @@ enum alice_status cu_op_feed(const struct alice_op_args *a)
  * the row max over CTAs (SAMPLE_TEMP's k_ts_max), each CTA its blocks' 8 interleaved
  * double partial sums (k_lse_sums), per row the blocks in order (k_lse_out) */
 
-__global__ void __launch_bounds__(TS_PER * 8) k_lse_sums(const uint8_t *__restrict__ src, int64_t nb1, int n,
-							  uint8_t *scr, int S, int nblk)
+__global__ void __launch_bounds__(TS_SUM_THREADS) k_lse_sums(const uint8_t *__restrict__ src, int64_t nb1, int n,
+							   uint8_t *scr, int S, int nblk)
 {
 	pdl_wait();
 	pdl_trigger();
-	__shared__ double part[TS_PER * 8];
-	const int row = blockIdx.x, tid = threadIdx.x;
+	__shared__ float w[TS_BLOCK];
+	__shared__ double part[8];
+	const int row = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
 	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
 	const float mx = ts_row_max(sc, row, S);
-	const float *x = (const float *)(src + (int64_t)row * nb1);
-	const int b = blockIdx.y * TS_PER + (tid >> 3), k = tid & 7;
-	double acc = 0.0;
-	if (b < nblk && mx > -INFINITY) {
-		const float floor = __fsub_rn(mx, 30.0f);
-		const int i1 = min((b + 1) * TS_BLOCK, n);
-		for (int i = b * TS_BLOCK + k; i < i1; i += 8) {
-			const float v = topk_clean(x[i]);
-			if (v >= floor)
-				acc = __dadd_rn(acc, (double)ts_exp_neg(__fsub_rn(v, mx)));
-		}
+	if (!(mx > -INFINITY)) {
+		if (tid == 0)
+			sc.bs[(int64_t)row * nblk + b] = 0.0;
+		return;
 	}
-	part[tid] = acc;
+	const float floor = __fsub_rn(mx, 30.0f);
+	const float *x = (const float *)(src + (int64_t)row * nb1);
+	const int i0 = b * TS_BLOCK, cnt = min(TS_BLOCK, n - i0);
+	for (int j = tid; j < TS_BLOCK; j += TS_SUM_THREADS) {
+		float wv = 0.0f; /* below the floor or past the end: nothing added (+ 0) */
+		if (j < cnt) {
+			const float v = topk_clean(x[i0 + j]);
+			if (v >= floor)
+				wv = ts_exp_neg(__fsub_rn(v, mx));
+		}
+		w[j] = wv;
+	}
 	__syncthreads();
-	if (k == 0 && b < nblk) {
+	if (tid < 8) {
+		double acc = 0.0;
+#pragma unroll 16
+		for (int j = 0; j < TS_BLOCK / 8; j++)
+			acc = __dadd_rn(acc, (double)w[tid + 8 * j]);
+		part[tid] = acc;
+	}
+	__syncthreads();
+	if (tid == 0) {
 		double sum = 0.0;
 #pragma unroll
 		for (int j = 0; j < 8; j++)
-			sum = __dadd_rn(sum, part[tid + j]);
+			sum = __dadd_rn(sum, part[j]);
 		sc.bs[(int64_t)row * nblk + b] = sum;
 	}
 }
@@ -911,8 +943,8 @@ enum alice_status cu_op_logsumexp(const struct alice_op_args *a)
 	const unsigned rows = (unsigned)s->ne[1];
 	cu_launch(k_ts_max, dim3(rows, (unsigned)S), 256, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
 		  (const int32_t *)NULL, ctx->scratch, S, nblk);
-	cu_launch(k_lse_sums, dim3(rows, (unsigned)S), TS_PER * 8, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
-		  ctx->scratch, S, nblk);
+	cu_launch(k_lse_sums, dim3(rows, (unsigned)nblk), TS_SUM_THREADS, ctx->stream, tdata(s), s->nb[1],
+		  (int)s->ne[0], ctx->scratch, S, nblk);
 	cu_launch(k_lse_out, (rows + 63) / 64, 64, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
 		  tk ? (const int32_t *)tdata(tk) : (const int32_t *)NULL, ctx->scratch, S, nblk, (int64_t)rows,
 		  (int32_t *)tdata(d));
