@@ -309,6 +309,8 @@ static void ctx_destroy(struct alice_backend_ctx *ctx)
 		return;
 	if (ctx->dev) {
 		vkDeviceWaitIdle(ctx->dev);
+		vk_prof_free(ctx);
+		vk_rec_free(ctx);
 		vk_buffer_free(ctx, ctx->staging);
 		vk_buffer_free(ctx, ctx->scratch);
 		vk_buffer_free(ctx, ctx->status);
@@ -459,6 +461,7 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		return st;
 	}
 	memset(ctx->status->map, 0, 256);
+	vk_prof_init(ctx);
 	vk_log(1, "vulkan backend: %s (%s, Vulkan %u.%u), subgroup ops %s (size %u), %s%s",
 	       ctx->props.deviceName, type_name(ctx->props.deviceType), VK_API_VERSION_MAJOR(ctx->props.apiVersion),
 	       VK_API_VERSION_MINOR(ctx->props.apiVersion), ctx->subgroup_arith ? "on" : "off", sg.subgroupSize,

@@ -164,15 +164,10 @@ bool vk_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g, 
 /* ---- recording: hazards and dispatches ---- */
 
 
+/* the next dispatch waits for the ones before it */
 static void barrier(struct alice_backend_ctx *ctx)
 {
-	VkMemoryBarrier mb = {
-		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-		.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT,
-		.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-	};
-	vkCmdPipelineBarrier(ctx->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-			     &mb, 0, NULL, 0, NULL);
+	ctx->bar_next = true;
 	ctx->npend = 0;
 }
 
@@ -204,40 +199,29 @@ enum alice_status vk_dispatch_rw(struct alice_backend_ctx *ctx, const char *shad
 			need = hazard(ctx, &binds[i], i == 0 || (extra_writes >> i & 1));
 	if (need)
 		barrier(ctx);
-	VkDescriptorSetAllocateInfo dai = {
-		.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-		.descriptorPool = ctx->dpool,
-		.descriptorSetCount = 1,
-		.pSetLayouts = &ctx->dsl,
-	};
-	VkDescriptorSet set;
-	enum alice_status st = vk_check(ctx, vkAllocateDescriptorSets(ctx->dev, &dai, &set), "vkAllocateDescriptorSets");
-	if (st != ALICE_OK)
-		return st;
-	VkDescriptorBufferInfo bi[VK_NBIND];
-	VkWriteDescriptorSet wr[VK_NBIND];
+	if (push_bytes > VK_PUSH_BYTES)
+		return vk_fail(ctx, ALICE_ERR_BACKEND, "%s: %u bytes of push constants", shader, push_bytes);
+	struct vk_rec r;
+	memset(&r, 0, sizeof(r));
+	r.pipe = pipe;
+	r.barrier = ctx->bar_next;
+	snprintf(r.name, sizeof(r.name), "%s", shader);
 	for (int i = 0; i < VK_NBIND; i++) {
 		if (i < n_binds && binds[i].buf)
-			bi[i] = (VkDescriptorBufferInfo){binds[i].buf, binds[i].off, binds[i].range};
+			r.bi[i] = (VkDescriptorBufferInfo){binds[i].buf, binds[i].off, binds[i].range};
 		else if (i == VK_NBIND - 1)
-			bi[i] = (VkDescriptorBufferInfo){ctx->status->buf, 0, VK_WHOLE_SIZE};
+			r.bi[i] = (VkDescriptorBufferInfo){ctx->status->buf, 0, VK_WHOLE_SIZE};
 		else
-			bi[i] = (VkDescriptorBufferInfo){ctx->dummy->buf, 0, VK_WHOLE_SIZE};
-		wr[i] = (VkWriteDescriptorSet){
-			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-			.dstSet = set,
-			.dstBinding = (uint32_t)i,
-			.descriptorCount = 1,
-			.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-			.pBufferInfo = &bi[i],
-		};
+			r.bi[i] = (VkDescriptorBufferInfo){ctx->dummy->buf, 0, VK_WHOLE_SIZE};
 	}
-	vkUpdateDescriptorSets(ctx->dev, VK_NBIND, wr, 0, NULL);
-	vkCmdBindPipeline(ctx->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-	vkCmdBindDescriptorSets(ctx->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ctx->playout, 0, 1, &set, 0, NULL);
-	vkCmdPushConstants(ctx->cmd, ctx->playout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
-	uint32_t gx = groups < 65535 ? groups : 65535, gy = (groups + gx - 1) / gx;
-	vkCmdDispatch(ctx->cmd, gx, gy, 1);
+	r.push_bytes = push_bytes;
+	memcpy(r.push, push, push_bytes);
+	r.gx = groups < 65535 ? groups : 65535;
+	r.gy = (groups + r.gx - 1) / r.gx;
+	enum alice_status st = vk_rec_add(ctx, &r);
+	if (st != ALICE_OK)
+		return st;
+	ctx->bar_next = false;
 	for (int i = 0; i < n_binds; i++)
 		if (binds[i].buf)
 			ctx->pend[ctx->npend++] = (struct vk_pending){binds[i].buf, binds[i].off, binds[i].off + binds[i].range,
@@ -269,22 +253,13 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 	uint32_t extra = 0;
 	if ((st = vk_mm_read_regimes(ctx, g, &extra)) != ALICE_OK)
 		return st;
-	/* MUL_MAT records two dispatches (rounding + product), sliced ones more */
-	if ((st = vk_desc_reserve(ctx, 4 * g->n_nodes + 16 + extra)) != ALICE_OK)
-		return st;
 	memset(ctx->status->map, 0, 16);
-	if ((st = vk_cmd_begin(ctx)) != ALICE_OK)
-		return st;
-	/* earlier submissions (staged uploads, the previous step) wrote what this one reads */
-	VkMemoryBarrier mb0 = {
-		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-		.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-		.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-	};
-	vkCmdPipelineBarrier(ctx->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-			     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb0, 0, NULL, 0, NULL);
+	vk_prof_start(ctx);
 	ctx->npend = 0;
 	ctx->n_dispatch = 0;
+	ctx->log_n = 0;
+	ctx->bar_next = false;
+	ctx->scratch_next = 0; /* the same regions every step: the log can repeat */
 	for (int i = 0; i < VK_SCRATCH_RING; i++)
 		ctx->actq[i].valid = false;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
@@ -292,19 +267,12 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 		st = op_fns[g->nodes[i].op](&a);
 		actq_invalidate(ctx, &a);
 		if (st != ALICE_OK) {
-			vkEndCommandBuffer(ctx->cmd);
+			ctx->log_n = 0;
 			alice_bc_prefix_node(ctx->err, sizeof(ctx->err), i, g->nodes[i].op);
 			return st;
 		}
 	}
-	VkMemoryBarrier mb = {
-		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-		.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-		.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT,
-	};
-	vkCmdPipelineBarrier(ctx->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-			     VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-	if ((st = vk_cmd_submit_wait(ctx)) != ALICE_OK)
+	if ((st = vk_rec_run(ctx)) != ALICE_OK)
 		return st;
 	uint32_t code, detail;
 	memcpy(&code, ctx->status->map, 4);

@@ -112,6 +112,26 @@ struct alice_backend_ctx {
 	int npend;
 	bool recording;
 	uint32_t n_dispatch;
+	bool bar_next; /* the next logged dispatch waits on the earlier ones */
+	/* the graph's dispatches as logged (vk_rec.c); prev: those recorded in
+	 * gcmd, submitted again while a graph logs the same (decode steps) */
+	struct vk_rec *log, *prev;
+	uint32_t log_n, log_cap, prev_n, prev_cap;
+	VkCommandBuffer gcmd;
+	bool gcmd_ok;
+	uint64_t n_replayed, n_recorded;
+	struct vk_prof *prof; /* ALICE_VK_PROFILE=1 (vk_prof.c), else NULL */
+};
+
+/* One logged dispatch: everything its recording depends on, compared
+ * byte for byte (entries are zeroed first, so padding compares too). */
+struct vk_rec {
+	VkPipeline pipe;
+	uint32_t gx, gy, push_bytes;
+	uint8_t barrier;
+	char name[27];
+	VkDescriptorBufferInfo bi[VK_NBIND];
+	uint8_t push[VK_PUSH_BYTES];
 };
 
 /* vk.c */
@@ -141,6 +161,23 @@ enum alice_status vk_buffer_host(struct alice_backend_ctx *ctx, uint64_t size, s
 /* Begin/submit-and-wait a one-off command buffer on ctx->cmd. */
 enum alice_status vk_cmd_begin(struct alice_backend_ctx *ctx) VK_HIDDEN;
 enum alice_status vk_cmd_submit_wait(struct alice_backend_ctx *ctx) VK_HIDDEN;
+
+/* vk_rec.c: log a dispatch; record the log into gcmd (or reuse gcmd when
+ * it holds the same log), submit and wait; forget gcmd (buffers freed) */
+enum alice_status vk_rec_add(struct alice_backend_ctx *ctx, const struct vk_rec *r) VK_HIDDEN;
+enum alice_status vk_rec_run(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_rec_forget(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_rec_free(struct alice_backend_ctx *ctx) VK_HIDDEN;
+
+/* vk_prof.c: ALICE_VK_PROFILE=1 timestamps (no-ops when off) */
+void vk_prof_init(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_prof_free(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_prof_start(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_prof_record(struct alice_backend_ctx *ctx, VkCommandBuffer cmd) VK_HIDDEN;
+void vk_prof_barrier(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_prof_dispatch(struct alice_backend_ctx *ctx, VkCommandBuffer cmd, const char *shader) VK_HIDDEN;
+void vk_prof_submit(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_prof_end(struct alice_backend_ctx *ctx) VK_HIDDEN;
 
 /* vk_pipe.c */
 enum alice_status vk_pipe_init(struct alice_backend_ctx *ctx) VK_HIDDEN;

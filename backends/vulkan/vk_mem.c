@@ -218,6 +218,7 @@ void vk_buffer_free(struct alice_backend_ctx *ctx, struct alice_buffer *buf)
 {
 	if (!buf || !ctx)
 		return;
+	vk_rec_forget(ctx); /* the recorded step may bind it */
 	if (ctx->dev) {
 		if (buf->map && !buf->imported)
 			vkUnmapMemory(ctx->dev, buf->mem);

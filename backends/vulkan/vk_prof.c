@@ -1,0 +1,158 @@
+/* vk_prof.c — ALICE_VK_PROFILE=1: where a graph's time goes. A timestamp
+ * after every dispatch (the GPU time since the previous one, summed per
+ * shader; dispatches not separated by a barrier may overlap, so a shader's
+ * share is approximate), and per graph the host's recording time and the
+ * submit-to-fence wait. A table goes to the log when the context is freed.
+ * For finding where time goes, not for reporting throughput. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vk_internal.h"
+
+#define PROF_QUERIES 4096
+#define PROF_LABELS 96
+
+struct vk_prof {
+	VkQueryPool pool;
+	uint32_t n;			/* timestamps written in this graph */
+	uint16_t lab[PROF_QUERIES];	/* label of the dispatch ending at query i */
+	char labels[PROF_LABELS][24];
+	double ms[PROF_LABELS];
+	long count[PROF_LABELS];
+	int n_labels;
+	double t0, t_submit, rec_ms, wait_ms, gpu_ms;
+	long graphs, dispatches, barriers;
+	uint32_t graph_barriers;
+};
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void vk_prof_init(struct alice_backend_ctx *ctx)
+{
+	const char *e = getenv("ALICE_VK_PROFILE");
+	if (!e || atoi(e) <= 0 || ctx->props.limits.timestampPeriod <= 0)
+		return;
+	struct vk_prof *p = calloc(1, sizeof(*p));
+	if (!p)
+		return;
+	VkQueryPoolCreateInfo qi = {
+		.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+		.queryType = VK_QUERY_TYPE_TIMESTAMP,
+		.queryCount = PROF_QUERIES,
+	};
+	if (vkCreateQueryPool(ctx->dev, &qi, NULL, &p->pool) != VK_SUCCESS) {
+		free(p);
+		return;
+	}
+	ctx->prof = p;
+	vk_log(1, "vulkan profile on: a timestamp after every dispatch");
+}
+
+void vk_prof_start(struct alice_backend_ctx *ctx)
+{
+	if (ctx->prof)
+		ctx->prof->t0 = now_ms();
+}
+
+/* a recording starts (a replayed one keeps its timestamps and counts) */
+void vk_prof_record(struct alice_backend_ctx *ctx, VkCommandBuffer cmd)
+{
+	struct vk_prof *p = ctx->prof;
+	if (!p)
+		return;
+	p->n = 0;
+	p->graph_barriers = 0;
+	vkCmdResetQueryPool(cmd, p->pool, 0, PROF_QUERIES);
+	vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p->pool, p->n++);
+}
+
+void vk_prof_barrier(struct alice_backend_ctx *ctx)
+{
+	if (ctx->prof)
+		ctx->prof->graph_barriers++;
+}
+
+void vk_prof_dispatch(struct alice_backend_ctx *ctx, VkCommandBuffer cmd, const char *shader)
+{
+	struct vk_prof *p = ctx->prof;
+	if (!p || p->n >= PROF_QUERIES)
+		return;
+	int l = 0;
+	while (l < p->n_labels && strcmp(p->labels[l], shader) != 0)
+		l++;
+	if (l == p->n_labels) {
+		if (p->n_labels == PROF_LABELS)
+			l = PROF_LABELS - 1; /* the last label takes the rest */
+		else
+			snprintf(p->labels[p->n_labels++], sizeof(p->labels[0]), "%s", shader);
+	}
+	p->lab[p->n] = (uint16_t)l;
+	vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p->pool, p->n++);
+}
+
+void vk_prof_submit(struct alice_backend_ctx *ctx)
+{
+	if (ctx->prof)
+		ctx->prof->t_submit = now_ms();
+}
+
+void vk_prof_end(struct alice_backend_ctx *ctx)
+{
+	struct vk_prof *p = ctx->prof;
+	if (!p)
+		return;
+	double t = now_ms();
+	p->rec_ms += p->t_submit - p->t0;
+	p->wait_ms += t - p->t_submit;
+	p->graphs++;
+	p->dispatches += p->n - 1;
+	p->barriers += p->graph_barriers;
+	uint64_t *ts = malloc((size_t)p->n * sizeof(uint64_t));
+	if (!ts)
+		return;
+	if (vkGetQueryPoolResults(ctx->dev, p->pool, 0, p->n, (size_t)p->n * sizeof(uint64_t), ts, sizeof(uint64_t),
+				  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS) {
+		double per = ctx->props.limits.timestampPeriod * 1e-6; /* ns -> ms */
+		for (uint32_t i = 1; i < p->n; i++) {
+			p->ms[p->lab[i]] += (double)(ts[i] - ts[i - 1]) * per;
+			p->count[p->lab[i]]++;
+		}
+		p->gpu_ms += (double)(ts[p->n - 1] - ts[0]) * per;
+	}
+	free(ts);
+}
+
+void vk_prof_free(struct alice_backend_ctx *ctx)
+{
+	struct vk_prof *p = ctx->prof;
+	if (!p)
+		return;
+	if (p->graphs) {
+		double g = (double)p->graphs;
+		fprintf(stderr,
+			"vulkan profile: %ld graphs (%llu command buffers recorded, %llu replayed); per graph %.1f dispatches, "
+			"%.1f barriers, host until submit %.3f ms, submit to fence %.3f ms, GPU first to last dispatch %.3f ms\n",
+			p->graphs, (unsigned long long)ctx->n_recorded, (unsigned long long)ctx->n_replayed, p->dispatches / g,
+			p->barriers / g, p->rec_ms / g, p->wait_ms / g, p->gpu_ms / g);
+		for (int k = 0; k < p->n_labels; k++) { /* largest first */
+			int best = -1;
+			for (int l = 0; l < p->n_labels; l++)
+				if (p->count[l] >= 0 && (best < 0 || p->ms[l] > p->ms[best]))
+					best = l;
+			fprintf(stderr, "  %-24s %10.3f ms %8ld dispatches %8.2f us each %8.3f ms/graph\n", p->labels[best],
+				p->ms[best], p->count[best], p->count[best] ? 1e3 * p->ms[best] / p->count[best] : 0.0,
+				p->ms[best] / g);
+			p->count[best] = -1;
+		}
+	}
+	vkDestroyQueryPool(ctx->dev, p->pool, NULL);
+	free(p);
+	ctx->prof = NULL;
+}

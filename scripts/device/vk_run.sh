@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Vulkan speed on the GPU device (issue: Vulkan fast on the boards it is
+# for): per-shader profile of decode steps (ALICE_VK_PROFILE=1), then
+# alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
+# Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
+# there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
+# (default "prof bench"; also "ops"); carry .devbuild .devlibs .devfix .gl.
+set -u
+b=${BUILD:-.devbuild}
+out=${OUT:-/tmp/vk_out}
+mkdir -p "$out"
+stages=${*:-prof bench}
+has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
+voc=.devfix/vocab/ggml-vocab-llama-bpe.gguf
+types=${TYPES:-Q4_K_M Q8_0}
+for t in $types; do
+  m=/tmp/llama-1b-$t.gguf
+  [ -f "$m" ] || timeout 200 "$b/bin/alice-mkmodel" --shape llama-1b --type $t --vocab "$voc" -o "$m" --threads 16 > "$out/mk-$t.log" 2>&1
+done
+if has ops; then
+  ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops.log" 2>&1
+  echo "ops on vulkan: rc $? $(grep Synthesis "$out/ops.log")"; grep -E "FAIL|fail" "$out/ops.log" | head -10
+fi
+if has prof; then
+  for t in $types; do
+    echo "== $t decode, ALICE_VK_PROFILE=1 (-p 0 -n 64)"
+    ALICE_VK_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 0 -n 64 -r 1 > "$out/prof-$t.log" 2>&1
+    grep -A24 "vulkan profile:" "$out/prof-$t.log" | head -24
+  done
+fi
+if has bench; then
+  for t in $types; do
+    timeout 200 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan,cuda -p 512 -n 128 -r 2 2>/dev/null | grep -E "pp512|tg128"
+  done
+fi
