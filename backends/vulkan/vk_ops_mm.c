@@ -144,7 +144,7 @@ static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alic
 				.x_nb2 = (uint32_t)x->nb[2], .x_nb3 = (uint32_t)x->nb[3], .bs = bs, .n_items = (uint32_t)items,
 				.s_off = (uint32_t)vbytes,
 			};
-			if ((st = vk_dispatch(ctx, "actq", ab, 2, &ap, sizeof(ap), (uint32_t)((items + 63) / 64))) != ALICE_OK)
+			if ((st = vk_dispatch(ctx, "actq", ab, 2, &ap, sizeof(ap), (uint32_t)((items * bs + 255) / 256))) != ALICE_OK)
 				return st;
 			ctx->actq[region].valid = true;
 			ctx->actq[region].fmt = fmt;

@@ -4,10 +4,13 @@
 // the parity bounds assume): F16 or BF16 per element, Q8_0 blocks of 32
 // (d = fp16(amax/127)), Q8_K blocks of 256 (d = 1/(-127/max)). Writes the
 // rounded values as F32 into a contiguous scratch [K, rows] (Q8_1, fmt 5:
-// Q8_0 values plus fp16(d * sum(q)) per block at s_off). One thread per
-// block (per element for F16/BF16).
+// Q8_0 values plus fp16(d * sum(q)) per block at s_off). A block's bs
+// threads (bs = 1, 32 or 256) take one element each; the block's absolute
+// maximum (the first element holding it, as a scan in order keeps) is a
+// shared-memory reduction, so a 256-element Q8_K block is not one thread's
+// serial walk (~23 us a decode matmul on the H200).
 #extension GL_GOOGLE_include_directive : require
-layout(local_size_x = 64) in;
+layout(local_size_x = 256) in;
 #include "common.glsl"
 
 layout(push_constant) uniform PC {
@@ -26,50 +29,74 @@ float div_cr(float a, float b)
 
 float round_f16(float x) { return unpackHalf2x16(f32_to_f16(x)).x; }
 
+shared float s_av[256];
+shared uint s_ix[256];
+shared float s_sum[256];
+
 void main()
 {
-	uint it = gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * 64u) + gl_GlobalInvocationID.x;
-	if (it >= p.n_items)
-		return;
-	uint nbk = p.K / p.bs;
+	uint tid = gl_LocalInvocationID.x;
+	uint e = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + tid;
+	uint bs = p.bs, i = e % bs, it = e / bs;
+	bool ok = it < p.n_items;
+	uint nbk = p.K / bs;
 	uint blk = it % nbk, row = it / nbk;
 	uint m = row % p.M, i2 = (row / p.M) % p.ne2, i3 = row / (p.M * p.ne2);
-	uint xb = p.x_off + m * p.x_nb1 + i2 * p.x_nb2 + i3 * p.x_nb3 + blk * p.bs * p.x_nb0;
-	uint ob = (row * p.K + blk * p.bs) * 4u;
+	uint xb = p.x_off + m * p.x_nb1 + i2 * p.x_nb2 + i3 * p.x_nb3 + blk * bs * p.x_nb0;
+	uint ob = (row * p.K + blk * bs + i) * 4u;
+	float v = ok ? a_f(xb + i * p.x_nb0) : 0.0;
 	if (p.fmt == 1u) {
-		d_stf(ob, round_f16(a_f(xb)));
+		if (ok)
+			d_stf(ob, round_f16(v));
 		return;
 	}
 	if (p.fmt == 2u) {
-		d_stf(ob, uintBitsToFloat(f32_to_bf16(a_f(xb)) << 16));
+		if (ok)
+			d_stf(ob, uintBitsToFloat(f32_to_bf16(v) << 16));
 		return;
 	}
-	float amax = 0.0, mx = 0.0;
-	for (uint i = 0u; i < p.bs; i++) {
-		float v = a_f(xb + i * p.x_nb0), av = abs(v);
-		if (av > amax) {
-			amax = av;
-			mx = v;
+	// only |v| > 0 ever becomes the maximum of a scan from amax = 0 (NaN never)
+	float av = abs(v);
+	s_av[tid] = av > 0.0 ? av : 0.0;
+	s_ix[tid] = i;
+	barrier();
+	for (uint s = bs >> 1; s > 0u; s >>= 1) {
+		if (i < s) {
+			float o = s_av[tid + s];
+			if (o > s_av[tid] || (o == s_av[tid] && s_ix[tid + s] < s_ix[tid])) {
+				s_av[tid] = o;
+				s_ix[tid] = s_ix[tid + s];
+			}
 		}
+		barrier();
 	}
+	uint base = tid - i;
+	float amax = s_av[base];
 	if (p.fmt == 3u || p.fmt == 5u) {
 		float d = amax / 127.0, id = amax != 0.0 ? div_cr(127.0, amax) : 0.0;
-		float dr = round_f16(d), sum = 0.0;
-		for (uint i = 0u; i < p.bs; i++) {
-			float q = roundEven(a_f(xb + i * p.x_nb0) * id);
-			sum += q;
-			d_stf(ob + i * 4u, dr * q);
+		float q = roundEven(v * id);
+		if (ok)
+			d_stf(ob, round_f16(d) * q);
+		if (p.fmt == 5u) { // integers below 2^24: the sum is exact in any order
+			s_sum[tid] = q;
+			barrier();
+			for (uint s = bs >> 1; s > 0u; s >>= 1) {
+				if (i < s)
+					s_sum[tid] += s_sum[tid + s];
+				barrier();
+			}
+			if (ok && i == 0u)
+				d_stf(p.s_off + it * 4u, round_f16(d * s_sum[base]));
 		}
-		if (p.fmt == 5u)
-			d_stf(p.s_off + it * 4u, round_f16(d * sum));
 		return;
 	}
+	if (!ok)
+		return;
 	if (amax == 0.0) {
-		for (uint i = 0u; i < p.bs; i++)
-			d_stf(ob + i * 4u, 0.0);
+		d_stf(ob, 0.0);
 		return;
 	}
+	float mx = a_f(xb + s_ix[base] * p.x_nb0);
 	float iscale = div_cr(-127.0, mx), d = div_cr(1.0, iscale);
-	for (uint i = 0u; i < p.bs; i++)
-		d_stf(ob + i * 4u, d * min(roundEven(iscale * a_f(xb + i * p.x_nb0)), 127.0));
+	d_stf(ob, d * min(roundEven(iscale * v), 127.0));
 }
