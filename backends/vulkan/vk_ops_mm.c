@@ -278,6 +278,21 @@ static int64_t tiled_min_m(void)
 	return e && *e ? strtoll(e, NULL, 10) : 16;
 }
 
+/* NAME=0 turns a path off (comparisons) */
+static bool getenv_off(const char *name)
+{
+	const char *e = getenv(name);
+	return e && e[0] == '0' && e[1] == 0;
+}
+
+/* the byte offset of t's data inside the binding vk_bind_tensor makes */
+static uint64_t vk_rel_of(struct alice_backend_ctx *ctx, const struct alice_tensor *t)
+{
+	uint64_t align = ctx->props.limits.minStorageBufferOffsetAlignment;
+	uint64_t start = t->buf->base + t->offset;
+	return align ? start % align : 0;
+}
+
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
 				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
 				bool decode)
@@ -308,6 +323,39 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		};
 		char name[32];
 		snprintf(name, sizeof(name), "mmt_%s", ti->name);
+		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
+	}
+	/* Q4_K / Q6_K / Q8_0: mv.comp (32 threads and 16-byte loads per row,
+	 * every weight byte used once); its Q4_K quants and every type's
+	 * activations are read as 16-byte vectors, so those must be aligned */
+	bool mv = (w->type == ALICE_TYPE_Q4_K || w->type == ALICE_TYPE_Q6_K || w->type == ALICE_TYPE_Q8_0) &&
+		  xa->nb0 == 4 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0 && !getenv_off("ALICE_VK_MV");
+	if (mv && w->type == ALICE_TYPE_Q4_K)
+		mv = ((vk_rel_of(ctx, w) | (uint64_t)w->nb[1] | (uint64_t)w->nb[2] | (uint64_t)w->nb[3]) & 15) == 0;
+	if (mv) {
+		uint64_t nrg = ((uint64_t)N + 3) / 4, mtiles = (uint64_t)(M + MM_TILE - 1) / MM_TILE;
+		uint64_t n_wg = nrg * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
+		if (n_wg > 0xffffffffull / 2)
+			return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
+		struct vk_bind b[3];
+		enum alice_status st = vk_bind_tensor(ctx, d, &b[0]);
+		if (st == ALICE_OK)
+			st = vk_bind_tensor(ctx, w, &b[1]);
+		if (st != ALICE_OK)
+			return st;
+		b[2] = xa->b;
+		struct mm_push p = {
+			.K = (uint32_t)K, .N = (uint32_t)N, .M = (uint32_t)M, .ne12 = (uint32_t)x->ne[2],
+			.r2 = (uint32_t)(x->ne[2] / w->ne[2]), .r3 = (uint32_t)(x->ne[3] / w->ne[3]),
+			.mtiles = (uint32_t)mtiles, .n_wg = (uint32_t)n_wg,
+			.w_off = b[1].rel, .w_nb1 = (uint32_t)w->nb[1], .w_nb2 = (uint32_t)w->nb[2], .w_nb3 = (uint32_t)w->nb[3],
+			.x_off = b[2].rel, .x_nb0 = xa->nb0, .x_nb1 = xa->nb1, .x_nb2 = xa->nb2,
+			.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
+			.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .tpr_log2 = 5, .nrg = (uint32_t)nrg,
+			.s_off = xa->s_off,
+		};
+		char name[32];
+		snprintf(name, sizeof(name), "%s_%s", M == 1 ? "mv1" : "mv", ti->name);
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	/* threads per weight row: enough for K, at most the workgroup */
