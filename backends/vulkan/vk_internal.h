@@ -119,6 +119,11 @@ struct alice_backend_ctx {
 	uint32_t log_n, log_cap, prev_n, prev_cap;
 	VkCommandBuffer gcmd;
 	bool gcmd_ok;
+	/* the graph gcmd holds (vk_rec_same_graph) */
+	struct alice_node *g_nodes;
+	struct alice_tensor *g_tensors;
+	uint32_t g_n_nodes, g_n_tensors;
+	bool g_keep;
 	uint64_t n_replayed, n_recorded;
 	struct vk_prof *prof; /* ALICE_VK_PROFILE=1 (vk_prof.c), else NULL */
 };
@@ -166,6 +171,9 @@ enum alice_status vk_cmd_submit_wait(struct alice_backend_ctx *ctx) VK_HIDDEN;
  * it holds the same log), submit and wait; forget gcmd (buffers freed) */
 enum alice_status vk_rec_add(struct alice_backend_ctx *ctx, const struct vk_rec *r) VK_HIDDEN;
 enum alice_status vk_rec_run(struct alice_backend_ctx *ctx) VK_HIDDEN;
+enum alice_status vk_rec_submit(struct alice_backend_ctx *ctx) VK_HIDDEN;
+bool vk_rec_same_graph(const struct alice_backend_ctx *ctx, const struct alice_graph *g) VK_HIDDEN;
+void vk_rec_keep_graph(struct alice_backend_ctx *ctx, const struct alice_graph *g, bool keep) VK_HIDDEN;
 void vk_rec_forget(struct alice_backend_ctx *ctx) VK_HIDDEN;
 void vk_rec_free(struct alice_backend_ctx *ctx) VK_HIDDEN;
 

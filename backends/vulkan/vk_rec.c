@@ -34,6 +34,10 @@ void vk_rec_free(struct alice_backend_ctx *ctx)
 {
 	free(ctx->log);
 	free(ctx->prev);
+	free(ctx->g_nodes);
+	free(ctx->g_tensors);
+	ctx->g_nodes = NULL;
+	ctx->g_tensors = NULL;
 	ctx->log = ctx->prev = NULL;
 	ctx->log_n = ctx->log_cap = ctx->prev_n = ctx->prev_cap = 0;
 }
@@ -136,6 +140,12 @@ enum alice_status vk_rec_run(struct alice_backend_ctx *ctx)
 		ctx->n_replayed++;
 	}
 	ctx->log_n = 0;
+	return vk_rec_submit(ctx);
+}
+
+enum alice_status vk_rec_submit(struct alice_backend_ctx *ctx)
+{
+	enum alice_status st;
 	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &ctx->gcmd};
 	vk_prof_submit(ctx);
 	if ((st = vk_check(ctx, vkQueueSubmit(ctx->queue, 1, &si, ctx->fence), "vkQueueSubmit")) != ALICE_OK) {
@@ -152,4 +162,34 @@ enum alice_status vk_rec_run(struct alice_backend_ctx *ctx)
 		return st;
 	vk_prof_end(ctx);
 	return vk_check(ctx, vkResetFences(ctx->dev, 1, &ctx->fence), "vkResetFences");
+}
+
+/* The graph gcmd was recorded from, kept when the recording depended on
+ * nothing but the graph (no row regimes read from the device): a graph
+ * equal to it byte for byte records the same, so it is not even logged. */
+bool vk_rec_same_graph(const struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	return ctx->gcmd_ok && ctx->g_keep && ctx->g_n_nodes == g->n_nodes && ctx->g_n_tensors == g->n_tensors &&
+	       memcmp(ctx->g_nodes, g->nodes, (size_t)g->n_nodes * sizeof(*g->nodes)) == 0 &&
+	       memcmp(ctx->g_tensors, g->tensors, (size_t)g->n_tensors * sizeof(*g->tensors)) == 0;
+}
+
+void vk_rec_keep_graph(struct alice_backend_ctx *ctx, const struct alice_graph *g, bool keep)
+{
+	ctx->g_keep = false;
+	if (!keep)
+		return;
+	struct alice_node *n = realloc(ctx->g_nodes, (size_t)g->n_nodes * sizeof(*n) + 1);
+	if (n)
+		ctx->g_nodes = n;
+	struct alice_tensor *t = realloc(ctx->g_tensors, (size_t)g->n_tensors * sizeof(*t) + 1);
+	if (t)
+		ctx->g_tensors = t;
+	if (!n || !t)
+		return;
+	memcpy(n, g->nodes, (size_t)g->n_nodes * sizeof(*n));
+	memcpy(t, g->tensors, (size_t)g->n_tensors * sizeof(*t));
+	ctx->g_n_nodes = g->n_nodes;
+	ctx->g_n_tensors = g->n_tensors;
+	ctx->g_keep = true;
 }
