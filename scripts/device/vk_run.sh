@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -20,6 +20,10 @@ done
 if has ops; then
   ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops.log" 2>&1
   echo "ops on vulkan: rc $? $(grep Synthesis "$out/ops.log")"; grep -E "FAIL|fail" "$out/ops.log" | head -10
+fi
+if has inv; then
+  ALICE_TEST_BACKEND=vulkan ALICE_INV_MODEL=/tmp/llama-1b-Q4_K_M.gguf timeout 300 "$b/bin/core_test_batch_invariance" --filter="batch/decode_many_rows_model" > "$out/inv.log" 2>&1
+  echo "batch invariance vulkan (1B, 64 rows): rc $? $(grep Synthesis "$out/inv.log")"; grep -E "differ|FAIL" "$out/inv.log" | head -5
 fi
 if has prof; then
   for t in $types; do
