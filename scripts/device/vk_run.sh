@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "bench8b"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -36,4 +36,9 @@ if has bench; then
   for t in $types; do
     timeout 200 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan,cuda -p 512 -n 128 -r 2 2>/dev/null | grep -E "pp512|tg128"
   done
+fi
+if has bench8b; then
+  m8=/tmp/llama-8b-Q4_K_M.gguf
+  [ -f "$m8" ] || timeout 300 "$b/bin/alice-mkmodel" --shape llama-8b --type Q4_K_M --vocab "$voc" -o "$m8" --threads 16 > "$out/mk-8b.log" 2>&1
+  timeout 300 "$b/bin/alice-bench" -m "$m8" --backend vulkan,cuda -p 512 -n 128 -r 2 2>/dev/null | grep -E "pp512|tg128"
 fi
