@@ -26,8 +26,19 @@ void main()
 	uint i1 = r % p.ne1, i2 = (r / p.ne1) % p.ne2, i3 = r / (p.ne1 * p.ne2);
 	uint xr = p.x_off + i1 * p.x_nb1 + i2 * p.x_nb2 + i3 * p.x_nb3;
 	uint dr = p.d_off + i1 * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
+	// four loads in flight before their adds (a one-row norm is all
+	// latency); the adds stay in element order, so the sum is the same
 	float s = 0.0;
-	for (uint i = tid; i < p.ne0; i += WG) {
+	uint i = tid;
+	for (; i + 3u * WG < p.ne0; i += 4u * WG) {
+		float v0 = a_f(xr + i * p.x_nb0), v1 = a_f(xr + (i + WG) * p.x_nb0);
+		float v2 = a_f(xr + (i + 2u * WG) * p.x_nb0), v3 = a_f(xr + (i + 3u * WG) * p.x_nb0);
+		s += v0 * v0;
+		s += v1 * v1;
+		s += v2 * v2;
+		s += v3 * v3;
+	}
+	for (; i < p.ne0; i += WG) {
 		float v = a_f(xr + i * p.x_nb0);
 		s += v * v;
 	}
@@ -38,7 +49,7 @@ void main()
 	else
 		scale = 1.0 / sqrt(s / float(p.ne0) + p.eps);
 	uint wr = p.w_off + (i1 % p.w_ne1) * p.w_nb1 + (i2 % p.w_ne2) * p.w_nb2 + (i3 % p.w_ne3) * p.w_nb3;
-	for (uint i = tid; i < p.ne0; i += WG) {
+	for (i = tid; i < p.ne0; i += WG) {
 		float v = a_f(xr + i * p.x_nb0) * scale;
 		if (p.has_w != 0u)
 			v *= b_f(wr + i * p.w_nb0);
