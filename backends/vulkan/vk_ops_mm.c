@@ -333,7 +333,8 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	if (mv && w->type == ALICE_TYPE_Q4_K)
 		mv = ((vk_rel_of(ctx, w) | (uint64_t)w->nb[1] | (uint64_t)w->nb[2] | (uint64_t)w->nb[3]) & 15) == 0;
 	if (mv) {
-		uint64_t nrg = ((uint64_t)N + 15) / 16, mtiles = (uint64_t)(M + MM_TILE - 1) / MM_TILE; /* 16 rows a workgroup */
+		uint64_t rpw = w->type == ALICE_TYPE_Q6_K ? 4 : 16; /* rows a workgroup: 4 teams of RW (mv.comp) */
+		uint64_t nrg = ((uint64_t)N + rpw - 1) / rpw, mtiles = (uint64_t)(M + MM_TILE - 1) / MM_TILE;
 		uint64_t n_wg = nrg * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
 		if (n_wg > 0xffffffffull / 2)
 			return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);

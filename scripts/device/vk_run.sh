@@ -40,5 +40,8 @@ fi
 if has bench8b; then
   m8=/tmp/llama-8b-Q4_K_M.gguf
   [ -f "$m8" ] || timeout 300 "$b/bin/alice-mkmodel" --shape llama-8b --type Q4_K_M --vocab "$voc" -o "$m8" --threads 16 > "$out/mk-8b.log" 2>&1
-  timeout 300 "$b/bin/alice-bench" -m "$m8" --backend vulkan,cuda -p 512 -n 128 -r 2 2>/dev/null | grep -E "pp512|tg128"
+  for be in vulkan cuda; do
+    timeout 300 "$b/bin/alice-bench" -m "$m8" --backend $be -p 512 -n 128 -r 2 > "$out/b8-$be.log" 2>&1
+    grep -E "pp512|tg128|failed|error" "$out/b8-$be.log" | head -4
+  done
 fi
