@@ -1,9 +1,11 @@
 /* vk_graph.c — one forward step = one command buffer: every node is checked
- * first (indices, types, bounds), then recorded as a dispatch with a
- * pipeline barrier only where it touches memory an earlier dispatch since
- * the last barrier wrote (or writes what one read); one submit, one fence
- * wait. Shaders report bad indices into the status buffer, read back after
- * the fence, so bad input fails the call instead of faulting the GPU. */
+ * first (indices, types, bounds), then logged as dispatches with a pipeline
+ * barrier only where one touches memory an earlier dispatch since the last
+ * barrier wrote (or writes what one read); vk_rec.c records the log (or
+ * submits the previous recording again when the log, or the whole graph, is
+ * the same), one submit, one fence wait. Shaders report bad indices into the
+ * status buffer, read back after the fence, so bad input fails the call
+ * instead of faulting the GPU. */
 #include <stdio.h>
 #include <string.h>
 

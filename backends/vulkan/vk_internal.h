@@ -110,7 +110,6 @@ struct alice_backend_ctx {
 		bool write;
 	} pend[VK_MAX_PENDING];
 	int npend;
-	bool recording;
 	uint32_t n_dispatch;
 	bool bar_next; /* the next logged dispatch waits on the earlier ones */
 	/* the graph's dispatches as logged (vk_rec.c); prev: those recorded in
