@@ -155,6 +155,77 @@ static void load_progress(struct load_progress *p, const char *path, uint32_t do
 		  (double)total / 1e6, t - p->t0);
 }
 
+static uint64_t padded(uint64_t n) { return (n + 255) / 256 * 256; }
+
+static void free_weights(struct alice_model *m)
+{
+	for (uint32_t i = 0; i < m->n_wbufs; i++)
+		m->be->vt->buffer_free(m->bctx, m->wbufs[i]);
+	free(m->wbufs);
+	m->wbufs = NULL;
+	m->n_wbufs = 0;
+}
+
+/* Buffers for the weights copied: one of total bytes if the backend makes
+ * it, else runs of consecutive whole tensors of at most cap bytes, cap
+ * halving until every run's buffer is made (a device's largest allocation
+ * can be below the model: Vulkan's maxMemoryAllocationSize is 4 GiB on the
+ * H200, an 8B Q4_K_M is 4.9 GB). run[i]: tensor i's buffer. */
+static enum alice_status alloc_weights(struct alice_model *m, uint64_t total, uint32_t *run, struct alice_error *err)
+{
+	const struct alice_backend_vtable *vt = m->be->vt;
+	uint64_t biggest = 256;
+	for (uint32_t i = 0; i < m->n_tensors; i++)
+		if (padded(m->src_info[i]->nbytes) > biggest)
+			biggest = padded(m->src_info[i]->nbytes);
+	uint64_t cap = total > biggest ? total : biggest;
+	for (;;) {
+		uint32_t n = 0;
+		uint64_t in = cap; /* bytes in the current run: start a new one first */
+		for (uint32_t i = 0; i < m->n_tensors; i++) {
+			uint64_t b = padded(m->src_info[i]->nbytes);
+			if (in + b > cap) {
+				n++;
+				in = 0;
+			}
+			in += b;
+			run[i] = n - 1;
+		}
+		if (n == 0)
+			n = 1;
+		m->wbufs = calloc(n, sizeof(*m->wbufs));
+		if (!m->wbufs)
+			return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+		m->n_wbufs = n;
+		bool ok = true;
+		for (uint32_t r = 0; r < n && ok; r++) {
+			uint64_t bytes = 0;
+			for (uint32_t i = 0; i < m->n_tensors; i++)
+				if (run[i] == r)
+					bytes += padded(m->src_info[i]->nbytes);
+			ok = vt->buffer_alloc(m->bctx, bytes ? bytes : 256, ALICE_BUFFER_WEIGHTS, &m->wbufs[r]) == ALICE_OK;
+		}
+		if (ok) {
+			if (n > 1)
+				alice_log(ALICE_LOG_INFO, "%s: weights in %u buffers of at most %llu bytes (backend %s)",
+					  alice_gguf_path(m->gguf), n, (unsigned long long)cap, m->be->name);
+			return ALICE_OK;
+		}
+		char why[256];
+		snprintf(why, sizeof(why), "%s", vt->last_error(m->bctx));
+		for (uint32_t r = 0; r < n; r++)
+			if (m->wbufs[r])
+				vt->buffer_free(m->bctx, m->wbufs[r]);
+		free(m->wbufs);
+		m->wbufs = NULL;
+		m->n_wbufs = 0;
+		if (cap <= biggest)
+			return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: cannot allocate %llu bytes of weights: %s",
+					  alice_gguf_path(m->gguf), m->be->name, (unsigned long long)total, why);
+		cap = cap / 2 > biggest ? cap / 2 : biggest;
+	}
+}
+
 /* Weights in place (buffer_import of the mapping) or copied (alloc+write). */
 static enum alice_status upload_weights(struct alice_model *m, struct alice_error *err)
 {
@@ -164,9 +235,17 @@ static enum alice_status upload_weights(struct alice_model *m, struct alice_erro
 	const uint8_t *base = alice_gguf_base(m->gguf);
 	if (vt->buffer_import) {
 		uint64_t size = alice_gguf_size(m->gguf) - data_off;
-		if (vt->buffer_import(m->bctx, base + data_off, size, &m->wbuf) == ALICE_OK) {
+		struct alice_buffer *b = NULL;
+		if (vt->buffer_import(m->bctx, base + data_off, size, &b) == ALICE_OK) {
+			m->wbufs = calloc(1, sizeof(*m->wbufs));
+			if (!m->wbufs) {
+				vt->buffer_free(m->bctx, b);
+				return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+			}
+			m->wbufs[0] = b;
+			m->n_wbufs = 1;
 			for (uint32_t i = 0; i < m->n_tensors; i++) {
-				m->tensors[i].buf = m->wbuf;
+				m->tensors[i].buf = b;
 				m->tensors[i].offset = m->src_info[i]->offset;
 			}
 			m->weights_imported = true;
@@ -174,29 +253,42 @@ static enum alice_status upload_weights(struct alice_model *m, struct alice_erro
 		}
 		alice_log(ALICE_LOG_INFO, "%s: backend %s: import failed (%s); copying the weights", path,
 			  m->be->name, vt->last_error(m->bctx));
-		m->wbuf = NULL;
 	}
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < m->n_tensors; i++)
-		total += (m->src_info[i]->nbytes + 255) / 256 * 256;
-	if (vt->buffer_alloc(m->bctx, total ? total : 256, ALICE_BUFFER_WEIGHTS, &m->wbuf) != ALICE_OK)
-		return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: cannot allocate %llu bytes of weights: %s",
-				  path, m->be->name, (unsigned long long)total, vt->last_error(m->bctx));
-	uint64_t off = 0;
+		total += padded(m->src_info[i]->nbytes);
+	uint32_t *run = malloc(((size_t)m->n_tensors + 1) * sizeof(*run));
+	if (!run)
+		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+	enum alice_status st = alloc_weights(m, total, run, err);
+	if (st != ALICE_OK) {
+		free(run);
+		return st;
+	}
+	uint64_t off = 0, done = 0;
+	uint32_t cur = 0;
 	struct load_progress prog = {0};
 	prog.t0 = mono_s();
 	prog.t_next = prog.t0 + 1.0;
 	for (uint32_t i = 0; i < m->n_tensors; i++) {
 		const struct alice_gguf_tensor_info *info = m->src_info[i];
-		load_progress(&prog, path, i, m->n_tensors, off, total);
-		if (vt->buffer_write(m->bctx, m->wbuf, off, info->data, info->nbytes) != ALICE_OK)
+		if (run[i] != cur) {
+			cur = run[i];
+			off = 0;
+		}
+		load_progress(&prog, path, i, m->n_tensors, done, total);
+		if (vt->buffer_write(m->bctx, m->wbufs[cur], off, info->data, info->nbytes) != ALICE_OK) {
+			free(run);
 			return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: writing tensor %s failed: %s", path,
 					  m->be->name, info->name, vt->last_error(m->bctx));
-		m->tensors[i].buf = m->wbuf;
+		}
+		m->tensors[i].buf = m->wbufs[cur];
 		m->tensors[i].offset = off;
-		off += (info->nbytes + 255) / 256 * 256;
+		off += padded(info->nbytes);
+		done += padded(info->nbytes);
 	}
-	load_progress(&prog, path, m->n_tensors, m->n_tensors, off, total);
+	free(run);
+	load_progress(&prog, path, m->n_tensors, m->n_tensors, done, total);
 	return ALICE_OK;
 }
 
@@ -276,8 +368,7 @@ void alice_model_free(struct alice_model *m)
 	if (!m)
 		return;
 	if (m->bctx) {
-		if (m->wbuf)
-			m->be->vt->buffer_free(m->bctx, m->wbuf);
+		free_weights(m);
 		m->be->vt->free(m->bctx);
 	}
 	alice_backend_close(m->be);

@@ -28,7 +28,10 @@ struct alice_model {
 	struct alice_backend *be;
 	struct alice_backend_ctx *bctx;
 	struct alice_device_info dev;
-	struct alice_buffer *wbuf;
+	/* the weights: one buffer (imported, or allocated when the backend
+	 * takes them whole), else runs of whole tensors (upload_weights) */
+	struct alice_buffer **wbufs;
+	uint32_t n_wbufs;
 	bool weights_imported;
 };
 

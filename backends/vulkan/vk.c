@@ -388,6 +388,13 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
 	vkGetPhysicalDeviceProperties2(ctx->phys, &p2);
 	ctx->max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : ((uint64_t)1 << 31);
+	/* tests cap weight buffers and imports (ALICE_VK_MAX_ALLOC) so a small
+	 * model takes the split-weights load an 8B model takes on a device
+	 * whose largest allocation is 4 GiB (the H200's) */
+	ctx->max_weights = ctx->max_alloc;
+	const char *ma = getenv("ALICE_VK_MAX_ALLOC");
+	if (ma && strtoull(ma, NULL, 10) >= 65536 && strtoull(ma, NULL, 10) < ctx->max_alloc)
+		ctx->max_weights = strtoull(ma, NULL, 10);
 	const char *nosg = getenv("ALICE_VK_NO_SUBGROUP");
 	ctx->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
 			      (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&

@@ -59,6 +59,7 @@ struct alice_backend_ctx {
 	uint64_t import_align;
 	uint64_t max_range;  /* maxStorageBufferRange */
 	uint64_t max_alloc;  /* maxMemoryAllocationSize */
+	uint64_t max_weights; /* the same, or less for weight buffers and imports (ALICE_VK_MAX_ALLOC, tests) */
 	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
 	uint64_t bytes_held[3]; /* per usage: device memory we allocated */
 	uint64_t bytes_imported;

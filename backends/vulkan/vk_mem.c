@@ -52,9 +52,10 @@ static enum alice_status alloc_impl(struct alice_backend_ctx *ctx, uint64_t size
 	uint64_t vk_size = (size + 255) & ~(uint64_t)255;
 	if (vk_size == 0)
 		vk_size = 256;
-	if (vk_size > ctx->max_alloc)
+	uint64_t lim = usage == ALICE_BUFFER_WEIGHTS ? ctx->max_weights : ctx->max_alloc;
+	if (vk_size > lim)
 		return vk_fail(ctx, ALICE_ERR_NOMEM, "buffer of %llu bytes exceeds the device's maxMemoryAllocationSize (%llu)",
-			       (unsigned long long)size, (unsigned long long)ctx->max_alloc);
+			       (unsigned long long)size, (unsigned long long)lim);
 	struct alice_buffer *b = calloc(1, sizeof(*b));
 	if (!b)
 		return vk_fail(ctx, ALICE_ERR_NOMEM, "out of memory");
@@ -146,9 +147,9 @@ enum alice_status vk_buffer_import(struct alice_backend_ctx *ctx, const void *ho
 	uintptr_t p0 = (uintptr_t)host & ~(uintptr_t)(al - 1);
 	uintptr_t p1 = ((uintptr_t)host + size + al - 1) & ~(uintptr_t)(al - 1);
 	uint64_t len = p1 - p0;
-	if (len > ctx->max_alloc)
+	if (len > ctx->max_weights)
 		return vk_fail(ctx, ALICE_ERR_NOMEM, "import of %llu bytes exceeds maxMemoryAllocationSize (%llu)",
-			       (unsigned long long)len, (unsigned long long)ctx->max_alloc);
+			       (unsigned long long)len, (unsigned long long)ctx->max_weights);
 	VkMemoryHostPointerPropertiesEXT hpp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
 	enum alice_status st = vk_check(ctx,
 					ctx->get_host_ptr_props(ctx->dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
