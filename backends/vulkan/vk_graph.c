@@ -273,8 +273,7 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 		return ALICE_OK;
 	if ((st = ensure_scratch(ctx, g)) != ALICE_OK)
 		return st;
-	uint32_t extra = 0;
-	if ((st = vk_mm_read_regimes(ctx, g, &extra)) != ALICE_OK)
+	if ((st = vk_mm_read_regimes(ctx, g)) != ALICE_OK)
 		return st;
 	memset(ctx->status->map, 0, 16);
 	vk_prof_start(ctx);

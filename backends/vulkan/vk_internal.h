@@ -166,6 +166,8 @@ enum alice_status vk_buffer_host(struct alice_backend_ctx *ctx, uint64_t size, s
 /* Begin/submit-and-wait a one-off command buffer on ctx->cmd. */
 enum alice_status vk_cmd_begin(struct alice_backend_ctx *ctx) VK_HIDDEN;
 enum alice_status vk_cmd_submit_wait(struct alice_backend_ctx *ctx) VK_HIDDEN;
+/* Submit an ended command buffer and wait for it. */
+enum alice_status vk_submit_wait(struct alice_backend_ctx *ctx, VkCommandBuffer cmd) VK_HIDDEN;
 
 /* vk_rec.c: log a dispatch; record the log into gcmd (or reuse gcmd when
  * it holds the same log), submit and wait; forget gcmd (buffers freed) */
@@ -230,7 +232,7 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 /* per-op recording (vk_ops_*.c): validate shapes, bind, dispatch */
 typedef enum alice_status (*vk_op_fn)(const struct alice_op_args *a);
 enum alice_status vk_op_mul_mat(const struct alice_op_args *a) VK_HIDDEN;
-enum alice_status vk_mm_read_regimes(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t *extra) VK_HIDDEN;
+enum alice_status vk_mm_read_regimes(struct alice_backend_ctx *ctx, const struct alice_graph *g) VK_HIDDEN;
 enum alice_status vk_op_get_rows(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_ew(const struct alice_op_args *a) VK_HIDDEN; /* ADD MUL SCALE SOFTCAP GLU UNARY COPY */
 enum alice_status vk_op_norm(const struct alice_op_args *a) VK_HIDDEN; /* RMS_NORM L2_NORM */

@@ -248,17 +248,12 @@ enum alice_status vk_cmd_begin(struct alice_backend_ctx *ctx)
 	return vk_check(ctx, vkBeginCommandBuffer(ctx->cmd, &bi), "vkBeginCommandBuffer");
 }
 
-enum alice_status vk_cmd_submit_wait(struct alice_backend_ctx *ctx)
+/* Submit cmd (ended) and wait for it on ctx->fence. */
+enum alice_status vk_submit_wait(struct alice_backend_ctx *ctx, VkCommandBuffer cmd)
 {
-	enum alice_status st = vk_check(ctx, vkEndCommandBuffer(ctx->cmd), "vkEndCommandBuffer");
+	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+	enum alice_status st = vk_check(ctx, vkQueueSubmit(ctx->queue, 1, &si, ctx->fence), "vkQueueSubmit");
 	if (st != ALICE_OK)
-		return st;
-	VkSubmitInfo si = {
-		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-		.commandBufferCount = 1,
-		.pCommandBuffers = &ctx->cmd,
-	};
-	if ((st = vk_check(ctx, vkQueueSubmit(ctx->queue, 1, &si, ctx->fence), "vkQueueSubmit")) != ALICE_OK)
 		return st;
 	/* generous: a long prefill on a software device can take minutes */
 	VkResult r = vkWaitForFences(ctx->dev, 1, &ctx->fence, VK_TRUE, 600ull * 1000000000ull);
@@ -269,6 +264,14 @@ enum alice_status vk_cmd_submit_wait(struct alice_backend_ctx *ctx)
 	if ((st = vk_check(ctx, r, "vkWaitForFences")) != ALICE_OK)
 		return st;
 	return vk_check(ctx, vkResetFences(ctx->dev, 1, &ctx->fence), "vkResetFences");
+}
+
+enum alice_status vk_cmd_submit_wait(struct alice_backend_ctx *ctx)
+{
+	enum alice_status st = vk_check(ctx, vkEndCommandBuffer(ctx->cmd), "vkEndCommandBuffer");
+	if (st != ALICE_OK)
+		return st;
+	return vk_submit_wait(ctx, ctx->cmd);
 }
 
 static enum alice_status check_range(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,

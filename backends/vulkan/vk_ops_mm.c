@@ -225,12 +225,10 @@ enum alice_status vk_op_mul_mat(const struct alice_op_args *a)
 }
 
 /* Read the row regimes (src2) of the graph's MUL_MATs that mix sequences
- * of more than 8 rows with others, before recording starts; *extra: the
- * most dispatches their runs may add. */
-enum alice_status vk_mm_read_regimes(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t *extra)
+ * of more than 8 rows with others, before recording starts. */
+enum alice_status vk_mm_read_regimes(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
 	ctx->n_regimes = 0;
-	*extra = 0;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		const struct alice_node *n = &g->nodes[i];
 		if (n->op != ALICE_OP_MUL_MAT || n->src[2] < 0 || n->ip[0] <= 8)
@@ -238,7 +236,6 @@ enum alice_status vk_mm_read_regimes(struct alice_backend_ctx *ctx, const struct
 		const struct alice_tensor *r = &g->tensors[n->src[2]];
 		if (r->type != ALICE_TYPE_I32 || r->ne[0] != 2 || r->nb[0] != 4 || r->nb[1] != 8 || !r->buf)
 			continue; /* vk_op_mul_mat refuses it */
-		*extra += 4 * (uint32_t)(r->ne[1] > 4096 ? 4096 : r->ne[1]);
 		if (mm_regime(ctx, r))
 			continue;
 		if (ctx->n_regimes == VK_MAX_REGIMES)
@@ -278,11 +275,15 @@ static int64_t tiled_min_m(void)
 	return e && *e ? strtoll(e, NULL, 10) : 16;
 }
 
-/* NAME=0 turns a path off (comparisons) */
-static bool getenv_off(const char *name)
+/* ALICE_VK_MV=0: decode on mm.comp instead of mv.comp (comparisons) */
+static bool mv_off(void)
 {
-	const char *e = getenv(name);
-	return e && e[0] == '0' && e[1] == 0;
+	static int off = -1;
+	if (off < 0) {
+		const char *e = getenv("ALICE_VK_MV");
+		off = e && e[0] == '0' && e[1] == 0;
+	}
+	return off;
 }
 
 /* the byte offset of t's data inside the binding vk_bind_tensor makes */
@@ -329,42 +330,20 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	 * every weight byte used once); its Q4_K quants and every type's
 	 * activations are read as 16-byte vectors, so those must be aligned */
 	bool mv = (w->type == ALICE_TYPE_Q4_K || w->type == ALICE_TYPE_Q6_K || w->type == ALICE_TYPE_Q8_0) &&
-		  xa->nb0 == 4 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0 && !getenv_off("ALICE_VK_MV");
+		  xa->nb0 == 4 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0 && !mv_off();
 	if (mv && w->type == ALICE_TYPE_Q4_K)
 		mv = ((vk_rel_of(ctx, w) | (uint64_t)w->nb[1] | (uint64_t)w->nb[2] | (uint64_t)w->nb[3]) & 15) == 0;
-	if (mv) {
-		uint64_t rpw = w->type == ALICE_TYPE_Q6_K ? 4 : 16; /* rows a workgroup: 4 teams of RW (mv.comp) */
-		uint64_t nrg = ((uint64_t)N + rpw - 1) / rpw, mtiles = (uint64_t)(M + MM_TILE - 1) / MM_TILE;
-		uint64_t n_wg = nrg * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
-		if (n_wg > 0xffffffffull / 2)
-			return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
-		struct vk_bind b[3];
-		enum alice_status st = vk_bind_tensor(ctx, d, &b[0]);
-		if (st == ALICE_OK)
-			st = vk_bind_tensor(ctx, w, &b[1]);
-		if (st != ALICE_OK)
-			return st;
-		b[2] = xa->b;
-		struct mm_push p = {
-			.K = (uint32_t)K, .N = (uint32_t)N, .M = (uint32_t)M, .ne12 = (uint32_t)x->ne[2],
-			.r2 = (uint32_t)(x->ne[2] / w->ne[2]), .r3 = (uint32_t)(x->ne[3] / w->ne[3]),
-			.mtiles = (uint32_t)mtiles, .n_wg = (uint32_t)n_wg,
-			.w_off = b[1].rel, .w_nb1 = (uint32_t)w->nb[1], .w_nb2 = (uint32_t)w->nb[2], .w_nb3 = (uint32_t)w->nb[3],
-			.x_off = b[2].rel, .x_nb0 = xa->nb0, .x_nb1 = xa->nb1, .x_nb2 = xa->nb2,
-			.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
-			.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .tpr_log2 = 5, .nrg = (uint32_t)nrg,
-			.s_off = xa->s_off,
-		};
-		char name[32];
-		snprintf(name, sizeof(name), "%s_%s", M == 1 ? "mv1" : "mv", ti->name);
-		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
-	}
-	/* threads per weight row: enough for K, at most the workgroup */
+	/* mm.comp: threads per weight row enough for K, at most the workgroup;
+	 * mv.comp: 32, teams of 4 rows (Q6_K: 1) */
 	int64_t units = ti->block_size > 1 ? (K / 16 + 3) / 4 : (K + 15) / 16; /* ~4 groups per thread */
 	uint32_t tl = 0;
 	while (tl < 7 && ((int64_t)1 << tl) < units)
 		tl++;
 	uint64_t rows_per_wg = 128u >> tl;
+	if (mv) {
+		tl = 5;
+		rows_per_wg = w->type == ALICE_TYPE_Q6_K ? 4 : 16;
+	}
 	uint64_t nrg = ((uint64_t)N + rows_per_wg - 1) / rows_per_wg;
 	uint64_t mtiles = (uint64_t)(M + MM_TILE - 1) / MM_TILE;
 	uint64_t n_wg = nrg * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
@@ -389,7 +368,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	};
 	char name[32];
 	/* decode (one column): the variant with a single accumulator */
-	snprintf(name, sizeof(name), "%s_%s", M == 1 ? "mm1" : "mm", ti->name);
+	snprintf(name, sizeof(name), "%s%s_%s", mv ? "mv" : "mm", M == 1 ? "1" : "", ti->name);
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
 

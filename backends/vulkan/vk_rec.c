@@ -145,23 +145,14 @@ enum alice_status vk_rec_run(struct alice_backend_ctx *ctx)
 
 enum alice_status vk_rec_submit(struct alice_backend_ctx *ctx)
 {
-	enum alice_status st;
-	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &ctx->gcmd};
 	vk_prof_submit(ctx);
-	if ((st = vk_check(ctx, vkQueueSubmit(ctx->queue, 1, &si, ctx->fence), "vkQueueSubmit")) != ALICE_OK) {
+	enum alice_status st = vk_submit_wait(ctx, ctx->gcmd);
+	if (st != ALICE_OK) {
 		vk_rec_forget(ctx);
 		return st;
 	}
-	/* generous: a long prefill on a software device can take minutes */
-	VkResult r = vkWaitForFences(ctx->dev, 1, &ctx->fence, VK_TRUE, 600ull * 1000000000ull);
-	if (r == VK_TIMEOUT) {
-		ctx->lost = true;
-		return vk_fail(ctx, ALICE_ERR_BACKEND, "vkWaitForFences: the GPU did not finish in 600 s; context unusable");
-	}
-	if ((st = vk_check(ctx, r, "vkWaitForFences")) != ALICE_OK)
-		return st;
 	vk_prof_end(ctx);
-	return vk_check(ctx, vkResetFences(ctx->dev, 1, &ctx->fence), "vkResetFences");
+	return ALICE_OK;
 }
 
 /* The graph gcmd was recorded from, kept when the recording depended on
