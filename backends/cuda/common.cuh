@@ -399,6 +399,18 @@ int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, con
 size_t cu_mmvq_scratch(uint32_t type, int64_t K, int64_t M) CU_HIDDEN;
 enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int n, uint32_t type, const uint8_t *x,
 			  int64_t xnb0, int64_t xnb1, int64_t dcs, int64_t K, int64_t M, bool glu, bool stage) CU_HIDDEN;
+/* x (F32 [K, M] view) quantized into the staged region (cu_xq_q / cu_xq_d)
+ * as Q8_K (qk 256), Q8_0 (qk 32) or Q8_1 (qk 33: Q8_0's quants and d, then
+ * the block sums s at d + K/32 * cu_xq_cols(M)) blocks, unless it already
+ * is there */
+enum alice_status cu_xq_quant(struct alice_backend_ctx *ctx, const uint8_t *x, int64_t xnb0, int64_t xnb1, int64_t K,
+			      int64_t M, int qk, int8_t **q, float **d) CU_HIDDEN;
+/* mmq.cu: prefill MUL_MAT (dst rows contiguous, column stride dcs) of
+ * quantized weights on integer tensor cores; cu_mmq_ok: it takes w's type,
+ * K and alignment (ALICE_CUDA_MMQ=0: never) */
+bool cu_mmq_ok(const struct alice_tensor *w, const uint8_t *wb) CU_HIDDEN;
+enum alice_status cu_mmq(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const uint8_t *wb,
+			 const uint8_t *x, int64_t xnb0, int64_t xnb1, float *dst, int64_t dcs, int64_t M) CU_HIDDEN;
 /* quantized types always copy x to scratch (int8) first; F16 does (as
  * halves) when stage is set: a fused launch whose outputs overlap x */
 

@@ -11,7 +11,8 @@
  * one input (Q/K/V, gate/up, with gate/up's GLU as the epilogue) can share
  * one launch (cu_mul_mat_multi).
  *
- * Prefill (M > MMV_MAX_M): activations rounded as above; F16 weights are
+ * Prefill (M > MMV_MAX_M): quantized weights take mmq.cu's integer
+ * tensor-core GEMM (the CPU's arithmetic); what it does not take: activations rounded as above; F16 weights are
  * multiplied in place by cuBLAS (F16 inputs, F32 accumulation: exact
  * products); quantized weights are dequantized in row chunks into scratch
  * and multiplied in one F16 GEMM (11-bit operands, like llama.cpp's cuBLAS
@@ -518,7 +519,7 @@ size_t cu_mul_mat_scratch(const struct alice_op_args *a)
 	size_t q = cu_mmvq_scratch(w->type, K, M) + (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
 	size_t old = xr ? xr : (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
 	size_t mv = q > old ? q : old;
-	if (mm_use_mmv(a))
+	if (mm_use_mmv(a) || cu_mmq_ok(w, tdata(w)))
 		return mv;
 	size_t es = gemm_f32(w->type) ? 4 : 2;
 	bool split = gemm_split(w);
@@ -626,6 +627,8 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 			return cu_mmvq(ctx, set, 1, w->type, xq, qnb0, qnb1, dcs, K, M, false, false);
 		}
 	}
+	if (!mmv && drs == 1 && cu_mmq_ok(w, wb))
+		return cu_mmq(ctx, w, wb, xb, xnb0, xnb1, db, dcs, M);
 	if (act_rounds(w)) {
 		launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (float *)ctx->scratch);
 		CUDA_LAUNCH_CHECK(ctx, "act_round");

@@ -39,7 +39,7 @@
  * column (quantx.cuh layout); QK: 256 (Q8_K) or 32 (Q8_0). */
 template <int QK>
 __global__ void k_quant_x(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M, bool vec,
-			  int8_t *__restrict__ q, float *__restrict__ d)
+			  int8_t *__restrict__ q, float *__restrict__ d, float *__restrict__ s)
 {
 	pdl_wait();
 	pdl_trigger();
@@ -51,7 +51,7 @@ __global__ void k_quant_x(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb
 	const int64_t m = blk / nb, k = (blk % nb) * 256 + lane * 8;
 	float v[8];
 	load8(x + m * nb1, nb0, k, K, vec, v);
-	quant_regs<QK>(v, lane, k, q + m * K, d + m * (K / 32), k < K);
+	quant_regs<QK>(v, lane, k, q + m * K, d + m * (K / 32), k < K, s ? s + m * (K / 32) : nullptr);
 }
 
 /* x: F32 [K, M] view -> dense F16 [M][K] (round to nearest even) */
@@ -644,7 +644,7 @@ size_t cu_mmvq_scratch(uint32_t type, int64_t K, int64_t M)
 		return (size_t)(K * M) * 2;
 	const int64_t Mp = cu_xq_cols(M);
 	size_t q = ((size_t)(K * Mp) + 255) & ~(size_t)255;
-	return q + (size_t)(K / 32 * Mp) * 4;
+	return q + (size_t)(K / 32 * Mp) * 4 * 2; /* d, then Q8_1's s */
 }
 
 /* Warps per row: small matrices get more than one, so that about
@@ -873,6 +873,31 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 	}
 }
 
+enum alice_status cu_xq_quant(struct alice_backend_ctx *ctx, const uint8_t *x, int64_t xnb0, int64_t xnb1, int64_t K,
+			      int64_t M, int qk, int8_t **qo, float **dout)
+{
+	cudaStream_t s = ctx->stream;
+	int8_t *q = cu_xq_q(ctx);
+	float *d = cu_xq_d(ctx, K, M);
+	float *sums = qk == 33 ? d + K / 32 * cu_xq_cols(M) : nullptr;
+	*qo = q;
+	*dout = d;
+	if (cu_xq_has(ctx, x, xnb0, xnb1, K, M, qk))
+		return ALICE_OK;
+	if (ctx->scratch_size < ctx->xq_off + cu_mmvq_scratch(ALICE_TYPE_Q8_0, K, M))
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "quant_x: scratch not sized for K %lld M %lld", (long long)K,
+			       (long long)M);
+	int64_t warps = (K + 255) / 256 * M;
+	bool vec = xnb0 == 4 && xnb1 % 16 == 0 && ((uintptr_t)x & 15) == 0;
+	if (qk != 256)
+		cu_launch(k_quant_x<32>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, vec, q, d, sums);
+	else
+		cu_launch(k_quant_x<256>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, vec, q, d, (float *)nullptr);
+	CUDA_LAUNCH_CHECK(ctx, "quant_x");
+	cu_xq_set(ctx, x, xnb0, xnb1, K, M, qk, ctx->xq_cur);
+	return ALICE_OK;
+}
+
 enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int n, uint32_t type, const uint8_t *x,
 			  int64_t xnb0, int64_t xnb1, int64_t dcs, int64_t K, int64_t M, bool glu, bool stage)
 {
@@ -881,22 +906,11 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 	const float *xd = NULL;
 	int64_t xcs = xnb1 / 4;
 	if (mmvq_quantized(type)) {
-		int8_t *q = cu_xq_q(ctx);
-		float *d = cu_xq_d(ctx, K, M);
-		int qk = type == ALICE_TYPE_Q8_0 ? 32 : 256;
-		if (!cu_xq_has(ctx, x, xnb0, xnb1, K, M, qk)) {
-			if (ctx->scratch_size < ctx->xq_off + cu_mmvq_scratch(type, K, M))
-				return cu_fail(ctx, ALICE_ERR_BACKEND, "mmvq: scratch not sized for K %lld M %lld",
-					       (long long)K, (long long)M);
-			int64_t warps = (K + 255) / 256 * M;
-			bool vec = xnb0 == 4 && xnb1 % 16 == 0 && ((uintptr_t)x & 15) == 0;
-			if (qk == 32)
-				cu_launch(k_quant_x<32>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, vec, q, d);
-			else
-				cu_launch(k_quant_x<256>, cu_blocks(warps, 8), 256, s, x, xnb0, xnb1, K, M, vec, q, d);
-			CUDA_LAUNCH_CHECK(ctx, "quant_x");
-			cu_xq_set(ctx, x, xnb0, xnb1, K, M, qk, ctx->xq_cur);
-		}
+		int8_t *q;
+		float *d;
+		enum alice_status st = cu_xq_quant(ctx, x, xnb0, xnb1, K, M, type == ALICE_TYPE_Q8_0 ? 32 : 256, &q, &d);
+		if (st != ALICE_OK)
+			return st;
 		xv = q;
 		xd = d;
 		xcs = K;

@@ -1,8 +1,10 @@
 /* quantx.cuh — activations rounded to int8 as llama.cpp's CPU path rounds
  * them for the weight type (mmvq.cu): QK = 256, Q8_K (the value of largest
  * magnitude maps to -127, d = 1/iscale, the same d stored for each 32 of the
- * block); QK = 32, Q8_0 (d = amax/127 stored as fp16, quants round(x/d)
- * half away from zero, as quantize_row_q8_0).
+ * block); QK = 32, Q8_0 (d = amax/127 stored as fp16, quants
+ * x * 127/amax rounded to nearest even, as ggml-cpu's SIMD quantize_row_q8_0
+ * and our CPU backend; its reference rounds x/d half away from zero); with s, also Q8_1's block
+ * sums.
  *
  * Layout shared by every producer: a lane holds 8 consecutive values, so a
  * Q8_0 group is 4 lanes and a Q8_K block one warp. Used by the quantize
@@ -36,7 +38,7 @@ __device__ static inline void warp_amax_first(float &amax, float &mx, int &idx)
  * their whole group is) store nothing. */
 template <int QK>
 __device__ static inline void quant_regs(const float v[8], int lane, int64_t k, int8_t *__restrict__ q,
-					 float *__restrict__ d, bool present)
+					 float *__restrict__ d, bool present, float *__restrict__ s = nullptr)
 {
 	uint32_t w[2] = { 0, 0 };
 	if constexpr (QK == 32) {
@@ -46,12 +48,22 @@ __device__ static inline void quant_regs(const float v[8], int lane, int64_t k, 
 			amax = fmaxf(amax, fabsf(v[i]));
 		amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
 		amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-		const float dd = amax / 127.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
+		const float dd = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+		int sum = 0;
 #pragma unroll
-		for (int i = 0; i < 8; i++)
-			w[i / 4] |= ((uint32_t)(int)roundf(v[i] * id) & 0xffu) << (8 * (i % 4));
+		for (int i = 0; i < 8; i++) {
+			const int qi = (int)rintf(v[i] * id);
+			sum += qi;
+			w[i / 4] |= ((uint32_t)qi & 0xffu) << (8 * (i % 4));
+		}
 		if (present && (lane & 3) == 0)
 			d[k / 32] = __half2float(__float2half_rn(dd));
+		if (s) { /* Q8_1's s: fp16(sum of the block's quants x d) */
+			sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+			sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+			if (present && (lane & 3) == 0)
+				s[k / 32] = __half2float(__float2half_rn((float)sum * dd));
+		}
 	} else {
 		/* the first (lowest index) element of largest magnitude, signed */
 		float amax = 0.f, mx = 0.f;
