@@ -41,6 +41,7 @@ template <> struct mq_type<ALICE_TYPE_Q4_1> { static constexpr int fam = MQ_B32,
 template <> struct mq_type<ALICE_TYPE_Q5_0> { static constexpr int fam = MQ_B32, min = 0, bytes = 22; };
 template <> struct mq_type<ALICE_TYPE_Q5_1> { static constexpr int fam = MQ_B32, min = 1, bytes = 24; };
 template <> struct mq_type<ALICE_TYPE_Q8_0> { static constexpr int fam = MQ_B32, min = 0, bytes = 34; };
+template <> struct mq_type<ALICE_TYPE_IQ4_NL> { static constexpr int fam = MQ_B32, min = 0, bytes = 18; };
 
 template <int BN> struct mq_smem {
 	int8_t w[MQ_BM][MQ_ROW]; /* weight quants as int8 values */
@@ -264,7 +265,10 @@ __device__ static inline void mq_unpack(const uint8_t *__restrict__ row, int64_t
 				for (int k = 0; k < 32; k += 4)
 					*(uint32_t *)(o + k) = ld4a(b + 2 + k);
 			} else {
-				constexpr int QS = T == ALICE_TYPE_Q4_0 ? 2 : T == ALICE_TYPE_Q4_1 ? 4 : T == ALICE_TYPE_Q5_0 ? 6 : 8;
+				constexpr int QS = (T == ALICE_TYPE_Q4_0 || T == ALICE_TYPE_IQ4_NL) ? 2
+						   : T == ALICE_TYPE_Q4_1			    ? 4
+						   : T == ALICE_TYPE_Q5_0			    ? 6
+											    : 8;
 				uint32_t qh = 0;
 				if constexpr (T == ALICE_TYPE_Q5_0 || T == ALICE_TYPE_Q5_1)
 					qh = ld4a(b + QS - 4);
@@ -279,6 +283,9 @@ __device__ static inline void mq_unpack(const uint8_t *__restrict__ row, int64_t
 					if constexpr (T == ALICE_TYPE_Q4_0) {
 						lo = (uint32_t)__vsubss4((int)lo, 0x08080808);
 						hi = (uint32_t)__vsubss4((int)hi, 0x08080808);
+					} else if constexpr (T == ALICE_TYPE_IQ4_NL) {
+						lo = iq4_lut(lo);
+						hi = iq4_lut(hi);
 					} else if constexpr (T == ALICE_TYPE_Q5_0) {
 						lo = (uint32_t)__vsubss4((int)lo, 0x10101010);
 						hi = (uint32_t)__vsubss4((int)hi, 0x10101010);
@@ -488,6 +495,7 @@ static bool mq_dispatch(uint32_t type, F &&f)
 	case ALICE_TYPE_Q5_0: f.template operator()<ALICE_TYPE_Q5_0>(); return true;
 	case ALICE_TYPE_Q5_1: f.template operator()<ALICE_TYPE_Q5_1>(); return true;
 	case ALICE_TYPE_Q8_0: f.template operator()<ALICE_TYPE_Q8_0>(); return true;
+	case ALICE_TYPE_IQ4_NL: f.template operator()<ALICE_TYPE_IQ4_NL>(); return true;
 	default: return false;
 	}
 }
@@ -501,7 +509,8 @@ static bool mq_kquant(uint32_t type)
 bool cu_mmq_ok(const struct alice_tensor *w, const uint8_t *wb)
 {
 	if (mmq_off() || !(mq_kquant(w->type) || w->type == ALICE_TYPE_Q4_0 || w->type == ALICE_TYPE_Q4_1 ||
-			   w->type == ALICE_TYPE_Q5_0 || w->type == ALICE_TYPE_Q5_1 || w->type == ALICE_TYPE_Q8_0))
+			   w->type == ALICE_TYPE_Q5_0 || w->type == ALICE_TYPE_Q5_1 || w->type == ALICE_TYPE_Q8_0 ||
+			   w->type == ALICE_TYPE_IQ4_NL))
 		return false;
 	const int64_t K = w->ne[0];
 	if (K % (mq_kquant(w->type) ? 256 : 32) != 0)

@@ -5,7 +5,7 @@
 # carried quantized fixtures with and without it, and alice-bench pp / tg.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf
 # models/llama-spm-... refs/llama-spm-...; there: . scripts/device/setup.sh
-# .devbuild && scripts/device/mmq_run.sh [check parity bench bench8b]
+# .devbuild && scripts/device/mmq_run.sh [check parity mm bench bench8b]
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/mmq_out}
@@ -43,6 +43,13 @@ bench() { # model: pp512/tg128 and pp114 with the integer GEMM and without
     ALICE_CUDA_MMQ=$mode timeout 60 "$b/bin/alice-bench" -m "$1" --backend cuda -p 114 -n 0 -r 3 2>/dev/null | grep -E "pp114" | sed "s/^/MMQ=$mode /"
   done
 }
+if has mm; then # one MUL_MAT node: ms and GFLOP/s, integer GEMM against the F16 one
+  for shp in "2048 8192 512" "8192 2048 512" "4096 14336 512" "2048 2048 114" "2048 512 114"; do
+    for mode in 1 0; do
+      ALICE_CUDA_MMQ=$mode timeout 60 "$b/bin/bench_mul_mat" cuda 1 $shp Q4_K Q6_K Q8_0 2>&1 | grep -vi "^#\|backend" | sed "s/^/MMQ=$mode $shp: /"
+    done
+  done
+fi
 if has bench; then
   for t in Q4_K_M Q8_0; do mk llama-1b $t; bench /tmp/llama-1b-$t.gguf; done
 fi

@@ -173,7 +173,7 @@ ParameterizedTest(struct mmp_param *p, mm_prefill, cpu_arithmetic, .timeout = 90
 
 	static const uint32_t types[] = {ALICE_TYPE_Q4_K, ALICE_TYPE_Q5_K, ALICE_TYPE_Q6_K, ALICE_TYPE_Q3_K,
 					 ALICE_TYPE_Q2_K, ALICE_TYPE_IQ4_XS, ALICE_TYPE_Q4_0, ALICE_TYPE_Q4_1,
-					 ALICE_TYPE_Q5_0, ALICE_TYPE_Q5_1, ALICE_TYPE_Q8_0};
+					 ALICE_TYPE_Q5_0, ALICE_TYPE_Q5_1, ALICE_TYPE_Q8_0, ALICE_TYPE_IQ4_NL};
 	/* M = 130 first: the smaller launches' columns must equal its own */
 	static const int64_t cols[] = {130, 40, 9};
 	uint64_t seed = 0x13198a2e03707344ull;
@@ -193,7 +193,7 @@ ParameterizedTest(struct mmp_param *p, mm_prefill, cpu_arithmetic, .timeout = 90
 				uint8_t *wr = w + n * (int64_t)rs;
 				if (alice_type_info(type)->can_quantize) {
 					cr_assert(alice_quantize(type, wd + n * K, wr, K));
-				} else { /* IQ4_XS: random blocks, a sane fp16 d first */
+				} else { /* IQ4_XS / IQ4_NL: random blocks, a sane fp16 d first */
 					uint32_t bs = alice_type_info(type)->type_size;
 					for (size_t i = 0; i < rs; i++)
 						wr[i] = (uint8_t)rng_next(&seed);
