@@ -46,7 +46,7 @@ bench() { # model: pp512/tg128 and pp114 with the integer GEMM and without
 if has mm; then # one MUL_MAT node: ms and GFLOP/s, integer GEMM against the F16 one
   for shp in "2048 8192 512" "8192 2048 512" "4096 14336 512" "2048 2048 114" "2048 512 114"; do
     for mode in 1 0; do
-      ALICE_CUDA_MMQ=$mode timeout 60 "$b/bin/bench_mul_mat" cuda 1 $shp Q4_K Q6_K Q8_0 2>&1 | grep -vi "^#\|backend" | sed "s/^/MMQ=$mode $shp: /"
+      ALICE_CUDA_MMQ=$mode timeout 60 "$b/bin/bench_mul_mat" cuda 1 $shp Q4_K Q6_K Q8_0 2>&1 | grep "K=" | sed "s/^/MMQ=$mode $shp: /"
     done
   done
 fi
