@@ -483,12 +483,13 @@ static inline bool cu_pdl_on(void)
 }
 
 template <typename... KArgs, typename... Args>
-static inline void cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, cudaStream_t s, Args... args)
+static inline void cu_launch_smem(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+				  Args... args)
 {
 	cudaLaunchConfig_t cfg = {};
 	cfg.gridDim = grid;
 	cfg.blockDim = block;
-	cfg.dynamicSmemBytes = 0;
+	cfg.dynamicSmemBytes = smem;
 	cfg.stream = s;
 	cudaLaunchAttribute at[1];
 	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -496,6 +497,12 @@ static inline void cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, cudaStr
 	cfg.attrs = at;
 	cfg.numAttrs = cu_pdl_on() ? 1 : 0;
 	cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
+}
+
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, cudaStream_t s, Args... args)
+{
+	cu_launch_smem(k, grid, block, 0, s, args...);
 }
 
 /* Element conversions for F32/F16/BF16 tensors. */

@@ -43,16 +43,12 @@ template <> struct mq_type<ALICE_TYPE_Q5_1> { static constexpr int fam = MQ_B32,
 template <> struct mq_type<ALICE_TYPE_Q8_0> { static constexpr int fam = MQ_B32, min = 0, bytes = 34; };
 template <> struct mq_type<ALICE_TYPE_IQ4_NL> { static constexpr int fam = MQ_B32, min = 0, bytes = 18; };
 
-template <int BN> struct mq_smem {
-	int8_t w[MQ_BM][MQ_ROW]; /* weight quants as int8 values */
-	int8_t x[BN][MQ_ROW];    /* activation quants */
-	int8_t sc[MQ_BM][16];    /* K-quants: sub-block scales (16 or 8 used) */
-	int8_t mn[MQ_BM][16];    /* K-quants: sub-block mins */
-	float wd[MQ_BM][8];      /* K: [0] d; B32: each block's d */
-	float wm[MQ_BM][8];      /* K: [0] dmin; B32: each block's m */
-	float xd[BN][8];         /* K: [0] the column's Q8_K d; B32: each block's d */
-	float xs[BN][8];         /* Q4_1 / Q5_1: each block's Q8_1 s */
-};
+/* bytes of a whole 256-value chunk of a row */
+template <int T> __host__ __device__ constexpr int mq_chunk_bytes()
+{
+	return mq_type<T>::fam == MQ_B32 ? 8 * mq_type<T>::bytes : mq_type<T>::bytes;
+}
+
 
 __device__ static inline void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
 				      uint32_t b1)
@@ -122,16 +118,17 @@ __device__ static inline void k4_scales(const uint8_t *s, int8_t *sc, int8_t *mn
 	*(uint2 *)mn = make_uint2(mlo, mhi);
 }
 
-/* Values [128 h, 128 h + 128) of chunk ch of weight row `row` as int8 into
- * q (the row's staged values), h == 0 (K) / each half's blocks (B32) also
- * the scales. nb: blocks of the chunk inside K (B32). */
+/* Values [128 h, 128 h + 128) of a weight row's chunk (its bytes at cb,
+ * global or shared memory) as int8 into q (the row's staged values), h == 0
+ * (K) / each half's blocks (B32) also the scales. nb: blocks of the chunk
+ * inside K (B32). */
 template <int T>
-__device__ static inline void mq_unpack(const uint8_t *__restrict__ row, int64_t ch, int h, int nb, int8_t *q,
-					int8_t *sc, int8_t *mn, float *wd, float *wm)
+__device__ static inline void mq_unpack(const uint8_t *__restrict__ cb, int h, int nb, int8_t *q, int8_t *sc,
+					int8_t *mn, float *wd, float *wm)
 {
 	constexpr int BY = mq_type<T>::bytes;
 	if constexpr (mq_type<T>::fam != MQ_B32) {
-		const uint8_t *b = row + ch * BY;
+		const uint8_t *b = cb;
 		if constexpr (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q5_K) {
 			const uint8_t *qs = b + (T == ALICE_TYPE_Q4_K ? 16 : 48);
 #pragma unroll
@@ -257,7 +254,7 @@ __device__ static inline void mq_unpack(const uint8_t *__restrict__ row, int64_t
 				wm[ib] = 0.f;
 				continue;
 			}
-			const uint8_t *b = row + (ch * 8 + ib) * BY;
+			const uint8_t *b = cb + ib * BY;
 			wd[ib] = ldh(b);
 			wm[ib] = mq_type<T>::min ? ldh(b + 2) : 0.f;
 			if constexpr (T == ALICE_TYPE_Q8_0) {
@@ -298,166 +295,154 @@ __device__ static inline void mq_unpack(const uint8_t *__restrict__ row, int64_t
 	}
 }
 
-/* grid: x = BN-column tile, y = 64-row tile. 4 warps: warp w takes rows
- * 32 (w >> 1) .. + 32 and columns BN/2 (w & 1) .. + BN/2 of the tile. */
+/* the weight tile of a chunk, unpacked */
+struct mq_wtile {
+	int8_t w[MQ_BM][MQ_ROW]; /* weight quants as int8 values */
+	int8_t sc[MQ_BM][16];    /* K-quants: sub-block scales (16 or 8 used) */
+	int8_t mn[MQ_BM][16];    /* K-quants: sub-block mins */
+	float wd[MQ_BM][8];      /* K: [0] d; B32: each block's d */
+	float wm[MQ_BM][8];      /* K: [0] dmin; B32: each block's m */
+};
+
+/* One chunk's products into acc: warp tile rows r0 .. r0 + 32, columns
+ * c0 .. c0 + BN/2 of the block tile; X / XD / XS: the chunk's activation
+ * quants, their scales and Q8_1 sums. */
 template <int T, int BN>
-__global__ void __launch_bounds__(128) k_mmq(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
-					     const int8_t *__restrict__ xq, const float *__restrict__ xdq,
-					     const float *__restrict__ xsq, int64_t K,
-					     int64_t M, float *__restrict__ dst, int64_t dcs)
+__device__ static inline void mq_chunk(const mq_wtile &W, const int8_t (*X)[MQ_ROW], const float (*XD)[8],
+				       const float (*XS)[8], int r0, int c0, int g, int t, float (&acc)[2][BN / 16][4])
 {
 	constexpr int FAM = mq_type<T>::fam, MIN = mq_type<T>::min, NT = BN / 16;
-	__shared__ __align__(16) mq_smem<BN> sm;
-	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-	const int g = lane >> 2, t = lane & 3;
-	const int64_t row0 = (int64_t)blockIdx.y * MQ_BM, col0 = (int64_t)blockIdx.x * BN;
-	const int r0 = 32 * (warp >> 1), c0 = (BN / 2) * (warp & 1);
-	const int64_t nch = (K + 255) / 256, nkb = K / 32;
-	/* the weight half-row this thread unpacks */
-	const int ur = tid >> 1, uh = tid & 1;
-	const uint8_t *wrow = w + (row0 + ur < N ? row0 + ur : N - 1) * wnb1;
-	pdl_wait();
-	pdl_trigger();
-	float acc[2][NT][4];
+	if constexpr (FAM == MQ_K32 || FAM == MQ_K16) {
+		int sumi[2][NT][4], summ[2][NT][4];
 #pragma unroll
-	for (int mt = 0; mt < 2; mt++)
+		for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-		for (int nt = 0; nt < NT; nt++)
+			for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-			for (int e = 0; e < 4; e++)
-				acc[mt][nt][e] = 0.f;
-	for (int64_t ch = 0; ch < nch; ch++) {
-		const int nb = (int)(nkb - ch * 8 < 8 ? nkb - ch * 8 : 8);
-		mq_unpack<T>(wrow, ch, uh, nb, sm.w[ur] + 128 * uh, sm.sc[ur], sm.mn[ur], sm.wd[ur], sm.wm[ur]);
-		/* activations: 16-byte pieces of BN columns x 256 */
-		for (int i = tid; i < BN * 16; i += 128) {
-			const int c = i >> 4, p = i & 15;
-			const int64_t col = col0 + c < M ? col0 + c : M - 1;
-			const int64_t k = ch * 256 + 16 * p;
-			uint4 v = make_uint4(0, 0, 0, 0);
-			if (k < K)
-				v = *(const uint4 *)(xq + col * K + k);
-			*(uint4 *)(sm.x[c] + 16 * p) = v;
-			if (p < 8 && (FAM == MQ_B32 || p == 0))
-				sm.xd[c][p] = p < nb ? xdq[col * nkb + ch * 8 + p] : 0.f;
-			if (MIN && FAM == MQ_B32 && p >= 8)
-				sm.xs[c][p - 8] = p - 8 < nb ? xsq[col * nkb + ch * 8 + p - 8] : 0.f;
-		}
-		__syncthreads();
-		if constexpr (FAM == MQ_K32 || FAM == MQ_K16) {
-			int sumi[2][NT][4], summ[2][NT][4];
-#pragma unroll
-			for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-				for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-					for (int e = 0; e < 4; e++)
-						sumi[mt][nt][e] = summ[mt][nt][e] = 0;
-			constexpr int NS = FAM == MQ_K32 ? 8 : 16, SW = 256 / NS;
+				for (int e = 0; e < 4; e++)
+					sumi[mt][nt][e] = summ[mt][nt][e] = 0;
+		constexpr int NS = FAM == MQ_K32 ? 8 : 16, SW = 256 / NS;
 #pragma unroll 2
-			for (int j = 0; j < NS; j++) {
-				uint32_t b[NT][2];
+		for (int j = 0; j < NS; j++) {
+			uint32_t b[NT][2];
 #pragma unroll
-				for (int nt = 0; nt < NT; nt++) {
-					const int8_t *xp = sm.x[c0 + 8 * nt + g] + SW * j + 4 * t;
-					b[nt][0] = *(const uint32_t *)xp;
-					if constexpr (FAM == MQ_K32)
-						b[nt][1] = *(const uint32_t *)(xp + 16);
+			for (int nt = 0; nt < NT; nt++) {
+				const int8_t *xp = X[c0 + 8 * nt + g] + SW * j + 4 * t;
+				b[nt][0] = *(const uint32_t *)xp;
+				if constexpr (FAM == MQ_K32)
+					b[nt][1] = *(const uint32_t *)(xp + 16);
+			}
+#pragma unroll
+			for (int mt = 0; mt < 2; mt++) {
+				const int ra = r0 + 16 * mt + g, rb = ra + 8;
+				const int8_t *pa = W.w[ra] + SW * j + 4 * t, *pb = W.w[rb] + SW * j + 4 * t;
+				const uint32_t a0 = *(const uint32_t *)pa, a1 = *(const uint32_t *)pb;
+				uint32_t a2 = 0, a3 = 0;
+				if constexpr (FAM == MQ_K32) {
+					a2 = *(const uint32_t *)(pa + 16);
+					a3 = *(const uint32_t *)(pb + 16);
+				}
+				const int sa = W.sc[ra][j], sb = W.sc[rb][j];
+				uint32_t ma = 0, mb = 0;
+				if constexpr (MIN) {
+					ma = (uint32_t)(uint8_t)W.mn[ra][j] * 0x01010101u;
+					mb = (uint32_t)(uint8_t)W.mn[rb][j] * 0x01010101u;
 				}
 #pragma unroll
-				for (int mt = 0; mt < 2; mt++) {
-					const int ra = r0 + 16 * mt + g, rb = ra + 8;
-					const int8_t *pa = sm.w[ra] + SW * j + 4 * t, *pb = sm.w[rb] + SW * j + 4 * t;
-					const uint32_t a0 = *(const uint32_t *)pa, a1 = *(const uint32_t *)pb;
-					uint32_t a2 = 0, a3 = 0;
+				for (int nt = 0; nt < NT; nt++) {
+					int cq[4] = {0, 0, 0, 0};
 					if constexpr (FAM == MQ_K32) {
-						a2 = *(const uint32_t *)(pa + 16);
-						a3 = *(const uint32_t *)(pb + 16);
+						mma_k32(cq, a0, a1, a2, a3, b[nt][0], b[nt][1]);
+						if constexpr (MIN)
+							mma_k32(summ[mt][nt], ma, mb, ma, mb, b[nt][0], b[nt][1]);
+					} else {
+						mma_k16(cq, a0, a1, b[nt][0]);
+						if constexpr (MIN)
+							mma_k16(summ[mt][nt], ma, mb, b[nt][0]);
 					}
-					const int sa = sm.sc[ra][j], sb = sm.sc[rb][j];
-					uint32_t ma = 0, mb = 0;
-					if constexpr (MIN) {
-						ma = (uint32_t)(uint8_t)sm.mn[ra][j] * 0x01010101u;
-						mb = (uint32_t)(uint8_t)sm.mn[rb][j] * 0x01010101u;
-					}
+					sumi[mt][nt][0] += sa * cq[0];
+					sumi[mt][nt][1] += sa * cq[1];
+					sumi[mt][nt][2] += sb * cq[2];
+					sumi[mt][nt][3] += sb * cq[3];
+				}
+			}
+		}
 #pragma unroll
-					for (int nt = 0; nt < NT; nt++) {
-						int cq[4] = {0, 0, 0, 0};
-						if constexpr (FAM == MQ_K32) {
-							mma_k32(cq, a0, a1, a2, a3, b[nt][0], b[nt][1]);
-							if constexpr (MIN)
-								mma_k32(summ[mt][nt], ma, mb, ma, mb, b[nt][0], b[nt][1]);
-						} else {
-							mma_k16(cq, a0, a1, b[nt][0]);
-							if constexpr (MIN)
-								mma_k16(summ[mt][nt], ma, mb, b[nt][0]);
-						}
-						sumi[mt][nt][0] += sa * cq[0];
-						sumi[mt][nt][1] += sa * cq[1];
-						sumi[mt][nt][2] += sb * cq[2];
-						sumi[mt][nt][3] += sb * cq[3];
-					}
+		for (int mt = 0; mt < 2; mt++) {
+			const int ra = r0 + 16 * mt + g, rb = ra + 8;
+			const float da = W.wd[ra][0], db = W.wd[rb][0];
+			const float ma = W.wm[ra][0], mb = W.wm[rb][0];
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++) {
+				const float xa = XD[c0 + 8 * nt + 2 * t][0], xb = XD[c0 + 8 * nt + 2 * t + 1][0];
+				acc[mt][nt][0] = kq_acc(acc[mt][nt][0], da, ma, xa, sumi[mt][nt][0], summ[mt][nt][0]);
+				acc[mt][nt][1] = kq_acc(acc[mt][nt][1], da, ma, xb, sumi[mt][nt][1], summ[mt][nt][1]);
+				acc[mt][nt][2] = kq_acc(acc[mt][nt][2], db, mb, xa, sumi[mt][nt][2], summ[mt][nt][2]);
+				acc[mt][nt][3] = kq_acc(acc[mt][nt][3], db, mb, xb, sumi[mt][nt][3], summ[mt][nt][3]);
+			}
+		}
+	} else {
+#pragma unroll 2
+		for (int j = 0; j < 8; j++) {
+			uint32_t b[NT][2];
+			float xa[NT], xb[NT], sa[NT], sb[NT];
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++) {
+				const int8_t *xp = X[c0 + 8 * nt + g] + 32 * j + 4 * t;
+				b[nt][0] = *(const uint32_t *)xp;
+				b[nt][1] = *(const uint32_t *)(xp + 16);
+				xa[nt] = XD[c0 + 8 * nt + 2 * t][j];
+				xb[nt] = XD[c0 + 8 * nt + 2 * t + 1][j];
+				if constexpr (MIN) {
+					sa[nt] = XS[c0 + 8 * nt + 2 * t][j];
+					sb[nt] = XS[c0 + 8 * nt + 2 * t + 1][j];
 				}
 			}
 #pragma unroll
 			for (int mt = 0; mt < 2; mt++) {
 				const int ra = r0 + 16 * mt + g, rb = ra + 8;
-				const float da = sm.wd[ra][0], db = sm.wd[rb][0];
-				const float ma = sm.wm[ra][0], mb = sm.wm[rb][0];
+				const int8_t *pa = W.w[ra] + 32 * j + 4 * t, *pb = W.w[rb] + 32 * j + 4 * t;
+				const uint32_t a0 = *(const uint32_t *)pa, a1 = *(const uint32_t *)pb;
+				const uint32_t a2 = *(const uint32_t *)(pa + 16), a3 = *(const uint32_t *)(pb + 16);
+				const float da = W.wd[ra][j], db = W.wd[rb][j];
+				const float ma = W.wm[ra][j], mb = W.wm[rb][j];
 #pragma unroll
 				for (int nt = 0; nt < NT; nt++) {
-					const float xa = sm.xd[c0 + 8 * nt + 2 * t][0], xb = sm.xd[c0 + 8 * nt + 2 * t + 1][0];
-					acc[mt][nt][0] = kq_acc(acc[mt][nt][0], da, ma, xa, sumi[mt][nt][0], summ[mt][nt][0]);
-					acc[mt][nt][1] = kq_acc(acc[mt][nt][1], da, ma, xb, sumi[mt][nt][1], summ[mt][nt][1]);
-					acc[mt][nt][2] = kq_acc(acc[mt][nt][2], db, mb, xa, sumi[mt][nt][2], summ[mt][nt][2]);
-					acc[mt][nt][3] = kq_acc(acc[mt][nt][3], db, mb, xb, sumi[mt][nt][3], summ[mt][nt][3]);
-				}
-			}
-		} else {
-#pragma unroll 2
-			for (int j = 0; j < 8; j++) {
-				uint32_t b[NT][2];
-				float xa[NT], xb[NT], sa[NT], sb[NT];
-#pragma unroll
-				for (int nt = 0; nt < NT; nt++) {
-					const int8_t *xp = sm.x[c0 + 8 * nt + g] + 32 * j + 4 * t;
-					b[nt][0] = *(const uint32_t *)xp;
-					b[nt][1] = *(const uint32_t *)(xp + 16);
-					xa[nt] = sm.xd[c0 + 8 * nt + 2 * t][j];
-					xb[nt] = sm.xd[c0 + 8 * nt + 2 * t + 1][j];
+					int cq[4] = {0, 0, 0, 0};
+					mma_k32(cq, a0, a1, a2, a3, b[nt][0], b[nt][1]);
+					acc[mt][nt][0] = __fmaf_rn(__fmul_rn(da, xa[nt]), i2f_small(cq[0]), acc[mt][nt][0]);
+					acc[mt][nt][1] = __fmaf_rn(__fmul_rn(da, xb[nt]), i2f_small(cq[1]), acc[mt][nt][1]);
+					acc[mt][nt][2] = __fmaf_rn(__fmul_rn(db, xa[nt]), i2f_small(cq[2]), acc[mt][nt][2]);
+					acc[mt][nt][3] = __fmaf_rn(__fmul_rn(db, xb[nt]), i2f_small(cq[3]), acc[mt][nt][3]);
 					if constexpr (MIN) {
-						sa[nt] = sm.xs[c0 + 8 * nt + 2 * t][j];
-						sb[nt] = sm.xs[c0 + 8 * nt + 2 * t + 1][j];
-					}
-				}
-#pragma unroll
-				for (int mt = 0; mt < 2; mt++) {
-					const int ra = r0 + 16 * mt + g, rb = ra + 8;
-					const int8_t *pa = sm.w[ra] + 32 * j + 4 * t, *pb = sm.w[rb] + 32 * j + 4 * t;
-					const uint32_t a0 = *(const uint32_t *)pa, a1 = *(const uint32_t *)pb;
-					const uint32_t a2 = *(const uint32_t *)(pa + 16), a3 = *(const uint32_t *)(pb + 16);
-					const float da = sm.wd[ra][j], db = sm.wd[rb][j];
-					const float ma = sm.wm[ra][j], mb = sm.wm[rb][j];
-#pragma unroll
-					for (int nt = 0; nt < NT; nt++) {
-						int cq[4] = {0, 0, 0, 0};
-						mma_k32(cq, a0, a1, a2, a3, b[nt][0], b[nt][1]);
-						acc[mt][nt][0] = __fmaf_rn(__fmul_rn(da, xa[nt]), i2f_small(cq[0]), acc[mt][nt][0]);
-						acc[mt][nt][1] = __fmaf_rn(__fmul_rn(da, xb[nt]), i2f_small(cq[1]), acc[mt][nt][1]);
-						acc[mt][nt][2] = __fmaf_rn(__fmul_rn(db, xa[nt]), i2f_small(cq[2]), acc[mt][nt][2]);
-						acc[mt][nt][3] = __fmaf_rn(__fmul_rn(db, xb[nt]), i2f_small(cq[3]), acc[mt][nt][3]);
-						if constexpr (MIN) {
-							acc[mt][nt][0] = __fmaf_rn(ma, sa[nt], acc[mt][nt][0]);
-							acc[mt][nt][1] = __fmaf_rn(ma, sb[nt], acc[mt][nt][1]);
-							acc[mt][nt][2] = __fmaf_rn(mb, sa[nt], acc[mt][nt][2]);
-							acc[mt][nt][3] = __fmaf_rn(mb, sb[nt], acc[mt][nt][3]);
-						}
+						acc[mt][nt][0] = __fmaf_rn(ma, sa[nt], acc[mt][nt][0]);
+						acc[mt][nt][1] = __fmaf_rn(ma, sb[nt], acc[mt][nt][1]);
+						acc[mt][nt][2] = __fmaf_rn(mb, sa[nt], acc[mt][nt][2]);
+						acc[mt][nt][3] = __fmaf_rn(mb, sb[nt], acc[mt][nt][3]);
 					}
 				}
 			}
 		}
-		__syncthreads();
 	}
+}
+
+template <int T>
+__device__ static inline void mq_zero(float (&acc)[2][T][4])
+{
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+		for (int nt = 0; nt < T; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[mt][nt][e] = 0.f;
+}
+
+template <int BN>
+__device__ static inline void mq_store(const float (&acc)[2][BN / 16][4], int64_t row0, int64_t col0, int r0, int c0,
+				       int g, int t, int64_t N, int64_t M, float *__restrict__ dst, int64_t dcs)
+{
+	constexpr int NT = BN / 16;
 	/* element (mt, nt, e): row r0 + 16 mt + g + 8 (e >> 1), column c0 + 8 nt + 2 t + (e & 1) */
 #pragma unroll
 	for (int mt = 0; mt < 2; mt++)
@@ -470,6 +455,196 @@ __global__ void __launch_bounds__(128) k_mmq(const uint8_t *__restrict__ w, int6
 				if (row < N && col < M)
 					dst[row + col * dcs] = acc[mt][nt][e];
 			}
+}
+
+/* grid: x = BN-column tile, y = 64-row tile. 4 warps: warp w takes rows
+ * 32 (w >> 1) .. + 32 and columns BN/2 (w & 1) .. + BN/2 of the tile.
+ * Synchronous staging: global loads, unpack, mma, chunk after chunk. */
+template <int T, int BN>
+__global__ void __launch_bounds__(128) k_mmq(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
+					     const int8_t *__restrict__ xq, const float *__restrict__ xdq,
+					     const float *__restrict__ xsq, int64_t K, int64_t M, float *__restrict__ dst,
+					     int64_t dcs)
+{
+	constexpr int FAM = mq_type<T>::fam, MIN = mq_type<T>::min, NT = BN / 16;
+	__shared__ __align__(16) mq_wtile W;
+	__shared__ __align__(16) int8_t X[BN][MQ_ROW];
+	__shared__ float XD[BN][8], XS[BN][8];
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int g = lane >> 2, t = lane & 3;
+	const int64_t row0 = (int64_t)blockIdx.y * MQ_BM, col0 = (int64_t)blockIdx.x * BN;
+	const int r0 = 32 * (warp >> 1), c0 = (BN / 2) * (warp & 1);
+	const int64_t nch = (K + 255) / 256, nkb = K / 32;
+	/* the weight half-row this thread unpacks */
+	const int ur = tid >> 1, uh = tid & 1;
+	const uint8_t *wrow = w + (row0 + ur < N ? row0 + ur : N - 1) * wnb1;
+	pdl_wait();
+	pdl_trigger();
+	float acc[2][NT][4];
+	mq_zero<NT>(acc);
+	for (int64_t ch = 0; ch < nch; ch++) {
+		const int nb = (int)(nkb - ch * 8 < 8 ? nkb - ch * 8 : 8);
+		mq_unpack<T>(wrow + ch * mq_chunk_bytes<T>(), uh, nb, W.w[ur] + 128 * uh, W.sc[ur], W.mn[ur], W.wd[ur],
+			     W.wm[ur]);
+		/* activations: 16-byte pieces of BN columns x 256 */
+		for (int i = tid; i < BN * 16; i += 128) {
+			const int c = i >> 4, p = i & 15;
+			const int64_t col = col0 + c < M ? col0 + c : M - 1;
+			const int64_t k = ch * 256 + 16 * p;
+			uint4 v = make_uint4(0, 0, 0, 0);
+			if (k < K)
+				v = *(const uint4 *)(xq + col * K + k);
+			*(uint4 *)(X[c] + 16 * p) = v;
+			if (p < 8 && (FAM == MQ_B32 || p == 0))
+				XD[c][p] = p < nb ? xdq[col * nkb + ch * 8 + p] : 0.f;
+			if (MIN && FAM == MQ_B32 && p >= 8)
+				XS[c][p - 8] = p - 8 < nb ? xsq[col * nkb + ch * 8 + p - 8] : 0.f;
+		}
+		__syncthreads();
+		mq_chunk<T, BN>(W, X, XD, XS, r0, c0, g, t, acc);
+		__syncthreads();
+	}
+	mq_store<BN>(acc, row0, col0, r0, c0, g, t, N, M, dst, dcs);
+}
+
+/* ---- asynchronous staging (cp.async) ---- */
+
+__device__ static inline void cp_async4(void *sp, const void *gp)
+{
+	const uint32_t sa = (uint32_t)__cvta_generic_to_shared(sp);
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sa), "l"(gp));
+}
+
+/* 16 bytes, or zeros when !valid (gp must still be a valid address) */
+__device__ static inline void cp_async16(void *sp, const void *gp, bool valid)
+{
+	const uint32_t sa = (uint32_t)__cvta_generic_to_shared(sp);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gp), "r"(valid ? 16 : 0));
+}
+
+__device__ static inline void cp_commit(void)
+{
+	asm volatile("cp.async.commit_group;");
+}
+
+__device__ static inline void cp_wait1(void)
+{
+	asm volatile("cp.async.wait_group 1;" ::: "memory");
+}
+
+/* a row's raw chunk in shared memory: the 4-byte words around its bytes
+ * (blocks of 2-aligned types keep their address mod 4) */
+#define MQ_RAW 288
+
+template <int BN> struct mq_stage {
+	uint8_t raw[MQ_BM][MQ_RAW];
+	int8_t x[BN][MQ_ROW];
+	float xd[BN][8], xs[BN][8];
+};
+
+template <int BN> struct mq_async_smem {
+	mq_stage<BN> st[2];
+	mq_wtile W;
+};
+
+/* chunk ch of the block's rows and columns into stage st, as cp.async */
+template <int T, int BN>
+__device__ static inline void mq_issue(mq_stage<BN> &st, const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
+				       int64_t row0, const int8_t *__restrict__ xq, const float *__restrict__ xdq,
+				       const float *__restrict__ xsq, int64_t K, int64_t M, int64_t col0, int64_t ch,
+				       int tid)
+{
+	constexpr int FAM = mq_type<T>::fam, MIN = mq_type<T>::min, CB = mq_chunk_bytes<T>();
+	const int64_t nkb = K / 32;
+	const int nb = (int)(nkb - ch * 8 < 8 ? nkb - ch * 8 : 8);
+	const int len = FAM == MQ_B32 ? nb * mq_type<T>::bytes : CB;
+	if constexpr (CB % 16 == 0 && (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q5_K)) {
+		constexpr int NP = CB / 16;
+		for (int i = tid; i < MQ_BM * NP; i += 128) {
+			const int r = i / NP, p = i % NP;
+			const int64_t gr = row0 + r < N ? row0 + r : N - 1;
+			cp_async16(st.raw[r] + 16 * p, w + gr * wnb1 + ch * CB + 16 * p, true);
+		}
+	} else {
+		/* words of [start & ~3, start + len); the last is copied by hand
+		 * when it would run past the chunk (2-aligned blocks) */
+		constexpr int NP = (CB + 2 + 3) / 4;
+		for (int i = tid; i < MQ_BM * NP; i += 128) {
+			const int r = i / NP, p = i % NP;
+			const int64_t gr = row0 + r < N ? row0 + r : N - 1;
+			const uint8_t *start = w + gr * wnb1 + ch * CB;
+			const int o = (int)((uintptr_t)start & 3);
+			const uint8_t *wp = start - o + 4 * p;
+			if (4 * p + 4 <= o + len)
+				cp_async4(st.raw[r] + 4 * p, wp);
+			else if (4 * p < o + len) /* 2 bytes left */
+				*(uint16_t *)(st.raw[r] + 4 * p) = *(const uint16_t *)wp;
+		}
+	}
+	for (int i = tid; i < BN * 16; i += 128) {
+		const int c = i >> 4, p = i & 15;
+		const int64_t col = col0 + c < M ? col0 + c : M - 1;
+		const int64_t k = ch * 256 + 16 * p;
+		cp_async16(st.x[c] + 16 * p, xq + col * K + (k < K ? k : 0), k < K);
+	}
+	for (int i = tid; i < BN * 8; i += 128) {
+		const int c = i >> 3, p = i & 7;
+		const int64_t col = col0 + c < M ? col0 + c : M - 1;
+		if (FAM == MQ_B32 || p == 0) {
+			if (p < nb)
+				cp_async4(&st.xd[c][p], xdq + col * nkb + ch * 8 + p);
+			else
+				st.xd[c][p] = 0.f;
+		}
+		if (MIN && FAM == MQ_B32) {
+			if (p < nb)
+				cp_async4(&st.xs[c][p], xsq + col * nkb + ch * 8 + p);
+			else
+				st.xs[c][p] = 0.f;
+		}
+	}
+}
+
+/* As k_mmq, with chunk ch + 1's bytes copied by cp.async while chunk ch
+ * is unpacked and multiplied (two stages; dynamic shared memory). */
+template <int T, int BN>
+__global__ void __launch_bounds__(128) k_mmq_async(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
+						   const int8_t *__restrict__ xq, const float *__restrict__ xdq,
+						   const float *__restrict__ xsq, int64_t K, int64_t M,
+						   float *__restrict__ dst, int64_t dcs)
+{
+	constexpr int NT = BN / 16;
+	extern __shared__ __align__(16) uint8_t mq_dyn[];
+	mq_async_smem<BN> &sm = *(mq_async_smem<BN> *)mq_dyn;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int g = lane >> 2, t = lane & 3;
+	const int64_t row0 = (int64_t)blockIdx.y * MQ_BM, col0 = (int64_t)blockIdx.x * BN;
+	const int r0 = 32 * (warp >> 1), c0 = (BN / 2) * (warp & 1);
+	const int64_t nch = (K + 255) / 256, nkb = K / 32;
+	const int ur = tid >> 1, uh = tid & 1;
+	const int64_t gr = row0 + ur < N ? row0 + ur : N - 1;
+	pdl_wait();
+	pdl_trigger();
+	float acc[2][NT][4];
+	mq_zero<NT>(acc);
+	mq_issue<T, BN>(sm.st[0], w, wnb1, N, row0, xq, xdq, xsq, K, M, col0, 0, tid);
+	cp_commit();
+	for (int64_t ch = 0; ch < nch; ch++) {
+		if (ch + 1 < nch)
+			mq_issue<T, BN>(sm.st[(ch + 1) & 1], w, wnb1, N, row0, xq, xdq, xsq, K, M, col0, ch + 1, tid);
+		cp_commit();
+		cp_wait1();
+		__syncthreads();
+		mq_stage<BN> &st = sm.st[ch & 1];
+		const int nb = (int)(nkb - ch * 8 < 8 ? nkb - ch * 8 : 8);
+		const int o = (int)((uintptr_t)(w + gr * wnb1 + ch * mq_chunk_bytes<T>()) & 3);
+		mq_unpack<T>(st.raw[ur] + o, uh, nb, sm.W.w[ur] + 128 * uh, sm.W.sc[ur], sm.W.mn[ur], sm.W.wd[ur],
+			     sm.W.wm[ur]);
+		__syncthreads();
+		mq_chunk<T, BN>(sm.W, st.x, st.xd, st.xs, r0, c0, g, t, acc);
+		__syncthreads();
+	}
+	mq_store<BN>(acc, row0, col0, r0, c0, g, t, N, M, dst, dcs);
 }
 
 /* ---- host side ---- */
@@ -542,12 +717,38 @@ enum alice_status cu_mmq(struct alice_backend_ctx *ctx, const struct alice_tenso
 	dim3 grid((unsigned)((M + bn - 1) / bn), (unsigned)rt);
 	cudaStream_t s = ctx->stream;
 	const int64_t wnb1 = w->nb[1];
+	static int sync_only = -1;
+	const bool async = !cu_env_is("ALICE_CUDA_MMQ_ASYNC", '0', &sync_only);
+	bool ok = true;
 	mq_dispatch(w->type, [&]<int T>() {
-		if (wide)
-			cu_launch(k_mmq<T, 64>, grid, 128, s, wb, wnb1, N, q, (const float *)d, sums, K, M, dst, dcs);
-		else
-			cu_launch(k_mmq<T, 32>, grid, 128, s, wb, wnb1, N, q, (const float *)d, sums, K, M, dst, dcs);
+		const float *dd = d;
+		if (async) {
+			/* more than the 48 KB of static shared memory: opted in once per kernel */
+			static bool opt64 = false, opt32 = false;
+			if (wide && !opt64)
+				opt64 = cudaFuncSetAttribute(k_mmq_async<T, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+							     (int)sizeof(mq_async_smem<64>)) == cudaSuccess;
+			if (!wide && !opt32)
+				opt32 = cudaFuncSetAttribute(k_mmq_async<T, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+							     (int)sizeof(mq_async_smem<32>)) == cudaSuccess;
+			ok = wide ? opt64 : opt32;
+			if (!ok)
+				return;
+			if (wide)
+				cu_launch_smem(k_mmq_async<T, 64>, grid, 128, sizeof(mq_async_smem<64>), s, wb, wnb1, N, q, dd,
+					       sums, K, M, dst, dcs);
+			else
+				cu_launch_smem(k_mmq_async<T, 32>, grid, 128, sizeof(mq_async_smem<32>), s, wb, wnb1, N, q, dd,
+					       sums, K, M, dst, dcs);
+		} else if (wide) {
+			cu_launch(k_mmq<T, 64>, grid, 128, s, wb, wnb1, N, q, dd, sums, K, M, dst, dcs);
+		} else {
+			cu_launch(k_mmq<T, 32>, grid, 128, s, wb, wnb1, N, q, dd, sums, K, M, dst, dcs);
+		}
 	});
+	if (!ok)
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "mmq: cannot opt in to %zu bytes of shared memory",
+			       sizeof(mq_async_smem<64>));
 	CUDA_LAUNCH_CHECK(ctx, "mmq");
 	return ALICE_OK;
 }
