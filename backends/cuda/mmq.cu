@@ -22,10 +22,16 @@
 
 /* ---- host side ---- */
 
+/* ALICE_CUDA_MMQ=1 / 0 turns it on / off; unset: MQ_DEFAULT */
+#define MQ_DEFAULT 1
 static int mmq_off(void)
 {
 	static int off = -1;
-	return cu_env_is("ALICE_CUDA_MMQ", '0', &off);
+	if (off < 0) {
+		const char *e = getenv("ALICE_CUDA_MMQ");
+		off = e && e[0] ? e[0] == '0' : !MQ_DEFAULT;
+	}
+	return off;
 }
 
 template <typename F>

@@ -152,6 +152,9 @@ ParameterizedTestParameters(mm_prefill, cpu_arithmetic)
 
 ParameterizedTest(struct mmp_param *p, mm_prefill, cpu_arithmetic, .timeout = 900)
 {
+	/* cuda: its integer prefill GEMM, whatever the build's default; a
+	 * value set outside (ALICE_CUDA_MMQ=0: the F16 GEMM) is kept */
+	setenv("ALICE_CUDA_MMQ", "1", 0);
 	struct alice_backend *be = NULL;
 	struct alice_error err = {{0}};
 	enum alice_status st = alice_backend_open(p->backend, NULL, &be, &err);
