@@ -91,7 +91,12 @@ enum alice_status cu_mmq(struct alice_backend_ctx *ctx, const struct alice_tenso
 	/* 64-column tiles when they fill the GPU twice over, else 32 (more
 	 * blocks); a column's result is the same in either */
 	const int64_t rt = (N + MQ_BM - 1) / MQ_BM;
-	const bool wide = rt * ((M + 63) / 64) >= 2 * 132;
+	static int force_bn = -1; /* ALICE_CUDA_MMQ_BN=32|64: comparisons */
+	if (force_bn < 0) {
+		const char *e = getenv("ALICE_CUDA_MMQ_BN");
+		force_bn = e ? atoi(e) : 0;
+	}
+	const bool wide = force_bn ? force_bn == 64 : rt * ((M + 63) / 64) >= 2 * 132;
 	const int64_t bn = wide ? 64 : 32;
 	dim3 grid((unsigned)((M + bn - 1) / bn), (unsigned)rt);
 	cudaStream_t s = ctx->stream;

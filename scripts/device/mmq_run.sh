@@ -47,7 +47,7 @@ bench() { # model: pp512/tg128 and pp114 with the integer GEMM and without
 }
 if has mm; then # one MUL_MAT node: ms and GFLOP/s, integer GEMM against the F16 one
   for shp in "2048 8192 512" "8192 2048 512" "4096 14336 512" "2048 2048 114" "2048 512 114"; do
-    for mode in "ALICE_CUDA_MMQ=1" "ALICE_CUDA_MMQ_ASYNC=0" "ALICE_CUDA_MMQ=0"; do
+    for mode in "ALICE_CUDA_MMQ=1" "ALICE_CUDA_MMQ_BN=32" "ALICE_CUDA_MMQ_BN=64" "ALICE_CUDA_MMQ_ASYNC=0" "ALICE_CUDA_MMQ=0"; do
       env $mode timeout 60 "$b/bin/bench_mul_mat" cuda 1 $shp Q4_K Q6_K Q8_0 2>&1 | grep "K=" | sed "s/^/$mode: /"
     done
   done
