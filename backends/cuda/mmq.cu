@@ -22,8 +22,11 @@
 
 /* ---- host side ---- */
 
-/* ALICE_CUDA_MMQ=1 / 0 turns it on / off; unset: MQ_DEFAULT */
-#define MQ_DEFAULT 1
+/* ALICE_CUDA_MMQ=1 / 0 turns it on / off; unset: MQ_DEFAULT. Off until
+ * it has run on a GPU: written and checked in emulation
+ * (backends_test_mmq_emu) in a session that got no device time; on for
+ * scripts/device/mmq_run.sh, which measures it against the F16 GEMM. */
+#define MQ_DEFAULT 0
 static int mmq_off(void)
 {
 	static int off = -1;

@@ -17,6 +17,7 @@ syn() { grep -E 'Synthesis' "$1" | tail -1 | sed 's/.*Synthesis: //'; }
 mk() { [ -f "/tmp/$1-$2.gguf" ] || timeout 200 "$b/bin/alice-mkmodel" --shape "$1" --type "$2" --vocab "$voc" -o "/tmp/$1-$2.gguf" --threads 16 >> "$out/mk.log" 2>&1; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 if has check; then
+  export ALICE_CUDA_MMQ=1 # the integer GEMM (its build default may be off)
   ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/backends_test_mm_prefill" --verbose > "$out/mmp.log" 2>&1
   echo "mm_prefill: rc $? $(syn "$out/mmp.log")"; grep -E "cuda" "$out/mmp.log" | grep -E "ERR|worst" | cut -c1-160 | head -40
   ALICE_CUDA_MMQ_ASYNC=0 timeout 120 "$b/bin/backends_test_mm_prefill" > "$out/mmps.log" 2>&1
@@ -29,6 +30,7 @@ if has check; then
   mk llama-1b Q4_K_M
   ALICE_TEST_BACKEND=cuda ALICE_INV_MODEL=/tmp/llama-1b-Q4_K_M.gguf timeout 200 "$b/bin/core_test_batch_invariance" > "$out/inv.log" 2>&1
   echo "batch invariance cuda: rc $? $(syn "$out/inv.log")"; grep -E "differ|FAIL" "$out/inv.log" | head -5
+  unset ALICE_CUDA_MMQ
 fi
 if has parity; then
   for mode in 1 0; do
@@ -48,7 +50,7 @@ bench() { # model: pp512/tg128 and pp114 with the integer GEMM and without
 if has mm; then # one MUL_MAT node: ms and GFLOP/s, integer GEMM against the F16 one
   for shp in "2048 8192 512" "8192 2048 512" "4096 14336 512" "2048 2048 114" "2048 512 114"; do
     for mode in "ALICE_CUDA_MMQ=1" "ALICE_CUDA_MMQ_BN=32" "ALICE_CUDA_MMQ_BN=64" "ALICE_CUDA_MMQ_ASYNC=0" "ALICE_CUDA_MMQ=0"; do
-      env $mode timeout 60 "$b/bin/bench_mul_mat" cuda 1 $shp Q4_K Q6_K Q8_0 2>&1 | grep "K=" | sed "s/^/$mode: /"
+      env ALICE_CUDA_MMQ=1 $mode timeout 60 "$b/bin/bench_mul_mat" cuda 1 $shp Q4_K Q6_K Q8_0 2>&1 | grep "K=" | sed "s/^/$mode: /"
     done
   done
 fi
