@@ -11,8 +11,9 @@
  * one input (Q/K/V, gate/up, with gate/up's GLU as the epilogue) can share
  * one launch (cu_mul_mat_multi).
  *
- * Prefill (M > MMV_MAX_M): quantized weights take mmq.cu's integer
- * tensor-core GEMM (the CPU's arithmetic); what it does not take: activations rounded as above; F16 weights are
+ * Prefill (M > MMV_MAX_M): with ALICE_CUDA_MMQ=1, quantized weights take
+ * mmq.cu's integer tensor-core GEMM (the CPU's arithmetic); otherwise, and
+ * for what it does not take: activations rounded as above; F16 weights are
  * multiplied in place by cuBLAS (F16 inputs, F32 accumulation: exact
  * products); quantized weights are dequantized in row chunks into scratch
  * and multiplied in one F16 GEMM (11-bit operands, like llama.cpp's cuBLAS
