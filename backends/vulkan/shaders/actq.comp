@@ -19,12 +19,20 @@ layout(push_constant) uniform PC {
 	uint x_nb3, bs, n_items, s_off; // s_off: Q8_1 block sums after the values
 } p;
 
-// a / b correctly rounded in nearly every case (Vulkan allows 2.5 ulp for '/')
+// a / b correctly rounded in nearly every case (Vulkan allows 2.5 ulp for
+// '/'): q corrected by the residual a - q b, taken exactly from Dekker's
+// split product (fma may be a multiply and an add, as on lavapipe, where
+// the residual then came out wrong and a rounding tie flipped)
 float div_cr(float a, float b)
 {
-	float q = a / b;
-	float r = fma(-q, b, a);
-	return fma(r, 1.0 / b, q);
+	precise float q = a / b;
+	precise float p = q * b;
+	precise float cq = 4097.0 * q, qh = cq - (cq - q), ql = q - qh;
+	precise float cb = 4097.0 * b, bh = cb - (cb - b), bl = b - bh;
+	precise float e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
+	precise float r = (a - p) - e;
+	precise float res = q + r / b;
+	return res;
 }
 
 float round_f16(float x) { return unpackHalf2x16(f32_to_f16(x)).x; }
