@@ -104,38 +104,30 @@ enum alice_status cu_mmq(struct alice_backend_ctx *ctx, const struct alice_tenso
 	dim3 grid((unsigned)((M + bn - 1) / bn), (unsigned)rt);
 	cudaStream_t s = ctx->stream;
 	const int64_t wnb1 = w->nb[1];
-	static int sync_only = -1;
-	const bool async = !cu_env_is("ALICE_CUDA_MMQ_ASYNC", '0', &sync_only);
 	bool ok = true;
 	mq_dispatch(w->type, [&]<int T>() {
 		const float *dd = d;
-		if (async) {
-			/* more than the 48 KB of static shared memory: opted in once per kernel */
-			static bool opt64 = false, opt32 = false;
-			if (wide && !opt64)
-				opt64 = cudaFuncSetAttribute(k_mmq_async<T, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-							     (int)sizeof(mq_async_smem<64>)) == cudaSuccess;
-			if (!wide && !opt32)
-				opt32 = cudaFuncSetAttribute(k_mmq_async<T, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-							     (int)sizeof(mq_async_smem<32>)) == cudaSuccess;
-			ok = wide ? opt64 : opt32;
-			if (!ok)
-				return;
-			if (wide)
-				cu_launch_smem(k_mmq_async<T, 64>, grid, 128, sizeof(mq_async_smem<64>), s, wb, wnb1, N, q, dd,
-					       sums, K, M, dst, dcs);
-			else
-				cu_launch_smem(k_mmq_async<T, 32>, grid, 128, sizeof(mq_async_smem<32>), s, wb, wnb1, N, q, dd,
-					       sums, K, M, dst, dcs);
-		} else if (wide) {
-			cu_launch(k_mmq<T, 64>, grid, 128, s, wb, wnb1, N, q, dd, sums, K, M, dst, dcs);
-		} else {
-			cu_launch(k_mmq<T, 32>, grid, 128, s, wb, wnb1, N, q, dd, sums, K, M, dst, dcs);
-		}
+		/* more than the 48 KB of static shared memory: opted in once per kernel */
+		static bool opt64 = false, opt32 = false;
+		if (wide && !opt64)
+			opt64 = cudaFuncSetAttribute(k_mmq<T, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+						     (int)sizeof(mq_smem<64>)) == cudaSuccess;
+		if (!wide && !opt32)
+			opt32 = cudaFuncSetAttribute(k_mmq<T, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+						     (int)sizeof(mq_smem<32>)) == cudaSuccess;
+		ok = wide ? opt64 : opt32;
+		if (!ok)
+			return;
+		if (wide)
+			cu_launch_smem(k_mmq<T, 64>, grid, 128, sizeof(mq_smem<64>), s, wb, wnb1, N, q, dd, sums, K, M,
+				       dst, dcs);
+		else
+			cu_launch_smem(k_mmq<T, 32>, grid, 128, sizeof(mq_smem<32>), s, wb, wnb1, N, q, dd, sums, K, M,
+				       dst, dcs);
 	});
 	if (!ok)
 		return cu_fail(ctx, ALICE_ERR_BACKEND, "mmq: cannot opt in to %zu bytes of shared memory",
-			       sizeof(mq_async_smem<64>));
+			       sizeof(mq_smem<64>));
 	CUDA_LAUNCH_CHECK(ctx, "mmq");
 	return ALICE_OK;
 }

@@ -13,36 +13,15 @@
 #define MQ_FN static inline
 #define MQ_HD
 #define MQ_KERNEL void
-#define MQ_SHARED static
 #define MQ_DYN_SMEM(name) uint8_t *name = mq_emu_dyn
 #else
 #include "common.cuh"
 #include "kquant.cuh"
+#include "mma.cuh"
 #define MQ_FN __device__ static inline
 #define MQ_HD __host__ __device__
 #define MQ_KERNEL __global__ void __launch_bounds__(128)
-#define MQ_SHARED __shared__
 #define MQ_DYN_SMEM(name) extern __shared__ __align__(16) uint8_t name[]
-
-__device__ static inline void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-				      uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-		     "{%0,%1,%2,%3};"
-		     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-		     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ static inline void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32_t b0)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-		     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-		     : "r"(a0), "r"(a1), "r"(b0));
-#endif
-}
 
 __device__ static inline void cp_async4(void *sp, const void *gp)
 {
@@ -485,57 +464,7 @@ MQ_FN void mq_store(const float (&acc)[2][BN / 16][4], int64_t row0, int64_t col
 			}
 }
 
-/* grid: x = BN-column tile, y = 64-row tile. 4 warps: warp w takes rows
- * 32 (w >> 1) .. + 32 and columns BN/2 (w & 1) .. + BN/2 of the tile.
- * Synchronous staging: global loads, unpack, mma, chunk after chunk. */
-template <int T, int BN>
-MQ_KERNEL k_mmq(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
-					     const int8_t *__restrict__ xq, const float *__restrict__ xdq,
-					     const float *__restrict__ xsq, int64_t K, int64_t M, float *__restrict__ dst,
-					     int64_t dcs)
-{
-	constexpr int FAM = mq_type<T>::fam, MIN = mq_type<T>::min, NT = BN / 16;
-	MQ_SHARED __align__(16) mq_wtile W;
-	MQ_SHARED __align__(16) int8_t X[BN][MQ_ROW];
-	MQ_SHARED float XD[BN][8], XS[BN][8];
-	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-	const int g = lane >> 2, t = lane & 3;
-	const int64_t row0 = (int64_t)blockIdx.y * MQ_BM, col0 = (int64_t)blockIdx.x * BN;
-	const int r0 = 32 * (warp >> 1), c0 = (BN / 2) * (warp & 1);
-	const int64_t nch = (K + 255) / 256, nkb = K / 32;
-	/* the weight half-row this thread unpacks */
-	const int ur = tid >> 1, uh = tid & 1;
-	const uint8_t *wrow = w + (row0 + ur < N ? row0 + ur : N - 1) * wnb1;
-	pdl_wait();
-	pdl_trigger();
-	float acc[2][NT][4];
-	mq_zero<NT>(acc);
-	for (int64_t ch = 0; ch < nch; ch++) {
-		const int nb = (int)(nkb - ch * 8 < 8 ? nkb - ch * 8 : 8);
-		mq_unpack<T>(wrow + ch * mq_chunk_bytes<T>(), uh, nb, W.w[ur] + 128 * uh, W.sc[ur], W.mn[ur], W.wd[ur],
-			     W.wm[ur]);
-		/* activations: 16-byte pieces of BN columns x 256 */
-		for (int i = tid; i < BN * 16; i += 128) {
-			const int c = i >> 4, p = i & 15;
-			const int64_t col = col0 + c < M ? col0 + c : M - 1;
-			const int64_t k = ch * 256 + 16 * p;
-			uint4 v = make_uint4(0, 0, 0, 0);
-			if (k < K)
-				v = *(const uint4 *)(xq + col * K + k);
-			*(uint4 *)(X[c] + 16 * p) = v;
-			if (p < 8 && (FAM == MQ_B32 || p == 0))
-				XD[c][p] = p < nb ? xdq[col * nkb + ch * 8 + p] : 0.f;
-			if (MIN && FAM == MQ_B32 && p >= 8)
-				XS[c][p - 8] = p - 8 < nb ? xsq[col * nkb + ch * 8 + p - 8] : 0.f;
-		}
-		__syncthreads();
-		mq_chunk<T, BN>(W, X, XD, XS, r0, c0, g, t, acc);
-		__syncthreads();
-	}
-	mq_store<BN>(acc, row0, col0, r0, c0, g, t, N, M, dst, dcs);
-}
-
-/* ---- asynchronous staging (cp.async) ---- */
+/* ---- staging: cp.async into two stages ---- */
 
 /* a row's raw chunk in shared memory: the 4-byte words around its bytes
  * (blocks of 2-aligned types keep their address mod 4) */
@@ -547,7 +476,7 @@ template <int BN> struct mq_stage {
 	float xd[BN][8], xs[BN][8];
 };
 
-template <int BN> struct mq_async_smem {
+template <int BN> struct mq_smem {
 	mq_stage<BN> st[2];
 	mq_wtile W;
 };
@@ -610,17 +539,19 @@ MQ_FN void mq_issue(mq_stage<BN> &st, const uint8_t *__restrict__ w, int64_t wnb
 	}
 }
 
-/* As k_mmq, with chunk ch + 1's bytes copied by cp.async while chunk ch
- * is unpacked and multiplied (two stages; dynamic shared memory). */
+/* grid: x = BN-column tile, y = 64-row tile. 4 warps: warp w takes rows
+ * 32 (w >> 1) .. + 32 and columns BN/2 (w & 1) .. + BN/2 of the tile.
+ * Chunk ch + 1's bytes are copied by cp.async while chunk ch is unpacked
+ * and multiplied (two stages; dynamic shared memory). */
 template <int T, int BN>
-MQ_KERNEL k_mmq_async(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
+MQ_KERNEL k_mmq(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
 						   const int8_t *__restrict__ xq, const float *__restrict__ xdq,
 						   const float *__restrict__ xsq, int64_t K, int64_t M,
 						   float *__restrict__ dst, int64_t dcs)
 {
 	constexpr int NT = BN / 16;
 	MQ_DYN_SMEM(mq_dyn);
-	mq_async_smem<BN> &sm = *(mq_async_smem<BN> *)mq_dyn;
+	mq_smem<BN> &sm = *(mq_smem<BN> *)mq_dyn;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int g = lane >> 2, t = lane & 3;
 	const int64_t row0 = (int64_t)blockIdx.y * MQ_BM, col0 = (int64_t)blockIdx.x * BN;

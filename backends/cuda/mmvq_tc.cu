@@ -16,28 +16,9 @@
  * k slots 4t..4t+3 <- bytes 8t..8t+3, 16+4t.. <- bytes 8t+4..8t+7 (Q4_K). */
 #include "common.cuh"
 #include "kquant.cuh"
+#include "mma.cuh"
 
 #define TC_COLS 16
-
-__device__ static inline void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-				      uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-		     "{%0,%1,%2,%3};"
-		     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-		     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ static inline void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32_t b0)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-		     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-		     : "r"(a0), "r"(a1), "r"(b0));
-#endif
-}
 
 /* every element of a thread's [MT][NT][4] fragment set */
 template <int MT, int NT, typename V>

@@ -20,8 +20,6 @@ if has check; then
   export ALICE_CUDA_MMQ=1 # the integer GEMM (its build default may be off)
   ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/backends_test_mm_prefill" --verbose > "$out/mmp.log" 2>&1
   echo "mm_prefill: rc $? $(syn "$out/mmp.log")"; grep -E "cuda" "$out/mmp.log" | grep -E "ERR|worst" | cut -c1-160 | head -40
-  ALICE_CUDA_MMQ_ASYNC=0 timeout 120 "$b/bin/backends_test_mm_prefill" > "$out/mmps.log" 2>&1
-  echo "mm_prefill, ALICE_CUDA_MMQ_ASYNC=0 (synchronous staging): rc $? $(syn "$out/mmps.log")"; grep -E "\[cuda\].*ERR" "$out/mmps.log" | cut -c1-140 | head -5
   ALICE_CUDA_MMQ=0 timeout 120 "$b/bin/backends_test_mm_prefill" --verbose > "$out/mmp0.log" 2>&1
   echo "mm_prefill, ALICE_CUDA_MMQ=0 (F16 GEMM; expected to fail): rc $? $(syn "$out/mmp0.log")"; grep -E "\[cuda\]" "$out/mmp0.log" | cut -c1-140 | head -12
   timeout 200 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops.log" 2>&1
@@ -49,7 +47,7 @@ bench() { # model: pp512/tg128 and pp114 with the integer GEMM and without
 }
 if has mm; then # one MUL_MAT node: ms and GFLOP/s, integer GEMM against the F16 one
   for shp in "2048 8192 512" "8192 2048 512" "4096 14336 512" "2048 2048 114" "2048 512 114"; do
-    for mode in "ALICE_CUDA_MMQ=1" "ALICE_CUDA_MMQ_BN=32" "ALICE_CUDA_MMQ_BN=64" "ALICE_CUDA_MMQ_ASYNC=0" "ALICE_CUDA_MMQ=0"; do
+    for mode in "ALICE_CUDA_MMQ=1" "ALICE_CUDA_MMQ_BN=32" "ALICE_CUDA_MMQ_BN=64" "ALICE_CUDA_MMQ=0"; do
       env ALICE_CUDA_MMQ=1 $mode timeout 60 "$b/bin/bench_mul_mat" cuda 1 $shp Q4_K Q6_K Q8_0 2>&1 | grep "K=" | sed "s/^/$mode: /"
     done
   done

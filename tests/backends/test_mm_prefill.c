@@ -19,73 +19,7 @@
 #include "alice/backend.h"
 #include "alice/backend_loader.h"
 #include "alice/quant.h"
-
-static uint64_t rng_next(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
-static float rng_gauss(uint64_t *s)
-{
-	double a = 0;
-	for (int i = 0; i < 4; i++)
-		a += (double)(rng_next(s) >> 11) / 9007199254740992.0;
-	return (float)((a - 2.0) * 1.7);
-}
-
-struct mm_run {
-	const struct alice_backend_vtable *vt;
-	struct alice_backend_ctx *ctx;
-};
-
-static void set_tensor(struct alice_tensor *t, uint32_t type, int64_t ne0, int64_t ne1, struct alice_buffer *buf,
-		       uint64_t off)
-{
-	memset(t, 0, sizeof(*t));
-	t->type = type;
-	t->ne[0] = ne0;
-	t->ne[1] = ne1;
-	t->ne[2] = t->ne[3] = 1;
-	t->nb[0] = alice_type_info(type)->type_size;
-	t->nb[1] = (int64_t)alice_row_size(type, ne0);
-	t->nb[2] = t->nb[3] = t->nb[1] * ne1;
-	t->buf = buf;
-	t->offset = off;
-}
-
-/* dst [N, M] = w [K, N] . x [K, M], the M columns one sequence's prefill */
-static void mul_mat(struct mm_run *r, uint32_t type, const uint8_t *w, int64_t K, int64_t N, const float *x,
-		    int64_t M, float *dst)
-{
-	size_t wb = alice_row_size(type, K) * (size_t)N, xb = (size_t)(K * M) * 4, db = (size_t)(N * M) * 4;
-	size_t o_w = 0, o_x = (wb + 255) & ~(size_t)255, o_d = o_x + ((xb + 255) & ~(size_t)255);
-	size_t total = o_d + db;
-	struct alice_buffer *buf = NULL;
-	cr_assert_eq(r->vt->buffer_alloc(r->ctx, total, ALICE_BUFFER_COMPUTE, &buf), ALICE_OK, "%s",
-		     r->vt->last_error(r->ctx));
-	cr_assert_eq(r->vt->buffer_write(r->ctx, buf, o_w, w, wb), ALICE_OK);
-	cr_assert_eq(r->vt->buffer_write(r->ctx, buf, o_x, x, xb), ALICE_OK);
-	struct alice_tensor t[3];
-	set_tensor(&t[0], ALICE_TYPE_F32, N, M, buf, o_d);
-	set_tensor(&t[1], type, K, N, buf, o_w);
-	set_tensor(&t[2], ALICE_TYPE_F32, K, M, buf, o_x);
-	struct alice_node nd;
-	memset(&nd, 0, sizeof(nd));
-	nd.op = ALICE_OP_MUL_MAT;
-	nd.dst = 0;
-	nd.src[0] = 1;
-	nd.src[1] = 2;
-	for (int i = 2; i < ALICE_MAX_SRC; i++)
-		nd.src[i] = -1;
-	struct alice_graph g = {.n_tensors = 3, .n_nodes = 1, .tensors = t, .nodes = &nd};
-	cr_assert(r->vt->supports_op(r->ctx, &g, &nd), "MUL_MAT %s not supported", alice_type_name(type));
-	cr_assert_eq(r->vt->graph_compute(r->ctx, &g), ALICE_OK, "%s", r->vt->last_error(r->ctx));
-	cr_assert_eq(r->vt->buffer_read(r->ctx, buf, o_d, dst, db), ALICE_OK);
-	r->vt->buffer_free(r->ctx, buf);
-}
+#include "support/mm_run.h"
 
 static bool kquant(uint32_t type)
 {
@@ -139,15 +73,7 @@ struct mmp_param {
 ParameterizedTestParameters(mm_prefill, cpu_arithmetic)
 {
 	static struct mmp_param params[16];
-	static size_t np;
-	np = 0;
-	struct alice_backend_listing *list = NULL;
-	size_t n = 0;
-	if (alice_backend_list(NULL, &list, &n, NULL) == ALICE_OK)
-		for (size_t i = 0; i < n && np < 16; i++)
-			if (!list[i].shadowed)
-				snprintf(params[np++].backend, sizeof(params[0].backend), "%s", list[i].name);
-	alice_backend_list_free(list);
+	size_t np = mm_backend_names((char (*)[ALICE_BACKEND_NAME_MAX])params, 16);
 	return cr_make_param_array(struct mmp_param, params, np);
 }
 
@@ -156,18 +82,12 @@ ParameterizedTest(struct mmp_param *p, mm_prefill, cpu_arithmetic, .timeout = 90
 	/* cuda: its integer prefill GEMM, whatever the build's default; a
 	 * value set outside (ALICE_CUDA_MMQ=0: the F16 GEMM) is kept */
 	setenv("ALICE_CUDA_MMQ", "1", 0);
-	struct alice_backend *be = NULL;
-	struct alice_error err = {{0}};
-	enum alice_status st = alice_backend_open(p->backend, NULL, &be, &err);
-	if (st == ALICE_ERR_UNSUPPORTED && strstr(err.msg, "cannot run here"))
-		cr_skip_test("%s: skipped: %s", p->backend, err.msg);
-	cr_assert_eq(st, ALICE_OK, "open %s: %s", p->backend, err.msg);
+	struct mm_run r;
+	mm_run_open(&r, p->backend);
 	/* the CPU's GEMM tiles and Vulkan's F32 GEMM may order a column's sum
 	 * by the launch width (one sequence's run has one width); cuda's
 	 * integer GEMM never does */
 	const bool invariant = strcmp(p->backend, "cuda") == 0;
-	struct mm_run r = {be->vt, NULL};
-	cr_assert_eq(alice_backend_init(be, NULL, &r.ctx, &err), ALICE_OK, "%s", err.msg);
 
 	static const uint32_t types[] = {ALICE_TYPE_Q4_K, ALICE_TYPE_Q5_K, ALICE_TYPE_Q6_K, ALICE_TYPE_Q3_K,
 					 ALICE_TYPE_Q2_K, ALICE_TYPE_IQ4_XS, ALICE_TYPE_Q4_0, ALICE_TYPE_Q4_1,
@@ -187,27 +107,27 @@ ParameterizedTest(struct mmp_param *p, mm_prefill, cpu_arithmetic, .timeout = 90
 			float *x = malloc(sizeof(float) * (size_t)(K * M)), *xr = malloc(sizeof(float) * (size_t)(K * M));
 			for (int64_t n = 0; n < N; n++) {
 				for (int64_t k = 0; k < K; k++)
-					wd[n * K + k] = rng_gauss(&seed);
+					wd[n * K + k] = mm_rng_gauss(&seed);
 				uint8_t *wr = w + n * (int64_t)rs;
 				if (alice_type_info(type)->can_quantize) {
 					cr_assert(alice_quantize(type, wd + n * K, wr, K));
 				} else { /* IQ4_XS / IQ4_NL: random blocks, a sane fp16 d first */
 					uint32_t bs = alice_type_info(type)->type_size;
 					for (size_t i = 0; i < rs; i++)
-						wr[i] = (uint8_t)rng_next(&seed);
+						wr[i] = (uint8_t)mm_rng_next(&seed);
 					for (size_t b = 0; b < rs; b += bs) {
-						uint16_t h = alice_fp32_to_fp16(0.002f * (float)(1 + (rng_next(&seed) & 7)));
+						uint16_t h = alice_fp32_to_fp16(0.002f * (float)(1 + (mm_rng_next(&seed) & 7)));
 						memcpy(wr + b, &h, 2);
 					}
 				}
 				alice_dequantize(type, w + n * (int64_t)rs, wd + n * K, K);
 			}
 			for (int64_t i = 0; i < K * M; i++)
-				x[i] = rng_gauss(&seed);
+				x[i] = mm_rng_gauss(&seed);
 			float *xs = malloc(sizeof(float) * (size_t)(K / 32 * M));
 			round_acts(type, x, K, M, xr, xs);
 			float *full = malloc(sizeof(float) * (size_t)(N * M)), *part = malloc(sizeof(float) * (size_t)(N * M));
-			mul_mat(&r, type, w, K, N, x, M, full);
+			mm_run_mul_mat(&r, type, w, K, N, x, M, full, false);
 			double worst = 0.0;
 			int64_t over = 0;
 			for (int64_t m = 0; m < M; m++)
@@ -236,7 +156,7 @@ ParameterizedTest(struct mmp_param *p, mm_prefill, cpu_arithmetic, .timeout = 90
 				}
 			int64_t diff = 0;
 			for (size_t ci = 1; invariant && ci < sizeof(cols) / sizeof(cols[0]); ci++) {
-				mul_mat(&r, type, w, K, N, x, cols[ci], part);
+				mm_run_mul_mat(&r, type, w, K, N, x, cols[ci], part, false);
 				for (int64_t i = 0; i < N * cols[ci]; i++)
 					diff += memcmp(&full[i], &part[i], 4) != 0;
 			}
@@ -261,8 +181,7 @@ ParameterizedTest(struct mmp_param *p, mm_prefill, cpu_arithmetic, .timeout = 90
 			free(part);
 		}
 	}
-	r.vt->free(r.ctx);
-	alice_backend_close(be);
+	mm_run_close(&r);
 	cr_assert_eq(bad, 0, "[%s] %d of %d prefill MUL_MATs off the CPU arithmetic or not column-invariant",
 		     p->backend, bad, checked);
 }

@@ -4,7 +4,7 @@
  * per warp from its PTX fragment layout (m16n8k32 / m16n8k16 .s8: lane
  * 4 g + t holds A rows g and g + 8 at k 4t.., 16 + 4t..; B column g at the
  * same k; C rows g, g + 8 x columns 2t, 2t + 1), cp.async is a copy.
- * Every weight type, both tile widths, both staging paths: each output
+ * Every weight type, both tile widths: each output
  * within 3e-6 of sum |w x| of the double-precision sum of dequantized
  * weights x activations rounded as the CPU rounds them (the bound of
  * test_mm_prefill.c, which checks the real GPU), and a column's bits the
@@ -134,11 +134,11 @@ static void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32_t b0)
 #define MQ_HOST_EMU
 #include "../../backends/cuda/mmq_kernels.cuh"
 
-template <int T, int BN, bool ASYNC>
+template <int T, int BN>
 static void launch(const uint8_t *w, int64_t wnb1, int64_t N, const int8_t *xq, const float *xd, const float *xs,
 		   int64_t K, int64_t M, float *dst, int64_t dcs)
 {
-	static_assert(sizeof(mq_async_smem<64>) <= sizeof(mq_emu_dyn), "dynamic shared memory");
+	static_assert(sizeof(mq_smem<64>) <= sizeof(mq_emu_dyn), "dynamic shared memory");
 	const unsigned gx = (unsigned)((M + BN - 1) / BN), gy = (unsigned)((N + MQ_BM - 1) / MQ_BM);
 	for (unsigned by = 0; by < gy; by++)
 		for (unsigned bx = 0; bx < gx; bx++) {
@@ -151,10 +151,7 @@ static void launch(const uint8_t *w, int64_t wnb1, int64_t N, const int8_t *xq, 
 					threadIdx.x = t;
 					blockIdx.x = bx;
 					blockIdx.y = by;
-					if (ASYNC)
-						k_mmq_async<T, BN>(w, wnb1, N, xq, xd, xs, K, M, dst, dcs);
-					else
-						k_mmq<T, BN>(w, wnb1, N, xq, xd, xs, K, M, dst, dcs);
+					k_mmq<T, BN>(w, wnb1, N, xq, xd, xs, K, M, dst, dcs);
 				});
 			for (auto &x : th)
 				x.join();
@@ -247,15 +244,13 @@ static int check(int64_t K, int64_t N)
 		v = gauss();
 	quant_acts(kq, x, K, M, q, d, s, xr);
 	int bad = 0;
-	for (int variant = 0; variant < 4; variant++) {
+	for (int variant = 0; variant < 2; variant++) {
 		std::vector<float> full(N * M), part(N * M);
 		auto go = [&](int64_t mm, float *dst) {
-			switch (variant) {
-			case 0: launch<T, 32, false>(w, rs, N, q.data(), d.data(), s.data(), K, mm, dst, N); break;
-			case 1: launch<T, 64, false>(w, rs, N, q.data(), d.data(), s.data(), K, mm, dst, N); break;
-			case 2: launch<T, 32, true>(w, rs, N, q.data(), d.data(), s.data(), K, mm, dst, N); break;
-			default: launch<T, 64, true>(w, rs, N, q.data(), d.data(), s.data(), K, mm, dst, N); break;
-			}
+			if (variant)
+				launch<T, 64>(w, rs, N, q.data(), d.data(), s.data(), K, mm, dst, N);
+			else
+				launch<T, 32>(w, rs, N, q.data(), d.data(), s.data(), K, mm, dst, N);
 		};
 		go(M, full.data());
 		go(M2, part.data());
@@ -285,10 +280,9 @@ static int check(int64_t K, int64_t N)
 			diff += memcmp(&full[i], &part[i], 4) != 0;
 		if (over || diff) {
 			bad++;
-			cr_log_error("%s K=%lld N=%lld, %s staging, %d-column tiles: %lld outputs off (worst %.3g of sum |w x|), "
+			cr_log_error("%s K=%lld N=%lld, %d-column tiles: %lld outputs off (worst %.3g of sum |w x|), "
 				     "%lld differ between M = %lld and %lld",
-				     alice_type_name(T), (long long)K, (long long)N, variant >= 2 ? "async" : "sync",
-				     (variant & 1) ? 64 : 32, (long long)over, worst, (long long)diff, (long long)M,
+				     alice_type_name(T), (long long)K, (long long)N, variant ? 64 : 32, (long long)over, worst, (long long)diff, (long long)M,
 				     (long long)M2);
 		}
 	}
