@@ -654,41 +654,6 @@ MMO_AVX512 static void gemm4xn_f16_any(int nx, int64_t K, const void *w, size_t 
 }
 #endif
 
-bool cpu_mm_order_f16_tiles(int64_t K)
-{
-	return K % 16 == 0 && use_avx512();
-}
-
-void cpu_mm_order_gemm_f16(int64_t K, const void *w, size_t ws, const float *x, int64_t xs, int nx, float *out,
-			   size_t os_n, size_t os_m)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-	gemm4xn_f16_any(nx, K, w, ws, x, xs, out, os_n, os_m);
-#else
-	(void)K, (void)w, (void)ws, (void)x, (void)xs, (void)nx, (void)out, (void)os_n, (void)os_m;
-#endif
-}
-
-bool cpu_mm_order_bf16_packed(int64_t K)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-	return K % 32 == 0 && use_bf16dp();
-#else
-	(void)K;
-	return false;
-#endif
-}
-
-void cpu_mm_order_gemm_bf16p(int64_t K, const void *w, size_t ws, const uint16_t *xb, int64_t xbs, int nx, float *out,
-			     size_t os_n, size_t os_m)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-	gemm4xn_bf16p_any(nx, K, w, ws, xb, xbs, out, os_n, os_m);
-#else
-	(void)K, (void)w, (void)ws, (void)xb, (void)xbs, (void)nx, (void)out, (void)os_n, (void)os_m;
-#endif
-}
-
 /* portable: widen into a stack chunk-free loop through the float versions */
 static inline __attribute__((always_inline)) float raw_s(enum mm_order o, uint32_t t, int64_t K, const void *w, const float *x)
 {
@@ -965,7 +930,194 @@ MMO_AVX2 static void rows_y(enum mm_order o, uint32_t t, int64_t K, const void *
 		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
 	}
 }
+
+/* The gemm orders on weight rows widened to floats (cpu_mm_order_widen:
+ * vcvtph2ps in the loop cost a third of the fma rate), 4 weight rows x NX
+ * (1..3) activation rows, elements [k0, k1) added to acc. Each output's 16
+ * lanes are two independent chains of 8 (lane blocks h = 0, 1), taken in
+ * two passes so that 12 accumulators, the NX activation vectors and a
+ * weight vector fit the 16 registers: 7 loads per 12 fmas (both halves at
+ * once, as 2 x 3 tiles: 14, and load-bound at 67% of the fma rate).
+ * F16: lane block h of a 16-element step takes elements 8h..8h+7. BF16:
+ * the rows (weights and activations alike) hold each 16 values' 8 odd
+ * elements before their 8 even ones; lane block h of a 32-element step
+ * holds pairs 8h..8h+7 and adds the odd product, then the even one (exact
+ * products, so fma is the vdpbf16ps step). */
+MMO_AVX2 static inline __attribute__((always_inline)) void wtile_y(const int NX, const bool bf16, int64_t k0, int64_t k1,
+								  const float *w, int64_t wsf, const float *x, int64_t xs,
+								  float *acc)
+{
+	const int64_t step = bf16 ? 32 : 16;
+	_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+		__m256 c[4][3];
+		_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+			_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) c[a][b] = _mm256_loadu_ps(acc + (a * NX + b) * 16 + 8 * h);
+		const int64_t o0 = bf16 ? 16 * h : 8 * h;
+		for (int64_t l = k0; l + step <= k1; l += step)
+			_Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
+				if (e && !bf16)
+					break;
+				const int64_t o = l + o0 + 8 * e;
+				__m256 xv[3];
+				_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) xv[b] = _mm256_loadu_ps(x + b * xs + o);
+				_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++) {
+					__m256 wv = _mm256_loadu_ps(w + a * wsf + o);
+					_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) c[a][b] = _mm256_fmadd_ps(wv, xv[b], c[a][b]);
+				}
+			}
+		_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+			_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) _mm256_storeu_ps(acc + (a * NX + b) * 16 + 8 * h, c[a][b]);
+	}
+}
+
+MMO_AVX2 static void wtile_any(bool bf16, int nx, int64_t k0, int64_t k1, const float *w, int64_t wsf, const float *x,
+			       int64_t xs, float *acc)
+{
+	if (bf16) {
+		if (nx == 3)
+			wtile_y(3, true, k0, k1, w, wsf, x, xs, acc);
+		else if (nx == 2)
+			wtile_y(2, true, k0, k1, w, wsf, x, xs, acc);
+		else
+			wtile_y(1, true, k0, k1, w, wsf, x, xs, acc);
+	} else {
+		if (nx == 3)
+			wtile_y(3, false, k0, k1, w, wsf, x, xs, acc);
+		else if (nx == 2)
+			wtile_y(2, false, k0, k1, w, wsf, x, xs, acc);
+		else
+			wtile_y(1, false, k0, k1, w, wsf, x, xs, acc);
+	}
+}
+
+MMO_AVX2 static void widen_f16_y(int64_t K, const uint16_t *w, float *dst)
+{
+	int64_t i = 0;
+	for (; i + 8 <= K; i += 8)
+		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i))));
+	for (; i < K; i++)
+		dst[i] = _cvtsh_ss(w[i]);
+}
 #endif
+
+bool cpu_mm_order_f16_tiles(int64_t K)
+{
+	return K % 16 == 0 && (use_avx512() || have_fma());
+}
+
+void cpu_mm_order_gemm_f16(int64_t K, const void *w, size_t ws, const float *x, int64_t xs, int nx, float *out,
+			   size_t os_n, size_t os_m)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	gemm4xn_f16_any(nx, K, w, ws, x, xs, out, os_n, os_m);
+#else
+	(void)K, (void)w, (void)ws, (void)x, (void)xs, (void)nx, (void)out, (void)os_n, (void)os_m;
+#endif
+}
+
+void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, const float *w, int64_t wsf, const float *x,
+			int64_t xs, float *acc)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	wtile_any(t == ALICE_TYPE_BF16, nx, k0, k1, w, wsf, x, xs, acc);
+#else
+	(void)t, (void)nx, (void)k0, (void)k1, (void)w, (void)wsf, (void)x, (void)xs, (void)acc;
+#endif
+}
+
+void cpu_mm_order_wtile_out(int nx, const float *acc, uint8_t *out, size_t os_n, size_t os_m)
+{
+	for (int a = 0; a < 4; a++)
+		for (int b = 0; b < nx; b++) {
+			float v = red16(acc + (a * nx + b) * 16);
+			memcpy(out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+		}
+}
+
+/* per 16 values: the 8 odd, then the 8 even (the AVX2 BF16 tiles' rows) */
+static void split_odd_even(int64_t K, const float *x, float *dst)
+{
+	for (int64_t g = 0; g + 16 <= K; g += 16)
+		for (int i = 0; i < 8; i++) {
+			dst[g + i] = x[g + 2 * i + 1];
+			dst[g + 8 + i] = x[g + 2 * i];
+		}
+}
+
+size_t cpu_mm_order_widened_row(uint32_t t, int64_t K)
+{
+	if (t != ALICE_TYPE_F16 && t != ALICE_TYPE_BF16)
+		return 0;
+	if (t == ALICE_TYPE_F16 ? !cpu_mm_order_f16_tiles(K) : !cpu_mm_order_bf16_packed(K))
+		return 0;
+	return use_avx512() ? 0 : (size_t)K * 4;
+}
+
+void cpu_mm_order_widen(uint32_t t, int64_t K, const void *w, void *dst)
+{
+	if (t == ALICE_TYPE_BF16) {
+		float f[16];
+		const uint16_t *wb = w;
+		for (int64_t g = 0; g + 16 <= K; g += 16) {
+			for (int i = 0; i < 16; i++) {
+				uint32_t u = (uint32_t)wb[g + i] << 16;
+				memcpy(&f[i], &u, 4);
+			}
+			split_odd_even(16, f, (float *)dst + g);
+		}
+		return;
+	}
+#if defined(__x86_64__) && defined(__GNUC__)
+	widen_f16_y(K, w, dst);
+#else
+	for (int64_t i = 0; i < K; i++)
+		((float *)dst)[i] = alice_fp16_to_fp32(((const uint16_t *)w)[i]);
+#endif
+}
+
+size_t cpu_mm_order_bf16_packed(int64_t K)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (K % 32 != 0)
+		return 0;
+	if (use_bf16dp())
+		return (size_t)K * 2;
+	if (!use_avx512() && have_fma())
+		return (size_t)K * 4;
+#else
+	(void)K;
+#endif
+	return 0;
+}
+
+void cpu_mm_order_bf16_pack(int64_t K, const float *x, void *xp)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	bool bf16 = use_bf16dp();
+#else
+	bool bf16 = false;
+#endif
+	if (bf16) { /* already rounded: the high half of each float */
+		uint16_t *xb = xp;
+		for (int64_t i = 0; i < K; i++) {
+			uint32_t u;
+			memcpy(&u, x + i, 4);
+			xb[i] = (uint16_t)(u >> 16);
+		}
+		return;
+	}
+	split_odd_even(K, x, xp);
+}
+
+void cpu_mm_order_gemm_bf16p(int64_t K, const void *w, size_t ws, const void *xp, size_t xps, int nx, float *out,
+			     size_t os_n, size_t os_m)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	gemm4xn_bf16p_any(nx, K, w, ws, xp, (int64_t)(xps / 2), out, os_n, os_m);
+#else
+	(void)K, (void)w, (void)ws, (void)xp, (void)xps, (void)nx, (void)out, (void)os_n, (void)os_m;
+#endif
+}
 
 void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
 			     int64_t xstride, float *out, size_t os_n, size_t os_m)

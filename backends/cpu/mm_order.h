@@ -59,18 +59,42 @@ void cpu_mm_order_dot_raw4x4(enum mm_order o, uint32_t t, int64_t K, const void 
 void cpu_mm_order_dot_rows(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
 			   int64_t n, float *out, size_t os) __attribute__((visibility("hidden")));
 
-/* F16 weights on AVX-512: the gemm order in 4 x nx (1..6) tiles of float
- * activation rows `xs` floats apart (K % 16 == 0); as the BF16 call below. */
+/* F16 weights on AVX-512 or AVX2+FMA: tiles in the gemm order for
+ * K % 16 == 0 (cpu_mm_order_gemm_f16 on AVX-512, cpu_mm_order_wtile on
+ * AVX2). */
 bool cpu_mm_order_f16_tiles(int64_t K) __attribute__((visibility("hidden")));
+/* AVX-512: 4 weight rows x nx (1..6) float activation rows `xs` floats
+ * apart; as the BF16 call below. */
 void cpu_mm_order_gemm_f16(int64_t K, const void *w, size_t ws, const float *x, int64_t xs, int nx, float *out,
 			   size_t os_n, size_t os_m) __attribute__((visibility("hidden")));
-/* BF16 weights with the CPU's vdpbf16ps: the gemm order can read the
- * activations packed as BF16 once per op (K % 32 == 0). */
-bool cpu_mm_order_bf16_packed(int64_t K) __attribute__((visibility("hidden")));
-/* 4 weight rows `ws` bytes apart x nx (1..6) BF16 activation rows `xbs`
- * elements apart, the gemm order (cpu_mm_order_dot_raw4x4's, bit for bit):
- * row a, column b at out + a * os_n + b * os_m bytes. */
-void cpu_mm_order_gemm_bf16p(int64_t K, const void *w, size_t ws, const uint16_t *xb, int64_t xbs, int nx, float *out,
+/* BF16 weights in the gemm order from activation rows packed once per op
+ * (K % 32 == 0): as BF16 for the CPU's vdpbf16ps (cpu_mm_order_gemm_bf16p),
+ * or, at the AVX2 level (cpu_mm_order_wtile), as floats with each 16
+ * values' odd elements before their even ones (the order each vdpbf16ps
+ * lane adds them). Bytes of one packed row; 0: no tiles on this CPU. */
+size_t cpu_mm_order_bf16_packed(int64_t K) __attribute__((visibility("hidden")));
+/* Pack one activation row (floats already rounded to BF16) into xp. */
+void cpu_mm_order_bf16_pack(int64_t K, const float *x, void *xp) __attribute__((visibility("hidden")));
+/* 4 weight rows `ws` bytes apart x nx (1..6) BF16-packed activation rows
+ * `xps` bytes apart, the gemm order (cpu_mm_order_dot_raw4x4's, bit for
+ * bit): row a, column b at out + a * os_n + b * os_m bytes. */
+void cpu_mm_order_gemm_bf16p(int64_t K, const void *w, size_t ws, const void *xp, size_t xps, int nx, float *out,
 			     size_t os_n, size_t os_m) __attribute__((visibility("hidden")));
+/* The AVX2 level's tiles read weight rows widened to floats (F16: the
+ * values; BF16: split as the packed activations): a widened row's bytes,
+ * 0 where the tiles read the raw rows (AVX-512) or there are none. */
+size_t cpu_mm_order_widened_row(uint32_t t, int64_t K) __attribute__((visibility("hidden")));
+void cpu_mm_order_widen(uint32_t t, int64_t K, const void *w, void *dst) __attribute__((visibility("hidden")));
+/* 4 widened rows `wsf` floats apart x nx (1..3) activation rows `xs`
+ * floats apart (F16: the float rows; BF16: packed), the gemm order's
+ * elements [k0, k1) (multiples of 32, or k1 = K) added to acc[4][nx][16],
+ * the outputs' lanes (zero them first). K may be taken in chunks: each
+ * lane's chain runs on in order. */
+void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, const float *w, int64_t wsf, const float *x,
+			int64_t xs, float *acc) __attribute__((visibility("hidden")));
+/* acc's outputs, each lane tree-summed: row a, column b at out + a * os_n
+ * + b * os_m bytes. */
+void cpu_mm_order_wtile_out(int nx, const float *acc, uint8_t *out, size_t os_n, size_t os_m)
+	__attribute__((visibility("hidden")));
 
 #endif

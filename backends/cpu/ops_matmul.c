@@ -88,8 +88,10 @@ struct mm_job {
 	uint8_t *d;
 	int64_t dnb0, dnb1, dnb2, dnb3;
 	uint8_t *abuf; /* converted activation rows (NULL: one row, per thread) */
-	uint16_t *xbf; /* BF16 weights: the rows also as BF16 (cpu_mm_order_bf16_packed) */
+	uint8_t *xbf; /* BF16 weights: the rows also packed for the tiles (cpu_mm_order_bf16_packed) */
+	size_t xbf_row;
 	bool f16_tiles; /* F16 weights: cpu_mm_order_gemm_f16 */
+	size_t wide_row; /* float tiles on widened weights (flt_tiles_wide): a widened row's bytes */
 	size_t act_row, tmp_bytes;
 	/* GEMM (k->gemm[type]): the rows also packed, ceil(M/16) groups per batch */
 	bool gemm;
@@ -115,14 +117,8 @@ static void convert_row(const struct mm_job *j, long r, uint8_t *out, float *gat
 	}
 	if (!j->spec) {
 		round_row(k, j->act, j->K, row, (float *)out, tmp);
-		if (j->xbf) { /* already rounded: the high half of each float */
-			uint16_t *xb = j->xbf + (size_t)r * (size_t)j->K;
-			for (int64_t i = 0; i < j->K; i++) {
-				uint32_t u;
-				memcpy(&u, (const float *)out + i, 4);
-				xb[i] = (uint16_t)(u >> 16);
-			}
-		}
+		if (j->xbf)
+			cpu_mm_order_bf16_pack(j->K, (const float *)out, j->xbf + (size_t)r * j->xbf_row);
 		return;
 	}
 	{
@@ -290,13 +286,65 @@ static void flt_tiles(const struct mm_job *j, long b, const uint8_t *wb, uint8_t
 			for (int64_t q = nb0; q < nb1; q += 4) {
 				float *o4 = (float *)(db + q * j->dnb0 + m * j->dnb1);
 				if (j->xbf)
-					cpu_mm_order_gemm_bf16p(j->K, wb + q * j->wnb1, (size_t)j->wnb1, j->xbf + r * (size_t)j->K,
-								j->K, nx, o4, (size_t)j->dnb0, (size_t)j->dnb1);
+					cpu_mm_order_gemm_bf16p(j->K, wb + q * j->wnb1, (size_t)j->wnb1, j->xbf + r * j->xbf_row,
+								j->xbf_row, nx, o4, (size_t)j->dnb0, (size_t)j->dnb1);
 				else
 					cpu_mm_order_gemm_f16(j->K, wb + q * j->wnb1, (size_t)j->wnb1, xa,
 							      (int64_t)(j->act_row / 4), nx, o4, (size_t)j->dnb0, (size_t)j->dnb1);
 			}
 			m += nx;
+		}
+	}
+}
+
+/* The same on the AVX2 level's widened tiles (cpu_mm_order_wtile): 4
+ * weight rows at a time widened once for all activation rows, K taken in
+ * chunks (the 4 rows' chunk stays in L1 while every activation row's chunk
+ * passes; whole rows of K = 8192 did not fit and ran at 60%), the outputs'
+ * lanes kept in `acc` between chunks (per run of rows: [4][nx][16]). */
+#define WIDE_KC 1024
+static void flt_tiles_wide(const struct mm_job *j, long b, const uint8_t *wb, uint8_t *db, const uint8_t *ab,
+			   int64_t n, int64_t nn, int64_t m0, int64_t m1, uint8_t *scratch)
+{
+	float *wide = (float *)scratch, *acc = wide + 4 * j->K;
+	const float *xrows = j->xbf ? (const float *)(j->xbf + ((size_t)b * (size_t)j->M) * j->xbf_row)
+				    : (const float *)ab;
+	int64_t xs = (int64_t)((j->xbf ? j->xbf_row : j->act_row) / 4);
+	for (int64_t q = n; q < nn; q += 4) {
+		for (int r = 0; r < 4; r++)
+			cpu_mm_order_widen(j->type, j->K, wb + (q + r) * j->wnb1, wide + r * j->K);
+		memset(acc, 0, (size_t)(m1 - m0) * 64 * sizeof(float));
+		for (int64_t k0 = 0; k0 < j->K; k0 += WIDE_KC) {
+			int64_t k1 = k0 + WIDE_KC < j->K ? k0 + WIDE_KC : j->K;
+			for (int64_t m = m0; m < m1;) {
+				int nx = 0;
+				while (nx < 3 && m + nx < m1 && row_multi(j, m + nx))
+					nx++;
+				if (!nx) {
+					m++;
+					continue;
+				}
+				cpu_mm_order_wtile(j->type, nx, k0, k1, wide, j->K, xrows + m * xs, xs, acc + (m - m0) * 64);
+				m += nx;
+			}
+		}
+		for (int64_t m = m0; m < m1;) {
+			uint8_t *o = db + q * j->dnb0 + m * j->dnb1;
+			int nx = 0;
+			while (nx < 3 && m + nx < m1 && row_multi(j, m + nx))
+				nx++;
+			if (nx) {
+				cpu_mm_order_wtile_out(nx, acc + (m - m0) * 64, o, (size_t)j->dnb0, (size_t)j->dnb1);
+				m += nx;
+				continue;
+			}
+			enum mm_order ord = cpu_mm_order(j->type, false, j->K, j->N);
+			for (int r = 0; r < 4; r++) {
+				float v = cpu_mm_order_dot_raw(ord, j->type, j->K, wb + (q + r) * j->wnb1,
+							       (const float *)(ab + (size_t)m * j->act_row));
+				memcpy(o + r * j->dnb0, &v, 4);
+			}
+			m++;
 		}
 	}
 }
@@ -360,7 +408,10 @@ static void mm_dot(void *arg, int ith, int nth)
 			}
 			if (flt && !j->spec && (j->xbf || j->f16_tiles) && n + 4 <= n1) {
 				int64_t nn = n + ((n1 - n) & ~(int64_t)3);
-				flt_tiles(j, b, wb, db, ab, n, nn, m0, m1);
+				if (j->wide_row)
+					flt_tiles_wide(j, b, wb, db, ab, n, nn, m0, m1, t_act(j, ith));
+				else
+					flt_tiles(j, b, wb, db, ab, n, nn, m0, m1);
 				n = nn;
 			}
 			/* float prefill: 4 weight rows x 4 activation rows in registers
@@ -503,11 +554,13 @@ enum alice_status cpu_op_mul_mat(const struct alice_op_args *a)
 									 : (size_t)(K / QKK) * sizeof(struct apack_q8_k);
 		pack_bytes = (size_t)(j.mg * j.ne12 * j.ne13) * j.grp_bytes;
 	}
+	bool tiles = n_rows >= 2 && ((w->type == ALICE_TYPE_F16 && cpu_mm_order_f16_tiles(K)) ||
+				     (w->type == ALICE_TYPE_BF16 && cpu_mm_order_bf16_packed(K)));
+	j.wide_row = tiles ? cpu_mm_order_widened_row(w->type, K) : 0;
 	size_t tbytes = (size_t)((K + 15) & ~15) * 8 + j.tmp_bytes +
-			(j.gemm ? cpu_gemm_scratch(K) : n_rows == 1 ? j.act_row : 0) + 64;
-	size_t xbf_bytes = w->type == ALICE_TYPE_BF16 && n_rows >= 2 && cpu_mm_order_bf16_packed(K)
-				   ? (n_rows * (size_t)K * 2 + 63) & ~(size_t)63
-				   : 0;
+			(j.gemm ? cpu_gemm_scratch(K) : n_rows == 1 ? j.act_row : 4 * j.wide_row + (size_t)(M < FLT_COL_TILE ? M : FLT_COL_TILE) * 256) + 64;
+	j.xbf_row = w->type == ALICE_TYPE_BF16 && n_rows >= 2 ? cpu_mm_order_bf16_packed(K) : 0;
+	size_t xbf_bytes = (n_rows * j.xbf_row + 63) & ~(size_t)63;
 	st = cpu_scratch(ctx, n_rows == 1 ? 0 : rows_bytes + pack_bytes + ((placed ? n_rows : 0) + 63) / 64 * 64 + xbf_bytes, tbytes);
 	if (st != ALICE_OK)
 		return st;
@@ -518,7 +571,7 @@ enum alice_status cpu_op_mul_mat(const struct alice_op_args *a)
 	}
 	j.f16_tiles = w->type == ALICE_TYPE_F16 && n_rows >= 2 && cpu_mm_order_f16_tiles(K);
 	if (xbf_bytes)
-		j.xbf = (uint16_t *)(ctx->wdata + rows_bytes + pack_bytes + ((placed ? n_rows : 0) + 63) / 64 * 64);
+		j.xbf = (ctx->wdata + rows_bytes + pack_bytes + ((placed ? n_rows : 0) + 63) / 64 * 64);
 	if (placed) {
 		j.grp = ctx->wdata + rows_bytes + pack_bytes;
 		for (size_t r = 0; r < n_rows; r++) {

@@ -177,11 +177,12 @@ static float gemm_order_ref(uint32_t type, const uint8_t *wrow, const float *x, 
 Test(mul_mat_rows, float_sequence_rows_in_the_gemm_order, .init = setup, .fini = teardown)
 {
 	const uint32_t types[] = {ALICE_TYPE_F16, ALICE_TYPE_BF16};
-	const int64_t K = 512, N = 40, Ms[] = {2, 5, 13, 16};
+	/* K = 2080: more than one of the AVX2 tiles' K chunks, the last partial */
+	const int64_t Ks[] = {512, 2080}, N = 40, Ms[] = {2, 5, 13, 16};
 	for (size_t ti = 0; ti < 2; ti++)
-		for (size_t mi = 0; mi < 4; mi++) {
+		for (size_t ci = 0; ci < 8; ci++) {
 			uint32_t type = types[ti];
-			int64_t M = Ms[mi];
+			int64_t K = Ks[ci / 4], M = Ms[ci % 4];
 			size_t rs = alice_row_size(type, K);
 			uint8_t *w = malloc(rs * (size_t)N);
 			float *row = malloc((size_t)K * 4), *x = malloc((size_t)(K * M) * 4), *out = malloc((size_t)(N * M) * 4);
@@ -197,8 +198,9 @@ Test(mul_mat_rows, float_sequence_rows_in_the_gemm_order, .init = setup, .fini =
 			for (int64_t m = 0; m < M; m++)
 				for (int64_t n = 0; n < N; n++) {
 					float ref = gemm_order_ref(type, w + rs * (size_t)n, x + m * K, K);
-					cr_expect(!memcmp(&ref, &out[m * N + n], 4), "%s M=%lld: row %lld col %lld: %.9g, gemm order %.9g",
-						  alice_type_name(type), (long long)M, (long long)m, (long long)n,
+					cr_expect(!memcmp(&ref, &out[m * N + n], 4),
+						  "%s K=%lld M=%lld: row %lld col %lld: %.9g, gemm order %.9g", alice_type_name(type),
+						  (long long)K, (long long)M, (long long)m, (long long)n,
 						  (double)out[m * N + n], (double)ref);
 				}
 			free(w);
