@@ -1025,13 +1025,29 @@ void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, const float 
 #endif
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+MMO_AVX2 static void wtile_out_y(int nx, const float *acc, uint8_t *out, size_t os_n, size_t os_m)
+{
+	for (int a = 0; a < 4; a++)
+		for (int b = 0; b < nx; b++) {
+			const float *l = acc + (a * nx + b) * 16;
+			float v = red16_y(_mm256_loadu_ps(l), _mm256_loadu_ps(l + 8));
+			memcpy(out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+		}
+}
+#endif
+
 void cpu_mm_order_wtile_out(int nx, const float *acc, uint8_t *out, size_t os_n, size_t os_m)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+	wtile_out_y(nx, acc, out, os_n, os_m);
+#else
 	for (int a = 0; a < 4; a++)
 		for (int b = 0; b < nx; b++) {
 			float v = red16(acc + (a * nx + b) * 16);
 			memcpy(out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
 		}
+#endif
 }
 
 /* per 16 values: the 8 odd, then the 8 even (the AVX2 BF16 tiles' rows) */
