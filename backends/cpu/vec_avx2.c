@@ -188,6 +188,68 @@ static void a2_dot4_q8_0(int64_t k, const void *w, const void *act, size_t strid
 		out[r] = hsum256_ps(acc[r]);
 }
 
+/* Q8_0 prefill (gemm_rows: the activation rows read in place): 2 weight
+ * rows x MR (1..4) activation rows in registers, each output exactly
+ * a2_dot_q8_0's chain; |w| and d_w formed once per block for MR rows, each
+ * activation block loaded once for both weight rows. */
+static inline __attribute__((always_inline)) void q80_tile2(const int MR, int64_t nb, const uint8_t *w, size_t ws,
+							    const struct act_q8_0 *a, int64_t nbs, uint8_t *out,
+							    size_t os_n, size_t os_m)
+{
+	const __m256i one = _mm256_set1_epi16(1);
+	const uint8_t *wr[2] = {w, w + ws};
+	__m256 acc[2][4];
+	_Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)
+		_Pragma("GCC unroll 4") for (int m = 0; m < MR; m++) acc[r][m] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		__m256i aw[2];
+		__m256 dw[2];
+		_Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
+			const uint8_t *blk = wr[r] + (size_t)b * 34;
+			__m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
+			aw[r] = _mm256_sign_epi8(q, q);
+			dw[r] = _mm256_set1_ps(ld_fp16(blk));
+		}
+		_Pragma("GCC unroll 4") for (int m = 0; m < MR; m++) {
+			const struct act_q8_0 *ab = a + m * nbs + b;
+			__m256i qa = _mm256_loadu_si256((const __m256i *)ab->q);
+			__m256 da = _mm256_set1_ps(ab->d);
+			_Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
+				__m256i sy = _mm256_sign_epi8(qa, _mm256_loadu_si256((const __m256i *)(wr[r] + (size_t)b * 34 + 2)));
+				__m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[r], sy), one);
+				acc[r][m] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(p), acc[r][m]);
+			}
+		}
+	}
+	for (int r = 0; r < 2; r++)
+		for (int m = 0; m < MR; m++) {
+			float v = hsum256_ps(acc[r][m]);
+			memcpy(out + (size_t)r * os_n + (size_t)m * os_m, &v, 4);
+		}
+}
+
+static void a2_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			 size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)scratch;
+	(void)grp;
+	int64_t nb = k / QK8;
+	const struct act_q8_0 *a = act;
+	for (int r = 0; r < 16; r += 2) {
+		const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
+		uint8_t *o = out + (size_t)r * os_n;
+		int64_t m = 0;
+		for (; m + 4 <= M; m += 4)
+			q80_tile2(4, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m);
+		switch (M - m) {
+		case 3: q80_tile2(3, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
+		case 2: q80_tile2(2, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
+		case 1: q80_tile2(1, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
+		default: break;
+		}
+	}
+}
+
 static void a2_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
 {
 	const uint8_t *wb = w;
@@ -613,6 +675,8 @@ void cpu_kernels_avx2_dots(struct cpu_kernels *k)
 void cpu_kernels_avx2(struct cpu_kernels *k)
 {
 	cpu_kernels_avx2_dots(k);
+	k->gemm[ALICE_TYPE_Q8_0] = a2_gemm_q8_0; /* ggml's chain, as the dot: in both modes */
+	k->gemm_rows[ALICE_TYPE_Q8_0] = true;
 	const char *ex = getenv("ALICE_CPU_EXACT");
 	cpu_kernels_kgemm2(k, ex && *ex && strcmp(ex, "0") != 0); /* Q4_K prefill GEMM */
 	k->isa = "avx2";
