@@ -303,7 +303,8 @@ static inline __attribute__((always_inline)) void q80_tile2(const int MR, int64_
 		_Pragma("GCC unroll 4") for (int m = 0; m < MR; m++) {
 			const struct act_q8_0 *ab = a + m * nbs + b;
 			__m256i qa = _mm256_loadu_si256((const __m256i *)ab->q);
-			__m256 da = _mm256_set1_ps(ab->d);
+			__m256 da = _mm256_broadcast_ss(&ab->d);
+			__asm__("" : "+x"(da)); /* one vmulps per pair, not vmulss + vbroadcastss */
 			_Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
 				__m256i sy = _mm256_sign_epi8(qa, _mm256_loadu_si256((const __m256i *)(wr[r] + (size_t)b * 34 + 2)));
 				__m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[r], sy), one);
@@ -311,8 +312,9 @@ static inline __attribute__((always_inline)) void q80_tile2(const int MR, int64_
 			}
 		}
 	}
-	for (int r = 0; r < 2; r++)
-		for (int m = 0; m < MR; m++) {
+	/* unrolled: acc stays in registers (a loop here kept it in memory) */
+	_Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)
+		_Pragma("GCC unroll 4") for (int m = 0; m < MR; m++) {
 			float v = hsum256_ps(acc[r][m]);
 			memcpy(out + (size_t)r * os_n + (size_t)m * os_m, &v, 4);
 		}
