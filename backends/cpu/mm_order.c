@@ -960,14 +960,16 @@ MMO_AVX2 static void rows_y(enum mm_order o, uint32_t t, int64_t K, const void *
  * holds pairs 8h..8h+7 and adds the odd product, then the even one (exact
  * products, so fma is the vdpbf16ps step). */
 MMO_AVX2 static inline __attribute__((always_inline)) void wtile_y(const int NX, const bool bf16, int64_t k0, int64_t k1,
-								  const float *w, int64_t wsf, const float *x, int64_t xs,
-								  float *acc)
+								  int64_t K, const float *w, int64_t wsf, const float *x,
+								  int64_t xs, float *acc, uint8_t *out, size_t os_n,
+								  size_t os_m)
 {
 	const int64_t step = bf16 ? 32 : 16;
 	_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
 		__m256 c[4][3];
 		_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
-			_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) c[a][b] = _mm256_loadu_ps(acc + (a * NX + b) * 16 + 8 * h);
+			_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++)
+				c[a][b] = k0 ? _mm256_loadu_ps(acc + (a * NX + b) * 16 + 8 * h) : _mm256_setzero_ps();
 		const int64_t o0 = bf16 ? 16 * h : 8 * h;
 		for (int64_t l = k0; l + step <= k1; l += step)
 			_Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
@@ -981,29 +983,40 @@ MMO_AVX2 static inline __attribute__((always_inline)) void wtile_y(const int NX,
 					_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) c[a][b] = _mm256_fmadd_ps(wv, xv[b], c[a][b]);
 				}
 			}
-		_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
-			_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) _mm256_storeu_ps(acc + (a * NX + b) * 16 + 8 * h, c[a][b]);
+		if (h == 1 && k1 == K) { /* the last chunk: the lanes' sums go out */
+			_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+				_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) {
+					float v = red16_y(_mm256_loadu_ps(acc + (a * NX + b) * 16), c[a][b]);
+					memcpy(out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
+				}
+		} else {
+			_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)
+				_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++)
+					_mm256_storeu_ps(acc + (a * NX + b) * 16 + 8 * h, c[a][b]);
+		}
 	}
 }
 
-MMO_AVX2 static void wtile_any(bool bf16, int nx, int64_t k0, int64_t k1, const float *w, int64_t wsf, const float *x,
-			       int64_t xs, float *acc)
+MMO_AVX2 static void wtile_any(bool bf16, int nx, int64_t k0, int64_t k1, int64_t K, const float *w, int64_t wsf,
+			       const float *x, int64_t xs, float *acc, uint8_t *out, size_t os_n, size_t os_m)
 {
+#define WT(n, b) wtile_y(n, b, k0, k1, K, w, wsf, x, xs, acc, out, os_n, os_m)
 	if (bf16) {
 		if (nx == 3)
-			wtile_y(3, true, k0, k1, w, wsf, x, xs, acc);
+			WT(3, true);
 		else if (nx == 2)
-			wtile_y(2, true, k0, k1, w, wsf, x, xs, acc);
+			WT(2, true);
 		else
-			wtile_y(1, true, k0, k1, w, wsf, x, xs, acc);
+			WT(1, true);
 	} else {
 		if (nx == 3)
-			wtile_y(3, false, k0, k1, w, wsf, x, xs, acc);
+			WT(3, false);
 		else if (nx == 2)
-			wtile_y(2, false, k0, k1, w, wsf, x, xs, acc);
+			WT(2, false);
 		else
-			wtile_y(1, false, k0, k1, w, wsf, x, xs, acc);
+			WT(1, false);
 	}
+#undef WT
 }
 
 MMO_AVX2 static void widen_f16_y(int64_t K, const uint16_t *w, float *dst)
@@ -1031,38 +1044,14 @@ void cpu_mm_order_gemm_f16(int64_t K, const void *w, size_t ws, const float *x, 
 #endif
 }
 
-void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, const float *w, int64_t wsf, const float *x,
-			int64_t xs, float *acc)
+void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, int64_t K, const float *w, int64_t wsf,
+			const float *x, int64_t xs, float *acc, uint8_t *out, size_t os_n, size_t os_m)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-	wtile_any(t == ALICE_TYPE_BF16, nx, k0, k1, w, wsf, x, xs, acc);
+	wtile_any(t == ALICE_TYPE_BF16, nx, k0, k1, K, w, wsf, x, xs, acc, out, os_n, os_m);
 #else
-	(void)t, (void)nx, (void)k0, (void)k1, (void)w, (void)wsf, (void)x, (void)xs, (void)acc;
-#endif
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-MMO_AVX2 static void wtile_out_y(int nx, const float *acc, uint8_t *out, size_t os_n, size_t os_m)
-{
-	for (int a = 0; a < 4; a++)
-		for (int b = 0; b < nx; b++) {
-			const float *l = acc + (a * nx + b) * 16;
-			float v = red16_y(_mm256_loadu_ps(l), _mm256_loadu_ps(l + 8));
-			memcpy(out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
-		}
-}
-#endif
-
-void cpu_mm_order_wtile_out(int nx, const float *acc, uint8_t *out, size_t os_n, size_t os_m)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-	wtile_out_y(nx, acc, out, os_n, os_m);
-#else
-	for (int a = 0; a < 4; a++)
-		for (int b = 0; b < nx; b++) {
-			float v = red16(acc + (a * nx + b) * 16);
-			memcpy(out + (size_t)a * os_n + (size_t)b * os_m, &v, 4);
-		}
+	(void)t, (void)nx, (void)k0, (void)k1, (void)K, (void)w, (void)wsf, (void)x, (void)xs, (void)acc, (void)out,
+		(void)os_n, (void)os_m;
 #endif
 }
 

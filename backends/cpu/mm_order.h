@@ -87,14 +87,12 @@ size_t cpu_mm_order_widened_row(uint32_t t, int64_t K) __attribute__((visibility
 void cpu_mm_order_widen(uint32_t t, int64_t K, const void *w, void *dst) __attribute__((visibility("hidden")));
 /* 4 widened rows `wsf` floats apart x nx (1..3) activation rows `xs`
  * floats apart (F16: the float rows; BF16: packed), the gemm order's
- * elements [k0, k1) (multiples of 32, or k1 = K) added to acc[4][nx][16],
- * the outputs' lanes (zero them first). K may be taken in chunks: each
- * lane's chain runs on in order. */
-void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, const float *w, int64_t wsf, const float *x,
-			int64_t xs, float *acc) __attribute__((visibility("hidden")));
-/* acc's outputs, each lane tree-summed: row a, column b at out + a * os_n
- * + b * os_m bytes. */
-void cpu_mm_order_wtile_out(int nx, const float *acc, uint8_t *out, size_t os_n, size_t os_m)
+ * elements [k0, k1) of K (k0 a multiple of 32): the outputs' lanes start
+ * from zero at k0 = 0, else from acc[4][nx][16], and go to acc, or, at
+ * k1 = K, tree-summed to row a, column b at out + a * os_n + b * os_m
+ * bytes. Each lane's chain runs on in order across the chunks. */
+void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, int64_t K, const float *w, int64_t wsf,
+			const float *x, int64_t xs, float *acc, uint8_t *out, size_t os_n, size_t os_m)
 	__attribute__((visibility("hidden")));
 
 #endif

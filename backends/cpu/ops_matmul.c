@@ -323,7 +323,6 @@ static void flt_tiles_wide(const struct mm_job *j, long b, const uint8_t *wb, ui
 		const uint8_t *pf = wb + q1 * j->wnb1, *pf_end = wb + q2 * j->wnb1;
 		for (int64_t q = q0; q < q1; q += 4) {
 			const float *w4 = wide + (q - q0) * j->K;
-			memset(acc, 0, (size_t)(m1 - m0) * 64 * sizeof(float));
 			for (int64_t k0 = 0; k0 < j->K; k0 += WIDE_KC) {
 				int64_t k1 = k0 + WIDE_KC < j->K ? k0 + WIDE_KC : j->K;
 				for (int64_t m = m0; m < m1;) {
@@ -334,29 +333,24 @@ static void flt_tiles_wide(const struct mm_job *j, long b, const uint8_t *wb, ui
 						m++;
 						continue;
 					}
-					cpu_mm_order_wtile(j->type, nx, k0, k1, w4, j->K, xrows + m * xs, xs, acc + (m - m0) * 64);
+					cpu_mm_order_wtile(j->type, nx, k0, k1, j->K, w4, j->K, xrows + m * xs, xs,
+							   acc + (m - m0) * 64, db + q * j->dnb0 + m * j->dnb1, (size_t)j->dnb0,
+							   (size_t)j->dnb1);
 					for (int i = 0; i < 8 && pf < pf_end; i++, pf += 64)
 						__builtin_prefetch(pf, 0, 2);
 					m += nx;
 				}
 			}
-			for (int64_t m = m0; m < m1;) {
-				uint8_t *o = db + q * j->dnb0 + m * j->dnb1;
-				int nx = 0;
-				while (nx < 3 && m + nx < m1 && row_multi(j, m + nx))
-					nx++;
-				if (nx) {
-					cpu_mm_order_wtile_out(nx, acc + (m - m0) * 64, o, (size_t)j->dnb0, (size_t)j->dnb1);
-					m += nx;
+			for (int64_t m = m0; m < m1; m++) { /* rows outside the gemm order */
+				if (row_multi(j, m))
 					continue;
-				}
+				uint8_t *o = db + q * j->dnb0 + m * j->dnb1;
 				enum mm_order ord = cpu_mm_order(j->type, false, j->K, j->N);
 				for (int r = 0; r < 4; r++) {
 					float v = cpu_mm_order_dot_raw(ord, j->type, j->K, wb + (q + r) * j->wnb1,
 								       (const float *)(ab + (size_t)m * j->act_row));
 					memcpy(o + r * j->dnb0, &v, 4);
 				}
-				m++;
 			}
 		}
 	}
