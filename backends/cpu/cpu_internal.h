@@ -230,6 +230,9 @@ struct cpu_kernels {
 	void (*scale_f32)(int64_t n, float s, float *x);
 	void (*f16_to_f32)(int64_t n, const uint16_t *src, float *dst);
 	void (*f32_to_f16)(int64_t n, const float *src, uint16_t *dst);
+	/* x rounded to BF16 (alice_fp32_to_bf16): as floats into y and/or as
+	 * BF16 into yb (either may be NULL) */
+	void (*round_bf16)(int64_t n, const float *x, float *y, uint16_t *yb);
 	void (*quant_q8_0)(int64_t n, const float *x, struct act_q8_0 *y);
 	void (*quant_q8_k)(int64_t n, const float *x, struct act_q8_k *y);
 	/* Per weight type: the dot of one weight row with one activation row in

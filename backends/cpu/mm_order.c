@@ -1118,13 +1118,8 @@ void cpu_mm_order_bf16_pack(int64_t K, const float *x, void *xp)
 #else
 	bool bf16 = false;
 #endif
-	if (bf16) { /* already rounded: the high half of each float */
-		uint16_t *xb = xp;
-		for (int64_t i = 0; i < K; i++) {
-			uint32_t u;
-			memcpy(&u, x + i, 4);
-			xb[i] = (uint16_t)(u >> 16);
-		}
+	if (bf16) { /* already rounded: rounding again gives the same bits */
+		cpu_k->round_bf16(K, x, NULL, xp);
 		return;
 	}
 	split_odd_even(K, x, xp);

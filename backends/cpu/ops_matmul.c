@@ -51,8 +51,7 @@ static void round_row(const struct cpu_kernels *k, enum act_fmt f, int64_t n, co
 		k->f16_to_f32(n, tmp, y);
 		return;
 	case ACT_BF16:
-		for (int64_t i = 0; i < n; i++)
-			y[i] = alice_bf16_to_fp32(alice_fp32_to_bf16(x[i]));
+		k->round_bf16(n, x, y, NULL);
 		return;
 	case ACT_Q8_0: {
 		struct act_q8_0 *b = tmp;
@@ -125,10 +124,7 @@ static void convert_row(const struct mm_job *j, long r, uint8_t *out, float *gat
 		switch (j->act) {
 		case ACT_F32: memcpy(out, row, (size_t)j->K * 4); break;
 		case ACT_F16: k->f32_to_f16(j->K, row, (uint16_t *)out); break;
-		case ACT_BF16:
-			for (int64_t i = 0; i < j->K; i++)
-				((uint16_t *)out)[i] = alice_fp32_to_bf16(row[i]);
-			break;
+		case ACT_BF16: k->round_bf16(j->K, row, NULL, (uint16_t *)out); break;
 		case ACT_Q8_0: k->quant_q8_0(j->K, row, (struct act_q8_0 *)out); break;
 		case ACT_Q8_K: k->quant_q8_k(j->K, row, (struct act_q8_k *)out); break;
 		}

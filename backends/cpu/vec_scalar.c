@@ -65,6 +65,17 @@ static void s_f32_to_f16(int64_t n, const float *src, uint16_t *dst)
 		dst[i] = alice_fp32_to_fp16(src[i]);
 }
 
+static void s_round_bf16(int64_t n, const float *x, float *y, uint16_t *yb)
+{
+	for (int64_t i = 0; i < n; i++) {
+		uint16_t h = alice_fp32_to_bf16(x[i]);
+		if (y)
+			y[i] = alice_bf16_to_fp32(h);
+		if (yb)
+			yb[i] = h;
+	}
+}
+
 static float round_fp16(float x)
 {
 	return alice_fp16_to_fp32(alice_fp32_to_fp16(x));
@@ -175,6 +186,7 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
 	k->scale_f32 = s_scale_f32;
 	k->f16_to_f32 = s_f16_to_f32;
 	k->f32_to_f16 = s_f32_to_f16;
+	k->round_bf16 = s_round_bf16;
 	k->quant_q8_0 = s_quant_q8_0;
 	k->quant_q8_k = s_quant_q8_k;
 	k->dot[ALICE_TYPE_Q4_1] = s_dot_q4_1;
