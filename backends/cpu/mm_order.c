@@ -947,7 +947,7 @@ MMO_AVX2 static void rows_y(enum mm_order o, uint32_t t, int64_t K, const void *
 }
 #undef ROWS_Y
 
-/* The gemm orders on weight rows widened to floats (cpu_mm_order_widen:
+/* The gemm orders on weight rows widened to floats (cpu_mm_order_widen4:
  * vcvtph2ps in the loop cost a third of the fma rate), 4 weight rows x NX
  * (1..3) activation rows, elements [k0, k1) added to acc. Each output's 16
  * lanes are two independent chains of 8 (lane blocks h = 0, 1), taken in
@@ -960,9 +960,8 @@ MMO_AVX2 static void rows_y(enum mm_order o, uint32_t t, int64_t K, const void *
  * holds pairs 8h..8h+7 and adds the odd product, then the even one (exact
  * products, so fma is the vdpbf16ps step). */
 MMO_AVX2 static inline __attribute__((always_inline)) void wtile_y(const int NX, const bool bf16, int64_t k0, int64_t k1,
-								  int64_t K, const float *w, int64_t wsf, const float *x,
-								  int64_t xs, float *acc, uint8_t *out, size_t os_n,
-								  size_t os_m)
+								  int64_t K, const float *w, const float *x, int64_t xs,
+								  float *acc, uint8_t *out, size_t os_n, size_t os_m)
 {
 	const int64_t step = bf16 ? 32 : 16;
 	_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
@@ -979,7 +978,7 @@ MMO_AVX2 static inline __attribute__((always_inline)) void wtile_y(const int NX,
 				__m256 xv[3];
 				_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) xv[b] = _mm256_loadu_ps(x + b * xs + o);
 				_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++) {
-					__m256 wv = _mm256_loadu_ps(w + a * wsf + o);
+					__m256 wv = _mm256_loadu_ps(w + 4 * o + 8 * a);
 					_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) c[a][b] = _mm256_fmadd_ps(wv, xv[b], c[a][b]);
 				}
 			}
@@ -997,10 +996,10 @@ MMO_AVX2 static inline __attribute__((always_inline)) void wtile_y(const int NX,
 	}
 }
 
-MMO_AVX2 static void wtile_any(bool bf16, int nx, int64_t k0, int64_t k1, int64_t K, const float *w, int64_t wsf,
-			       const float *x, int64_t xs, float *acc, uint8_t *out, size_t os_n, size_t os_m)
+MMO_AVX2 static void wtile_any(bool bf16, int nx, int64_t k0, int64_t k1, int64_t K, const float *w, const float *x,
+			       int64_t xs, float *acc, uint8_t *out, size_t os_n, size_t os_m)
 {
-#define WT(n, b) wtile_y(n, b, k0, k1, K, w, wsf, x, xs, acc, out, os_n, os_m)
+#define WT(n, b) wtile_y(n, b, k0, k1, K, w, x, xs, acc, out, os_n, os_m)
 	if (bf16) {
 		if (nx == 3)
 			WT(3, true);
@@ -1019,13 +1018,12 @@ MMO_AVX2 static void wtile_any(bool bf16, int nx, int64_t k0, int64_t k1, int64_
 #undef WT
 }
 
-MMO_AVX2 static void widen_f16_y(int64_t K, const uint16_t *w, float *dst)
+/* one F16 row widened into the 4-row interleaved layout (its 8-value
+ * chunks 32 floats apart) */
+MMO_AVX2 static void widen4_f16_y(int64_t K, const uint16_t *w, float *dst)
 {
-	int64_t i = 0;
-	for (; i + 8 <= K; i += 8)
-		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i))));
-	for (; i < K; i++)
-		dst[i] = _cvtsh_ss(w[i]);
+	for (int64_t i = 0; i + 8 <= K; i += 8)
+		_mm256_storeu_ps(dst + 4 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i))));
 }
 #endif
 
@@ -1044,14 +1042,14 @@ void cpu_mm_order_gemm_f16(int64_t K, const void *w, size_t ws, const float *x, 
 #endif
 }
 
-void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, int64_t K, const float *w, int64_t wsf,
-			const float *x, int64_t xs, float *acc, uint8_t *out, size_t os_n, size_t os_m)
+void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, int64_t K, const float *w, const float *x,
+			int64_t xs, float *acc, uint8_t *out, size_t os_n, size_t os_m)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-	wtile_any(t == ALICE_TYPE_BF16, nx, k0, k1, K, w, wsf, x, xs, acc, out, os_n, os_m);
+	wtile_any(t == ALICE_TYPE_BF16, nx, k0, k1, K, w, x, xs, acc, out, os_n, os_m);
 #else
-	(void)t, (void)nx, (void)k0, (void)k1, (void)K, (void)w, (void)wsf, (void)x, (void)xs, (void)acc, (void)out,
-		(void)os_n, (void)os_m;
+	(void)t, (void)nx, (void)k0, (void)k1, (void)K, (void)w, (void)x, (void)xs, (void)acc, (void)out, (void)os_n,
+		(void)os_m;
 #endif
 }
 
@@ -1074,26 +1072,31 @@ size_t cpu_mm_order_widened_row(uint32_t t, int64_t K)
 	return use_avx512() ? 0 : (size_t)K * 4;
 }
 
-void cpu_mm_order_widen(uint32_t t, int64_t K, const void *w, void *dst)
+void cpu_mm_order_widen4(uint32_t t, int64_t K, const void *w, size_t ws, float *dst)
 {
-	if (t == ALICE_TYPE_BF16) {
-		float f[16];
-		const uint16_t *wb = w;
-		for (int64_t g = 0; g + 16 <= K; g += 16) {
-			for (int i = 0; i < 16; i++) {
-				uint32_t u = (uint32_t)wb[g + i] << 16;
-				memcpy(&f[i], &u, 4);
-			}
-			split_odd_even(16, f, (float *)dst + g);
-		}
-		return;
-	}
+	float f[16], g[16];
+	for (int a = 0; a < 4; a++) {
+		const uint16_t *wr = (const uint16_t *)((const uint8_t *)w + (size_t)a * ws);
+		if (t == ALICE_TYPE_F16) {
 #if defined(__x86_64__) && defined(__GNUC__)
-	widen_f16_y(K, w, dst);
+			widen4_f16_y(K, wr, dst + 8 * a);
+			continue;
 #else
-	for (int64_t i = 0; i < K; i++)
-		((float *)dst)[i] = alice_fp16_to_fp32(((const uint16_t *)w)[i]);
+			for (int64_t i = 0; i < K; i++)
+				dst[4 * (i & ~(int64_t)7) + 8 * a + (i & 7)] = alice_fp16_to_fp32(wr[i]);
+			continue;
 #endif
+		}
+		for (int64_t i = 0; i + 16 <= K; i += 16) {
+			for (int e = 0; e < 16; e++) {
+				uint32_t u = (uint32_t)wr[i + e] << 16;
+				memcpy(&f[e], &u, 4);
+			}
+			split_odd_even(16, f, g);
+			memcpy(dst + 4 * i + 8 * a, g, 32);
+			memcpy(dst + 4 * (i + 8) + 8 * a, g + 8, 32);
+		}
+	}
 }
 
 size_t cpu_mm_order_bf16_packed(int64_t K)

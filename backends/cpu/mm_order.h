@@ -81,18 +81,21 @@ void cpu_mm_order_bf16_pack(int64_t K, const float *x, void *xp) __attribute__((
 void cpu_mm_order_gemm_bf16p(int64_t K, const void *w, size_t ws, const void *xp, size_t xps, int nx, float *out,
 			     size_t os_n, size_t os_m) __attribute__((visibility("hidden")));
 /* The AVX2 level's tiles read weight rows widened to floats (F16: the
- * values; BF16: split as the packed activations): a widened row's bytes,
- * 0 where the tiles read the raw rows (AVX-512) or there are none. */
+ * values; BF16: split as the packed activations), 4 rows interleaved in
+ * 8-value chunks (chunk c of row a at 32 c + 8 a: one pointer for the
+ * tile's weight loads): a widened row's bytes, 0 where the tiles read the
+ * raw rows (AVX-512) or there are none. K % 16 == 0 (BF16: 32). */
 size_t cpu_mm_order_widened_row(uint32_t t, int64_t K) __attribute__((visibility("hidden")));
-void cpu_mm_order_widen(uint32_t t, int64_t K, const void *w, void *dst) __attribute__((visibility("hidden")));
-/* 4 widened rows `wsf` floats apart x nx (1..3) activation rows `xs`
+void cpu_mm_order_widen4(uint32_t t, int64_t K, const void *w, size_t ws, float *dst)
+	__attribute__((visibility("hidden")));
+/* 4 widened rows (cpu_mm_order_widen4) x nx (1..3) activation rows `xs`
  * floats apart (F16: the float rows; BF16: packed), the gemm order's
  * elements [k0, k1) of K (k0 a multiple of 32): the outputs' lanes start
  * from zero at k0 = 0, else from acc[4][nx][16], and go to acc, or, at
  * k1 = K, tree-summed to row a, column b at out + a * os_n + b * os_m
  * bytes. Each lane's chain runs on in order across the chunks. */
-void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, int64_t K, const float *w, int64_t wsf,
-			const float *x, int64_t xs, float *acc, uint8_t *out, size_t os_n, size_t os_m)
+void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, int64_t K, const float *w, const float *x,
+			int64_t xs, float *acc, uint8_t *out, size_t os_n, size_t os_m)
 	__attribute__((visibility("hidden")));
 
 #endif
