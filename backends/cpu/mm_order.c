@@ -535,9 +535,48 @@ MMO_BF16 static float dot_bf16_dp(enum mm_order o, int64_t K, const void *w, con
 	return o == MM_ORD_GEMM_BF16 ? gemm_bf16_dp(K, w, x) : vec_bf16_dp(K, w, x);
 }
 
+/* the same with the activation row converted to BF16 once for all rows
+ * (K % 64 == 0; it was converted again for every weight row) */
+MMO_BF16 static inline __attribute__((always_inline)) float vec_bf16_dpx(int64_t K, const void *w, const uint16_t *xb)
+{
+	__m512 c1 = _mm512_setzero_ps(), c2 = c1;
+	for (int64_t i = 0; i + 64 <= K; i += 64) {
+		c1 = _mm512_dpbf16_ps(c1, wbf16(w, i), wbf16(xb, i));
+		c2 = _mm512_dpbf16_ps(c2, wbf16(w, i + 32), wbf16(xb, i + 32));
+	}
+	double s = (double)red16_v(c1);
+	s += (double)red16_v(c2);
+	return (float)s;
+}
+
+MMO_BF16 static inline __attribute__((always_inline)) float gemm_bf16_dpx(int64_t K, const void *w, const uint16_t *xb)
+{
+	__m512 c = _mm512_setzero_ps();
+	for (int64_t l = 0; l + 32 <= K; l += 32)
+		c = _mm512_dpbf16_ps(c, wbf16(w, l), wbf16(xb, l));
+	return red16_v(c);
+}
+
 MMO_BF16 static void rows_bf16_dp(enum mm_order o, int64_t K, const void *w, size_t ws, const float *x, int64_t n,
 				  float *out, size_t os)
 {
+	if (K % 64 == 0 && K > 0 && K <= 16384) {
+		uint16_t xb[16384] __attribute__((aligned(64)));
+		for (int64_t i = 0; i < K; i += 32)
+			_mm512_storeu_si512((void *)(xb + i), (__m512i)xbf16(x + i));
+		if (o == MM_ORD_GEMM_BF16) {
+			for (int64_t r = 0; r < n; r++) {
+				float v = gemm_bf16_dpx(K, (const uint8_t *)w + (size_t)r * ws, xb);
+				memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
+			}
+		} else {
+			for (int64_t r = 0; r < n; r++) {
+				float v = vec_bf16_dpx(K, (const uint8_t *)w + (size_t)r * ws, xb);
+				memcpy((uint8_t *)out + (size_t)r * os, &v, 4);
+			}
+		}
+		return;
+	}
 	for (int64_t r = 0; r < n; r++) {
 		const void *wr = (const uint8_t *)w + (size_t)r * ws;
 		float v = o == MM_ORD_GEMM_BF16 ? gemm_bf16_dp(K, wr, x) : vec_bf16_dp(K, wr, x);
