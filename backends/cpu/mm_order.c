@@ -30,6 +30,16 @@ static inline __attribute__((always_inline)) float red16(const float *a)
 	return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
+/* per 16 values: the 8 odd, then the 8 even (the AVX2 BF16 tiles' rows) */
+static void split_odd_even(int64_t K, const float *x, float *dst)
+{
+	for (int64_t g = 0; g + 16 <= K; g += 16)
+		for (int i = 0; i < 8; i++) {
+			dst[g + i] = x[g + 2 * i + 1];
+			dst[g + 8 + i] = x[g + 2 * i];
+		}
+}
+
 /* a product rounded on its own: the compiler must not fuse it into the add
  * that follows (llama.cpp's vec_dot tail is not contracted) */
 static inline __attribute__((always_inline)) float unfused_mul(float a, float b)
@@ -899,7 +909,7 @@ MMO_AVX2 static inline __attribute__((always_inline)) void odd_even_y(const floa
 }
 
 MMO_AVX2 static inline __attribute__((always_inline)) float vec_raw_y(const enum mm_order o, const uint32_t t, int64_t K,
-								    const void *wv, const float *x)
+								    const void *wv, const float *x, const float *xsp)
 {
 	const uint8_t *w = wv;
 	int64_t i = 0;
@@ -912,7 +922,12 @@ MMO_AVX2 static inline __attribute__((always_inline)) float vec_raw_y(const enum
 				_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
 					__m256i pw = _mm256_loadu_si256((const __m256i *)(w + 2 * (i + 32 * g + 16 * h)));
 					__m256 xo, xe;
-					odd_even_y(x + i + 32 * g + 16 * h, &xo, &xe);
+					if (xsp) { /* x split once per row run (split_odd_even) */
+						xo = _mm256_loadu_ps(xsp + i + 32 * g + 16 * h);
+						xe = _mm256_loadu_ps(xsp + i + 32 * g + 16 * h + 8);
+					} else {
+						odd_even_y(x + i + 32 * g + 16 * h, &xo, &xe);
+					}
 					c[g][h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(pw, hi16)), xo, c[g][h]);
 					c[g][h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(pw, 16)), xe, c[g][h]);
 				}
@@ -964,24 +979,28 @@ MMO_AVX2 static inline __attribute__((always_inline)) float vec_raw_y(const enum
 
 /* one loop per order and type, the row kernel inlined: the generic one kept
  * its accumulators in memory (F16 decode at 28 GB/s against 42 on zmm) */
-#define ROWS_Y(o, t)                                                                                            \
+#define ROWS_Y(o, t, xsp)                                                                                       \
 	for (int64_t r = 0; r < n; r++) {                                                                       \
-		float v = vec_raw_y(o, t, K, (const uint8_t *)w + (size_t)r * ws, x);                          \
+		float v = vec_raw_y(o, t, K, (const uint8_t *)w + (size_t)r * ws, x, xsp);                     \
 		memcpy((uint8_t *)out + (size_t)r * os, &v, 4);                                                 \
 	}
 MMO_AVX2 static void rows_y(enum mm_order o, uint32_t t, int64_t K, const void *w, size_t ws, const float *x,
 			   int64_t n, float *out, size_t os)
 {
-	if (o == MM_ORD_VEC_BF16) {
-		ROWS_Y(MM_ORD_VEC_BF16, ALICE_TYPE_BF16)
+	if (o == MM_ORD_VEC_BF16 && K <= 8192) { /* x's odd and even elements split once for all rows */
+		float xsp[8192];
+		split_odd_even(K, x, xsp);
+		ROWS_Y(MM_ORD_VEC_BF16, ALICE_TYPE_BF16, xsp)
+	} else if (o == MM_ORD_VEC_BF16) {
+		ROWS_Y(MM_ORD_VEC_BF16, ALICE_TYPE_BF16, NULL)
 	} else if (o == MM_ORD_VEC_F16 && t == ALICE_TYPE_F16) {
-		ROWS_Y(MM_ORD_VEC_F16, ALICE_TYPE_F16)
+		ROWS_Y(MM_ORD_VEC_F16, ALICE_TYPE_F16, NULL)
 	} else if (o == MM_ORD_VEC_F16) {
-		ROWS_Y(MM_ORD_VEC_F16, ALICE_TYPE_F32)
+		ROWS_Y(MM_ORD_VEC_F16, ALICE_TYPE_F32, NULL)
 	} else if (t == ALICE_TYPE_F16) {
-		ROWS_Y(MM_ORD_VEC_F32, ALICE_TYPE_F16)
+		ROWS_Y(MM_ORD_VEC_F32, ALICE_TYPE_F16, NULL)
 	} else {
-		ROWS_Y(MM_ORD_VEC_F32, ALICE_TYPE_F32)
+		ROWS_Y(MM_ORD_VEC_F32, ALICE_TYPE_F32, NULL)
 	}
 }
 #undef ROWS_Y
@@ -1092,15 +1111,6 @@ void cpu_mm_order_wtile(uint32_t t, int nx, int64_t k0, int64_t k1, int64_t K, c
 #endif
 }
 
-/* per 16 values: the 8 odd, then the 8 even (the AVX2 BF16 tiles' rows) */
-static void split_odd_even(int64_t K, const float *x, float *dst)
-{
-	for (int64_t g = 0; g + 16 <= K; g += 16)
-		for (int i = 0; i < 8; i++) {
-			dst[g + i] = x[g + 2 * i + 1];
-			dst[g + 8 + i] = x[g + 2 * i];
-		}
-}
 
 size_t cpu_mm_order_widened_row(uint32_t t, int64_t K)
 {
