@@ -293,15 +293,14 @@ static void flt_tiles(const struct mm_job *j, long b, const uint8_t *wb, uint8_t
 	}
 }
 
-/* The same on the AVX2 level's widened tiles (cpu_mm_order_wtile): 4
- * weight rows at a time widened once for all activation rows, K taken in
- * chunks (the 4 rows' chunk stays in L1 while every activation row's chunk
- * passes; whole rows of K = 8192 did not fit and ran at 60%), the outputs'
- * lanes kept in `acc` between chunks (per run of rows: [4][nx][16]). */
+/* The same on the AVX2 level's widened tiles (cpu_mm_order_wtile): a run
+ * of WIDE_ROWS weight rows widened once for all activation rows (one
+ * stream from DRAM), then 4 rows at a time with K taken in chunks (the 4
+ * rows' chunk stays in L1 while every activation row's chunk passes; whole
+ * rows of K = 8192 did not fit and ran at 60%), the outputs' lanes kept in
+ * `acc` between chunks (per run of activation rows: [4][nx][16]). */
 #define WIDE_KC 1024 /* a multiple of 32 */
-#ifndef WIDE_ROWS
-#define WIDE_ROWS 16
-#endif
+#define WIDE_ROWS 16 /* a multiple of 4 */
 static void flt_tiles_wide(const struct mm_job *j, long b, const uint8_t *wb, uint8_t *db, const uint8_t *ab,
 			   int64_t n, int64_t nn, int64_t m0, int64_t m1, uint8_t *scratch)
 {
