@@ -256,13 +256,14 @@ void cpu_kernels_scalar(struct cpu_kernels *k) CPU_HIDDEN;
  * ISA (vec_scalar.c checks cpuid first: these files are built for it). */
 #if defined(__x86_64__) || defined(__i386__)
 void cpu_kernels_avx2_dots(struct cpu_kernels *k) CPU_HIDDEN;
-void cpu_kernels_avx2(struct cpu_kernels *k) CPU_HIDDEN;
+/* vnni: the CPU has AVX-VNNI (VEX vpdpbusd on ymm) */
+void cpu_kernels_avx2(struct cpu_kernels *k, bool vnni) CPU_HIDDEN;
 void cpu_kernels_avx512(struct cpu_kernels *k) CPU_HIDDEN;
 void cpu_kernels_amx(struct cpu_kernels *k) CPU_HIDDEN; /* avx512 + AMX-INT8 */
 /* AVX-512 VNNI K-quant GEMMs (vec_kgemm512.c); exact: ALICE_CPU_EXACT */
 void cpu_kernels_kgemm512(struct cpu_kernels *k, bool exact) CPU_HIDDEN;
 /* the same on AVX2 (vec_kgemm2.c): Q4_K mat-vec and GEMM in that order */
-void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact) CPU_HIDDEN;
+void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact, bool vnni) CPU_HIDDEN;
 #endif
 #if defined(__aarch64__)
 void cpu_kernels_neon(struct cpu_kernels *k) CPU_HIDDEN;

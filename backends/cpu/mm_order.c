@@ -259,7 +259,7 @@ static bool use_avx512(void)
 		const char *cap = getenv("ALICE_CPU_ISA"); /* the test levels below AVX-512 */
 		h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
 		    __builtin_cpu_supports("avx512vl") &&
-		    __builtin_cpu_supports("fma") && !(cap && (!strcmp(cap, "avx2") || !strcmp(cap, "scalar")));
+		    __builtin_cpu_supports("fma") && !(cap && (!strcmp(cap, "avx2") || !strcmp(cap, "avxvnni") || !strcmp(cap, "scalar")));
 		atomic_store_explicit(&have, h, memory_order_relaxed);
 	}
 	return h != 0;

@@ -310,13 +310,16 @@ static void a2_quant_q8_k(int64_t n, const float *x, struct act_q8_k *y)
 
 /* Q8_0 prefill (gemm_rows: the activation rows read in place): 2 weight
  * rows x MR (1..4) activation rows in registers, each output exactly
- * a2_dot_q8_0's chain; |w| and d_w formed once per block for MR rows, each
- * activation block loaded once for both weight rows. */
-static inline __attribute__((always_inline)) void q80_tile2(const int MR, int64_t nb, const uint8_t *w, size_t ws,
-							    const struct act_q8_0 *a, int64_t nbs, uint8_t *out,
-							    size_t os_n, size_t os_m)
+ * a2_dot_q8_0's chain. AVX2: |w| and d_w formed once per block for MR
+ * rows, each activation block loaded once for both weight rows; the lane
+ * sums by vpsignb, vpmaddubsw, vpmaddwd. AVX-VNNI: w + 128 as u8 against
+ * the signed activations by one vpdpbusd, started from -128 * sum(a) of
+ * each lane's 4 elements: the same exact lane sums. */
+static inline __attribute__((always_inline)) void q80_tile2(const int MR, const bool vnni, int64_t nb, const uint8_t *w,
+							    size_t ws, const struct act_q8_0 *a, int64_t nbs,
+							    uint8_t *out, size_t os_n, size_t os_m)
 {
-	const __m256i one = _mm256_set1_epi16(1);
+	const __m256i one = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
 	const uint8_t *wr[2] = {w, w + ws};
 	__m256 acc[2][4];
 	_Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)
@@ -327,7 +330,7 @@ static inline __attribute__((always_inline)) void q80_tile2(const int MR, int64_
 		_Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
 			const uint8_t *blk = wr[r] + (size_t)b * 34;
 			__m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
-			aw[r] = _mm256_sign_epi8(q, q);
+			aw[r] = vnni ? _mm256_xor_si256(q, x80) : _mm256_sign_epi8(q, q);
 			dw[r] = _mm256_set1_ps(ld_fp16(blk));
 		}
 		_Pragma("GCC unroll 4") for (int m = 0; m < MR; m++) {
@@ -335,9 +338,17 @@ static inline __attribute__((always_inline)) void q80_tile2(const int MR, int64_
 			__m256i qa = _mm256_loadu_si256((const __m256i *)ab->q);
 			__m256 da = _mm256_broadcast_ss(&ab->d);
 			__asm__("" : "+x"(da)); /* one vmulps per pair, not vmulss + vbroadcastss */
+			__m256i corr = _mm256_setzero_si256();
+			if (vnni)
+				corr = _mm256_sub_epi32(corr, dpbusd_vex(corr, x80, qa));
 			_Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) {
-				__m256i sy = _mm256_sign_epi8(qa, _mm256_loadu_si256((const __m256i *)(wr[r] + (size_t)b * 34 + 2)));
-				__m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[r], sy), one);
+				__m256i p;
+				if (vnni) {
+					p = dpbusd_vex(corr, aw[r], qa);
+				} else {
+					__m256i sy = _mm256_sign_epi8(qa, _mm256_loadu_si256((const __m256i *)(wr[r] + (size_t)b * 34 + 2)));
+					p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[r], sy), one);
+				}
 				acc[r][m] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(p), acc[r][m]);
 			}
 		}
@@ -350,11 +361,10 @@ static inline __attribute__((always_inline)) void q80_tile2(const int MR, int64_
 		}
 }
 
-static void a2_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
-			 size_t os_m, void *scratch, const uint8_t *grp)
+static inline __attribute__((always_inline)) void q80_gemm(const bool vnni, int64_t k, const void *w, size_t ws,
+							   const void *act, int64_t M, uint8_t *out, size_t os_n,
+							   size_t os_m)
 {
-	(void)scratch;
-	(void)grp;
 	int64_t nb = k / QK8;
 	const struct act_q8_0 *a = act;
 	for (int r = 0; r < 16; r += 2) {
@@ -362,14 +372,30 @@ static void a2_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *act, i
 		uint8_t *o = out + (size_t)r * os_n;
 		int64_t m = 0;
 		for (; m + 4 <= M; m += 4)
-			q80_tile2(4, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m);
+			q80_tile2(4, vnni, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m);
 		switch (M - m) {
-		case 3: q80_tile2(3, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
-		case 2: q80_tile2(2, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
-		case 1: q80_tile2(1, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
+		case 3: q80_tile2(3, vnni, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
+		case 2: q80_tile2(2, vnni, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
+		case 1: q80_tile2(1, vnni, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
 		default: break;
 		}
 	}
+}
+
+static void a2_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			 size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)scratch;
+	(void)grp;
+	q80_gemm(false, k, w, ws, act, M, out, os_n, os_m);
+}
+
+static void vn_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			 size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)scratch;
+	(void)grp;
+	q80_gemm(true, k, w, ws, act, M, out, os_n, os_m);
 }
 
 static void a2_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
@@ -795,16 +821,17 @@ void cpu_kernels_avx2_dots(struct cpu_kernels *k)
 	k->dot[ALICE_TYPE_Q3_K] = a2_dot_q3_k;
 }
 
-void cpu_kernels_avx2(struct cpu_kernels *k)
+void cpu_kernels_avx2(struct cpu_kernels *k, bool vnni)
 {
 	cpu_kernels_avx2_dots(k);
 	k->quant_q8_0 = a2_quant_q8_0;
 	k->quant_q8_k = a2_quant_q8_k;
-	k->gemm[ALICE_TYPE_Q8_0] = a2_gemm_q8_0; /* ggml's chain, as the dot: in both modes */
+	/* ggml's chain, as the dot: in both modes */
+	k->gemm[ALICE_TYPE_Q8_0] = vnni ? vn_gemm_q8_0 : a2_gemm_q8_0;
 	k->gemm_rows[ALICE_TYPE_Q8_0] = true;
 	const char *ex = getenv("ALICE_CPU_EXACT");
-	cpu_kernels_kgemm2(k, ex && *ex && strcmp(ex, "0") != 0); /* Q4_K prefill GEMM */
-	k->isa = "avx2";
+	cpu_kernels_kgemm2(k, ex && *ex && strcmp(ex, "0") != 0, vnni); /* Q4_K prefill GEMM */
+	k->isa = vnni ? "avx2+vnni" : "avx2";
 }
 
 #endif

@@ -644,7 +644,7 @@ static void unpack8_q40(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
 		_mm256_storeu_si256((__m256i *)(u + q * 32), out[q]);
 }
 
-static inline __attribute__((always_inline)) void q40_tile8(int mr, int64_t nb, const uint8_t *un,
+static inline __attribute__((always_inline)) void q40_tile8(int mr, const bool vnni, int64_t nb, const uint8_t *un,
 							    const struct act_q8_0 *a0, size_t astride, int64_t m,
 							    uint8_t *out, size_t os_n, size_t os_m)
 {
@@ -666,12 +666,16 @@ static inline __attribute__((always_inline)) void q40_tile8(int mr, int64_t nb, 
 			_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
 				int32_t x;
 				memcpy(&x, a[r]->q + 4 * q, 4);
-				t[r] = _mm256_add_epi16(t[r], _mm256_maddubs_epi16(wz, _mm256_set1_epi32(x)));
+				if (vnni) /* int32 lanes directly */
+					t[r] = dpbusd_vex(t[r], wz, _mm256_set1_epi32(x));
+				else
+					t[r] = _mm256_add_epi16(t[r], _mm256_maddubs_epi16(wz, _mm256_set1_epi32(x)));
 			}
 		}
 		__m256 d = _mm256_loadu_ps((const float *)(u + X_D));
 		_Pragma("GCC unroll 4") for (int r = 0; r < mr; r++) {
-			__m256i S = _mm256_sub_epi32(_mm256_madd_epi16(t[r], one16), _mm256_set1_epi32(8 * q8_sum32(a[r]->q)));
+			__m256i S = _mm256_sub_epi32(vnni ? t[r] : _mm256_madd_epi16(t[r], one16),
+						     _mm256_set1_epi32(8 * q8_sum32(a[r]->q)));
 			acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[r]->d)), _mm256_cvtepi32_ps(S), acc[r]);
 		}
 	}
@@ -686,10 +690,10 @@ static inline __attribute__((always_inline)) void q40_tile8(int mr, int64_t nb, 
 	}
 }
 
-static void v_gemm_q4_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
-			size_t os_m, void *scratch, const uint8_t *grp)
+static inline __attribute__((always_inline)) void q40_gemm(const bool vnni, int64_t k, const void *w, size_t ws,
+							   const void *act, int64_t M, uint8_t *out, size_t os_n,
+							   size_t os_m, void *scratch)
 {
-	(void)grp;
 	int64_t nb = k / QK8;
 	size_t astride = (size_t)nb * sizeof(struct act_q8_0);
 	uint8_t *un = scratch;
@@ -700,20 +704,34 @@ static void v_gemm_q4_0(int64_t k, const void *w, size_t ws, const void *act, in
 			unpack8_q40(wh, ws, b, un + (size_t)b * X_BYTES);
 		int64_t m = 0;
 		for (; m + 4 <= M; m += 4)
-			q40_tile8(4, nb, un, act, astride, m, oh, os_n, os_m);
+			q40_tile8(4, vnni, nb, un, act, astride, m, oh, os_n, os_m);
 		for (; m < M; m++)
-			q40_tile8(1, nb, un, act, astride, m, oh, os_n, os_m);
+			q40_tile8(1, vnni, nb, un, act, astride, m, oh, os_n, os_m);
 	}
 }
 
-void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact)
+static void v_gemm_q4_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)grp;
+	q40_gemm(false, k, w, ws, act, M, out, os_n, os_m, scratch);
+}
+
+static void vn_gemm_q4_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
+			 size_t os_m, void *scratch, const uint8_t *grp)
+{
+	(void)grp;
+	q40_gemm(true, k, w, ws, act, M, out, os_n, os_m, scratch);
+}
+
+void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact, bool vnni)
 {
 	if (exact)
 		return;
 	k->dot[ALICE_TYPE_Q4_0] = v_dot_q4_0;
 	k->dotr4[ALICE_TYPE_Q4_0] = v_dotr4s_q4_0;
 	k->dotn[ALICE_TYPE_Q4_0] = v_dotn_q4_0;
-	k->gemm[ALICE_TYPE_Q4_0] = v_gemm_q4_0;
+	k->gemm[ALICE_TYPE_Q4_0] = vnni ? vn_gemm_q4_0 : v_gemm_q4_0;
 	k->gemm_rows[ALICE_TYPE_Q4_0] = true;
 	k->dot[ALICE_TYPE_Q6_K] = v_dot_q6_k;
 	k->gemm[ALICE_TYPE_Q6_K] = v_gemm_q6_k;

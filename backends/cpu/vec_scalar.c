@@ -1,6 +1,6 @@
 /* vec_scalar.c — portable kernels (the fallback on every ISA) and the
- * run-time choice of the kernel table (ALICE_CPU_ISA=scalar|avx2|avx512 (no AMX)|neon
- * forces one, for testing). The quantized dots have no scalar version: the
+ * run-time choice of the kernel table (ALICE_CPU_ISA=scalar|avx2 (no
+ * AVX-VNNI)|avxvnni|avx512 (no AMX)|neon caps it, for testing). The quantized dots have no scalar version: the
  * matmul's generic path dequantizes the weight row and rounds activations
  * exactly as the integer kernels see them, so results agree. */
 #include <math.h>
@@ -218,6 +218,7 @@ enum act_fmt cpu_act_of(uint32_t type)
 
 struct x86_feat {
 	bool avx2, avx512; /* avx512: F+BW+VL+DQ+VNNI, with OS support */
+	bool avx_vnni;     /* VEX vpdpbusd on ymm */
 	bool amx;          /* AMX-TILE + AMX-INT8, tile data granted by the OS */
 };
 
@@ -234,7 +235,7 @@ static bool amx_permit(void)
 
 static struct x86_feat x86_detect(void)
 {
-	struct x86_feat f = {false, false, false};
+	struct x86_feat f = {false, false, false, false};
 	unsigned a, b, c, d;
 	if (!__get_cpuid(1, &a, &b, &c, &d))
 		return f;
@@ -248,6 +249,9 @@ static struct x86_feat x86_detect(void)
 	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
 		return f;
 	f.avx2 = b & (1u << 5);
+	unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+	__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
+	f.avx_vnni = f.avx2 && (a1 & (1u << 4));
 	bool a512 = (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 30)) && (b & (1u << 31)) &&
 		    (c & (1u << 11)) && (xlo & 0xe0) == 0xe0;
 	f.avx512 = f.avx2 && a512;
@@ -311,24 +315,26 @@ static void select_once(void)
 	int cap = 99;
 	if (force && strcmp(force, "scalar") == 0)
 		cap = 0;
-	else if (force && strcmp(force, "avx2") == 0)
+	else if (force && strcmp(force, "avx2") == 0) /* AVX2 without AVX-VNNI */
 		cap = 1;
-	else if (force && strcmp(force, "avx512") == 0)
+	else if (force && strcmp(force, "avxvnni") == 0)
 		cap = 2;
+	else if (force && strcmp(force, "avx512") == 0)
+		cap = 3;
 #if defined(__x86_64__) || defined(__i386__)
 	struct x86_feat f = x86_detect();
 	bool amx = false;
 #if defined(__x86_64__)
-	amx = f.amx && cap >= 3;
+	amx = f.amx && cap >= 4;
 	if (amx)
 		cpu_kernels_amx(&k);
 #endif
 	if (amx)
 		(void)0;
-	else if (f.avx512 && cap >= 2)
+	else if (f.avx512 && cap >= 3)
 		cpu_kernels_avx512(&k);
 	else if (f.avx2 && cap >= 1)
-		cpu_kernels_avx2(&k);
+		cpu_kernels_avx2(&k, f.avx_vnni && cap >= 2);
 	if (f.avx2 && cap >= 1) /* llama.cpp's orders for the types only its kernels define */
 		cpu_kernels_llorder(&k, true);
 #elif defined(__aarch64__)

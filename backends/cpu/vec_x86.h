@@ -31,6 +31,16 @@ static inline __m128i red4_256(__m256i y0, __m256i y1, __m256i y2, __m256i y3)
 	return _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
 }
 
+/* acc + the 4-byte dot of u8 u and s8 s per int32 lane (AVX-VNNI, the VEX
+ * vpdpbusd: CPUs with AVX2 and no AVX-512, Alder Lake on, Zen 5). As asm so
+ * that one always-inline kernel serves both tiers; call it only when
+ * cpu_kernels_avx2 was told the CPU has it. */
+static inline __m256i dpbusd_vex(__m256i acc, __m256i u, __m256i s)
+{
+	__asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+	return acc;
+}
+
 static inline float ld_fp16(const uint8_t *p)
 {
 	uint16_t h;
