@@ -316,8 +316,8 @@ static void a2_quant_q8_k(int64_t n, const float *x, struct act_q8_k *y)
  * the signed activations by one vpdpbusd, started from -128 * sum(a) of
  * each lane's 4 elements: the same exact lane sums. */
 static inline __attribute__((always_inline)) void q80_tile2(const int MR, const bool vnni, int64_t nb, const uint8_t *w,
-							    size_t ws, const struct act_q8_0 *a, int64_t nbs,
-							    uint8_t *out, size_t os_n, size_t os_m)
+							    size_t ws, const float *dwr, const struct act_q8_0 *a,
+							    int64_t nbs, uint8_t *out, size_t os_n, size_t os_m)
 {
 	const __m256i one = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
 	const uint8_t *wr[2] = {w, w + ws};
@@ -331,7 +331,7 @@ static inline __attribute__((always_inline)) void q80_tile2(const int MR, const 
 			const uint8_t *blk = wr[r] + (size_t)b * 34;
 			__m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
 			aw[r] = vnni ? _mm256_xor_si256(q, x80) : _mm256_sign_epi8(q, q);
-			dw[r] = _mm256_set1_ps(ld_fp16(blk));
+			dw[r] = _mm256_broadcast_ss(dwr + (size_t)r * (size_t)nb + b);
 		}
 		_Pragma("GCC unroll 4") for (int m = 0; m < MR; m++) {
 			const struct act_q8_0 *ab = a + m * nbs + b;
@@ -363,20 +363,25 @@ static inline __attribute__((always_inline)) void q80_tile2(const int MR, const 
 
 static inline __attribute__((always_inline)) void q80_gemm(const bool vnni, int64_t k, const void *w, size_t ws,
 							   const void *act, int64_t M, uint8_t *out, size_t os_n,
-							   size_t os_m)
+							   size_t os_m, void *scratch)
 {
 	int64_t nb = k / QK8;
 	const struct act_q8_0 *a = act;
+	float *dw = scratch; /* the 16 rows' block scales as floats, once for all tiles */
+	for (int r = 0; r < 16; r++)
+		for (int64_t b = 0; b < nb; b++)
+			dw[r * nb + b] = ld_fp16((const uint8_t *)w + (size_t)r * ws + (size_t)b * 34);
 	for (int r = 0; r < 16; r += 2) {
 		const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
+		const float *dr = dw + r * nb;
 		uint8_t *o = out + (size_t)r * os_n;
 		int64_t m = 0;
 		for (; m + 4 <= M; m += 4)
-			q80_tile2(4, vnni, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m);
+			q80_tile2(4, vnni, nb, wr, ws, dr, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m);
 		switch (M - m) {
-		case 3: q80_tile2(3, vnni, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
-		case 2: q80_tile2(2, vnni, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
-		case 1: q80_tile2(1, vnni, nb, wr, ws, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
+		case 3: q80_tile2(3, vnni, nb, wr, ws, dr, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
+		case 2: q80_tile2(2, vnni, nb, wr, ws, dr, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
+		case 1: q80_tile2(1, vnni, nb, wr, ws, dr, a + m * nb, nb, o + (size_t)m * os_m, os_n, os_m); break;
 		default: break;
 		}
 	}
@@ -385,17 +390,15 @@ static inline __attribute__((always_inline)) void q80_gemm(const bool vnni, int6
 static void a2_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
 			 size_t os_m, void *scratch, const uint8_t *grp)
 {
-	(void)scratch;
 	(void)grp;
-	q80_gemm(false, k, w, ws, act, M, out, os_n, os_m);
+	q80_gemm(false, k, w, ws, act, M, out, os_n, os_m, scratch);
 }
 
 static void vn_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *act, int64_t M, uint8_t *out, size_t os_n,
 			 size_t os_m, void *scratch, const uint8_t *grp)
 {
-	(void)scratch;
 	(void)grp;
-	q80_gemm(true, k, w, ws, act, M, out, os_n, os_m);
+	q80_gemm(true, k, w, ws, act, M, out, os_n, os_m, scratch);
 }
 
 static void a2_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
