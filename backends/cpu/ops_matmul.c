@@ -263,7 +263,11 @@ static void flt_tiles(const struct mm_job *j, long b, const uint8_t *wb, uint8_t
 	if (nbk < 4)
 		nbk = 4;
 	for (int64_t nb0 = n; nb0 < nn; nb0 += nbk) {
-		int64_t nb1 = nb0 + nbk < nn ? nb0 + nbk : nn;
+		int64_t nb1 = nb0 + nbk < nn ? nb0 + nbk : nn, nb2 = nb1 + nbk < nn ? nb1 + nbk : nn;
+		/* the next block's rows are fetched while this one's tiles run: each
+		 * row is a page of its own that the hardware prefetcher starts cold */
+		const uint8_t *pf = wb + nb1 * j->wnb1, *pf_end = wb + nb2 * j->wnb1;
+		size_t pf_step = (size_t)(pf_end - pf) / (size_t)(((m1 - m0 + 5) / 6) * ((nb1 - nb0 + 3) / 4) + 1) + 64;
 		for (int64_t m = m0; m < m1;) {
 			enum mm_order o = cpu_mm_order(j->type, row_multi(j, m), j->K, j->N);
 			const float *xa = (const float *)(ab + (size_t)m * j->act_row);
@@ -287,6 +291,8 @@ static void flt_tiles(const struct mm_job *j, long b, const uint8_t *wb, uint8_t
 				else
 					cpu_mm_order_gemm_f16(j->K, wb + q * j->wnb1, (size_t)j->wnb1, xa,
 							      (int64_t)(j->act_row / 4), nx, o4, (size_t)j->dnb0, (size_t)j->dnb1);
+				for (const uint8_t *e = pf + pf_step; pf < pf_end && pf < e; pf += 64)
+					__builtin_prefetch(pf, 0, 2);
 			}
 			m += nx;
 		}
