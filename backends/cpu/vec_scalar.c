@@ -1,8 +1,9 @@
 /* vec_scalar.c — portable kernels (the fallback on every ISA) and the
  * run-time choice of the kernel table (ALICE_CPU_ISA=scalar|avx2 (no
- * AVX-VNNI)|avxvnni|avx512 (no AMX)|neon caps it, for testing). The quantized dots have no scalar version: the
- * matmul's generic path dequantizes the weight row and rounds activations
- * exactly as the integer kernels see them, so results agree. */
+ * AVX-VNNI)|avxvnni|avx512 (no AMX)|neon caps it, for testing). The
+ * quantized dots have no scalar version: the matmul's generic path
+ * dequantizes the weight row and rounds activations exactly as the integer
+ * kernels see them, so results agree. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
