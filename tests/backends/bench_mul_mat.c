@@ -73,8 +73,19 @@ int main(int argc, char **argv)
 		for (int c = 1; c < copies; c++)
 			memcpy(w + wbytes * (size_t)c, w, wbytes);
 		struct alice_buffer *wb = NULL, *ab = NULL;
-		vt->buffer_import(ctx, w, wbytes * (size_t)copies, &wb);
-		vt->buffer_alloc(ctx, (uint64_t)(K * M + N * M) * 4, ALICE_BUFFER_COMPUTE, &ab);
+		/* weights in place where the backend maps host memory (cpu), else
+		 * copied to the device (cuda, vulkan on a discrete GPU) */
+		uint64_t wsize = wbytes * (uint64_t)copies;
+		if (!(vt->buffer_import && vt->buffer_import(ctx, w, wsize, &wb) == ALICE_OK) &&
+		    (vt->buffer_alloc(ctx, wsize, ALICE_BUFFER_WEIGHTS, &wb) != ALICE_OK ||
+		     vt->buffer_write(ctx, wb, 0, w, wsize) != ALICE_OK)) {
+			fprintf(stderr, "weights (%.1f MB): %s\n", (double)wsize / 1e6, vt->last_error(ctx));
+			return 1;
+		}
+		if (vt->buffer_alloc(ctx, (uint64_t)(K * M + N * M) * 4, ALICE_BUFFER_COMPUTE, &ab) != ALICE_OK) {
+			fprintf(stderr, "activations: %s\n", vt->last_error(ctx));
+			return 1;
+		}
 		float *x = malloc((size_t)(K * M) * 4);
 		for (int64_t i = 0; i < K * M; i++)
 			x[i] = (float)rand() / RAND_MAX - 0.5f;
