@@ -22,10 +22,10 @@
 
 /* ---- host side ---- */
 
-/* ALICE_CUDA_MMQ=1 / 0 turns it on / off; unset: MQ_DEFAULT. Off until
- * it has run on a GPU: written and checked in emulation
- * (backends_test_mmq_emu) in a session that got no device time; on for
- * scripts/device/mmq_run.sh, which measures it against the F16 GEMM. */
+/* ALICE_CUDA_MMQ=1 / 0 turns it on / off; unset: MQ_DEFAULT. Off: on the
+ * H100 it is exact to the CPU arithmetic (backends_test_mm_prefill) but
+ * 2-3x slower than the F16 GEMM at M = 512 (bench/RESULTS.md, session
+ * 15); scripts/device/mmq_run.sh measures it against that GEMM. */
 #define MQ_DEFAULT 0
 static int mmq_off(void)
 {
