@@ -395,6 +395,9 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	const char *ma = getenv("ALICE_VK_MAX_ALLOC");
 	if (ma && strtoull(ma, NULL, 10) >= 65536 && strtoull(ma, NULL, 10) < ctx->max_alloc)
 		ctx->max_weights = strtoull(ma, NULL, 10);
+	/* ALICE_VK_FUSE=0: every node its own dispatches (comparisons, tests) */
+	const char *fz = getenv("ALICE_VK_FUSE");
+	ctx->fuse = !(fz && fz[0] == '0');
 	const char *nosg = getenv("ALICE_VK_NO_SUBGROUP");
 	ctx->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
 			      (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&

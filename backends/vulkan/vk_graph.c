@@ -74,7 +74,7 @@ enum alice_status vk_bind_raw(struct alice_backend_ctx *ctx, struct alice_buffer
 
 /* A node writes dst (and, for the recurrent ops, its state source): forget
  * rounded activations taken from memory it overwrites. */
-static void actq_invalidate(struct alice_backend_ctx *ctx, const struct alice_op_args *a)
+void vk_actq_invalidate(struct alice_backend_ctx *ctx, const struct alice_op_args *a)
 {
 	const struct alice_tensor *w[2] = {a->dst, NULL};
 	if (a->node->op == ALICE_OP_SSM_CONV)
@@ -137,8 +137,8 @@ static bool shapes_ok(const struct alice_op_args *a)
 }
 
 /* Everything but shapes that only the op itself knows. */
-static enum alice_status check_node(struct alice_backend_ctx *ctx, const struct alice_graph *g,
-				    const struct alice_node *n, struct alice_op_args *a)
+enum alice_status vk_check_node(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+				const struct alice_node *n, struct alice_op_args *a)
 {
 	enum alice_status st = node_args(ctx, g, n, a);
 	if (st != ALICE_OK)
@@ -263,7 +263,7 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 		return status_check(ctx);
 	}
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
-		st = check_node(ctx, g, &g->nodes[i], &a);
+		st = vk_check_node(ctx, g, &g->nodes[i], &a);
 		if (st != ALICE_OK) {
 			alice_bc_prefix_node(ctx->err, sizeof(ctx->err), i, g->nodes[i].op);
 			return st;
@@ -285,9 +285,15 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 	for (int i = 0; i < VK_SCRATCH_RING; i++)
 		ctx->actq[i].valid = false;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
-		check_node(ctx, g, &g->nodes[i], &a);
-		st = op_fns[g->nodes[i].op](&a);
-		actq_invalidate(ctx, &a);
+		vk_check_node(ctx, g, &g->nodes[i], &a);
+		uint32_t used = 0;
+		st = ctx->fuse ? vk_fuse(ctx, g, i, &a, &used) : ALICE_OK;
+		if (st == ALICE_OK && used == 0) {
+			st = op_fns[g->nodes[i].op](&a);
+			vk_actq_invalidate(ctx, &a);
+		}
+		if (used > 1)
+			i += used - 1;
 		if (st != ALICE_OK) {
 			ctx->log_n = 0;
 			alice_bc_prefix_node(ctx->err, sizeof(ctx->err), i, g->nodes[i].op);

@@ -55,6 +55,7 @@ struct alice_backend_ctx {
 	bool unified;       /* integrated GPU / CPU device: host-visible memory is device memory */
 	bool force_staging; /* ALICE_VK_FORCE_STAGING=1: never map device buffers (tests the discrete path) */
 	bool subgroup_arith;/* subgroupAdd/Max in compute shaders */
+	bool fuse;          /* chains of nodes as one dispatch (vk_fuse.c) */
 	bool host_import;   /* VK_EXT_external_memory_host enabled */
 	uint64_t import_align;
 	uint64_t max_range;  /* maxStorageBufferRange */
@@ -227,6 +228,27 @@ enum alice_status vk_bind_tensor(struct alice_backend_ctx *ctx, const struct ali
 				 struct vk_bind *b) VK_HIDDEN;
 bool vk_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 		    const struct alice_node *node) VK_HIDDEN;
+/* A node's arguments, checked (the graph was checked whole before recording). */
+enum alice_status vk_check_node(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+				const struct alice_node *n, struct alice_op_args *a) VK_HIDDEN;
+/* Forget rounded activations held for memory node a writes. */
+void vk_actq_invalidate(struct alice_backend_ctx *ctx, const struct alice_op_args *a) VK_HIDDEN;
+/* actq.comp's format for a weight type (0: read as F32), its block size in bs. */
+uint32_t vk_act_fmt(uint32_t type, uint32_t *bs) VK_HIDDEN;
+/* A scratch region now holding x rounded as fmt (by a fused shader): its byte
+ * offset; the MUL_MATs reading x take it from there. */
+uint64_t vk_actq_claim(struct alice_backend_ctx *ctx, const struct alice_tensor *x, uint32_t fmt) VK_HIDDEN;
+/* Consecutive MUL_MATs a[0..n) of one input (and glu, their GLU, n = 2)
+ * as one mat-vec dispatch: whether mv.comp's MULTI / GLU form runs them as
+ * their own dispatches would (the same rows, the same order), and doing it. */
+bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
+		    const struct alice_op_args *glu) VK_HIDDEN;
+enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
+			      const struct alice_op_args *glu) VK_HIDDEN;
+/* vk_fuse.c: record nodes i, i+1, ... as one dispatch where they form a
+ * chain a fused shader computes alike; *used = how many (0: none). */
+enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
+			  const struct alice_op_args *a, uint32_t *used) VK_HIDDEN;
 enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g) VK_HIDDEN;
 
 /* per-op recording (vk_ops_*.c): validate shapes, bind, dispatch */

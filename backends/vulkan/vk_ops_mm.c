@@ -43,7 +43,7 @@ struct act_push {
 
 /* actq.comp format for a weight type: how llama.cpp (and the CPU
  * reference) round the activations its dot product pairs with. */
-static uint32_t act_fmt(uint32_t type, uint32_t *bs)
+uint32_t vk_act_fmt(uint32_t type, uint32_t *bs)
 {
 	switch (type) {
 	case ALICE_TYPE_F32: *bs = 1; return 0;
@@ -66,10 +66,19 @@ uint64_t vk_mm_scratch_need(const struct alice_graph *g, const struct alice_node
 		return 0;
 	const struct alice_tensor *w = &g->tensors[n->src[0]], *x = &g->tensors[n->src[1]];
 	uint32_t bs;
-	uint32_t fmt = act_fmt(w->type, &bs);
+	uint32_t fmt = vk_act_fmt(w->type, &bs);
 	if (fmt == 0)
 		return 0;
 	return (uint64_t)vk_nelem(x) * 4 + (fmt == 5 ? (uint64_t)vk_nelem(x) / 32 * 4 : 0);
+}
+
+uint64_t vk_actq_claim(struct alice_backend_ctx *ctx, const struct alice_tensor *x, uint32_t fmt)
+{
+	uint32_t region = ctx->scratch_next++ % VK_SCRATCH_RING;
+	ctx->actq[region].valid = true;
+	ctx->actq[region].fmt = fmt;
+	ctx->actq[region].x = *x;
+	return (uint64_t)region * ctx->scratch_region;
 }
 
 /* x as the product reads it: a binding and byte strides */
@@ -83,29 +92,15 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
 				bool decode);
 
-/* A batched decode step (src2 given, no sequence with more than 8 rows:
- * ip[0]): every column takes the mat-vec shader, whose per-column result
- * does not depend on the column count, so a stream's output does not
- * depend on how many others share its step. */
-static bool mm_decode_step(const struct alice_op_args *a)
+/* x rounded once (into a scratch region) as w's dot expects, or x itself
+ * for F32 weights: what the product shaders read */
+static enum alice_status mm_round(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
+				  const struct alice_tensor *x, struct mm_x *xa_out)
 {
-	return a->src[2] && a->node->ip[0] >= 1 && a->node->ip[0] <= 8;
-}
-
-/* w . x into d, every column by the mat-vec shader when decode */
-static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
-				const struct alice_tensor *x, const struct alice_tensor *d, bool decode)
-{
-	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+	int64_t K = w->ne[0], M = x->ne[1];
 	enum alice_status st;
-	const struct alice_type_info *ti = alice_type_info(w->type);
-	if (ti->block_size == 1 && w->nb[0] != (int64_t)ti->type_size)
-		return vk_fail(ctx, ALICE_ERR_INVALID, "weight rows must be contiguous (nb[0] = %lld)", (long long)w->nb[0]);
-	if (K % 16 != 0 && ti->block_size > 1)
-		return vk_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 16", (long long)K);
-	/* round the activations once (into a scratch region), as the weight type's dot expects */
 	struct mm_x xa = {.s_off = 0};
-	uint32_t bs, fmt = act_fmt(w->type, &bs);
+	uint32_t bs, fmt = vk_act_fmt(w->type, &bs);
 	if (fmt == 0) {
 		if ((st = vk_bind_tensor(ctx, x, &xa.b)) != ALICE_OK)
 			return st;
@@ -157,6 +152,35 @@ static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alic
 		xa.nb3 = (uint32_t)(K * M * x->ne[2] * 4);
 		xa.s_off = (uint32_t)vbytes;
 	}
+	*xa_out = xa;
+	return ALICE_OK;
+}
+
+
+
+/* A batched decode step (src2 given, no sequence with more than 8 rows:
+ * ip[0]): every column takes the mat-vec shader, whose per-column result
+ * does not depend on the column count, so a stream's output does not
+ * depend on how many others share its step. */
+static bool mm_decode_step(const struct alice_op_args *a)
+{
+	return a->src[2] && a->node->ip[0] >= 1 && a->node->ip[0] <= 8;
+}
+
+/* w . x into d, every column by the mat-vec shader when decode */
+static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
+				const struct alice_tensor *x, const struct alice_tensor *d, bool decode)
+{
+	int64_t K = w->ne[0], N = w->ne[1];
+	enum alice_status st;
+	const struct alice_type_info *ti = alice_type_info(w->type);
+	if (ti->block_size == 1 && w->nb[0] != (int64_t)ti->type_size)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "weight rows must be contiguous (nb[0] = %lld)", (long long)w->nb[0]);
+	if (K % 16 != 0 && ti->block_size > 1)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 16", (long long)K);
+	struct mm_x xa;
+	if ((st = mm_round(ctx, w, x, &xa)) != ALICE_OK)
+		return st;
 	/* a weight larger than one descriptor range goes in slices of rows */
 	int64_t per = rows_per_range(ctx, w->nb[1]);
 	if ((uint64_t)w->nb[1] * (uint64_t)N > ctx->max_range / 2 && w->ne[2] * w->ne[3] == 1 && per > 0 && per < N) {
@@ -416,4 +440,154 @@ enum alice_status vk_op_get_rows(const struct alice_op_args *a)
 			return st;
 	}
 	return ALICE_OK;
+}
+
+/* ---- mat-vecs of one input as one dispatch (vk_fuse.c) ---- */
+
+struct mvf_push {
+	uint32_t K, M, mtiles, n_wg;
+	uint32_t nrg, x_off, x_nb1, w_nb1;
+	uint32_t act, rg1, rg2, pad;
+	uint32_t N[4], w_off[4], d_off[4], d_nb1[4];
+};
+
+/* MUL_MAT a as mm_one would run it on mv.comp: a decode product of a
+ * 2-D weight of an mv type in one slice, an F32 [N, M] output */
+static bool takes_mv(struct alice_backend_ctx *ctx, const struct alice_op_args *a)
+{
+	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst;
+	char err[8];
+	if (alice_bc_mul_mat_shape(w, x, d, err, sizeof(err)) != ALICE_OK || (a->src[2] && a->node->ip[0] > 8))
+		return false;
+	if (x->ne[1] >= tiled_min_m() && !mm_decode_step(a))
+		return false;
+	if ((w->type != ALICE_TYPE_Q4_K && w->type != ALICE_TYPE_Q6_K && w->type != ALICE_TYPE_Q8_0) || mv_off())
+		return false;
+	if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || w->ne[0] % 16 ||
+	    (w->type == ALICE_TYPE_Q4_K && w->nb[1] % 16) || (uint64_t)w->nb[1] * (uint64_t)w->ne[1] > ctx->max_range / 2)
+		return false;
+	return d->type == ALICE_TYPE_F32 && d->nb[0] == 4 && d->ne[0] == w->ne[1] && d->ne[1] == x->ne[1] &&
+	       d->nb[1] <= 0xffffffffll;
+}
+
+/* [lo, hi) of tensors t[0..n) in one buffer, if one binding can hold it */
+static bool span(struct alice_backend_ctx *ctx, const struct alice_tensor *const *t, int n, uint64_t *lo,
+		 uint64_t *hi)
+{
+	*lo = UINT64_MAX;
+	*hi = 0;
+	for (int i = 0; i < n; i++) {
+		if (t[i]->buf != t[0]->buf)
+			return false;
+		uint64_t a = t[i]->offset, b = a + alice_bc_extent(t[i]);
+		*lo = a < *lo ? a : *lo;
+		*hi = b > *hi ? b : *hi;
+	}
+	return *hi - *lo + 4096 <= ctx->max_range && *hi - *lo < 0x80000000ull;
+}
+
+/* where byte off of buf lands in a binding of [lo, ...) (vk_bind_raw's rel) */
+static uint64_t rel_in(struct alice_backend_ctx *ctx, const struct alice_buffer *buf, uint64_t lo, uint64_t off)
+{
+	uint64_t align = ctx->props.limits.minStorageBufferOffsetAlignment, start = buf->base + lo;
+	return (align ? start % align : 0) + (off - lo);
+}
+
+bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
+		    const struct alice_op_args *glu)
+{
+	if (n < 2 || n > 3 || (glu && n != 2))
+		return false;
+	const struct alice_tensor *w[3], *d[4];
+	for (int j = 0; j < n; j++) {
+		if (!takes_mv(ctx, &a[j]) || a[j].node->src[1] != a[0].node->src[1] || a[j].src[0]->type != a[0].src[0]->type ||
+		    a[j].src[0]->ne[0] != a[0].src[0]->ne[0] || a[j].src[0]->nb[1] != a[0].src[0]->nb[1] ||
+		    a[j].node->src[2] != a[0].node->src[2])
+			return false;
+		w[j] = a[j].src[0];
+		d[j] = a[j].dst;
+	}
+	int nd = n;
+	if (glu) {
+		const struct alice_tensor *h = glu->dst;
+		if (a[0].src[0]->type == ALICE_TYPE_Q6_K || glu->node->src[0] != a[0].node->dst ||
+		    glu->node->src[1] != a[1].node->dst || w[0]->ne[1] != w[1]->ne[1] || h->type != ALICE_TYPE_F32 ||
+		    h->nb[0] != 4 || h->ne[0] != w[0]->ne[1] || h->ne[1] != d[0]->ne[1] || h->ne[2] * h->ne[3] != 1 ||
+		    h->nb[1] > 0xffffffffll || glu->node->ip[0] < 0 || glu->node->ip[0] > 7)
+			return false;
+		d[nd++] = h;
+	}
+	uint64_t lo, hi;
+	if (!span(ctx, d, nd, &lo, &hi) || !span(ctx, w, n, &lo, &hi))
+		return false;
+	/* mv.comp reads Q4_K rows as 16-byte vectors */
+	for (int j = 0; j < n && w[0]->type == ALICE_TYPE_Q4_K; j++)
+		if (rel_in(ctx, w[j]->buf, lo, w[j]->offset) & 15)
+			return false;
+	/* outputs written together: apart from each other (x is read from scratch) */
+	for (int i = 0; i < nd; i++)
+		for (int j = i + 1; j < nd; j++)
+			if (d[i]->offset < d[j]->offset + alice_bc_extent(d[j]) && d[j]->offset < d[i]->offset + alice_bc_extent(d[i]))
+				return false;
+	return true;
+}
+
+enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
+			      const struct alice_op_args *glu)
+{
+	const struct alice_tensor *x = a[0].src[1], *w[3], *d[4];
+	for (int j = 0; j < n; j++) {
+		w[j] = a[j].src[0];
+		d[j] = a[j].dst;
+	}
+	int nd = n;
+	if (glu)
+		d[nd++] = glu->dst;
+	const struct alice_type_info *ti = alice_type_info(w[0]->type);
+	struct mm_x xa;
+	enum alice_status st = mm_round(ctx, w[0], x, &xa);
+	if (st != ALICE_OK)
+		return st;
+	if (xa.nb0 != 4 || ((xa.b.rel | xa.nb1) & 15))
+		return vk_fail(ctx, ALICE_ERR_BACKEND, "fused mat-vec: activations misaligned");
+	uint64_t wlo, whi, dlo, dhi;
+	span(ctx, w, n, &wlo, &whi);
+	span(ctx, d, nd, &dlo, &dhi);
+	struct vk_bind b[3];
+	if ((st = vk_bind_raw(ctx, d[0]->buf, dlo, dhi - dlo, &b[0])) != ALICE_OK ||
+	    (st = vk_bind_raw(ctx, w[0]->buf, wlo, whi - wlo, &b[1])) != ALICE_OK)
+		return st;
+	b[2] = xa.b;
+	int64_t M = x->ne[1];
+	uint32_t rw = w[0]->type == ALICE_TYPE_Q6_K ? 1 : 4, per = 4 * (glu ? rw / 2 : rw);
+	struct mvf_push p = {
+		.K = (uint32_t)w[0]->ne[0], .M = (uint32_t)M, .mtiles = (uint32_t)((M + MM_TILE - 1) / MM_TILE),
+		.x_off = xa.b.rel, .x_nb1 = xa.nb1, .w_nb1 = (uint32_t)w[0]->nb[1],
+		.act = glu ? (uint32_t)glu->node->ip[0] : 0,
+	};
+	uint32_t rg = 0;
+	for (int j = 0; j < nd; j++) {
+		p.d_off[j] = b[0].rel + (uint32_t)(d[j]->offset - dlo);
+		p.d_nb1[j] = (uint32_t)d[j]->nb[1];
+	}
+	for (int j = 0; j < n; j++) {
+		p.N[j] = (uint32_t)w[j]->ne[1];
+		p.w_off[j] = b[1].rel + (uint32_t)(w[j]->offset - wlo);
+		if (j == 1)
+			p.rg1 = rg;
+		if (j == 2)
+			p.rg2 = rg;
+		if (!glu || j == 0)
+			rg += (uint32_t)((w[j]->ne[1] + per - 1) / per);
+	}
+	if (n < 3)
+		p.rg2 = UINT32_MAX;
+	p.nrg = rg;
+	uint64_t n_wg = (uint64_t)rg * p.mtiles;
+	if (n_wg > 0xffffffffull / 2)
+		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
+	p.n_wg = (uint32_t)n_wg;
+	char name[32];
+	snprintf(name, sizeof(name), "mv%s%s_%s", glu ? "g" : "f", M == 1 ? "1" : "", ti->name);
+	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }

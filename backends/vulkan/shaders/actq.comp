@@ -19,23 +19,7 @@ layout(push_constant) uniform PC {
 	uint x_nb3, bs, n_items, s_off; // s_off: Q8_1 block sums after the values
 } p;
 
-// a / b correctly rounded in nearly every case (Vulkan allows 2.5 ulp for
-// '/'): q corrected by the residual a - q b, taken exactly from Dekker's
-// split product (fma may be a multiply and an add, as on lavapipe, where
-// the residual then came out wrong and a rounding tie flipped)
-float div_cr(float a, float b)
-{
-	precise float q = a / b;
-	precise float p = q * b;
-	precise float cq = 4097.0 * q, qh = cq - (cq - q), ql = q - qh;
-	precise float cb = 4097.0 * b, bh = cb - (cb - b), bl = b - bh;
-	precise float e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
-	precise float r = (a - p) - e;
-	precise float res = q + r / b;
-	return res;
-}
-
-float round_f16(float x) { return unpackHalf2x16(f32_to_f16(x)).x; }
+#include "actq.glsl"
 
 shared float s_av[256];
 shared uint s_ix[256];
@@ -80,31 +64,25 @@ void main()
 	}
 	uint base = tid - i;
 	float amax = s_av[base];
-	if (p.fmt == 3u || p.fmt == 5u) {
+	if (p.fmt == 5u) {
 		float d = amax / 127.0, id = amax != 0.0 ? div_cr(127.0, amax) : 0.0;
 		float q = roundEven(v * id);
 		if (ok)
 			d_stf(ob, round_f16(d) * q);
-		if (p.fmt == 5u) { // integers below 2^24: the sum is exact in any order
-			s_sum[tid] = q;
+		// integers below 2^24: the sum is exact in any order
+		s_sum[tid] = q;
+		barrier();
+		for (uint s = bs >> 1; s > 0u; s >>= 1) {
+			if (i < s)
+				s_sum[tid] += s_sum[tid + s];
 			barrier();
-			for (uint s = bs >> 1; s > 0u; s >>= 1) {
-				if (i < s)
-					s_sum[tid] += s_sum[tid + s];
-				barrier();
-			}
-			if (ok && i == 0u)
-				d_stf(p.s_off + it * 4u, round_f16(d * s_sum[base]));
 		}
+		if (ok && i == 0u)
+			d_stf(p.s_off + it * 4u, round_f16(d * s_sum[base]));
 		return;
 	}
 	if (!ok)
 		return;
-	if (amax == 0.0) {
-		d_stf(ob, 0.0);
-		return;
-	}
-	float mx = a_f(xb + s_ix[base] * p.x_nb0);
-	float iscale = div_cr(-127.0, mx), d = div_cr(1.0, iscale);
-	d_stf(ob, d * min(roundEven(iscale * v), 127.0));
+	float mx = p.fmt == 4u && amax != 0.0 ? a_f(xb + s_ix[base] * p.x_nb0) : 0.0;
+	d_stf(ob, actq_q8(p.fmt, v, amax, mx));
 }

@@ -25,6 +25,18 @@ layout(local_size_x = 128) in;
 layout(std430, set = 0, binding = 1) readonly buffer BufA4 { uvec4 a4_[]; };
 layout(std430, set = 0, binding = 2) readonly buffer BufB4 { vec4 b4_[]; };
 
+#if defined(MULTI) || defined(GLU)
+// MULTI: up to three products of one x (Q/K/V), row groups rg1 and rg2
+// starting the second and third matrix; GLU: gate and up (matrices 0, 1),
+// each team taking RW/2 rows of both, and act(gate) * up into output 2.
+// Weights and outputs are each one binding spanning the tensors (offsets).
+layout(push_constant) uniform PC {
+	uint K, M, mtiles, n_wg;
+	uint nrg, x_off, x_nb1, w_nb1;
+	uint act, rg1, rg2, pad;
+	uvec4 N, w_off, d_off, d_nb1;
+} p;
+#else
 layout(push_constant) uniform PC {
 	uint K, N, M, ne12;
 	uint r2, r3, mtiles, n_wg;
@@ -34,6 +46,7 @@ layout(push_constant) uniform PC {
 	uint d_nb2, d_nb3, tpr_log2, nrg;
 	uint s_off;
 } p;
+#endif
 
 // rows per team: 4 where the rows' raw words fit in registers beside the
 // activations; Q6_K's three 16-byte words per row keep one (on the H200 its
@@ -44,6 +57,9 @@ layout(push_constant) uniform PC {
 #define RW 4u
 #endif
 shared float red[MT * RW * 128u];
+#ifdef GLU
+#include "act.glsl"
+#endif
 
 uint byte_of(uint w, uint i) { return (w >> (8u * i)) & 0xffu; }
 vec4 u4(uint w) { return vec4(float(w & 0xffu), float((w >> 8) & 0xffu), float((w >> 16) & 0xffu), float(w >> 24)); }
@@ -100,6 +116,25 @@ void main()
 	if (wg >= p.n_wg)
 		return;
 	uint tid = gl_LocalInvocationID.x, lane = tid & 31u, team = tid >> 5;
+#if defined(MULTI) || defined(GLU)
+	uint rg = wg % p.nrg, mt = wg / p.nrg;
+#ifdef GLU
+	// rows k < RW/2 of the gate, the rest the same rows of up
+	const uint RH = RW / 2u;
+	uint n0 = rg * (4u * RH) + team * RH, N = p.N[0];
+	uint wrow[RW];
+	[[unroll]] for (uint k = 0u; k < RW; k++)
+		wrow[k] = p.w_off[k < RH ? 0u : 1u] + min(n0 + k % RH, N - 1u) * p.w_nb1;
+#else
+	uint mj = rg < p.rg1 ? 0u : (rg < p.rg2 ? 1u : 2u);
+	uint n0 = (rg - (mj == 0u ? 0u : (mj == 1u ? p.rg1 : p.rg2))) * (4u * RW) + team * RW, N = p.N[mj];
+	uint wrow[RW];
+	[[unroll]] for (uint k = 0u; k < RW; k++)
+		wrow[k] = p.w_off[mj] + min(n0 + k, N - 1u) * p.w_nb1;
+#endif
+	uint m0 = mt * MT, mc = min(MT, p.M - m0);
+	uint xb0 = p.x_off + m0 * p.x_nb1;
+#else
 	uint rg = wg % p.nrg, rest = wg / p.nrg;
 	uint mt = rest % p.mtiles, b = rest / p.mtiles;
 	uint i2 = b % p.ne12, i3 = b / p.ne12;
@@ -110,6 +145,7 @@ void main()
 	[[unroll]] for (uint k = 0u; k < RW; k++)
 		wrow[k] = wbase + min(n0 + k, p.N - 1u) * p.w_nb1;
 	uint xb0 = p.x_off + m0 * p.x_nb1 + i2 * p.x_nb2 + i3 * p.x_nb3;
+#endif
 	float acc[RW][MT];
 	[[unroll]] for (uint k = 0u; k < RW; k++)
 		[[unroll]] for (uint j = 0u; j < MT; j++)
@@ -196,31 +232,52 @@ void main()
 #else
 #error mv.comp: Q4_K, Q6_K or Q8_0 only
 #endif
-	uint db = p.d_off + m0 * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
+	// the rows' sums (lane 0 holds them)
+	float S[RW][MT];
 #if USE_SUBGROUP
 	if (gl_SubgroupSize == 32u) {
 		[[unroll]] for (uint k = 0u; k < RW; k++)
-			[[unroll]] for (uint j = 0u; j < MT; j++) {
-				float s = subgroupAdd(acc[k][j]);
-				if (j < mc && lane == 0u && n0 + k < p.N)
-					d_stf(db + (n0 + k) * p.d_nb0 + j * p.d_nb1, s);
-			}
-		return;
-	}
+			[[unroll]] for (uint j = 0u; j < MT; j++)
+				S[k][j] = subgroupAdd(acc[k][j]);
+	} else
 #endif
+	{
+		[[unroll]] for (uint k = 0u; k < RW; k++)
+			[[unroll]] for (uint j = 0u; j < MT; j++)
+				red[(k * MT + j) * 128u + tid] = acc[k][j];
+		barrier();
+		for (uint s = 16u; s > 0u; s >>= 1) {
+			if (lane < s)
+				[[unroll]] for (uint i = 0u; i < RW * MT; i++)
+					red[i * 128u + tid] += red[i * 128u + tid + s];
+			barrier();
+		}
+		[[unroll]] for (uint k = 0u; k < RW; k++)
+			[[unroll]] for (uint j = 0u; j < MT; j++)
+				S[k][j] = red[(k * MT + j) * 128u + tid];
+	}
+	if (lane != 0u)
+		return;
+#if defined(GLU)
+	[[unroll]] for (uint k = 0u; k < RH; k++)
+		[[unroll]] for (uint j = 0u; j < MT; j++)
+			if (j < mc && n0 + k < N) {
+				uint o = (n0 + k) * 4u, c = m0 + j;
+				float g = S[k][j], u = S[k + RH][j];
+				d_stf(p.d_off[0] + o + c * p.d_nb1[0], g);
+				d_stf(p.d_off[1] + o + c * p.d_nb1[1], u);
+				d_stf(p.d_off[2] + o + c * p.d_nb1[2], act(p.act, g) * u);
+			}
+#elif defined(MULTI)
 	[[unroll]] for (uint k = 0u; k < RW; k++)
 		[[unroll]] for (uint j = 0u; j < MT; j++)
-			red[(k * MT + j) * 128u + tid] = acc[k][j];
-	barrier();
-	for (uint s = 16u; s > 0u; s >>= 1) {
-		if (lane < s)
-			[[unroll]] for (uint i = 0u; i < RW * MT; i++)
-				red[i * 128u + tid] += red[i * 128u + tid + s];
-		barrier();
-	}
-	if (lane == 0u)
-		for (uint k = 0u; k < RW; k++)
-			for (uint j = 0u; j < mc; j++)
-				if (n0 + k < p.N)
-					d_stf(db + (n0 + k) * p.d_nb0 + j * p.d_nb1, red[(k * MT + j) * 128u + tid]);
+			if (j < mc && n0 + k < N)
+				d_stf(p.d_off[mj] + (n0 + k) * 4u + (m0 + j) * p.d_nb1[mj], S[k][j]);
+#else
+	uint db = p.d_off + m0 * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
+	[[unroll]] for (uint k = 0u; k < RW; k++)
+		[[unroll]] for (uint j = 0u; j < MT; j++)
+			if (j < mc && n0 + k < p.N)
+				d_stf(db + (n0 + k) * p.d_nb0 + j * p.d_nb1, S[k][j]);
+#endif
 }

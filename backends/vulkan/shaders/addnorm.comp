@@ -1,0 +1,112 @@
+#version 450
+// addnorm.comp — a residual ADD (optional), the RMS_NORM of its sum (times
+// a weight) and the rounding of the norm's output for the mat-vecs that read
+// it next (actq.comp's formats 1-4), in one dispatch: one workgroup per row.
+// Per element the same operations as ew.comp, norm.comp and actq.comp in the
+// same order (the squares summed by 128 threads as in norm.comp, then one
+// element a thread in blocks as in actq.comp), so the results equal the
+// three dispatches' bit for bit.
+// Bindings: 0 norm output, 1 a, 2 b (ADD's sources), 3 the sum (in/out),
+// 4 the weight, 5 the rounded copy (scratch, [ne0, rows] floats).
+#extension GL_GOOGLE_include_directive : require
+#define WG 256u
+#define NT 128u // threads of the sum, as in norm.comp
+#define SRC2_RW 1
+#define SRC4_RW 1
+layout(local_size_x = 256) in;
+#include "common.glsl"
+#include "reduce.glsl"
+#include "actq.glsl"
+
+layout(push_constant) uniform PC {
+	uint ne0, n_rows, has_add, fmt; // fmt 0: no rounded copy
+	uint a_off, a_nb1, b_off, b_nb1;
+	uint s_off, s_nb1, d_off, d_nb1;
+	uint w_off, has_w, q_off, bs;
+	float eps;
+} p;
+
+shared float s_av[256];
+shared uint s_ix[256];
+shared float s_v[256];
+
+float e_f(uint b) { return uintBitsToFloat(e_[b >> 2]); }
+
+void main()
+{
+	uint r = wg_flat();
+	if (r >= p.n_rows)
+		return;
+	uint tid = gl_LocalInvocationID.x;
+	uint ar = p.a_off + r * p.a_nb1, br = p.b_off + r * p.b_nb1, sr = p.s_off + r * p.s_nb1;
+	uint dr = p.d_off + r * p.d_nb1;
+	// pass 1 (threads 0..127, norm.comp's order): the sum (ADD) and its
+	// squares; the other threads add zeros, which leaves the total alone
+	float s = 0.0;
+	if (tid < NT) {
+		uint i = tid;
+		for (; i + 3u * NT < p.ne0; i += 4u * NT) {
+			float v[4];
+			[[unroll]] for (uint k = 0u; k < 4u; k++)
+				v[k] = a_f(ar + (i + k * NT) * 4u);
+			if (p.has_add != 0u)
+				[[unroll]] for (uint k = 0u; k < 4u; k++) {
+					v[k] = v[k] + b_f(br + (i + k * NT) * 4u);
+					c_[(sr + (i + k * NT) * 4u) >> 2] = floatBitsToUint(v[k]);
+				}
+			s += v[0] * v[0];
+			s += v[1] * v[1];
+			s += v[2] * v[2];
+			s += v[3] * v[3];
+		}
+		for (; i < p.ne0; i += NT) {
+			float v = a_f(ar + i * 4u);
+			if (p.has_add != 0u) {
+				v = v + b_f(br + i * 4u);
+				c_[(sr + i * 4u) >> 2] = floatBitsToUint(v);
+			}
+			s += v * v;
+		}
+	}
+	memoryBarrierBuffer(); // the sum, read back by other threads below
+	s = wg_sum(s);
+	float scale = 1.0 / sqrt(s / float(p.ne0) + p.eps);
+	// pass 2, one element a thread, 256 at a time: the norm's output and its
+	// rounding (actq.comp's blocks of bs threads)
+	uint qr = p.q_off + r * p.ne0 * 4u, bi = tid % p.bs, base = tid - bi;
+	for (uint c0 = 0u; c0 < p.ne0; c0 += 256u) {
+		uint e = c0 + tid;
+		bool ok = e < p.ne0;
+		float v = 0.0;
+		if (ok) {
+			v = (p.has_add != 0u ? uintBitsToFloat(c_[(sr + e * 4u) >> 2]) : a_f(ar + e * 4u)) * scale;
+			if (p.has_w != 0u)
+				v *= e_f(p.w_off + e * 4u);
+			d_stf(dr + e * 4u, v);
+			if (p.fmt == 1u)
+				f_[(qr + e * 4u) >> 2] = floatBitsToUint(round_f16(v));
+			else if (p.fmt == 2u)
+				f_[(qr + e * 4u) >> 2] = f32_to_bf16(v) << 16;
+		}
+		if (p.fmt < 3u)
+			continue;
+		float av = abs(v);
+		s_av[tid] = av > 0.0 ? av : 0.0;
+		s_ix[tid] = bi;
+		s_v[tid] = v;
+		barrier();
+		for (uint st = p.bs >> 1; st > 0u; st >>= 1) {
+			if (bi < st) {
+				float o = s_av[tid + st];
+				if (o > s_av[tid] || (o == s_av[tid] && s_ix[tid + st] < s_ix[tid])) {
+					s_av[tid] = o;
+					s_ix[tid] = s_ix[tid + st];
+				}
+			}
+			barrier();
+		}
+		if (ok)
+			f_[(qr + e * 4u) >> 2] = floatBitsToUint(actq_q8(p.fmt, v, s_av[base], s_v[base + s_ix[base]]));
+		barrier();
+	}
+}
