@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "bench8b"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "bench8b"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -24,6 +24,18 @@ fi
 if has inv; then
   ALICE_TEST_BACKEND=vulkan ALICE_INV_MODEL=/tmp/llama-1b-Q4_K_M.gguf timeout 300 "$b/bin/core_test_batch_invariance" --filter="batch/decode_many_rows_model" > "$out/inv.log" 2>&1
   echo "batch invariance vulkan (1B, 64 rows): rc $? $(grep Synthesis "$out/inv.log")"; grep -E "differ|FAIL" "$out/inv.log" | head -5
+fi
+if has fuse; then
+  # fused == node by node, bit for bit (tests/core/test_fusion.c), on both GPU backends
+  for be in vulkan cuda; do
+    ALICE_TEST_BACKEND=$be timeout 240 "$b/bin/core_test_fusion" --jobs=4 > "$out/fuse-$be.log" 2>&1
+    echo "fusion on $be: rc $? $(grep Synthesis "$out/fuse-$be.log")"; grep -E "differ|FAIL" "$out/fuse-$be.log" | head -6
+  done
+fi
+if has nofuse; then
+  for t in $types; do
+    echo "== $t, ALICE_VK_FUSE=0: $(ALICE_VK_FUSE=0 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 0 -n 128 -r 2 2>/dev/null | grep -E 'tg128')"
+  done
 fi
 if has prof; then
   for t in $types; do
