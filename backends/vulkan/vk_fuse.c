@@ -7,7 +7,9 @@
  *   [ADD] + RMS_NORM (+ the rounding for the MUL_MATs that read the norm):
  *   addnorm.comp, one workgroup per row.
  *   Q/K/V (2-3 MUL_MATs of one input, one weight type), gate/up + GLU: one
- *   mv.comp dispatch (vk_mm_multi), decode steps. */
+ *   mv.comp dispatch (vk_mm_multi), decode steps.
+ *   ROPE q, ROPE k, KV_WRITE k, KV_WRITE v: ropekv.comp. */
+#include <math.h>
 #include <string.h>
 
 #include "vk_internal.h"
@@ -167,6 +169,144 @@ static enum alice_status try_multi(struct alice_backend_ctx *ctx, const struct a
 	return ALICE_OK;
 }
 
+struct ropekv_push {
+	uint32_t hd, nhq, nhk, T;
+	uint32_t n_dims, mode, has_f, p_nb0;
+	uint32_t qx_off, qd_off, kx_off, kd_off;
+	uint32_t v_off, p_off, f_off, f_nb0;
+	uint32_t kc_off, kc_cell, kc_type, vc_off;
+	uint32_t vc_cell, vc_type, i_off, i_nb0;
+	uint32_t n_cells, n_q, n_k, n_v;
+	float theta_scale, fscale;
+};
+
+static bool packed_f32(const struct alice_tensor *t)
+{
+	if (t->type != ALICE_TYPE_F32 || t->nb[0] != 4)
+		return false;
+	for (int k = 0; k + 1 < ALICE_MAX_DIMS; k++)
+		if (t->nb[k + 1] != t->nb[k] * t->ne[k])
+			return false;
+	return true;
+}
+
+/* F32 [hd, nh, T] with every dim packed */
+static bool packed_heads(const struct alice_tensor *t, int64_t hd, int64_t T)
+{
+	return t->type == ALICE_TYPE_F32 && t->ne[0] == hd && t->ne[2] == T && t->ne[3] == 1 && t->nb[0] == 4 &&
+	       t->nb[1] == 4 * hd && t->nb[2] == t->nb[1] * t->ne[1];
+}
+
+/* a KV_WRITE of T rows of e elements into a cache whose cell rows are packed */
+static bool packed_cells(const struct alice_op_args *kv, int64_t T, int64_t e, int *dd)
+{
+	const struct alice_tensor *c = kv->dst;
+	struct alice_bc_kv_layout kl;
+	char err[8];
+	if (alice_bc_kv_layout_of(kv->src[0], kv->src[1], c, &kl, err, sizeof(err)) != ALICE_OK || kl.n != T ||
+	    kl.e != e || (c->type != ALICE_TYPE_F16 && c->type != ALICE_TYPE_F32 && c->type != ALICE_TYPE_BF16) ||
+	    c->nb[0] != (int64_t)alice_type_info(c->type)->type_size || c->ne[kl.dd] > 0xffffffffll ||
+	    c->nb[kl.dd] > 0xffffffffll)
+		return false;
+	for (int k = 0; k + 1 <= kl.dd; k++)
+		if (c->nb[k + 1] != c->nb[k] * c->ne[k])
+			return false;
+	*dd = kl.dd;
+	return true;
+}
+
+/* nodes i..i+3 as ROPE q, ROPE k, KV_WRITE (rotated k), KV_WRITE v */
+static enum alice_status try_ropekv(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
+				    const struct alice_op_args *a0, uint32_t *used)
+{
+	if (i + 3 >= g->n_nodes)
+		return ALICE_OK;
+	const struct alice_node *nq = a0->node, *nk = &g->nodes[i + 1], *wk = &g->nodes[i + 2], *wv = &g->nodes[i + 3];
+	if (nk->op != ALICE_OP_ROPE || wk->op != ALICE_OP_KV_WRITE || wv->op != ALICE_OP_KV_WRITE ||
+	    wk->src[0] != nk->dst || wk->src[1] != wv->src[1] || nk->src[1] != nq->src[1] || nk->src[2] != nq->src[2] ||
+	    nk->ip[0] != nq->ip[0] || nk->ip[1] != nq->ip[1] || nk->fp[0] != nq->fp[0] || nk->fp[1] != nq->fp[1] ||
+	    nq->ip[1] == ALICE_ROPE_IMROPE)
+		return ALICE_OK;
+	struct alice_op_args q = *a0, k, kw, vw;
+	if (vk_check_node(ctx, g, nk, &k) != ALICE_OK || vk_check_node(ctx, g, wk, &kw) != ALICE_OK ||
+	    vk_check_node(ctx, g, wv, &vw) != ALICE_OK)
+		return ALICE_OK;
+	const struct alice_tensor *qx = q.src[0], *qd = q.dst, *kx = k.src[0], *kd = k.dst, *v = vw.src[0];
+	const struct alice_tensor *pos = q.src[1], *ff = q.src[2], *idx = kw.src[1];
+	int64_t hd = qx->ne[0], T = qx->ne[2], nhq = qx->ne[1], nhk = kx->ne[1];
+	int n_dims = nq->ip[0];
+	int dk, dv;
+	if (!packed_heads(qx, hd, T) || !packed_heads(qd, hd, T) || !packed_heads(kx, hd, T) || !packed_heads(kd, hd, T) ||
+	    !vk_same_shape(qx, qd) || !vk_same_shape(kx, kd) || n_dims <= 0 || n_dims % 2 || n_dims > hd ||
+	    !(nq->fp[0] > 0.0f) || !isfinite(nq->fp[1]) || pos->type != ALICE_TYPE_I32 || pos->ne[0] != T ||
+	    vk_nelem(pos) != T || v->type != ALICE_TYPE_F32 || !packed_f32(v) || vk_nelem(v) != hd * nhk * T ||
+	    (ff && (ff->type != ALICE_TYPE_F32 || ff->ne[0] < n_dims / 2)) ||
+	    !packed_cells(&kw, T, hd * nhk, &dk) || !packed_cells(&vw, T, hd * nhk, &dv) || idx->type != ALICE_TYPE_I32)
+		return ALICE_OK;
+	/* outputs: each apart from everything, or exactly its own input */
+	const struct alice_tensor *ins[3] = {qx, kx, v};
+	for (int j = 0; j < 3; j++)
+		if (!out_ok(qd, ins[j]) || !out_ok(kd, ins[j]) || (j != 0 && overlaps(qd, ins[j])) ||
+		    (j != 1 && overlaps(kd, ins[j])))
+			return ALICE_OK;
+	if (overlaps(qd, kd) || overlaps(kw.dst, vw.dst))
+		return ALICE_OK;
+	const struct alice_tensor *acts[5] = {qx, qd, kx, kd, v};
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int j = 0; j < 5; j++) {
+		if (acts[j]->buf != qx->buf)
+			return ALICE_OK;
+		uint64_t a = acts[j]->offset, b = a + alice_bc_extent(acts[j]);
+		lo = a < lo ? a : lo;
+		hi = b > hi ? b : hi;
+	}
+	if (hi - lo + 4096 > ctx->max_range || hi - lo >= 0x80000000ull)
+		return ALICE_OK;
+	uint64_t per_row = (uint64_t)(hd - n_dims / 2), nq_i = per_row * (uint64_t)(nhq * T),
+		 nk_i = per_row * (uint64_t)(nhk * T), nv_i = (uint64_t)(hd * nhk * T);
+	if (nq_i + nk_i + nv_i > 0xffffffffull)
+		return ALICE_OK;
+	struct vk_bind b[6];
+	memset(b, 0, sizeof(b));
+	enum alice_status st = vk_bind_raw(ctx, qx->buf, lo, hi - lo, &b[0]);
+	if (st == ALICE_OK)
+		st = vk_bind_tensor(ctx, pos, &b[1]);
+	if (st == ALICE_OK && ff)
+		st = vk_bind_tensor(ctx, ff, &b[2]);
+	if (st == ALICE_OK)
+		st = vk_bind_tensor(ctx, kw.dst, &b[3]);
+	if (st == ALICE_OK)
+		st = vk_bind_tensor(ctx, idx, &b[4]);
+	if (st == ALICE_OK)
+		st = vk_bind_tensor(ctx, vw.dst, &b[5]);
+	if (st != ALICE_OK)
+		return st;
+#define AOFF(t) (b[0].rel + (uint32_t)((t)->offset - lo))
+	struct ropekv_push p = {
+		.hd = (uint32_t)hd, .nhq = (uint32_t)nhq, .nhk = (uint32_t)nhk, .T = (uint32_t)T,
+		.n_dims = (uint32_t)n_dims, .mode = (uint32_t)nq->ip[1], .has_f = ff != NULL, .p_nb0 = (uint32_t)pos->nb[0],
+		.qx_off = AOFF(qx), .qd_off = AOFF(qd), .kx_off = AOFF(kx), .kd_off = AOFF(kd), .v_off = AOFF(v),
+		.p_off = b[1].rel, .f_off = ff ? b[2].rel : 0, .f_nb0 = ff ? (uint32_t)ff->nb[0] : 0,
+		.kc_off = b[3].rel, .kc_cell = (uint32_t)kw.dst->nb[dk], .kc_type = kw.dst->type,
+		.vc_off = b[5].rel, .vc_cell = (uint32_t)vw.dst->nb[dv], .vc_type = vw.dst->type,
+		.i_off = b[4].rel, .i_nb0 = (uint32_t)idx->nb[0], .n_cells = (uint32_t)kw.dst->ne[dk],
+		.n_q = (uint32_t)nq_i, .n_k = (uint32_t)nk_i, .n_v = (uint32_t)nv_i,
+		.theta_scale = powf(nq->fp[0], -2.0f / (float)n_dims), .fscale = nq->fp[1],
+	};
+#undef AOFF
+	if (vw.dst->ne[dv] != kw.dst->ne[dk])
+		return ALICE_OK;
+	vk_actq_invalidate(ctx, &q);
+	vk_actq_invalidate(ctx, &k);
+	vk_actq_invalidate(ctx, &kw);
+	vk_actq_invalidate(ctx, &vw);
+	st = vk_dispatch_rw(ctx, "ropekv", b, 6, (1u << 3) | (1u << 5), &p, sizeof(p),
+			    (uint32_t)((nq_i + nk_i + nv_i + 127) / 128));
+	if (st == ALICE_OK)
+		*used = 4;
+	return st;
+}
+
 enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
 			  const struct alice_op_args *a, uint32_t *used)
 {
@@ -174,6 +314,8 @@ enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_grap
 	switch (a->node->op) {
 	case ALICE_OP_MUL_MAT:
 		return try_multi(ctx, g, i, a, used);
+	case ALICE_OP_ROPE:
+		return try_ropekv(ctx, g, i, a, used);
 	case ALICE_OP_ADD:
 	case ALICE_OP_RMS_NORM:
 		return try_addnorm(ctx, g, i, a, used);

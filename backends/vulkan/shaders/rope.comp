@@ -17,8 +17,7 @@ layout(push_constant) uniform PC {
 	float theta_scale, fscale;
 } p;
 
-const float TWO_PI_HI = 6.28318548202514648;    // float(2 pi)
-const float TWO_PI_LO = -1.7484556000744487e-7; // 2 pi - TWO_PI_HI
+#include "rope.glsl"
 
 void main()
 {
@@ -54,18 +53,11 @@ void main()
 	} else {
 		th = float(b_i(p.p_off + t * p.p_nb0));
 	}
-	for (uint j = 0u; j < k; j++)
-		th *= p.theta_scale;
 	float ff = p.has_f != 0u ? c_f(p.f_off + k * p.f_nb0) : 1.0;
-	float a = p.fscale * (th / ff);
-	// reduce to [-pi, pi] so the device's cos/sin stay accurate
-	float q = round(a / 6.28318530717958648);
-	float ar = fma(-q, TWO_PI_HI, a);
-	ar = fma(-q, TWO_PI_LO, ar);
-	float c = cos(ar), s = sin(ar);
+	vec2 cs = rope_cs(th, k, p.theta_scale, ff, p.fscale);
 	bool neox = p.mode != 0u;
 	uint ia = neox ? k : 2u * k, ib = neox ? k + half_ : 2u * k + 1u;
-	float x0 = a_f(xr + ia * p.x_nb0), x1 = a_f(xr + ib * p.x_nb0);
-	d_stf(dr + ia * p.d_nb0, x0 * c - x1 * s);
-	d_stf(dr + ib * p.d_nb0, x0 * s + x1 * c);
+	vec2 y = rope_rot(a_f(xr + ia * p.x_nb0), a_f(xr + ib * p.x_nb0), cs);
+	d_stf(dr + ia * p.d_nb0, y.x);
+	d_stf(dr + ib * p.d_nb0, y.y);
 }
