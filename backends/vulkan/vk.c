@@ -190,6 +190,59 @@ static bool has_device_ext(VkPhysicalDevice pd, const char *name)
 	return found;
 }
 
+/* VK_NV_cooperative_matrix with a 16 x 16 x 16 F16 x F16 -> F32 subgroup
+ * shape, F16 arithmetic and the Vulkan memory model (mmc.comp needs all
+ * three); the feature structs are filled for vkCreateDevice. */
+struct vk_coopmat_feats {
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV cm;
+	VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16;
+	VkPhysicalDeviceVulkanMemoryModelFeaturesKHR mm;
+};
+
+static bool coopmat_probe(VkInstance inst, VkPhysicalDevice pd, uint32_t subgroup, struct vk_coopmat_feats *f)
+{
+	const char *e = getenv("ALICE_VK_COOPMAT");
+	if ((e && e[0] == '0') || subgroup != 32 || !has_device_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
+	    !has_device_ext(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME) ||
+	    !has_device_ext(pd, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME))
+		return false;
+	memset(f, 0, sizeof(*f));
+	f->cm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+	f->f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR;
+	f->mm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR;
+	f->cm.pNext = &f->f16;
+	f->f16.pNext = &f->mm;
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f->cm};
+	vkGetPhysicalDeviceFeatures2(pd, &f2);
+	if (!f->cm.cooperativeMatrix || !f->f16.shaderFloat16 || !f->mm.vulkanMemoryModel)
+		return false;
+	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV props =
+		(PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+			inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+	uint32_t n = 0;
+	if (!props || props(pd, &n, NULL) != VK_SUCCESS || n == 0)
+		return false;
+	VkCooperativeMatrixPropertiesNV *cp = calloc(n, sizeof(*cp));
+	if (!cp)
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+	bool ok = false;
+	if (props(pd, &n, cp) == VK_SUCCESS)
+		for (uint32_t i = 0; i < n && !ok; i++)
+			ok = cp[i].MSize == 16 && cp[i].NSize == 16 && cp[i].KSize == 16 &&
+			     cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+			     cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+			     cp[i].scope == VK_SCOPE_SUBGROUP_NV;
+	free(cp);
+	/* enable only what the shader uses */
+	f->cm.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+	f->f16.shaderInt8 = VK_FALSE;
+	f->mm.vulkanMemoryModelDeviceScope = VK_FALSE;
+	f->mm.vulkanMemoryModelAvailabilityVisibilityChains = VK_FALSE;
+	return ok;
+}
+
 static bool is_unified(VkPhysicalDeviceType t)
 {
 	return t == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || t == VK_PHYSICAL_DEVICE_TYPE_CPU;
@@ -413,12 +466,20 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
-	const char *exts[2];
+	const char *exts[5];
 	uint32_t n_ext = 0;
 	if (ctx->host_import)
 		exts[n_ext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	struct vk_coopmat_feats cmf;
+	ctx->coopmat = coopmat_probe(ctx->inst, ctx->phys, sg.subgroupSize, &cmf);
+	if (ctx->coopmat) {
+		exts[n_ext++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+		exts[n_ext++] = VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME;
+		exts[n_ext++] = VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME;
+	}
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.pNext = ctx->coopmat ? &cmf.cm : NULL,
 		.queueCreateInfoCount = 1,
 		.pQueueCreateInfos = &qci,
 		.enabledExtensionCount = n_ext,
@@ -472,11 +533,12 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	}
 	memset(ctx->status->map, 0, 256);
 	vk_prof_init(ctx);
-	vk_log(1, "vulkan backend: %s (%s, Vulkan %u.%u), subgroup ops %s (size %u), %s%s",
+	vk_log(1, "vulkan backend: %s (%s, Vulkan %u.%u), subgroup ops %s (size %u), %s%s%s",
 	       ctx->props.deviceName, type_name(ctx->props.deviceType), VK_API_VERSION_MAJOR(ctx->props.apiVersion),
 	       VK_API_VERSION_MINOR(ctx->props.apiVersion), ctx->subgroup_arith ? "on" : "off", sg.subgroupSize,
 	       ctx->unified ? "unified memory: weights held once in host-visible memory" : "discrete: weights uploaded through a bounded staging buffer",
-	       ctx->host_import ? ", host-pointer import on" : "");
+	       ctx->host_import ? ", host-pointer import on" : "",
+	       ctx->coopmat ? ", cooperative-matrix prefill GEMM" : "");
 	*out = ctx;
 	return ALICE_OK;
 }

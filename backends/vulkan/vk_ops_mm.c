@@ -92,6 +92,9 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
 				bool decode);
 
+static bool mm_coopmat(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const struct alice_tensor *x,
+		       bool decode);
+
 /* x rounded once (into a scratch region) as w's dot expects, or x itself
  * for F32 weights: what the product shaders read */
 static enum alice_status mm_round(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
@@ -179,8 +182,17 @@ static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alic
 	if (K % 16 != 0 && ti->block_size > 1)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 16", (long long)K);
 	struct mm_x xa;
-	if ((st = mm_round(ctx, w, x, &xa)) != ALICE_OK)
+	if (mm_coopmat(ctx, w, x, decode)) { /* reads x as it is, rounding to F16 itself */
+		if ((st = vk_bind_tensor(ctx, x, &xa.b)) != ALICE_OK)
+			return st;
+		xa.nb0 = (uint32_t)x->nb[0];
+		xa.nb1 = (uint32_t)x->nb[1];
+		xa.nb2 = (uint32_t)x->nb[2];
+		xa.nb3 = (uint32_t)x->nb[3];
+		xa.s_off = 0;
+	} else if ((st = mm_round(ctx, w, x, &xa)) != ALICE_OK) {
 		return st;
+	}
 	/* a weight larger than one descriptor range goes in slices of rows */
 	int64_t per = rows_per_range(ctx, w->nb[1]);
 	if ((uint64_t)w->nb[1] * (uint64_t)N > ctx->max_range / 2 && w->ne[2] * w->ne[3] == 1 && per > 0 && per < N) {
@@ -299,6 +311,16 @@ static int64_t tiled_min_m(void)
 	return e && *e ? strtoll(e, NULL, 10) : 16;
 }
 
+/* A prefill product on cooperative matrices (mmc.comp): F16 operands, so
+ * F16 and block-quantized weights (F32 and BF16 keep the F32 tiles), an F32
+ * x with 4-byte aligned strides. */
+static bool mm_coopmat(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const struct alice_tensor *x,
+		       bool decode)
+{
+	return ctx->coopmat && !decode && x->ne[1] >= tiled_min_m() && w->type != ALICE_TYPE_F32 &&
+	       w->type != ALICE_TYPE_BF16 && x->type == ALICE_TYPE_F32 && x->nb[0] == 4;
+}
+
 /* ALICE_VK_MV=0: decode on mm.comp instead of mv.comp (comparisons) */
 static bool mv_off(void)
 {
@@ -347,7 +369,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.s_off = xa->s_off,
 		};
 		char name[32];
-		snprintf(name, sizeof(name), "mmt_%s", ti->name);
+		snprintf(name, sizeof(name), "%s_%s", mm_coopmat(ctx, w, x, decode) ? "mmc" : "mmt", ti->name);
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	/* Q4_K / Q6_K / Q8_0: mv.comp (32 threads and 16-byte loads per row,

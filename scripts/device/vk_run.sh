@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "bench8b"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "bench8b"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -30,6 +30,15 @@ if has fuse; then
   for be in vulkan cuda; do
     ALICE_TEST_BACKEND=$be timeout 240 "$b/bin/core_test_fusion" --jobs=4 > "$out/fuse-$be.log" 2>&1
     echo "fusion on $be: rc $? $(grep Synthesis "$out/fuse-$be.log")"; grep -E "differ|FAIL" "$out/fuse-$be.log" | head -6
+  done
+fi
+if has parity; then
+  # the fixtures carried in .devfix/models that have references
+  for m in .devfix/models/*.gguf; do
+    n=$(basename "$m" .gguf); id=$(echo "$n" | tr '-' '_')
+    [ -f ".devfix/refs/$n.json" ] || continue
+    ALICE_TEST_BACKEND=vulkan timeout 200 "$b/bin/core_test_parity" --filter="parity/$id" > "$out/parity-$n.log" 2>&1
+    echo "parity vulkan $n: rc $? $(grep -E 'worst' "$out/parity-$n.log" | head -2 | tr '\n' ' ')"
   done
 fi
 if has nofuse; then

@@ -1,0 +1,105 @@
+#version 450
+// mmc.comp — MUL_MAT for many activation columns (prefill) on cooperative
+// matrices (VK_NV_cooperative_matrix: 16 x 16 x 16, F16 operands, F32
+// accumulators), where the device has them. A workgroup of 4 subgroups of
+// 32 computes 64 weight rows x 64 columns; per 32-wide K step the weight
+// tile is dequantized to F16 and the activation tile converted to F16 in
+// shared memory (as the CUDA backend's F16 GEMM rounds them), and each
+// subgroup multiplies a 32 x 32 block as 2 x 2 tiles. A column's results do
+// not depend on the other columns of the launch (batch invariance).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_NV_cooperative_matrix : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define BN 64u
+#define BM 64u
+#define BK 32u
+#define LDS 40u // row stride of the F16 tiles (pads the banks)
+#define LDC 68u // row stride of the staged output
+#define SCOPE 3 // gl_ScopeSubgroup
+layout(local_size_x = 128) in;
+#include "common.glsl"
+#include "dequant.glsl"
+
+layout(push_constant) uniform PC {
+	uint K, N, M, ne12;
+	uint r2, r3, ntiles, mtiles;
+	uint w_off, w_nb1, w_nb2, w_nb3;
+	uint x_off, x_nb0, x_nb1, x_nb2;
+	uint x_nb3, d_off, d_nb0, d_nb1;
+	uint d_nb2, d_nb3, n_wg, s_off;
+} p;
+
+shared float16_t ws[BN * LDS]; // [n][k]
+shared float16_t xs[BM * LDS]; // [m][k]
+shared float cs[BN * LDC];     // [n][m]
+
+void main()
+{
+	uint wg = wg_flat();
+	if (wg >= p.n_wg)
+		return;
+	uint tid = gl_LocalInvocationID.x, sg = tid >> 5;
+	uint nt = wg % p.ntiles, rest = wg / p.ntiles;
+	uint mt = rest % p.mtiles, b = rest / p.mtiles;
+	uint i2 = b % p.ne12, i3 = b / p.ne12;
+	uint n0 = nt * BN, m0 = mt * BM;
+	uint wbase = p.w_off + (i2 / p.r2) * p.w_nb2 + (i3 / p.r3) * p.w_nb3;
+	uint xbase = p.x_off + i2 * p.x_nb2 + i3 * p.x_nb3;
+	uint sr = (sg >> 1) * 32u, sc = (sg & 1u) * 32u; // this subgroup's block
+	fcoopmatNV<32, SCOPE, 16, 16> acc[2][2];
+	[[unroll]] for (uint i = 0u; i < 2u; i++)
+		[[unroll]] for (uint j = 0u; j < 2u; j++)
+			acc[i][j] = fcoopmatNV<32, SCOPE, 16, 16>(0.0);
+	for (uint k0 = 0u; k0 < p.K; k0 += BK) {
+#if PLAIN
+		[[unroll]] for (uint e = 0u; e < 16u; e++) {
+			uint idx = tid + e * 128u, r = idx / BK, k = idx % BK;
+			float v = 0.0;
+			if (n0 + r < p.N && k0 + k < p.K)
+				v = a_ld(wbase + (n0 + r) * p.w_nb1 + (k0 + k) * WSIZE, WTYPE);
+			ws[r * LDS + k] = float16_t(v);
+		}
+#else
+		{
+			uint r = tid >> 1, g = tid & 1u;
+			float v[16];
+			if (n0 + r < p.N && k0 + g * 16u < p.K)
+				dq16(wbase + (n0 + r) * p.w_nb1, (k0 >> 4) + g, v);
+			else
+				[[unroll]] for (uint i = 0u; i < 16u; i++)
+					v[i] = 0.0;
+			[[unroll]] for (uint i = 0u; i < 16u; i++)
+				ws[r * LDS + g * 16u + i] = float16_t(v[i]);
+		}
+#endif
+		[[unroll]] for (uint e = 0u; e < 16u; e++) {
+			uint idx = tid + e * 128u, c = idx / BK, k = idx % BK;
+			float v = 0.0;
+			if (m0 + c < p.M && k0 + k < p.K)
+				v = b_f(xbase + (m0 + c) * p.x_nb1 + (k0 + k) * p.x_nb0);
+			xs[c * LDS + k] = float16_t(v);
+		}
+		barrier();
+		[[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+			fcoopmatNV<16, SCOPE, 16, 16> a[2], bm[2];
+			[[unroll]] for (uint i = 0u; i < 2u; i++)
+				coopMatLoadNV(a[i], ws, (sr + i * 16u) * LDS + kk, LDS, false);
+			[[unroll]] for (uint j = 0u; j < 2u; j++)
+				coopMatLoadNV(bm[j], xs, (sc + j * 16u) * LDS + kk, LDS, true);
+			[[unroll]] for (uint i = 0u; i < 2u; i++)
+				[[unroll]] for (uint j = 0u; j < 2u; j++)
+					acc[i][j] = coopMatMulAddNV(a[i], bm[j], acc[i][j]);
+		}
+		barrier();
+	}
+	[[unroll]] for (uint i = 0u; i < 2u; i++)
+		[[unroll]] for (uint j = 0u; j < 2u; j++)
+			coopMatStoreNV(acc[i][j], cs, (sr + i * 16u) * LDC + sc + j * 16u, LDC, false);
+	barrier();
+	uint dbase = p.d_off + i2 * p.d_nb2 + i3 * p.d_nb3;
+	for (uint e = tid; e < BN * BM; e += 128u) {
+		uint n = e % BN, m = e / BN;
+		if (n0 + n < p.N && m0 + m < p.M)
+			d_stf(dbase + (n0 + n) * p.d_nb0 + (m0 + m) * p.d_nb1, cs[n * LDC + m]);
+	}
+}
