@@ -39,8 +39,19 @@ float kdot(uint kr)
 		for (uint i = 0u; i < p.dk; i++)
 			s += uintBitsToFloat(b_[w + i]) * qs[i];
 	} else if ((kr & 3u) == 0u && (p.dk & 1u) == 0u) {
-		uint w = kr >> 2;
-		for (uint i = 0u; i < p.dk; i += 2u) {
+		// eight words loaded before their adds (a row is all latency);
+		// the adds stay in order
+		uint w = kr >> 2, i = 0u;
+		for (; i + 16u <= p.dk; i += 16u) {
+			uint kw[8];
+			[[unroll]] for (uint u = 0u; u < 8u; u++)
+				kw[u] = b_[w + (i >> 1) + u];
+			[[unroll]] for (uint u = 0u; u < 8u; u++) {
+				vec2 kv = unpackHalf2x16(kw[u]);
+				s += kv.x * qs[i + 2u * u] + kv.y * qs[i + 2u * u + 1u];
+			}
+		}
+		for (; i < p.dk; i += 2u) {
 			vec2 kv = unpackHalf2x16(b_[w + (i >> 1)]);
 			s += kv.x * qs[i] + kv.y * qs[i + 1u];
 		}
@@ -122,8 +133,19 @@ void main()
 			uint dcol = tid + j * WG;
 			if (dcol < p.dv) {
 				float a = acc[j] * f;
-				uint vr = vb + dcol * vsz;
-				for (uint cc = 0u; cc < nc; cc++) {
+				uint vr = vb + dcol * vsz, cc = 0u;
+				// eight cells' values loaded before their adds, added in order
+				for (; cc + 8u <= nc; cc += 8u) {
+					float vv[8];
+					[[unroll]] for (uint u = 0u; u < 8u; u++)
+						vv[u] = c_ld(vr + pcs[cc + u] * p.v_nb2, p.v_type);
+					[[unroll]] for (uint u = 0u; u < 8u; u++) {
+						float w = ps[cc + u];
+						if (w != 0.0)
+							a += w * vv[u];
+					}
+				}
+				for (; cc < nc; cc++) {
 					float w = ps[cc];
 					if (w != 0.0)
 						a += w * c_ld(vr + pcs[cc] * p.v_nb2, p.v_type);
