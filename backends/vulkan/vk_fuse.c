@@ -101,7 +101,8 @@ static enum alice_status try_addnorm(struct alice_backend_ctx *ctx, const struct
 	if (i + n < g->n_nodes && g->nodes[i + n].op == ALICE_OP_MUL_MAT && g->nodes[i + n].src[1] == nrm.node->dst &&
 	    vk_check_node(ctx, g, &g->nodes[i + n], &mm) == ALICE_OK) {
 		fmt = vk_act_fmt(mm.src[0]->type, &bs);
-		if (fmt == 5 || (uint64_t)vk_nelem(d) * 4 > ctx->scratch_region || ne0 % bs)
+		if (fmt == 5 || (uint64_t)vk_nelem(d) * 4 > ctx->scratch_region || ne0 % bs ||
+		    !vk_mm_reads_rounded(ctx, &mm))
 			fmt = 0;
 	}
 	if (fmt == 0)

@@ -246,6 +246,9 @@ bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a
 		    const struct alice_op_args *glu) VK_HIDDEN;
 enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
 			      const struct alice_op_args *glu) VK_HIDDEN;
+/* Whether MUL_MAT a reads its whole x rounded by actq (where a fused shader
+ * may round it instead): not its row runs, not the cooperative-matrix GEMM. */
+bool vk_mm_reads_rounded(struct alice_backend_ctx *ctx, const struct alice_op_args *a) VK_HIDDEN;
 /* vk_fuse.c: record nodes i, i+1, ... as one dispatch where they form a
  * chain a fused shader computes alike; *used = how many (0: none). */
 enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,

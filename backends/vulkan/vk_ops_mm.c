@@ -613,3 +613,11 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 	snprintf(name, sizeof(name), "mv%s%s_%s", glu ? "g" : "f", M == 1 ? "1" : "", ti->name);
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
+
+bool vk_mm_reads_rounded(struct alice_backend_ctx *ctx, const struct alice_op_args *a)
+{
+	const struct alice_tensor *x = a->src[1];
+	if (a->src[2] && a->node->ip[0] > 8 && x->ne[2] * x->ne[3] == 1)
+		return false; /* runs of rows, each rounded on its own */
+	return !mm_coopmat(ctx, a->src[0], x, mm_decode_step(a));
+}
