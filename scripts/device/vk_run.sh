@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "bench8b"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "bench8b"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -56,6 +56,11 @@ fi
 if has bench; then
   for t in $types; do
     timeout 200 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan,cuda -p 512 -n 128 -r 2 2>/dev/null | grep -E "pp512|tg128"
+  done
+fi
+if has nocm; then
+  for t in $types; do
+    echo "== $t, ALICE_VK_COOPMAT=0: $(ALICE_VK_COOPMAT=0 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 2 2>/dev/null | grep -E 'pp512')"
   done
 fi
 if has bench8b; then
