@@ -3,7 +3,8 @@
 #   scripts/device/pack.sh BUILD_DIR [FIXTURE_RELPATH ...]
 # Copies into git-ignored folders that the device `run` call must `carry`:
 #   .devlibs/  shared libraries our binaries need that a bare CUDA image lacks
-#              (json-c, libevent, criterion and its deps; never glibc, CUDA or the GPU driver)
+#              (json-c, libevent, criterion and its deps, the Vulkan loader; never
+#              glibc, CUDA or the GPU driver: its Vulkan ICD comes with the driver)
 #   .devfix/   the named fixture files (relative to ../shared/fixtures), same layout
 #   .devbuild/ BUILD_DIR's bin/ and lib/*.so only (a whole build dir is too big to carry)
 set -euo pipefail
@@ -22,7 +23,7 @@ for f in "$build"/bin/* "$build"/lib/*.so; do
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
-    libcuda.so*|libcudart.so*|libcublas*|libnvidia*|libvulkan.so*|libGL*|libEGL*) ;;
+    libcuda.so*|libcudart.so*|libcublas*|libnvidia*|libGL*|libEGL*) ;;
     *) cp -L "$lib" .devlibs/ ;;
   esac
 done
