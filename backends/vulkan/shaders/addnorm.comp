@@ -42,7 +42,7 @@ void main()
 	uint dr = p.d_off + r * p.d_nb1;
 	// pass 1 (threads 0..127, norm.comp's order): the sum (ADD) and its
 	// squares; the other threads add zeros, which leaves the total alone
-	float s = 0.0;
+	precise float s = 0.0; // no fused multiply-add: norm.comp and addnorm.comp sum alike
 	if (tid < NT) {
 		uint i = tid;
 		for (; i + 3u * NT < p.ne0; i += 4u * NT) {

@@ -28,7 +28,7 @@ void main()
 	uint dr = p.d_off + i1 * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
 	// four loads in flight before their adds (a one-row norm is all
 	// latency); the adds stay in element order, so the sum is the same
-	float s = 0.0;
+	precise float s = 0.0; // no fused multiply-add: norm.comp and addnorm.comp sum alike
 	uint i = tid;
 	for (; i + 3u * WG < p.ne0; i += 4u * WG) {
 		float v0 = a_f(xr + i * p.x_nb0), v1 = a_f(xr + (i + WG) * p.x_nb0);
