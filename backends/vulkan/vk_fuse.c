@@ -5,7 +5,7 @@
  * so the results are the same bits (tests/core/test_fusion.c).
  *
  *   [ADD] + RMS_NORM (+ the rounding for the MUL_MATs that read the norm):
- *   addnorm.comp, one workgroup per row.
+ *   addnorm.comp, a workgroup per 256 elements of a row.
  *   Q/K/V (2-3 MUL_MATs of one input, one weight type), gate/up + GLU: one
  *   mv.comp dispatch (vk_mm_multi), decode steps.
  *   ROPE q, ROPE k, KV_WRITE k, KV_WRITE v: ropekv.comp. */
@@ -92,10 +92,15 @@ static enum alice_status try_addnorm(struct alice_backend_ctx *ctx, const struct
 	}
 	if (!f32_rows(ta, ne0, &a_nb1))
 		return ALICE_OK;
+	/* every workgroup of a row reads the whole row while others write their
+	 * chunks: outputs apart from the inputs (one chunk: or exactly them) */
 	const struct alice_tensor *ins[3] = {ta, tb, w};
-	for (int k = 0; k < 3; k++)
-		if (!out_ok(d, ins[k]) || (ts && !out_ok(ts, ins[k])))
+	for (int k = 0; k < 3; k++) {
+		bool one = ne0 <= 256;
+		if (ins[k] && ((one ? !out_ok(d, ins[k]) : overlaps(d, ins[k])) ||
+			       (ts && (one ? !out_ok(ts, ins[k]) : overlaps(ts, ins[k])))))
 			return ALICE_OK;
+	}
 	/* the rounding the next MUL_MAT wants, when it reads the norm whole */
 	uint32_t n = has_add ? 2 : 1, fmt = 0, bs = 1;
 	if (i + n < g->n_nodes && g->nodes[i + n].op == ALICE_OP_MUL_MAT && g->nodes[i + n].src[1] == nrm.node->dst &&
@@ -136,7 +141,10 @@ static enum alice_status try_addnorm(struct alice_backend_ctx *ctx, const struct
 		.w_off = b[4].rel, .has_w = w != NULL, .q_off = b[5].rel, .bs = bs, .eps = nrm.node->fp[0],
 	};
 	/* slots 3 (the sum) and 5 (the rounded copy) are written too */
-	st = vk_dispatch_rw(ctx, "addnorm", b, 6, (1u << 3) | (1u << 5), &p, sizeof(p), (uint32_t)rows);
+	uint64_t groups = (uint64_t)rows * (uint64_t)((ne0 + 255) / 256);
+	if (groups > 0xffffffffull)
+		return ALICE_OK;
+	st = vk_dispatch_rw(ctx, "addnorm", b, 6, (1u << 3) | (1u << 5), &p, sizeof(p), (uint32_t)groups);
 	if (st == ALICE_OK)
 		*used = n;
 	return st;

@@ -1,13 +1,14 @@
 #version 450
 // addnorm.comp — a residual ADD (optional), the RMS_NORM of its sum (times
 // a weight) and the rounding of the norm's output for the mat-vecs that read
-// it next (actq.comp's formats 1-4), in one dispatch: one workgroup per row.
+// it next (actq.comp's formats 1-4), in one dispatch.
 // Per element the same operations as ew.comp, norm.comp and actq.comp in the
 // same order (the squares summed by 128 threads as in norm.comp, then one
 // element a thread in blocks as in actq.comp), so the results equal the
 // three dispatches' bit for bit.
 // Bindings: 0 norm output, 1 a, 2 b (ADD's sources), 3 the sum (in/out),
-// 4 the weight, 5 the rounded copy (scratch, [ne0, rows] floats).
+// 4 the weight, 5 the rounded copy (scratch, [ne0, rows] floats). A row
+// takes ceil(ne0 / 256) workgroups.
 #extension GL_GOOGLE_include_directive : require
 #define WG 256u
 #define NT 128u // threads of the sum, as in norm.comp
@@ -34,7 +35,10 @@ float e_f(uint b) { return uintBitsToFloat(e_[b >> 2]); }
 
 void main()
 {
-	uint r = wg_flat();
+	// a workgroup per 256-element chunk of a row: each sums the whole row's
+	// squares (the same order, so the same scale) and writes its own chunk,
+	// so a decode row's chunks run side by side
+	uint nch = (p.ne0 + 255u) / 256u, wg = wg_flat(), r = wg / nch, c0 = (wg % nch) * 256u;
 	if (r >= p.n_rows)
 		return;
 	uint tid = gl_LocalInvocationID.x;
@@ -52,7 +56,8 @@ void main()
 			if (p.has_add != 0u)
 				[[unroll]] for (uint k = 0u; k < 4u; k++) {
 					v[k] = v[k] + b_f(br + (i + k * NT) * 4u);
-					c_[(sr + (i + k * NT) * 4u) >> 2] = floatBitsToUint(v[k]);
+					if (i + k * NT - c0 < 256u)
+						c_[(sr + (i + k * NT) * 4u) >> 2] = floatBitsToUint(v[k]);
 				}
 			s += v[0] * v[0];
 			s += v[1] * v[1];
@@ -63,7 +68,8 @@ void main()
 			float v = a_f(ar + i * 4u);
 			if (p.has_add != 0u) {
 				v = v + b_f(br + i * 4u);
-				c_[(sr + i * 4u) >> 2] = floatBitsToUint(v);
+				if (i - c0 < 256u)
+					c_[(sr + i * 4u) >> 2] = floatBitsToUint(v);
 			}
 			s += v * v;
 		}
@@ -71,10 +77,10 @@ void main()
 	memoryBarrierBuffer(); // the sum, read back by other threads below
 	s = wg_sum(s);
 	float scale = 1.0 / sqrt(s / float(p.ne0) + p.eps);
-	// pass 2, one element a thread, 256 at a time: the norm's output and its
+	// pass 2, one element of this chunk a thread: the norm's output and its
 	// rounding (actq.comp's blocks of bs threads)
 	uint qr = p.q_off + r * p.ne0 * 4u, bi = tid % p.bs, base = tid - bi;
-	for (uint c0 = 0u; c0 < p.ne0; c0 += 256u) {
+	{
 		uint e = c0 + tid;
 		bool ok = e < p.ne0;
 		float v = 0.0;
@@ -89,7 +95,7 @@ void main()
 				f_[(qr + e * 4u) >> 2] = f32_to_bf16(v) << 16;
 		}
 		if (p.fmt < 3u)
-			continue;
+			return;
 		float av = abs(v);
 		s_av[tid] = av > 0.0 ? av : 0.0;
 		s_ix[tid] = bi;
