@@ -201,10 +201,8 @@ struct vk_coopmat_feats {
 
 static bool coopmat_probe(VkInstance inst, VkPhysicalDevice pd, uint32_t subgroup, struct vk_coopmat_feats *f)
 {
-	/* opt-in until it has run on a GPU with the extension (none was lent
-	 * while it was written): ALICE_VK_COOPMAT=1 */
 	const char *e = getenv("ALICE_VK_COOPMAT");
-	if (!(e && e[0] == '1') || subgroup != 32 || !has_device_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
+	if ((e && e[0] == '0') || subgroup != 32 || !has_device_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
 	    !has_device_ext(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME) ||
 	    !has_device_ext(pd, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME))
 		return false;

@@ -56,7 +56,7 @@ struct alice_backend_ctx {
 	bool force_staging; /* ALICE_VK_FORCE_STAGING=1: never map device buffers (tests the discrete path) */
 	bool subgroup_arith;/* subgroupAdd/Max in compute shaders */
 	bool fuse;          /* chains of nodes as one dispatch (vk_fuse.c) */
-	bool coopmat;       /* prefill GEMM on NV cooperative matrices (mmc.comp; opt-in, ALICE_VK_COOPMAT=1) */
+	bool coopmat;       /* prefill GEMM on NV cooperative matrices (mmc.comp; ALICE_VK_COOPMAT=0: off) */
 	bool host_import;   /* VK_EXT_external_memory_host enabled */
 	uint64_t import_align;
 	uint64_t max_range;  /* maxStorageBufferRange */
