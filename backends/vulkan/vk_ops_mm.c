@@ -97,6 +97,17 @@ static bool mm_coopmat(struct alice_backend_ctx *ctx, const struct alice_tensor 
 
 /* x rounded once (into a scratch region) as w's dot expects, or x itself
  * for F32 weights: what the product shaders read */
+/* x read as it is (F32 weights, the cooperative-matrix GEMM) */
+static enum alice_status mm_raw(struct alice_backend_ctx *ctx, const struct alice_tensor *x, struct mm_x *xa)
+{
+	xa->s_off = 0;
+	xa->nb0 = (uint32_t)x->nb[0];
+	xa->nb1 = (uint32_t)x->nb[1];
+	xa->nb2 = (uint32_t)x->nb[2];
+	xa->nb3 = (uint32_t)x->nb[3];
+	return vk_bind_tensor(ctx, x, &xa->b);
+}
+
 static enum alice_status mm_round(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
 				  const struct alice_tensor *x, struct mm_x *xa_out)
 {
@@ -105,12 +116,8 @@ static enum alice_status mm_round(struct alice_backend_ctx *ctx, const struct al
 	struct mm_x xa = {.s_off = 0};
 	uint32_t bs, fmt = vk_act_fmt(w->type, &bs);
 	if (fmt == 0) {
-		if ((st = vk_bind_tensor(ctx, x, &xa.b)) != ALICE_OK)
+		if ((st = mm_raw(ctx, x, &xa)) != ALICE_OK)
 			return st;
-		xa.nb0 = (uint32_t)x->nb[0];
-		xa.nb1 = (uint32_t)x->nb[1];
-		xa.nb2 = (uint32_t)x->nb[2];
-		xa.nb3 = (uint32_t)x->nb[3];
 	} else {
 		uint64_t vbytes = (uint64_t)vk_nelem(x) * 4;
 		uint64_t bytes = vbytes + (fmt == 5 ? vbytes / 32 : 0);
@@ -182,17 +189,10 @@ static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alic
 	if (K % 16 != 0 && ti->block_size > 1)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 16", (long long)K);
 	struct mm_x xa;
-	if (mm_coopmat(ctx, w, x, decode)) { /* reads x as it is, rounding to F16 itself */
-		if ((st = vk_bind_tensor(ctx, x, &xa.b)) != ALICE_OK)
-			return st;
-		xa.nb0 = (uint32_t)x->nb[0];
-		xa.nb1 = (uint32_t)x->nb[1];
-		xa.nb2 = (uint32_t)x->nb[2];
-		xa.nb3 = (uint32_t)x->nb[3];
-		xa.s_off = 0;
-	} else if ((st = mm_round(ctx, w, x, &xa)) != ALICE_OK) {
+	/* the cooperative-matrix GEMM reads x as it is, rounding it to F16 itself */
+	st = mm_coopmat(ctx, w, x, decode) ? mm_raw(ctx, x, &xa) : mm_round(ctx, w, x, &xa);
+	if (st != ALICE_OK)
 		return st;
-	}
 	/* a weight larger than one descriptor range goes in slices of rows */
 	int64_t per = rows_per_range(ctx, w->nb[1]);
 	if ((uint64_t)w->nb[1] * (uint64_t)N > ctx->max_range / 2 && w->ne[2] * w->ne[3] == 1 && per > 0 && per < N) {
