@@ -386,9 +386,15 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	while (tl < 7 && ((int64_t)1 << tl) < units)
 		tl++;
 	uint64_t rows_per_wg = 128u >> tl;
+	int xrw = 0, xks = 1, xu2 = 0;
+	const char *mvx = getenv("ALICE_VK_MVX");
 	if (mv) {
 		tl = 5;
 		rows_per_wg = w->type == ALICE_TYPE_Q6_K ? 4 : 16;
+		if (mvx && M == 1 && sscanf(mvx, "%d,%d,%d", &xrw, &xks, &xu2) == 3)
+			rows_per_wg = (uint64_t)(4 / xks * xrw);
+		else
+			xrw = 0;
 	}
 	uint64_t nrg = ((uint64_t)N + rows_per_wg - 1) / rows_per_wg;
 	uint64_t mtiles = (uint64_t)(M + MM_TILE - 1) / MM_TILE;
@@ -415,6 +421,8 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	char name[32];
 	/* decode (one column): the variant with a single accumulator */
 	snprintf(name, sizeof(name), "%s%s_%s", mv ? "mv" : "mm", M == 1 ? "1" : "", ti->name);
+	if (xrw)
+		snprintf(name, sizeof(name), "mv1x%d%d%d_%s", xrw, xks, xu2, ti->name);
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
 

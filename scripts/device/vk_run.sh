@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "bench8b"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "bench8b"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -51,6 +51,13 @@ if has prof; then
     echo "== $t decode, ALICE_VK_PROFILE=1 (-p 0 -n 64)"
     ALICE_VK_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 0 -n 64 -r 1 > "$out/prof-$t.log" 2>&1
     grep -A24 "vulkan profile:" "$out/prof-$t.log" | head -24
+  done
+fi
+if has profp; then
+  for t in $types; do
+    echo "== $t prefill, ALICE_VK_PROFILE=1 (-p 512 -n 0)"
+    ALICE_VK_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 1 > "$out/profp-$t.log" 2>&1
+    grep -A16 "vulkan profile:" "$out/profp-$t.log" | head -16
   done
 fi
 if has bench; then

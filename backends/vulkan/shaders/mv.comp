@@ -1,11 +1,12 @@
 #version 450
 // mv.comp — decode MUL_MAT (at most 8 activation columns) for Q4_K, Q6_K
-// and Q8_0: a 32-thread team per 4 weight rows (RW), 16 rows per 128-thread
-// workgroup. Lane l takes items l, l + 32, ... of the rows, an item being 16 bytes of
+// and Q8_0: 32-thread teams, 4 per 128-thread workgroup, each team on RW
+// weight rows (and, with KS > 1, on every KS-th run of items of them).
+// Lane l takes items l, l + 32 KS, ... of its rows, an item being 16 bytes of
 // Q4_K quants (both nibbles: 32 values of two sub-blocks), a quarter of a
 // Q6_K super-block (64 values) or one Q8_0 block; every weight byte loaded
 // is used once, Q4_K quants and the activations as 16-byte vectors, each
-// activation load serving the team's 4 rows. Per
+// activation load serving the team's RW rows. Per
 // column each lane keeps one float chain over its items (d * sc * sum(q x)
 // - dmin * m * sum(x) per sub-block), then the row's 32 lanes are summed
 // (subgroupAdd on 32-wide subgroups, else a shared-memory tree). A column's
@@ -48,13 +49,28 @@ layout(push_constant) uniform PC {
 } p;
 #endif
 
-// rows per team: 4 where the rows' raw words fit in registers beside the
-// activations; Q6_K's three 16-byte words per row keep one (on the H200 its
-// 4-row form took 0.67 ms a 1B token against 0.41)
+// rows per team (RW): 4 where the rows' raw words fit in registers beside
+// the activations; Q6_K's three 16-byte words per row keep one (on the H200
+// its 4-row form took 0.67 ms a 1B token against 0.41). KS teams share a
+// row group, each taking every KS-th run of 32 items (more warps in flight
+// for short matrices), their sums added in a fixed order; U2: two items'
+// loads issued before either is used (the per-lane order is unchanged).
+#ifndef RW
 #if defined(WT_Q6_K)
 #define RW 1u
 #else
 #define RW 4u
+#endif
+#endif
+#ifndef KS
+#define KS 1 // (plain integer: the preprocessor tests it)
+#endif
+#ifndef U2
+#define U2 0
+#endif
+const uint KSU = uint(KS), RGW = 4u / KSU; // row groups per workgroup
+#if KS > 1
+shared float ksum[4u * RW * MT];
 #endif
 shared float red[MT * RW * 128u];
 #ifdef GLU
@@ -115,19 +131,19 @@ void main()
 	uint wg = wg_flat();
 	if (wg >= p.n_wg)
 		return;
-	uint tid = gl_LocalInvocationID.x, lane = tid & 31u, team = tid >> 5;
+	uint tid = gl_LocalInvocationID.x, lane = tid & 31u, team = tid >> 5, ks = team % KSU, rgi = team / KSU;
 #if defined(MULTI) || defined(GLU)
 	uint rg = wg % p.nrg, mt = wg / p.nrg;
 #ifdef GLU
 	// rows k < RW/2 of the gate, the rest the same rows of up
 	const uint RH = RW / 2u;
-	uint n0 = rg * (4u * RH) + team * RH, N = p.N[0];
+	uint n0 = rg * (RGW * RH) + rgi * RH, N = p.N[0];
 	uint wrow[RW];
 	[[unroll]] for (uint k = 0u; k < RW; k++)
 		wrow[k] = p.w_off[k < RH ? 0u : 1u] + min(n0 + k % RH, N - 1u) * p.w_nb1;
 #else
 	uint mj = rg < p.rg1 ? 0u : (rg < p.rg2 ? 1u : 2u);
-	uint n0 = (rg - (mj == 0u ? 0u : (mj == 1u ? p.rg1 : p.rg2))) * (4u * RW) + team * RW, N = p.N[mj];
+	uint n0 = (rg - (mj == 0u ? 0u : (mj == 1u ? p.rg1 : p.rg2))) * (RGW * RW) + rgi * RW, N = p.N[mj];
 	uint wrow[RW];
 	[[unroll]] for (uint k = 0u; k < RW; k++)
 		wrow[k] = p.w_off[mj] + min(n0 + k, N - 1u) * p.w_nb1;
@@ -138,7 +154,7 @@ void main()
 	uint rg = wg % p.nrg, rest = wg / p.nrg;
 	uint mt = rest % p.mtiles, b = rest / p.mtiles;
 	uint i2 = b % p.ne12, i3 = b / p.ne12;
-	uint n0 = rg * (4u * RW) + team * RW;
+	uint n0 = rg * (RGW * RW) + rgi * RW;
 	uint m0 = mt * MT, mc = min(MT, p.M - m0);
 	uint wbase = p.w_off + (i2 / p.r2) * p.w_nb2 + (i3 / p.r3) * p.w_nb3;
 	uint wrow[RW];
@@ -151,86 +167,72 @@ void main()
 		[[unroll]] for (uint j = 0u; j < MT; j++)
 			acc[k][j] = 0.0;
 #if defined(WT_Q4_K)
+	// an item: 16 bytes of quants (32 values of sub-blocks 2c, 2c + 1) and
+	// its super-block's d/dmin and 12 scale bytes
 	uint nit = p.K / 32u;
-	for (uint it = lane; it < nit; it += 32u) {
-		uint sb = it >> 3, c = (it >> 1) & 3u, h = it & 1u;
-		uvec4 q[RW];
-		uvec4 hd[RW]; // d/dmin and the 12 scale bytes
-		[[unroll]] for (uint k = 0u; k < RW; k++) {
-			uint bb = wrow[k] + sb * 144u;
-			hd[k] = a4_[bb >> 4];
-			q[k] = a4_[(bb + 16u + c * 32u + h * 16u) >> 4];
-		}
-		uint k0 = sb * 256u + c * 64u + h * 16u;
-		[[unroll]] for (uint j = 0u; j < MT; j++) {
-			if (j < mc) {
-				vec4 xl[4], xh[4];
-				ld_x16(xb0 + j * p.x_nb1 + k0 * 4u, xl);
-				ld_x16(xb0 + j * p.x_nb1 + (k0 + 32u) * 4u, xh);
-				[[unroll]] for (uint k = 0u; k < RW; k++)
-					acc[k][j] += q4k_item(q[k], unpackHalf2x16(hd[k].x), hd[k].y, hd[k].z, hd[k].w, c, xl, xh);
-			}
-		}
-	}
+#define ITEM_DECL uvec4 q[RW], hd[RW];
+#define ITEM_LOAD(R, IT) { uint sb_ = (IT) >> 3, o_ = 16u + (((IT) >> 1) & 3u) * 32u + ((IT) & 1u) * 16u; \
+		[[unroll]] for (uint k = 0u; k < RW; k++) { uint bb = wrow[k] + sb_ * 144u; \
+			R.hd[k] = a4_[bb >> 4]; R.q[k] = a4_[(bb + o_) >> 4]; } }
+#define ITEM_ACC(R, IT) { uint c_ = ((IT) >> 1) & 3u, k0_ = ((IT) >> 3) * 256u + c_ * 64u + ((IT) & 1u) * 16u; \
+		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 xl[4], xh[4]; \
+			ld_x16(xb0 + j * p.x_nb1 + k0_ * 4u, xl); ld_x16(xb0 + j * p.x_nb1 + (k0_ + 32u) * 4u, xh); \
+			[[unroll]] for (uint k = 0u; k < RW; k++) \
+				acc[k][j] += q4k_item(R.q[k], unpackHalf2x16(R.hd[k].x), R.hd[k].y, R.hd[k].z, R.hd[k].w, c_, xl, xh); } }
 #elif defined(WT_Q6_K)
+	// an item: a quarter of a super-block (64 values), its scales and d
 	uint nit = p.K / 64u;
-	for (uint it = lane; it < nit; it += 32u) {
-		uint sb = it >> 2, hn = (it >> 1) & 1u, h = it & 1u;
-		uvec4 qa[RW], qb2[RW], qh[RW];
-		vec4 ds[RW];
-		[[unroll]] for (uint k = 0u; k < RW; k++) {
-			uint bb = wrow[k] + sb * 210u;
-			qa[k] = a_u128(bb + hn * 64u + h * 16u);
-			qb2[k] = a_u128(bb + hn * 64u + 32u + h * 16u);
-			qh[k] = a_u128(bb + 128u + hn * 32u + h * 16u);
-			uint sw0 = a_u32(bb + 192u + hn * 8u), sw1 = a_u32(bb + 196u + hn * 8u);
-			float d = a_h(bb + 208u);
-			// scales h, h + 2, h + 4, h + 6 of this half's 8 (signed bytes)
-			ds[k] = d * vec4(float(int(byte_of(sw0, h) << 24) >> 24), float(int(byte_of(sw0, h + 2u) << 24) >> 24),
-					 float(int(byte_of(sw1, h) << 24) >> 24), float(int(byte_of(sw1, h + 2u) << 24) >> 24));
-		}
-		uint k0 = sb * 256u + hn * 128u + h * 16u;
-		[[unroll]] for (uint j = 0u; j < MT; j++) {
-			if (j < mc) {
-				vec4 x0[4], x1[4], x2[4], x3[4];
-				uint xb = xb0 + j * p.x_nb1 + k0 * 4u;
-				ld_x16(xb, x0);
-				ld_x16(xb + 128u, x1);
-				ld_x16(xb + 256u, x2);
-				ld_x16(xb + 384u, x3);
-				[[unroll]] for (uint k = 0u; k < RW; k++)
-					acc[k][j] += ((ds[k].x * q6k_g(qa[k], 0u, qh[k], 0u, x0) + ds[k].y * q6k_g(qb2[k], 0u, qh[k], 2u, x1)) +
-						      (ds[k].z * q6k_g(qa[k], 4u, qh[k], 4u, x2) + ds[k].w * q6k_g(qb2[k], 4u, qh[k], 6u, x3)));
-			}
-		}
-	}
+#define ITEM_DECL uvec4 qa[RW], qb2[RW], qh[RW]; vec4 ds[RW];
+#define ITEM_LOAD(R, IT) { uint sb_ = (IT) >> 2, hn_ = ((IT) >> 1) & 1u, h_ = (IT) & 1u; \
+		[[unroll]] for (uint k = 0u; k < RW; k++) { uint bb = wrow[k] + sb_ * 210u; \
+			R.qa[k] = a_u128(bb + hn_ * 64u + h_ * 16u); R.qb2[k] = a_u128(bb + hn_ * 64u + 32u + h_ * 16u); \
+			R.qh[k] = a_u128(bb + 128u + hn_ * 32u + h_ * 16u); \
+			uint sw0 = a_u32(bb + 192u + hn_ * 8u), sw1 = a_u32(bb + 196u + hn_ * 8u); float d = a_h(bb + 208u); \
+			R.ds[k] = d * vec4(float(int(byte_of(sw0, h_) << 24) >> 24), float(int(byte_of(sw0, h_ + 2u) << 24) >> 24), \
+					 float(int(byte_of(sw1, h_) << 24) >> 24), float(int(byte_of(sw1, h_ + 2u) << 24) >> 24)); } }
+#define ITEM_ACC(R, IT) { uint k0_ = ((IT) >> 2) * 256u + (((IT) >> 1) & 1u) * 128u + ((IT) & 1u) * 16u; \
+		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 x0[4], x1[4], x2[4], x3[4]; \
+			uint xb = xb0 + j * p.x_nb1 + k0_ * 4u; \
+			ld_x16(xb, x0); ld_x16(xb + 128u, x1); ld_x16(xb + 256u, x2); ld_x16(xb + 384u, x3); \
+			[[unroll]] for (uint k = 0u; k < RW; k++) \
+				acc[k][j] += ((R.ds[k].x * q6k_g(R.qa[k], 0u, R.qh[k], 0u, x0) + R.ds[k].y * q6k_g(R.qb2[k], 0u, R.qh[k], 2u, x1)) + \
+					      (R.ds[k].z * q6k_g(R.qa[k], 4u, R.qh[k], 4u, x2) + R.ds[k].w * q6k_g(R.qb2[k], 4u, R.qh[k], 6u, x3))); } }
 #elif defined(WT_Q8_0)
+	// an item: one block of 32
 	uint nit = p.K / 32u;
-	for (uint it = lane; it < nit; it += 32u) {
-		uvec4 q0[RW], q1[RW];
-		float d[RW];
-		[[unroll]] for (uint k = 0u; k < RW; k++) {
-			uint bb = wrow[k] + it * 34u;
-			d[k] = a_h(bb);
-			q0[k] = a_u128(bb + 2u);
-			q1[k] = a_u128(bb + 18u);
-		}
-		uint k0 = it * 32u;
-		[[unroll]] for (uint j = 0u; j < MT; j++) {
-			if (j < mc) {
-				vec4 x0[4], x1[4];
-				ld_x16(xb0 + j * p.x_nb1 + k0 * 4u, x0);
-				ld_x16(xb0 + j * p.x_nb1 + (k0 + 16u) * 4u, x1);
-				[[unroll]] for (uint k = 0u; k < RW; k++) {
-					float s = ((dot(s4(q0[k].x), x0[0]) + dot(s4(q0[k].y), x0[1])) + (dot(s4(q0[k].z), x0[2]) + dot(s4(q0[k].w), x0[3]))) +
-						  ((dot(s4(q1[k].x), x1[0]) + dot(s4(q1[k].y), x1[1])) + (dot(s4(q1[k].z), x1[2]) + dot(s4(q1[k].w), x1[3])));
-					acc[k][j] += d[k] * s;
-				}
-			}
-		}
-	}
+#define ITEM_DECL uvec4 q0[RW], q1[RW]; float d[RW];
+#define ITEM_LOAD(R, IT) { [[unroll]] for (uint k = 0u; k < RW; k++) { uint bb = wrow[k] + (IT) * 34u; \
+			R.d[k] = a_h(bb); R.q0[k] = a_u128(bb + 2u); R.q1[k] = a_u128(bb + 18u); } }
+#define ITEM_ACC(R, IT) { uint k0_ = (IT) * 32u; \
+		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 x0[4], x1[4]; \
+			ld_x16(xb0 + j * p.x_nb1 + k0_ * 4u, x0); ld_x16(xb0 + j * p.x_nb1 + (k0_ + 16u) * 4u, x1); \
+			[[unroll]] for (uint k = 0u; k < RW; k++) { \
+				float s = ((dot(s4(R.q0[k].x), x0[0]) + dot(s4(R.q0[k].y), x0[1])) + (dot(s4(R.q0[k].z), x0[2]) + dot(s4(R.q0[k].w), x0[3]))) + \
+					  ((dot(s4(R.q1[k].x), x1[0]) + dot(s4(R.q1[k].y), x1[1])) + (dot(s4(R.q1[k].z), x1[2]) + dot(s4(R.q1[k].w), x1[3]))); \
+				acc[k][j] += R.d[k] * s; } } }
 #else
 #error mv.comp: Q4_K, Q6_K or Q8_0 only
+#endif
+	// lane's items: it = lane + 32 ks, then every 32 KS
+	const uint ST = 32u * KSU;
+	struct Item { ITEM_DECL };
+#if U2
+	for (uint it = lane + 32u * ks; it < nit; it += 2u * ST) {
+		uint it2 = it + ST;
+		bool two = it2 < nit;
+		Item A, B;
+		ITEM_LOAD(A, it)
+		ITEM_LOAD(B, two ? it2 : it)
+		ITEM_ACC(A, it)
+		if (two)
+			ITEM_ACC(B, it2)
+	}
+#else
+	for (uint it = lane + 32u * ks; it < nit; it += ST) {
+		Item A;
+		ITEM_LOAD(A, it)
+		ITEM_ACC(A, it)
+	}
 #endif
 	// the rows' sums (lane 0 holds them)
 	float S[RW][MT];
@@ -256,8 +258,26 @@ void main()
 			[[unroll]] for (uint j = 0u; j < MT; j++)
 				S[k][j] = red[(k * MT + j) * 128u + tid];
 	}
+#if KS > 1
+	// the row group's KS partial sums, added in team order ((0 + 1) + (2 + 3))
+	if (lane == 0u)
+		[[unroll]] for (uint i = 0u; i < RW * MT; i++)
+			ksum[team * RW * MT + i] = S[i / MT][i % MT];
+	barrier();
+	if (lane != 0u || ks != 0u)
+		return;
+	[[unroll]] for (uint i = 0u; i < RW * MT; i++) {
+		uint b = team * RW * MT + i, st = RW * MT;
+#if KS == 2
+		S[i / MT][i % MT] = ksum[b] + ksum[b + st];
+#else
+		S[i / MT][i % MT] = (ksum[b] + ksum[b + st]) + (ksum[b + 2u * st] + ksum[b + 3u * st]);
+#endif
+	}
+#else
 	if (lane != 0u)
 		return;
+#endif
 #if defined(GLU)
 	[[unroll]] for (uint k = 0u; k < RH; k++)
 		[[unroll]] for (uint j = 0u; j < MT; j++)
