@@ -448,9 +448,15 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	const char *ma = getenv("ALICE_VK_MAX_ALLOC");
 	if (ma && strtoull(ma, NULL, 10) >= 65536 && strtoull(ma, NULL, 10) < ctx->max_alloc)
 		ctx->max_weights = strtoull(ma, NULL, 10);
-	/* ALICE_VK_FUSE=0: every node its own dispatches (comparisons, tests) */
+	/* ALICE_VK_FUSE=0: every node its own dispatches (comparisons, tests);
+	 * a list of norm, normq, rope, mv: only those fusions */
 	const char *fz = getenv("ALICE_VK_FUSE");
-	ctx->fuse = !(fz && fz[0] == '0');
+	ctx->fuse = VK_FUSE_ALL;
+	if (fz && fz[0] == '0')
+		ctx->fuse = 0;
+	else if (fz && *fz && strcmp(fz, "1"))
+		ctx->fuse = (strstr(fz, "norm") ? VK_FUSE_NORM : 0) | (strstr(fz, "normq") ? VK_FUSE_NORMQ : 0) |
+			    (strstr(fz, "rope") ? VK_FUSE_ROPE : 0) | (strstr(fz, "mv") ? VK_FUSE_MV : 0);
 	const char *nosg = getenv("ALICE_VK_NO_SUBGROUP");
 	ctx->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
 			      (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&

@@ -106,7 +106,7 @@ static enum alice_status try_addnorm(struct alice_backend_ctx *ctx, const struct
 	if (i + n < g->n_nodes && g->nodes[i + n].op == ALICE_OP_MUL_MAT && g->nodes[i + n].src[1] == nrm.node->dst &&
 	    vk_check_node(ctx, g, &g->nodes[i + n], &mm) == ALICE_OK) {
 		fmt = vk_act_fmt(mm.src[0]->type, &bs);
-		if (fmt == 5 || (uint64_t)vk_nelem(d) * 4 > ctx->scratch_region || ne0 % bs ||
+		if (fmt == 5 || !(ctx->fuse & VK_FUSE_NORMQ) || (uint64_t)vk_nelem(d) * 4 > ctx->scratch_region || ne0 % bs ||
 		    !vk_mm_reads_rounded(ctx, &mm))
 			fmt = 0;
 	}
@@ -322,12 +322,12 @@ enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_grap
 	*used = 0;
 	switch (a->node->op) {
 	case ALICE_OP_MUL_MAT:
-		return try_multi(ctx, g, i, a, used);
+		return ctx->fuse & VK_FUSE_MV ? try_multi(ctx, g, i, a, used) : ALICE_OK;
 	case ALICE_OP_ROPE:
-		return try_ropekv(ctx, g, i, a, used);
+		return ctx->fuse & VK_FUSE_ROPE ? try_ropekv(ctx, g, i, a, used) : ALICE_OK;
 	case ALICE_OP_ADD:
 	case ALICE_OP_RMS_NORM:
-		return try_addnorm(ctx, g, i, a, used);
+		return ctx->fuse & VK_FUSE_NORM ? try_addnorm(ctx, g, i, a, used) : ALICE_OK;
 	default:
 		return ALICE_OK;
 	}

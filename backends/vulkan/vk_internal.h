@@ -55,7 +55,7 @@ struct alice_backend_ctx {
 	bool unified;       /* integrated GPU / CPU device: host-visible memory is device memory */
 	bool force_staging; /* ALICE_VK_FORCE_STAGING=1: never map device buffers (tests the discrete path) */
 	bool subgroup_arith;/* subgroupAdd/Max in compute shaders */
-	bool fuse;          /* chains of nodes as one dispatch (vk_fuse.c) */
+	unsigned fuse;      /* chains of nodes as one dispatch (vk_fuse.c): VK_FUSE_* */
 	bool coopmat;       /* prefill GEMM on NV cooperative matrices (mmc.comp; ALICE_VK_COOPMAT=0: off) */
 	bool host_import;   /* VK_EXT_external_memory_host enabled */
 	uint64_t import_align;
@@ -249,6 +249,13 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 /* Whether MUL_MAT a reads its whole x rounded by actq (where a fused shader
  * may round it instead): not its row runs, not the cooperative-matrix GEMM. */
 bool vk_mm_reads_rounded(struct alice_backend_ctx *ctx, const struct alice_op_args *a) VK_HIDDEN;
+/* ctx->fuse: [ADD] + RMS_NORM, the rounding for the next MUL_MAT in it too,
+ * ROPE + KV_WRITE, mat-vecs of one input */
+#define VK_FUSE_NORM 1u
+#define VK_FUSE_NORMQ 2u
+#define VK_FUSE_ROPE 4u
+#define VK_FUSE_MV 8u
+#define VK_FUSE_ALL 15u
 /* vk_fuse.c: record nodes i, i+1, ... as one dispatch where they form a
  * chain a fused shader computes alike; *used = how many (0: none). */
 enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
