@@ -302,6 +302,7 @@ struct mmt_push {
 	uint32_t x_off, x_nb0, x_nb1, x_nb2;
 	uint32_t x_nb3, d_off, d_nb0, d_nb1;
 	uint32_t d_nb2, d_nb3, n_wg, s_off;
+	uint32_t xvec; /* mmc.comp: x rows as 16-byte vectors */
 };
 
 /* Columns from which the 64 x 64 tiled kernel (mmt.comp) takes over. */
@@ -367,6 +368,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
 			.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .n_wg = (uint32_t)n_wg,
 			.s_off = xa->s_off,
+			.xvec = xa->nb0 == 4 && K % 4 == 0 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0,
 		};
 		char name[32];
 		snprintf(name, sizeof(name), "%s_%s", mm_coopmat(ctx, w, x, decode) ? "mmc" : "mmt", ti->name);

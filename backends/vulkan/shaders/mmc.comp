@@ -5,8 +5,12 @@
 // 32 computes 64 weight rows x 64 columns; per 32-wide K step the weight
 // tile is dequantized to F16 and the activation tile converted to F16 in
 // shared memory (as the CUDA backend's F16 GEMM rounds them), and each
-// subgroup multiplies a 32 x 32 block as 2 x 2 tiles. A column's results do
-// not depend on the other columns of the launch (batch invariance).
+// subgroup multiplies a 32 x 32 block as 2 x 2 tiles. The tiles are double
+// buffered: step s + 1's global loads are issued before step s's products
+// and stored after them, one barrier a step (a step was ~2 us of load
+// latency on the H100 with 2 workgroups an SM). A column's results do not
+// depend on the other columns of the launch (batch invariance): every
+// output takes the same products in the same K order, whatever the tiling.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -19,6 +23,8 @@
 layout(local_size_x = 128) in;
 #include "common.glsl"
 #include "dequant.glsl"
+// the activations as 16-byte vectors (xvec: rows 16-byte aligned)
+layout(std430, set = 0, binding = 2) readonly buffer BufB4 { vec4 b4_[]; };
 
 layout(push_constant) uniform PC {
 	uint K, N, M, ne12;
@@ -27,11 +33,75 @@ layout(push_constant) uniform PC {
 	uint x_off, x_nb0, x_nb1, x_nb2;
 	uint x_nb3, d_off, d_nb0, d_nb1;
 	uint d_nb2, d_nb3, n_wg, s_off;
+	uint xvec;
 } p;
 
-shared float16_t ws[BN * LDS]; // [n][k]
-shared float16_t xs[BM * LDS]; // [m][k]
-shared float cs[BN * LDC];     // [n][m]
+shared float16_t ws[2][BN * LDS]; // [n][k]
+shared float16_t xs[2][BM * LDS]; // [m][k]
+shared float cs[BN * LDC];        // [n][m]
+
+// one step's share of a thread: 16 weights (row tid / 2, half tid % 2) and
+// 16 activations (4 vectors, or 16 scalars)
+struct Stage {
+	float w[16];
+	vec4 x[4];
+};
+
+void fetch(uint k0, uint wbase, uint xbase, uint n0, uint m0, uint tid, out Stage s)
+{
+#if PLAIN
+	[[unroll]] for (uint e = 0u; e < 16u; e++) {
+		uint idx = tid + e * 128u, r = idx / BK, k = idx % BK;
+		s.w[e] = n0 + r < p.N && k0 + k < p.K ? a_ld(wbase + (n0 + r) * p.w_nb1 + (k0 + k) * WSIZE, WTYPE) : 0.0;
+	}
+#else
+	{
+		uint r = tid >> 1, g = tid & 1u;
+		// a row past N reads row N - 1 (its products land outside the output)
+		dq16(wbase + min(n0 + r, p.N - 1u) * p.w_nb1, (k0 >> 4) + g, s.w);
+	}
+#endif
+	if (p.xvec != 0u) {
+		[[unroll]] for (uint e = 0u; e < 4u; e++) {
+			uint idx = tid + e * 128u, c = idx >> 3, k = (idx & 7u) * 4u;
+			uint b = xbase + min(m0 + c, p.M - 1u) * p.x_nb1 + (k0 + k) * 4u;
+			s.x[e] = k0 + k < p.K ? b4_[b >> 4] : vec4(0.0);
+		}
+	} else {
+		[[unroll]] for (uint e = 0u; e < 16u; e++) {
+			uint idx = tid + e * 128u, c = idx / BK, k = idx % BK;
+			s.x[e >> 2][e & 3u] = m0 + c < p.M && k0 + k < p.K ? b_f(xbase + (m0 + c) * p.x_nb1 + (k0 + k) * p.x_nb0) : 0.0;
+		}
+	}
+}
+
+void put(uint buf, uint tid, Stage s)
+{
+#if PLAIN
+	[[unroll]] for (uint e = 0u; e < 16u; e++) {
+		uint idx = tid + e * 128u;
+		ws[buf][(idx / BK) * LDS + idx % BK] = float16_t(s.w[e]);
+	}
+#else
+	{
+		uint r = tid >> 1, g = tid & 1u;
+		[[unroll]] for (uint i = 0u; i < 16u; i++)
+			ws[buf][r * LDS + g * 16u + i] = float16_t(s.w[i]);
+	}
+#endif
+	if (p.xvec != 0u) {
+		[[unroll]] for (uint e = 0u; e < 4u; e++) {
+			uint idx = tid + e * 128u, c = idx >> 3, k = (idx & 7u) * 4u;
+			[[unroll]] for (uint i = 0u; i < 4u; i++)
+				xs[buf][c * LDS + k + i] = float16_t(s.x[e][i]);
+		}
+	} else {
+		[[unroll]] for (uint e = 0u; e < 16u; e++) {
+			uint idx = tid + e * 128u;
+			xs[buf][(idx / BK) * LDS + idx % BK] = float16_t(s.x[e >> 2][e & 3u]);
+		}
+	}
+}
 
 void main()
 {
@@ -50,47 +120,30 @@ void main()
 	[[unroll]] for (uint i = 0u; i < 2u; i++)
 		[[unroll]] for (uint j = 0u; j < 2u; j++)
 			acc[i][j] = fcoopmatNV<32, SCOPE, 16, 16>(0.0);
+	Stage st;
+	fetch(0u, wbase, xbase, n0, m0, tid, st);
+	put(0u, tid, st);
+	barrier();
+	uint cur = 0u;
 	for (uint k0 = 0u; k0 < p.K; k0 += BK) {
-#if PLAIN
-		[[unroll]] for (uint e = 0u; e < 16u; e++) {
-			uint idx = tid + e * 128u, r = idx / BK, k = idx % BK;
-			float v = 0.0;
-			if (n0 + r < p.N && k0 + k < p.K)
-				v = a_ld(wbase + (n0 + r) * p.w_nb1 + (k0 + k) * WSIZE, WTYPE);
-			ws[r * LDS + k] = float16_t(v);
-		}
-#else
-		{
-			uint r = tid >> 1, g = tid & 1u;
-			float v[16];
-			if (n0 + r < p.N && k0 + g * 16u < p.K)
-				dq16(wbase + (n0 + r) * p.w_nb1, (k0 >> 4) + g, v);
-			else
-				[[unroll]] for (uint i = 0u; i < 16u; i++)
-					v[i] = 0.0;
-			[[unroll]] for (uint i = 0u; i < 16u; i++)
-				ws[r * LDS + g * 16u + i] = float16_t(v[i]);
-		}
-#endif
-		[[unroll]] for (uint e = 0u; e < 16u; e++) {
-			uint idx = tid + e * 128u, c = idx / BK, k = idx % BK;
-			float v = 0.0;
-			if (m0 + c < p.M && k0 + k < p.K)
-				v = b_f(xbase + (m0 + c) * p.x_nb1 + (k0 + k) * p.x_nb0);
-			xs[c * LDS + k] = float16_t(v);
-		}
-		barrier();
+		bool more = k0 + BK < p.K;
+		if (more)
+			fetch(k0 + BK, wbase, xbase, n0, m0, tid, st);
 		[[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
 			fcoopmatNV<16, SCOPE, 16, 16> a[2], bm[2];
 			[[unroll]] for (uint i = 0u; i < 2u; i++)
-				coopMatLoadNV(a[i], ws, (sr + i * 16u) * LDS + kk, LDS, false);
+				coopMatLoadNV(a[i], ws[cur], (sr + i * 16u) * LDS + kk, LDS, false);
 			[[unroll]] for (uint j = 0u; j < 2u; j++)
-				coopMatLoadNV(bm[j], xs, (sc + j * 16u) * LDS + kk, LDS, true);
+				coopMatLoadNV(bm[j], xs[cur], (sc + j * 16u) * LDS + kk, LDS, true);
 			[[unroll]] for (uint i = 0u; i < 2u; i++)
 				[[unroll]] for (uint j = 0u; j < 2u; j++)
 					acc[i][j] = coopMatMulAddNV(a[i], bm[j], acc[i][j]);
 		}
+		// the other buffer was last read a step ago, before this step's barrier
+		if (more)
+			put(cur ^ 1u, tid, st);
 		barrier();
+		cur ^= 1u;
 	}
 	[[unroll]] for (uint i = 0u; i < 2u; i++)
 		[[unroll]] for (uint j = 0u; j < 2u; j++)
