@@ -12,6 +12,10 @@
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;
 #include "common.glsl"
+#if USE_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
 layout(push_constant) uniform PC {
 	uint K, M, ne2, fmt; // fmt: 1 f16, 2 bf16, 3 q8_0, 4 q8_k
@@ -19,11 +23,10 @@ layout(push_constant) uniform PC {
 	uint x_nb3, bs, n_items, s_off; // s_off: Q8_1 block sums after the values
 } p;
 
-#include "actq.glsl"
-
 shared float s_av[256];
 shared uint s_ix[256];
 shared float s_sum[256];
+#include "actq.glsl"
 
 void main()
 {
@@ -48,22 +51,9 @@ void main()
 		return;
 	}
 	// only |v| > 0 ever becomes the maximum of a scan from amax = 0 (NaN never)
-	float av = abs(v);
-	s_av[tid] = av > 0.0 ? av : 0.0;
-	s_ix[tid] = i;
-	barrier();
-	for (uint s = bs >> 1; s > 0u; s >>= 1) {
-		if (i < s) {
-			float o = s_av[tid + s];
-			if (o > s_av[tid] || (o == s_av[tid] && s_ix[tid + s] < s_ix[tid])) {
-				s_av[tid] = o;
-				s_ix[tid] = s_ix[tid + s];
-			}
-		}
-		barrier();
-	}
+	float amax, mx;
+	blk_amax(tid, i, bs, v, amax, mx);
 	uint base = tid - i;
-	float amax = s_av[base];
 	if (p.fmt == 5u) {
 		float d = amax / 127.0, id = amax != 0.0 ? div_cr(127.0, amax) : 0.0;
 		float q = roundEven(v * id);
@@ -83,6 +73,5 @@ void main()
 	}
 	if (!ok)
 		return;
-	float mx = p.fmt == 4u && amax != 0.0 ? a_f(xb + s_ix[base] * p.x_nb0) : 0.0;
 	d_stf(ob, actq_q8(p.fmt, v, amax, mx));
 }

@@ -33,3 +33,60 @@ float actq_q8(uint fmt, float v, float amax, float mx)
 	float iscale = div_cr(-127.0, mx), d = div_cr(1.0, iscale);
 	return d * min(roundEven(iscale * v), 127.0);
 }
+
+// The absolute maximum of a block of bs threads (bs 32 or 256 beginning at
+// thread tid - bi) and the signed element holding it first (mx): what a
+// scan in order keeps (NaN never becomes the maximum). Subgroup maxima where
+// subgroups are 32 wide (a 256 block: 8 of them, combined in order), else a
+// shared-memory tree. The includer declares s_av[256] and s_ix[256] and
+// calls it in uniform control flow (bs is uniform).
+void blk_amax(uint tid, uint bi, uint bs, float v, out float amax, out float mx)
+{
+	float av = abs(v);
+	av = av > 0.0 ? av : 0.0;
+	uint neg = v < 0.0 ? 0x10000u : 0u; // the sign beside the index
+#if USE_SUBGROUP
+	if (gl_SubgroupSize == 32u && (bs == 32u || bs == 256u)) {
+		float m = subgroupMax(av);
+		uint i = subgroupMin(av == m ? bi : 0xffffu);
+		bool ng = subgroupOr(bi == i && neg != 0u ? 1u : 0u) != 0u;
+		if (bs == 32u) {
+			amax = m;
+			mx = ng ? -m : m;
+			return;
+		}
+		if (subgroupElect()) {
+			s_av[gl_SubgroupID] = m;
+			s_ix[gl_SubgroupID] = ng ? 0x10000u : 0u;
+		}
+		barrier();
+		amax = s_av[0];
+		uint sx = s_ix[0];
+		for (uint j = 1u; j < 8u; j++)
+			if (s_av[j] > amax) { // later subgroups hold later elements: ties keep the first
+				amax = s_av[j];
+				sx = s_ix[j];
+			}
+		mx = sx != 0u ? -amax : amax;
+		barrier();
+		return;
+	}
+#endif
+	s_av[tid] = av;
+	s_ix[tid] = bi | neg;
+	barrier();
+	for (uint st = bs >> 1; st > 0u; st >>= 1) {
+		if (bi < st) {
+			float o = s_av[tid + st];
+			if (o > s_av[tid] || (o == s_av[tid] && (s_ix[tid + st] & 0xffffu) < (s_ix[tid] & 0xffffu))) {
+				s_av[tid] = o;
+				s_ix[tid] = s_ix[tid + st];
+			}
+		}
+		barrier();
+	}
+	uint base = tid - bi;
+	amax = s_av[base];
+	mx = (s_ix[base] & 0x10000u) != 0u ? -amax : amax;
+	barrier();
+}

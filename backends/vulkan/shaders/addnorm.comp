@@ -17,7 +17,6 @@
 layout(local_size_x = 256) in;
 #include "common.glsl"
 #include "reduce.glsl"
-#include "actq.glsl"
 
 layout(push_constant) uniform PC {
 	uint ne0, n_rows, has_add, fmt; // fmt 0: no rounded copy
@@ -29,7 +28,7 @@ layout(push_constant) uniform PC {
 
 shared float s_av[256];
 shared uint s_ix[256];
-shared float s_v[256];
+#include "actq.glsl"
 
 float e_f(uint b) { return uintBitsToFloat(e_[b >> 2]); }
 
@@ -96,23 +95,10 @@ void main()
 		}
 		if (p.fmt < 3u)
 			return;
-		float av = abs(v);
-		s_av[tid] = av > 0.0 ? av : 0.0;
-		s_ix[tid] = bi;
-		s_v[tid] = v;
-		barrier();
-		for (uint st = p.bs >> 1; st > 0u; st >>= 1) {
-			if (bi < st) {
-				float o = s_av[tid + st];
-				if (o > s_av[tid] || (o == s_av[tid] && s_ix[tid + st] < s_ix[tid])) {
-					s_av[tid] = o;
-					s_ix[tid] = s_ix[tid + st];
-				}
-			}
-			barrier();
-		}
+		float amax, mx;
+		blk_amax(tid, bi, p.bs, v, amax, mx);
 		if (ok)
-			f_[(qr + e * 4u) >> 2] = floatBitsToUint(actq_q8(p.fmt, v, s_av[base], s_v[base + s_ix[base]]));
+			f_[(qr + e * 4u) >> 2] = floatBitsToUint(actq_q8(p.fmt, v, amax, mx));
 		barrier();
 	}
 }
