@@ -341,6 +341,14 @@ static uint64_t vk_rel_of(struct alice_backend_ctx *ctx, const struct alice_tens
 	return align ? start % align : 0;
 }
 
+/* mv.comp's geometry for a weight type (the shader's RW_DEF / KS_DEF):
+ * rows per team and teams per row group; a workgroup has 4 teams */
+static void mv_geom(uint32_t type, uint32_t *rw, uint32_t *ks)
+{
+	*rw = type == ALICE_TYPE_Q6_K ? 1 : 4;
+	*ks = 1;
+}
+
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
 				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
 				bool decode)
@@ -391,8 +399,10 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	int xrw = 0, xks = 1, xu2 = 0;
 	const char *mvx = getenv("ALICE_VK_MVX");
 	if (mv) {
+		uint32_t rw, ks;
+		mv_geom(w->type, &rw, &ks);
 		tl = 5;
-		rows_per_wg = w->type == ALICE_TYPE_Q6_K ? 4 : 16;
+		rows_per_wg = 4 / ks * rw;
 		if (mvx && M == 1 && sscanf(mvx, "%d,%d,%d", &xrw, &xks, &xu2) == 3)
 			rows_per_wg = (uint64_t)(4 / xks * xrw);
 		else
@@ -591,7 +601,9 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 		return st;
 	b[2] = xa.b;
 	int64_t M = x->ne[1];
-	uint32_t rw = w[0]->type == ALICE_TYPE_Q6_K ? 1 : 4, per = 4 * (glu ? rw / 2 : rw);
+	uint32_t rw, ks;
+	mv_geom(w[0]->type, &rw, &ks);
+	uint32_t per = 4 / ks * (glu ? rw / 2 : rw);
 	struct mvf_push p = {
 		.K = (uint32_t)w[0]->ne[0], .M = (uint32_t)M, .mtiles = (uint32_t)((M + MM_TILE - 1) / MM_TILE),
 		.x_off = xa.b.rel, .x_nb1 = xa.nb1, .w_nb1 = (uint32_t)w[0]->nb[1],

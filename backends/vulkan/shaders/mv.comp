@@ -55,18 +55,24 @@ layout(push_constant) uniform PC {
 // row group, each taking every KS-th run of 32 items (more warps in flight
 // for short matrices), their sums added in a fixed order; U2: two items'
 // loads issued before either is used (the per-lane order is unchanged).
-#ifndef RW
+// (the host's mv_geom in vk_ops_mm.c holds the same table)
 #if defined(WT_Q6_K)
-#define RW 1u
+#define RW_DEF 1u
+#define KS_DEF 1
+#define U2_DEF 0
 #else
-#define RW 4u
+#define RW_DEF 4u
+#define KS_DEF 1
+#define U2_DEF 0
 #endif
+#ifndef RW
+#define RW RW_DEF
 #endif
 #ifndef KS
-#define KS 1 // (plain integer: the preprocessor tests it)
+#define KS KS_DEF // (a plain integer: the preprocessor tests it)
 #endif
 #ifndef U2
-#define U2 0
+#define U2 U2_DEF
 #endif
 const uint KSU = uint(KS), RGW = 4u / KSU; // row groups per workgroup
 #if KS > 1
