@@ -396,17 +396,21 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	while (tl < 7 && ((int64_t)1 << tl) < units)
 		tl++;
 	uint64_t rows_per_wg = 128u >> tl;
-	int xrw = 0, xks = 1, xu2 = 0;
+	int xrw = 0, xks = 1, xu2 = 0, xav = 0;
 	const char *mvx = getenv("ALICE_VK_MVX");
 	if (mv) {
 		uint32_t rw, ks;
 		mv_geom(w->type, &rw, &ks);
 		tl = 5;
 		rows_per_wg = 4 / ks * rw;
-		if (mvx && M == 1 && sscanf(mvx, "%d,%d,%d", &xrw, &xks, &xu2) == 3)
+		if (mvx && M == 1 && sscanf(mvx, "%d,%d,%d,%d", &xrw, &xks, &xu2, &xav) >= 3)
 			rows_per_wg = (uint64_t)(4 / xks * xrw);
 		else
 			xrw = 0;
+		/* AV: 16-byte aligned rows of Q6_K / Q8_0 */
+		if (xav && (w->type == ALICE_TYPE_Q4_K ||
+			    ((vk_rel_of(ctx, w) | (uint64_t)w->nb[1] | (uint64_t)w->nb[2] | (uint64_t)w->nb[3]) & 15)))
+			xav = 0;
 	}
 	uint64_t nrg = ((uint64_t)N + rows_per_wg - 1) / rows_per_wg;
 	uint64_t mtiles = (uint64_t)(M + MM_TILE - 1) / MM_TILE;
@@ -434,7 +438,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	/* decode (one column): the variant with a single accumulator */
 	snprintf(name, sizeof(name), "%s%s_%s", mv ? "mv" : "mm", M == 1 ? "1" : "", ti->name);
 	if (xrw)
-		snprintf(name, sizeof(name), "mv1x%d%d%d_%s", xrw, xks, xu2, ti->name);
+		snprintf(name, sizeof(name), "mv1x%d%d%d%s_%s", xrw, xks, xu2, xav ? "a" : "", ti->name);
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
 

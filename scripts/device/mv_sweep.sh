@@ -5,8 +5,8 @@
 set -u
 b=${BUILD:-.devbuild}
 export ALICE_BENCH_COLD_MB=${COLD:-300} ALICE_BENCH_SECS=${SECS:-0.25}
-shapes=${SHAPES:-"2048x2048 2048x8192 8192x2048"}
-variants=${VARIANTS:-"4,1,1 4,2,1 4,4,1 2,2,1 1,1,0 1,1,1 1,2,1"}
+shapes=${SHAPES:-"2048x2048 2048x8192 8192x2048 2048x32768"}
+variants=${VARIANTS:-"4,1,1 4,2,1 4,4,1 2,2,1 1,1,0 1,1,1 1,2,1 4,1,0,1 1,1,0,1 1,2,1,1"}
 for sh in $shapes; do
   K=${sh%x*}; N=${sh#*x}
   echo "== K=$K N=$N"

@@ -89,6 +89,23 @@ vec4 s4(uint w)
 {
 	return vec4(float(int(w << 24) >> 24), float(int(w << 16) >> 24), float(int(w << 8) >> 24), float(int(w) >> 24));
 }
+#ifndef AV
+#define AV 0
+#endif
+#if AV
+// AV: Q6_K / Q8_0 blocks (2-byte aligned) read as 16-byte vectors of a
+// 16-byte aligned row (the host checks): the 16 bytes at even offset s of x|y
+uvec4 ext16(uvec4 x, uvec4 y, uint s)
+{
+	uint w = s >> 2;
+	uvec4 lo = w == 0u ? x : (w == 1u ? uvec4(x.yzw, y.x) : (w == 2u ? uvec4(x.zw, y.xy) : uvec4(x.w, y.xyz)));
+	if ((s & 2u) == 0u)
+		return lo;
+	uvec4 hi = w == 0u ? uvec4(x.yzw, y.x) : (w == 1u ? uvec4(x.zw, y.xy) : (w == 2u ? uvec4(x.w, y.xyz) : y));
+	return (lo >> 16) | (hi << 16);
+}
+uvec4 a_v16(uint b) { uint v = b >> 4; return ext16(a4_[v], a4_[v + 1u], b & 15u); }
+#endif
 // the 16 activations from word-aligned byte offset xb (16-byte aligned)
 void ld_x16(uint xb, out vec4 x[4])
 {
@@ -189,11 +206,18 @@ void main()
 	// an item: a quarter of a super-block (64 values), its scales and d
 	uint nit = p.K / 64u;
 #define ITEM_DECL uvec4 qa[RW], qb2[RW], qh[RW]; vec4 ds[RW];
+#if AV
+#define Q6_RAW(bb, hn_, h_, qa_, qb_, qh_, sw0, sw1) { qa_ = a_v16(bb + hn_ * 64u + h_ * 16u); \
+			qb_ = a_v16(bb + hn_ * 64u + 32u + h_ * 16u); qh_ = a_v16(bb + 128u + hn_ * 32u + h_ * 16u); \
+			uvec4 sc_ = a_v16(bb + 192u); sw0 = hn_ == 0u ? sc_.x : sc_.z; sw1 = hn_ == 0u ? sc_.y : sc_.w; }
+#else
+#define Q6_RAW(bb, hn_, h_, qa_, qb_, qh_, sw0, sw1) { qa_ = a_u128(bb + hn_ * 64u + h_ * 16u); \
+			qb_ = a_u128(bb + hn_ * 64u + 32u + h_ * 16u); qh_ = a_u128(bb + 128u + hn_ * 32u + h_ * 16u); \
+			sw0 = a_u32(bb + 192u + hn_ * 8u); sw1 = a_u32(bb + 196u + hn_ * 8u); }
+#endif
 #define ITEM_LOAD(R, IT) { uint sb_ = (IT) >> 2, hn_ = ((IT) >> 1) & 1u, h_ = (IT) & 1u; \
 		[[unroll]] for (uint k = 0u; k < RW; k++) { uint bb = wrow[k] + sb_ * 210u; \
-			R.qa[k] = a_u128(bb + hn_ * 64u + h_ * 16u); R.qb2[k] = a_u128(bb + hn_ * 64u + 32u + h_ * 16u); \
-			R.qh[k] = a_u128(bb + 128u + hn_ * 32u + h_ * 16u); \
-			uint sw0 = a_u32(bb + 192u + hn_ * 8u), sw1 = a_u32(bb + 196u + hn_ * 8u); float d = a_h(bb + 208u); \
+			uint sw0, sw1; Q6_RAW(bb, hn_, h_, R.qa[k], R.qb2[k], R.qh[k], sw0, sw1) float d = a_h(bb + 208u); \
 			R.ds[k] = d * vec4(float(int(byte_of(sw0, h_) << 24) >> 24), float(int(byte_of(sw0, h_ + 2u) << 24) >> 24), \
 					 float(int(byte_of(sw1, h_) << 24) >> 24), float(int(byte_of(sw1, h_ + 2u) << 24) >> 24)); } }
 #define ITEM_ACC(R, IT) { uint k0_ = ((IT) >> 2) * 256u + (((IT) >> 1) & 1u) * 128u + ((IT) & 1u) * 16u; \
@@ -207,8 +231,16 @@ void main()
 	// an item: one block of 32
 	uint nit = p.K / 32u;
 #define ITEM_DECL uvec4 q0[RW], q1[RW]; float d[RW];
+#if AV
+#define ITEM_LOAD(R, IT) { [[unroll]] for (uint k = 0u; k < RW; k++) { uint bb = wrow[k] + (IT) * 34u, v_ = bb >> 4, s_ = bb & 15u; \
+			uvec4 x0_ = a4_[v_], x1_ = a4_[v_ + 1u], x2_ = a4_[v_ + 2u]; \
+			R.d[k] = unpackHalf2x16(x0_[s_ >> 2] >> ((s_ & 2u) * 8u)).x; \
+			R.q0[k] = s_ + 2u < 16u ? ext16(x0_, x1_, s_ + 2u) : x1_; \
+			R.q1[k] = s_ + 2u < 16u ? ext16(x1_, x2_, s_ + 2u) : x2_; } }
+#else
 #define ITEM_LOAD(R, IT) { [[unroll]] for (uint k = 0u; k < RW; k++) { uint bb = wrow[k] + (IT) * 34u; \
 			R.d[k] = a_h(bb); R.q0[k] = a_u128(bb + 2u); R.q1[k] = a_u128(bb + 18u); } }
+#endif
 #define ITEM_ACC(R, IT) { uint k0_ = (IT) * 32u; \
 		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 x0[4], x1[4]; \
 			ld_x16(xb0 + j * p.x_nb1 + k0_ * 4u, x0); ld_x16(xb0 + j * p.x_nb1 + (k0_ + 16u) * 4u, x1); \
