@@ -55,12 +55,13 @@ static int64_t n_rows(const struct alice_tensor *t)
 	return t->ne[1] * t->ne[2] * t->ne[3];
 }
 
-/* nodes i.. as [ADD] RMS_NORM [MUL_MAT]: how many fuse (0, or 1-2 without the matmul) */
+/* nodes i.. as [ADD] RMS_NORM [MUL_MAT]: how many fuse (0, or 1-2 without
+ * the matmul); g NULL: the RMS_NORM a0 alone (vk_op_norm) */
 static enum alice_status try_addnorm(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
 				     const struct alice_op_args *a0, uint32_t *used)
 {
 	struct alice_op_args add, nrm, mm;
-	bool has_add = a0->node->op == ALICE_OP_ADD;
+	bool has_add = g && a0->node->op == ALICE_OP_ADD;
 	if (has_add) {
 		if (i + 1 >= g->n_nodes || g->nodes[i + 1].op != ALICE_OP_RMS_NORM ||
 		    g->nodes[i + 1].src[0] != a0->node->dst)
@@ -103,7 +104,7 @@ static enum alice_status try_addnorm(struct alice_backend_ctx *ctx, const struct
 	}
 	/* the rounding the next MUL_MAT wants, when it reads the norm whole */
 	uint32_t n = has_add ? 2 : 1, fmt = 0, bs = 1;
-	if (i + n < g->n_nodes && g->nodes[i + n].op == ALICE_OP_MUL_MAT && g->nodes[i + n].src[1] == nrm.node->dst &&
+	if (g && i + n < g->n_nodes && g->nodes[i + n].op == ALICE_OP_MUL_MAT && g->nodes[i + n].src[1] == nrm.node->dst &&
 	    vk_check_node(ctx, g, &g->nodes[i + n], &mm) == ALICE_OK) {
 		fmt = vk_act_fmt(mm.src[0]->type, &bs);
 		if (fmt == 5 || !(ctx->fuse & VK_FUSE_NORMQ) || (uint64_t)vk_nelem(d) * 4 > ctx->scratch_region || ne0 % bs ||
@@ -313,6 +314,18 @@ static enum alice_status try_ropekv(struct alice_backend_ctx *ctx, const struct 
 			    (uint32_t)((nq_i + nk_i + nv_i + 127) / 128));
 	if (st == ALICE_OK)
 		*used = 4;
+	return st;
+}
+
+/* An RMS_NORM node by itself on addnorm.comp where its rows fit (*done):
+ * the norm then runs the same code fused or not, so the two give the same
+ * bits on any compiler (norm.comp's own build of the same formula did not,
+ * on the H200's driver). */
+enum alice_status vk_norm_addnorm(const struct alice_op_args *a, bool *done)
+{
+	uint32_t used = 0;
+	enum alice_status st = try_addnorm(a->ctx, NULL, 0, a, &used);
+	*done = st == ALICE_OK && used == 1;
 	return st;
 }
 

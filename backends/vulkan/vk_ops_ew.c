@@ -109,6 +109,12 @@ enum alice_status vk_op_norm(const struct alice_op_args *a)
 			       (long long)w->ne[0], (long long)x->ne[0]);
 	if (!(a->node->fp[0] >= 0.0f))
 		return vk_fail(ctx, ALICE_ERR_INVALID, "eps must be >= 0");
+	if (!l2) {
+		bool done = false;
+		enum alice_status st = vk_norm_addnorm(a, &done);
+		if (st != ALICE_OK || done)
+			return st;
+	}
 	struct vk_bind b[3];
 	enum alice_status st = bind_srcs(a, b, w ? 3 : 2);
 	if (st != ALICE_OK)

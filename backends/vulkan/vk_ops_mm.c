@@ -346,7 +346,7 @@ static uint64_t vk_rel_of(struct alice_backend_ctx *ctx, const struct alice_tens
 static void mv_geom(uint32_t type, uint32_t *rw, uint32_t *ks)
 {
 	*rw = type == ALICE_TYPE_Q6_K ? 1 : 4;
-	*ks = 1;
+	*ks = type == ALICE_TYPE_Q6_K ? 1 : 2;
 }
 
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,

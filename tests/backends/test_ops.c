@@ -148,6 +148,7 @@ static void build_mul_mat(struct tcase **cs, int *n, struct rng *r)
 		/* K, N, M, batch (ne2 of x; w has ne2 = 1 or 2), x padding, import */
 		struct { int64_t K, N, M, b2, w2; int pad; bool imp; } sh[] = {
 			{8 * kq, 64, 1, 1, 1, 0, true},    /* decode */
+			{bs == 32 ? 64 * kq : 0, 40, 1, 1, 1, 0, false}, /* decode, more than 32 blocks a lane set (split K) */
 			{2 * kq, 33, 7, 1, 1, 0, false},    /* odd N, prefill */
 			{4 * kq, 16, 17, 1, 1, 3, false},   /* strided activations, M > tile */
 			{kq * (bs > 32 ? 1 : 3), 9, 2, 4, 2, 0, false}, /* batch: w broadcast over 2 */
