@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Decode mat-vec geometries on the GPU device: bench_mul_mat (cold weights,
-# one column) on cuda, then vulkan with each ALICE_VK_MVX=RW,KS,U2 variant,
+# one column) on cuda, then vulkan with each ALICE_VK_MVX=RW,KS,U2[,AV] variant
+# (those backends/vulkan/CMakeLists.txt builds),
 # over the 1B shapes. There: . scripts/device/setup.sh .devbuild && scripts/device/mv_sweep.sh
 set -u
 b=${BUILD:-.devbuild}
 export ALICE_BENCH_COLD_MB=${COLD:-300} ALICE_BENCH_SECS=${SECS:-0.25}
 shapes=${SHAPES:-"2048x2048 2048x8192 8192x2048"}
-variants=${VARIANTS:-"4,1,1 4,2,1 4,4,1 2,2,1 1,1,0 1,1,1 1,2,1 4,1,0,1 1,1,0,1 1,2,1,1"}
+variants=${VARIANTS:-"4,1,0 4,2,1 2,2,1 1,1,0 1,1,1 1,2,1 4,2,1,1 1,1,0,1"}
 for sh in $shapes; do
   K=${sh%x*}; N=${sh#*x}
   echo "== K=$K N=$N"
