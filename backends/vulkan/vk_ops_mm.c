@@ -356,7 +356,15 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
 	if (M >= tiled_min_m() && !decode) {
-		uint64_t ntiles = ((uint64_t)N + 63) / 64, mtiles = ((uint64_t)M + 63) / 64;
+		/* ALICE_VK_MMC=L: mmc.comp's 128-row tile (a comparison variant) */
+		static int mmc_l = -1;
+		if (mmc_l < 0) {
+			const char *e = getenv("ALICE_VK_MMC");
+			mmc_l = e && e[0] == 'L';
+		}
+		bool cm = mm_coopmat(ctx, w, x, decode), big = cm && mmc_l;
+		uint64_t bn = big ? 128 : 64;
+		uint64_t ntiles = ((uint64_t)N + bn - 1) / bn, mtiles = ((uint64_t)M + 63) / 64;
 		uint64_t n_wg = ntiles * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
 		if (n_wg > 0xffffffffull / 2)
 			return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
@@ -379,7 +387,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.xvec = xa->nb0 == 4 && K % 4 == 0 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0,
 		};
 		char name[32];
-		snprintf(name, sizeof(name), "%s_%s", mm_coopmat(ctx, w, x, decode) ? "mmc" : "mmt", ti->name);
+		snprintf(name, sizeof(name), "%s_%s", cm ? (big ? "mmcL" : "mmc") : "mmt", ti->name);
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	/* Q4_K / Q6_K / Q8_0: mv.comp (32 threads and 16-byte loads per row,

@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "bench8b"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "bench8b"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -68,6 +68,14 @@ fi
 if has nocm; then
   for t in $types; do
     echo "== $t, ALICE_VK_COOPMAT=0: $(ALICE_VK_COOPMAT=0 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 2 2>/dev/null | grep -E 'pp512')"
+  done
+fi
+if has mmcl; then
+  # mmc.comp's 128-row tile (ALICE_VK_MMC=L): op test, then pp512
+  ALICE_VK_MMC=L ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops-mmcl.log" 2>&1
+  echo "ops on vulkan, ALICE_VK_MMC=L: rc $? $(grep Synthesis "$out/ops-mmcl.log")"
+  for t in $types; do
+    echo "== $t, ALICE_VK_MMC=L: $(ALICE_VK_MMC=L timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 3 2>/dev/null | grep -E 'pp512')"
   done
 fi
 if has bench8b; then

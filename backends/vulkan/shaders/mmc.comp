@@ -14,13 +14,29 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#define BN 64u
-#define BM 64u
+// The tile: WN x WM subgroups, each FN x FM 16 x 16 fragments: 2 x 2 of
+// 2 x 2 (64 x 64, 128 threads), or with MMC_L (mmcL_*, ALICE_VK_MMC=L, a
+// comparison variant) 2 x 2 of 4 x 2 (128 weight rows x 64 columns).
+#ifdef MMC_L
+#extension GL_KHR_shader_subgroup_basic : require
+#define WN 2u
+#define WM 2u
+#define FN 4u
+#define FM 2u
+#else
+#define WN 2u
+#define WM 2u
+#define FN 2u
+#define FM 2u
+#endif
+#define NT (32u * WN * WM)
+#define BN (WN * FN * 16u)
+#define BM (WM * FM * 16u)
 #define BK 32u
 #define LDS 40u // row stride of the F16 tiles (pads the banks)
 #define LDC 68u // row stride of the staged output
 #define SCOPE 3 // gl_ScopeSubgroup
-layout(local_size_x = 128) in;
+layout(local_size_x = NT) in;
 #include "common.glsl"
 #include "dequant.glsl"
 // the activations as 16-byte vectors (xvec: rows 16-byte aligned)
@@ -38,38 +54,50 @@ layout(push_constant) uniform PC {
 
 shared float16_t ws[2][BN * LDS]; // [n][k]
 shared float16_t xs[2][BM * LDS]; // [m][k]
-shared float cs[BN * LDC];        // [n][m]
+// the output staged whole (64 x 64), or (MMC_L, where that would pass the
+// 48 KB of shared memory) a fragment at a time per subgroup
+#ifndef MMC_L
+shared float cs[BN * LDC]; // [n][m]
+#else
+#define LDW 20u
+shared float cs[WN * WM * 16u * LDW]; // [subgroup][n][m] (16 x 16)
+#endif
 
-// one step's share of a thread: 16 weights (row tid / 2, half tid % 2) and
-// 16 activations (4 vectors, or 16 scalars)
+// one step's share of a thread: WPT weight groups of 16 (row, half) and
+// XPT activation vectors (or 4 XPT scalars)
+#define WPT (BN * 2u / NT)
+#define XPT (BM * 8u / NT)
 struct Stage {
-	float w[16];
-	vec4 x[4];
+	float w[16u * WPT];
+	vec4 x[XPT];
 };
 
 void fetch(uint k0, uint wbase, uint xbase, uint n0, uint m0, uint tid, out Stage s)
 {
 #if PLAIN
-	[[unroll]] for (uint e = 0u; e < 16u; e++) {
-		uint idx = tid + e * 128u, r = idx / BK, k = idx % BK;
+	[[unroll]] for (uint e = 0u; e < 16u * WPT; e++) {
+		uint idx = tid + e * NT, r = idx / BK, k = idx % BK;
 		s.w[e] = n0 + r < p.N && k0 + k < p.K ? a_ld(wbase + (n0 + r) * p.w_nb1 + (k0 + k) * WSIZE, WTYPE) : 0.0;
 	}
 #else
-	{
-		uint r = tid >> 1, g = tid & 1u;
+	[[unroll]] for (uint u = 0u; u < WPT; u++) {
+		uint idx = tid + u * NT, r = idx >> 1, g = idx & 1u;
+		float v[16];
 		// a row past N reads row N - 1 (its products land outside the output)
-		dq16(wbase + min(n0 + r, p.N - 1u) * p.w_nb1, (k0 >> 4) + g, s.w);
+		dq16(wbase + min(n0 + r, p.N - 1u) * p.w_nb1, (k0 >> 4) + g, v);
+		[[unroll]] for (uint i = 0u; i < 16u; i++)
+			s.w[u * 16u + i] = v[i];
 	}
 #endif
 	if (p.xvec != 0u) {
-		[[unroll]] for (uint e = 0u; e < 4u; e++) {
-			uint idx = tid + e * 128u, c = idx >> 3, k = (idx & 7u) * 4u;
+		[[unroll]] for (uint e = 0u; e < XPT; e++) {
+			uint idx = tid + e * NT, c = idx >> 3, k = (idx & 7u) * 4u;
 			uint b = xbase + min(m0 + c, p.M - 1u) * p.x_nb1 + (k0 + k) * 4u;
 			s.x[e] = k0 + k < p.K ? b4_[b >> 4] : vec4(0.0);
 		}
 	} else {
-		[[unroll]] for (uint e = 0u; e < 16u; e++) {
-			uint idx = tid + e * 128u, c = idx / BK, k = idx % BK;
+		[[unroll]] for (uint e = 0u; e < 4u * XPT; e++) {
+			uint idx = tid + e * NT, c = idx / BK, k = idx % BK;
 			s.x[e >> 2][e & 3u] = m0 + c < p.M && k0 + k < p.K ? b_f(xbase + (m0 + c) * p.x_nb1 + (k0 + k) * p.x_nb0) : 0.0;
 		}
 	}
@@ -78,26 +106,26 @@ void fetch(uint k0, uint wbase, uint xbase, uint n0, uint m0, uint tid, out Stag
 void put(uint buf, uint tid, Stage s)
 {
 #if PLAIN
-	[[unroll]] for (uint e = 0u; e < 16u; e++) {
-		uint idx = tid + e * 128u;
+	[[unroll]] for (uint e = 0u; e < 16u * WPT; e++) {
+		uint idx = tid + e * NT;
 		ws[buf][(idx / BK) * LDS + idx % BK] = float16_t(s.w[e]);
 	}
 #else
-	{
-		uint r = tid >> 1, g = tid & 1u;
+	[[unroll]] for (uint u = 0u; u < WPT; u++) {
+		uint idx = tid + u * NT, r = idx >> 1, g = idx & 1u;
 		[[unroll]] for (uint i = 0u; i < 16u; i++)
-			ws[buf][r * LDS + g * 16u + i] = float16_t(s.w[i]);
+			ws[buf][r * LDS + g * 16u + i] = float16_t(s.w[u * 16u + i]);
 	}
 #endif
 	if (p.xvec != 0u) {
-		[[unroll]] for (uint e = 0u; e < 4u; e++) {
-			uint idx = tid + e * 128u, c = idx >> 3, k = (idx & 7u) * 4u;
+		[[unroll]] for (uint e = 0u; e < XPT; e++) {
+			uint idx = tid + e * NT, c = idx >> 3, k = (idx & 7u) * 4u;
 			[[unroll]] for (uint i = 0u; i < 4u; i++)
 				xs[buf][c * LDS + k + i] = float16_t(s.x[e][i]);
 		}
 	} else {
-		[[unroll]] for (uint e = 0u; e < 16u; e++) {
-			uint idx = tid + e * 128u;
+		[[unroll]] for (uint e = 0u; e < 4u * XPT; e++) {
+			uint idx = tid + e * NT;
 			xs[buf][(idx / BK) * LDS + idx % BK] = float16_t(s.x[e >> 2][e & 3u]);
 		}
 	}
@@ -115,10 +143,10 @@ void main()
 	uint n0 = nt * BN, m0 = mt * BM;
 	uint wbase = p.w_off + (i2 / p.r2) * p.w_nb2 + (i3 / p.r3) * p.w_nb3;
 	uint xbase = p.x_off + i2 * p.x_nb2 + i3 * p.x_nb3;
-	uint sr = (sg >> 1) * 32u, sc = (sg & 1u) * 32u; // this subgroup's block
-	fcoopmatNV<32, SCOPE, 16, 16> acc[2][2];
-	[[unroll]] for (uint i = 0u; i < 2u; i++)
-		[[unroll]] for (uint j = 0u; j < 2u; j++)
+	uint sr = (sg / WM) * (FN * 16u), sc = (sg % WM) * (FM * 16u); // this subgroup's block
+	fcoopmatNV<32, SCOPE, 16, 16> acc[FN][FM];
+	[[unroll]] for (uint i = 0u; i < FN; i++)
+		[[unroll]] for (uint j = 0u; j < FM; j++)
 			acc[i][j] = fcoopmatNV<32, SCOPE, 16, 16>(0.0);
 	Stage st;
 	fetch(0u, wbase, xbase, n0, m0, tid, st);
@@ -130,13 +158,13 @@ void main()
 		if (more)
 			fetch(k0 + BK, wbase, xbase, n0, m0, tid, st);
 		[[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
-			fcoopmatNV<16, SCOPE, 16, 16> a[2], bm[2];
-			[[unroll]] for (uint i = 0u; i < 2u; i++)
+			fcoopmatNV<16, SCOPE, 16, 16> a[FN], bm[FM];
+			[[unroll]] for (uint i = 0u; i < FN; i++)
 				coopMatLoadNV(a[i], ws[cur], (sr + i * 16u) * LDS + kk, LDS, false);
-			[[unroll]] for (uint j = 0u; j < 2u; j++)
+			[[unroll]] for (uint j = 0u; j < FM; j++)
 				coopMatLoadNV(bm[j], xs[cur], (sc + j * 16u) * LDS + kk, LDS, true);
-			[[unroll]] for (uint i = 0u; i < 2u; i++)
-				[[unroll]] for (uint j = 0u; j < 2u; j++)
+			[[unroll]] for (uint i = 0u; i < FN; i++)
+				[[unroll]] for (uint j = 0u; j < FM; j++)
 					acc[i][j] = coopMatMulAddNV(a[i], bm[j], acc[i][j]);
 		}
 		// the other buffer was last read a step ago, before this step's barrier
@@ -145,14 +173,30 @@ void main()
 		barrier();
 		cur ^= 1u;
 	}
-	[[unroll]] for (uint i = 0u; i < 2u; i++)
-		[[unroll]] for (uint j = 0u; j < 2u; j++)
+	uint dbase = p.d_off + i2 * p.d_nb2 + i3 * p.d_nb3;
+#ifndef MMC_L
+	[[unroll]] for (uint i = 0u; i < FN; i++)
+		[[unroll]] for (uint j = 0u; j < FM; j++)
 			coopMatStoreNV(acc[i][j], cs, (sr + i * 16u) * LDC + sc + j * 16u, LDC, false);
 	barrier();
-	uint dbase = p.d_off + i2 * p.d_nb2 + i3 * p.d_nb3;
-	for (uint e = tid; e < BN * BM; e += 128u) {
+	for (uint e = tid; e < BN * BM; e += NT) {
 		uint n = e % BN, m = e / BN;
 		if (n0 + n < p.N && m0 + m < p.M)
 			d_stf(dbase + (n0 + n) * p.d_nb0 + (m0 + m) * p.d_nb1, cs[n * LDC + m]);
 	}
+#else
+	uint lane = tid & 31u, cb = sg * 16u * LDW;
+	[[unroll]] for (uint i = 0u; i < FN; i++)
+		[[unroll]] for (uint j = 0u; j < FM; j++) {
+			coopMatStoreNV(acc[i][j], cs, cb, LDW, false);
+			subgroupMemoryBarrierShared();
+			subgroupBarrier();
+			for (uint e = lane; e < 256u; e += 32u) {
+				uint n = sr + i * 16u + (e & 15u), m = sc + j * 16u + (e >> 4);
+				if (n0 + n < p.N && m0 + m < p.M)
+					d_stf(dbase + (n0 + n) * p.d_nb0 + (m0 + m) * p.d_nb1, cs[cb + (e & 15u) * LDW + (e >> 4)]);
+			}
+			subgroupBarrier();
+		}
+#endif
 }
