@@ -356,15 +356,16 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
 	if (M >= tiled_min_m() && !decode) {
-		/* ALICE_VK_MMC=L: mmc.comp's 128-row tile (a comparison variant) */
-		static int mmc_l = -1;
-		if (mmc_l < 0) {
+		/* ALICE_VK_MMC=L / W: mmc.comp's 128 x 64 / 64 x 128 tiles (comparison variants) */
+		static int mmc_v = -1;
+		if (mmc_v < 0) {
 			const char *e = getenv("ALICE_VK_MMC");
-			mmc_l = e && e[0] == 'L';
+			mmc_v = e && (e[0] == 'L' || e[0] == 'W') ? e[0] : 0;
 		}
-		bool cm = mm_coopmat(ctx, w, x, decode), big = cm && mmc_l;
-		uint64_t bn = big ? 128 : 64;
-		uint64_t ntiles = ((uint64_t)N + bn - 1) / bn, mtiles = ((uint64_t)M + 63) / 64;
+		bool cm = mm_coopmat(ctx, w, x, decode);
+		int v = cm ? mmc_v : 0;
+		uint64_t bn = v == 'L' ? 128 : 64, bm = v == 'W' ? 128 : 64;
+		uint64_t ntiles = ((uint64_t)N + bn - 1) / bn, mtiles = ((uint64_t)M + bm - 1) / bm;
 		uint64_t n_wg = ntiles * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
 		if (n_wg > 0xffffffffull / 2)
 			return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
@@ -387,7 +388,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.xvec = xa->nb0 == 4 && K % 4 == 0 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0,
 		};
 		char name[32];
-		snprintf(name, sizeof(name), "%s_%s", cm ? (big ? "mmcL" : "mmc") : "mmt", ti->name);
+		snprintf(name, sizeof(name), "%s_%s", cm ? (v == 'L' ? "mmcL" : v == 'W' ? "mmcW" : "mmc") : "mmt", ti->name);
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	/* Q4_K / Q6_K / Q8_0: mv.comp (32 threads and 16-byte loads per row,

@@ -71,11 +71,13 @@ if has nocm; then
   done
 fi
 if has mmcl; then
-  # mmc.comp's 128-row tile (ALICE_VK_MMC=L): op test, then pp512
-  ALICE_VK_MMC=L ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops-mmcl.log" 2>&1
-  echo "ops on vulkan, ALICE_VK_MMC=L: rc $? $(grep Synthesis "$out/ops-mmcl.log")"
-  for t in $types; do
-    echo "== $t, ALICE_VK_MMC=L: $(ALICE_VK_MMC=L timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 3 2>/dev/null | grep -E 'pp512')"
+  # mmc.comp's larger tiles (ALICE_VK_MMC=L: 128 x 64, W: 64 x 128): op test, then pp512
+  for v in L W; do
+    ALICE_VK_MMC=$v ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops-mmc$v.log" 2>&1
+    echo "ops on vulkan, ALICE_VK_MMC=$v: rc $? $(grep Synthesis "$out/ops-mmc$v.log")"
+    for t in $types; do
+      echo "== $t, ALICE_VK_MMC=$v: $(ALICE_VK_MMC=$v timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 3 2>/dev/null | grep -E 'pp512')"
+    done
   done
 fi
 if has bench8b; then

@@ -15,14 +15,21 @@
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 // The tile: WN x WM subgroups, each FN x FM 16 x 16 fragments: 2 x 2 of
-// 2 x 2 (64 x 64, 128 threads), or with MMC_L (mmcL_*, ALICE_VK_MMC=L, a
-// comparison variant) 2 x 2 of 4 x 2 (128 weight rows x 64 columns).
-#ifdef MMC_L
+// 2 x 2 (64 x 64, 128 threads); comparison variants (ALICE_VK_MMC=L / W):
+// MMC_L 2 x 2 of 4 x 2 (128 weight rows x 64 columns), MMC_W 2 x 2 of
+// 2 x 4 (64 x 128: each weight dequantized half as often).
+#if defined(MMC_L) || defined(MMC_W)
 #extension GL_KHR_shader_subgroup_basic : require
+#define STAGE_FRAG 1
 #define WN 2u
 #define WM 2u
+#ifdef MMC_L
 #define FN 4u
 #define FM 2u
+#else
+#define FN 2u
+#define FM 4u
+#endif
 #else
 #define WN 2u
 #define WM 2u
@@ -54,9 +61,9 @@ layout(push_constant) uniform PC {
 
 shared float16_t ws[2][BN * LDS]; // [n][k]
 shared float16_t xs[2][BM * LDS]; // [m][k]
-// the output staged whole (64 x 64), or (MMC_L, where that would pass the
-// 48 KB of shared memory) a fragment at a time per subgroup
-#ifndef MMC_L
+// the output staged whole (64 x 64), or (the larger tiles, where that would
+// pass the 48 KB of shared memory) a fragment at a time per subgroup
+#ifndef STAGE_FRAG
 shared float cs[BN * LDC]; // [n][m]
 #else
 #define LDW 20u
@@ -174,7 +181,7 @@ void main()
 		cur ^= 1u;
 	}
 	uint dbase = p.d_off + i2 * p.d_nb2 + i3 * p.d_nb3;
-#ifndef MMC_L
+#ifndef STAGE_FRAG
 	[[unroll]] for (uint i = 0u; i < FN; i++)
 		[[unroll]] for (uint j = 0u; j < FM; j++)
 			coopMatStoreNV(acc[i][j], cs, (sr + i * 16u) * LDC + sc + j * 16u, LDC, false);
