@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "bench8b"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0", "bench8b"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -78,6 +78,12 @@ if has mmcl; then
     for t in $types; do
       echo "== $t, ALICE_VK_MMC=$v: $(ALICE_VK_MMC=$v timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 3 2>/dev/null | grep -E 'pp512')"
     done
+  done
+fi
+if has attn0; then
+  # attn.comp everywhere (ALICE_VK_ATTN_TILED=0) against attnt.comp, the default for F16 caches
+  for t in $types; do
+    echo "== $t, ALICE_VK_ATTN_TILED=0: $(ALICE_VK_ATTN_TILED=0 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 128 -r 3 2>/dev/null | grep -E 'pp512|tg128' | tr '\n' ' ')"
   done
 fi
 if has bench8b; then
