@@ -11,24 +11,12 @@
 struct attn_push {
 	uint32_t dk, dv, nh, nt;
 	uint32_t group, q_off, q_nb1, q_nb2;
-	uint32_t k_off, k_nb1, k_nb2, k_type;
+	uint32_t k_off, k_nb1, k_nb2, k_type; /* attnt.comp: k_type = tokens a workgroup (F16 cache) */
 	uint32_t v_off, v_nb1, v_nb2, v_type;
 	uint32_t r_off, r_nb0, r_nb1, d_off;
 	uint32_t d_nb0, d_nb1, d_nb2, n_cells;
 	float scale, cap;
 	uint32_t t_off, tbl_n, bs_sh, n_blk; /* block table (src4): tbl_n 0 = none */
-};
-
-/* attnt.comp's: attn_push with the run length in place of the cache types (F16) */
-struct attnt_push {
-	uint32_t dk, dv, nh, nt;
-	uint32_t group, q_off, q_nb1, q_nb2;
-	uint32_t k_off, k_nb1, k_nb2, qt;
-	uint32_t v_off, v_nb1, v_nb2, pad;
-	uint32_t r_off, r_nb0, r_nb1, d_off;
-	uint32_t d_nb0, d_nb1, d_nb2, n_cells;
-	float scale, cap;
-	uint32_t t_off, tbl_n, bs_sh, n_blk;
 };
 
 /* attnt.comp's shapes: an F16 cache of word-aligned rows, d_k a multiple of
@@ -77,24 +65,6 @@ enum alice_status vk_op_attention(const struct alice_op_args *a)
 		st = vk_bind_tensor(ctx, a->src[i], &b[i + 1]);
 	if (st != ALICE_OK)
 		return st;
-	if (attn_tiled(q, k, v, b)) {
-		/* runs of up to 8 tokens a workgroup where a sequence has several
-		 * in this step (ip[1], the most any has), else one */
-		uint32_t qt = a->node->ip[1] > 1 ? (a->node->ip[1] < 8 ? (uint32_t)a->node->ip[1] : 8) : 1;
-		uint64_t groups = (uint64_t)nh * (uint64_t)((nt + qt - 1) / qt);
-		struct attnt_push pt = {
-			.dk = (uint32_t)dk, .dv = (uint32_t)v->ne[0], .nh = (uint32_t)nh, .nt = (uint32_t)nt,
-			.group = (uint32_t)(nh / nkv), .q_off = b[1].rel, .q_nb1 = (uint32_t)q->nb[1], .q_nb2 = (uint32_t)q->nb[2],
-			.k_off = b[2].rel, .k_nb1 = (uint32_t)k->nb[1], .k_nb2 = (uint32_t)k->nb[2], .qt = qt,
-			.v_off = b[3].rel, .v_nb1 = (uint32_t)v->nb[1], .v_nb2 = (uint32_t)v->nb[2],
-			.r_off = b[4].rel, .r_nb0 = (uint32_t)r->nb[0], .r_nb1 = (uint32_t)r->nb[1], .d_off = b[0].rel,
-			.d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1], .d_nb2 = (uint32_t)d->nb[2],
-			.n_cells = (uint32_t)ncell, .scale = a->node->fp[0], .cap = a->node->fp[1],
-			.t_off = nb == 6 ? b[5].rel : 0, .tbl_n = a->src[4] ? (uint32_t)a->src[4]->ne[0] : 0,
-			.bs_sh = (uint32_t)pg.bs_log2, .n_blk = (uint32_t)pg.n_blocks,
-		};
-		return vk_dispatch(ctx, "attnt", b, nb, &pt, sizeof(pt), (uint32_t)groups);
-	}
 	struct attn_push p = {
 		.dk = (uint32_t)dk, .dv = (uint32_t)v->ne[0], .nh = (uint32_t)nh, .nt = (uint32_t)nt,
 		.group = (uint32_t)(nh / nkv), .q_off = b[1].rel, .q_nb1 = (uint32_t)q->nb[1], .q_nb2 = (uint32_t)q->nb[2],
@@ -106,6 +76,13 @@ enum alice_status vk_op_attention(const struct alice_op_args *a)
 		.t_off = nb == 6 ? b[5].rel : 0, .tbl_n = a->src[4] ? (uint32_t)a->src[4]->ne[0] : 0,
 		.bs_sh = (uint32_t)pg.bs_log2, .n_blk = (uint32_t)pg.n_blocks,
 	};
+	if (attn_tiled(q, k, v, b)) {
+		/* runs of up to 8 tokens a workgroup where a sequence has several
+		 * in this step (ip[1], the most any has), else one */
+		uint32_t qt = a->node->ip[1] > 1 ? (a->node->ip[1] < 8 ? (uint32_t)a->node->ip[1] : 8) : 1;
+		p.k_type = qt;
+		return vk_dispatch(ctx, "attnt", b, nb, &p, sizeof(p), (uint32_t)(nh * ((nt + qt - 1) / qt)));
+	}
 	return vk_dispatch(ctx, "attn", b, nb, &p, sizeof(p), (uint32_t)(nh * nt));
 }
 

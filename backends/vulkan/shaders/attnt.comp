@@ -20,8 +20,8 @@ layout(local_size_x = 128) in;
 layout(push_constant) uniform PC {
 	uint dk, dv, nh, nt;
 	uint group, q_off, q_nb1, q_nb2;
-	uint k_off, k_nb1, k_nb2, qt;
-	uint v_off, v_nb1, v_nb2, pad;
+	uint k_off, k_nb1, k_nb2, qt; // (attn.comp's k_type: the cache is F16)
+	uint v_off, v_nb1, v_nb2, v_type; // (F16)
 	uint r_off, r_nb0, r_nb1, d_off;
 	uint d_nb0, d_nb1, d_nb2, n_cells;
 	float scale, cap;
