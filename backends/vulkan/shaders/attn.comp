@@ -62,26 +62,7 @@ float kdot(uint kr)
 	return s;
 }
 
-// the physical cell of virtual cell c (in a range)
-uint pcell(uint c)
-{
-	if (p.tbl_n == 0u)
-		return c;
-	int b = int(f_[(p.t_off >> 2) + (c >> p.bs_sh)]);
-	if (b < 0 || uint(b) >= p.n_blk) {
-		report(ST_RANGE, uint(b));
-		b = 0;
-	}
-	return (uint(b) << p.bs_sh) | (c & ((1u << p.bs_sh) - 1u));
-}
-
-float tanh_s(float x)
-{
-	if (abs(x) < 0.5)
-		return tanh(x);
-	float e = exp(-2.0 * abs(x));
-	return sign(x) * (1.0 - e) / (1.0 + e);
-}
+#include "attn.glsl"
 
 void main()
 {
