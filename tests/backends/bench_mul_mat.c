@@ -2,6 +2,7 @@
  * test: timings never decide pass/fail). Usage:
  *   bench_mul_mat [backend] [threads] [K] [N] [M] [type...]
  * Prints ms per call, weight GB/s and GFLOP/s. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,34 @@ static double cpu_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the weight rows quantized on every core (a cold run of a large matrix
+ * spent most of a device call here on one) */
+struct qjob {
+	int type;
+	int64_t K, n0, n1;
+	size_t rs;
+	uint8_t *w;
+};
+
+static void *quant_rows(void *arg)
+{
+	struct qjob *j = arg;
+	float *row = malloc((size_t)j->K * 4);
+	if (!row)
+		return NULL;
+	for (int64_t n = j->n0; n < j->n1; n++) {
+		uint64_t st = 0x9e3779b97f4a7c15ull * (uint64_t)(n + 1);
+		for (int64_t k = 0; k < j->K; k++) {
+			st = st * 6364136223846793005ull + 1442695040888963407ull;
+			row[k] = (float)(st >> 40) / 16777216.0f - 0.5f;
+		}
+		if (!alice_quantize((uint32_t)j->type, row, j->w + j->rs * (size_t)n, j->K))
+			memset(j->w + j->rs * (size_t)n, 0, j->rs);
+	}
+	free(row);
+	return NULL;
 }
 
 int main(int argc, char **argv)
@@ -63,13 +92,18 @@ int main(int argc, char **argv)
 		if (copies > 4096)
 			copies = 4096;
 		uint8_t *w = malloc(wbytes * (size_t)copies);
-		srand(1);
-		for (int64_t n = 0; n < N; n++) {
-			for (int64_t k = 0; k < K; k++)
-				row[k] = (float)rand() / RAND_MAX - 0.5f;
-			if (!alice_quantize((uint32_t)type, row, w + rs * (size_t)n, K))
-				memset(w + rs * (size_t)n, 0, rs);
+		enum { QT = 16 };
+		pthread_t th[QT];
+		struct qjob jobs[QT];
+		for (int q = 0; q < QT; q++) {
+			jobs[q] = (struct qjob){type, K, N * q / QT, N * (q + 1) / QT, rs, w};
+			if (pthread_create(&th[q], NULL, quant_rows, &jobs[q]) != 0)
+				quant_rows(&jobs[q]), th[q] = 0;
 		}
+		for (int q = 0; q < QT; q++)
+			if (th[q])
+				pthread_join(th[q], NULL);
+		srand(1);
 		for (int c = 1; c < copies; c++)
 			memcpy(w + wbytes * (size_t)c, w, wbytes);
 		struct alice_buffer *wb = NULL, *ab = NULL;
