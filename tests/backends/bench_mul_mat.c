@@ -77,7 +77,6 @@ int main(int argc, char **argv)
 	const struct alice_backend_vtable *vt = be->vt;
 	const char *def[] = {"Q4_K", "Q8_0", "Q6_K", "Q4_0", "Q5_K", "F16"};
 	int ntypes = argc > 6 ? argc - 6 : 6;
-	float *row = malloc((size_t)K * 4);
 	for (int ti = 0; ti < ntypes; ti++) {
 		int type = alice_type_from_name(argc > 6 ? argv[6 + ti] : def[ti]);
 		if (type < 0)
@@ -169,7 +168,6 @@ int main(int argc, char **argv)
 		free(t);
 		free(nodes);
 	}
-	free(row);
 	vt->free(ctx);
 	alice_backend_close(be);
 	return 0;
