@@ -25,8 +25,12 @@ struct attn_push {
 static bool attn_tiled(const struct alice_tensor *q, const struct alice_tensor *k, const struct alice_tensor *v,
 		       const struct vk_bind *b)
 {
-	const char *e = getenv("ALICE_VK_ATTN_TILED");
-	if (e && e[0] == '0')
+	static int off = -1; /* ALICE_VK_ATTN_TILED=0: attn.comp everywhere (comparisons) */
+	if (off < 0) {
+		const char *e = getenv("ALICE_VK_ATTN_TILED");
+		off = e && e[0] == '0';
+	}
+	if (off)
 		return false;
 	int64_t dk = q->ne[0], dv = v->ne[0];
 	return k->type == ALICE_TYPE_F16 && v->type == ALICE_TYPE_F16 && dk % 16 == 0 && dk <= 128 && dv % 2 == 0 &&
