@@ -43,9 +43,21 @@ void main()
 	uint tid = gl_LocalInvocationID.x;
 	uint ar = p.a_off + r * p.a_nb1, br = p.b_off + r * p.b_nb1, sr = p.s_off + r * p.s_nb1;
 	uint dr = p.d_off + r * p.d_nb1;
-	// pass 1 (threads 0..127, norm.comp's order): the sum (ADD) and its
-	// squares; the other threads add zeros, which leaves the total alone
-	precise float s = 0.0; // no fused multiply-add: norm.comp and addnorm.comp sum alike
+	// this thread's element of the chunk, its sum and weight loaded first
+	// (off the path after the reduction)
+	uint e = c0 + tid;
+	bool ok = e < p.ne0;
+	float ve = 0.0, we = 1.0;
+	if (ok) {
+		ve = a_f(ar + e * 4u);
+		if (p.has_add != 0u)
+			ve = ve + b_f(br + e * 4u);
+		if (p.has_w != 0u)
+			we = e_f(p.w_off + e * 4u);
+	}
+	// pass 1 (threads 0..127, norm.comp's order): the sum's squares; the
+	// other threads add zeros, which leaves the total alone
+	precise float s = 0.0; // no fused multiply-add (one summation order on any compiler)
 	if (tid < NT) {
 		uint i = tid;
 		for (; i + 3u * NT < p.ne0; i += 4u * NT) {
@@ -53,11 +65,8 @@ void main()
 			[[unroll]] for (uint k = 0u; k < 4u; k++)
 				v[k] = a_f(ar + (i + k * NT) * 4u);
 			if (p.has_add != 0u)
-				[[unroll]] for (uint k = 0u; k < 4u; k++) {
+				[[unroll]] for (uint k = 0u; k < 4u; k++)
 					v[k] = v[k] + b_f(br + (i + k * NT) * 4u);
-					if (i + k * NT - c0 < 256u)
-						c_[(sr + (i + k * NT) * 4u) >> 2] = floatBitsToUint(v[k]);
-				}
 			s += v[0] * v[0];
 			s += v[1] * v[1];
 			s += v[2] * v[2];
@@ -65,28 +74,24 @@ void main()
 		}
 		for (; i < p.ne0; i += NT) {
 			float v = a_f(ar + i * 4u);
-			if (p.has_add != 0u) {
+			if (p.has_add != 0u)
 				v = v + b_f(br + i * 4u);
-				if (i - c0 < 256u)
-					c_[(sr + i * 4u) >> 2] = floatBitsToUint(v);
-			}
 			s += v * v;
 		}
 	}
-	memoryBarrierBuffer(); // the sum, read back by other threads below
-	s = wg_sum(s);
+	s = wg_sum(s); // (its barriers: every read of the row is done before the writes below)
 	float scale = 1.0 / sqrt(s / float(p.ne0) + p.eps);
 	// pass 2, one element of this chunk a thread: the norm's output and its
 	// rounding (actq.comp's blocks of bs threads)
-	uint qr = p.q_off + r * p.ne0 * 4u, bi = tid % p.bs, base = tid - bi;
+	uint qr = p.q_off + r * p.ne0 * 4u, bi = tid % p.bs;
 	{
-		uint e = c0 + tid;
-		bool ok = e < p.ne0;
 		float v = 0.0;
 		if (ok) {
-			v = (p.has_add != 0u ? uintBitsToFloat(c_[(sr + e * 4u) >> 2]) : a_f(ar + e * 4u)) * scale;
+			if (p.has_add != 0u)
+				c_[(sr + e * 4u) >> 2] = floatBitsToUint(ve);
+			v = ve * scale;
 			if (p.has_w != 0u)
-				v *= e_f(p.w_off + e * 4u);
+				v *= we;
 			d_stf(dr + e * 4u, v);
 			if (p.fmt == 1u)
 				f_[(qr + e * 4u) >> 2] = floatBitsToUint(round_f16(v));
