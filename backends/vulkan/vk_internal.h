@@ -256,9 +256,11 @@ bool vk_mm_reads_rounded(struct alice_backend_ctx *ctx, const struct alice_op_ar
 #define VK_FUSE_ROPE 4u
 #define VK_FUSE_MV 8u
 #define VK_FUSE_ALL 15u
+/* vk_fuse.c: an RMS_NORM alone on the fused norm's shader where it fits
+ * (*done), so a norm is the same code fused or not */
+enum alice_status vk_norm_addnorm(const struct alice_op_args *a, bool *done) VK_HIDDEN;
 /* vk_fuse.c: record nodes i, i+1, ... as one dispatch where they form a
  * chain a fused shader computes alike; *used = how many (0: none). */
-enum alice_status vk_norm_addnorm(const struct alice_op_args *a, bool *done);
 enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
 			  const struct alice_op_args *a, uint32_t *used) VK_HIDDEN;
 enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g) VK_HIDDEN;

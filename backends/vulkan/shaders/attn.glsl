@@ -1,5 +1,5 @@
 // attn.glsl — what attn.comp and attnt.comp share: a virtual cell's
-// physical cell (paged cache) and the soft-cap's tanh. Needs the push block
+// physical cell (paged cache) and the soft-cap's tanh (act.glsl's). Needs the push block
 // p (tbl_n, t_off, bs_sh, n_blk) and f_ (the block table).
 // the physical cell of virtual cell c (in a range)
 uint pcell(uint c)
@@ -14,10 +14,5 @@ uint pcell(uint c)
 	return (uint(b) << p.bs_sh) | (c & ((1u << p.bs_sh) - 1u));
 }
 
-float tanh_s(float x)
-{
-	if (abs(x) < 0.5)
-		return tanh(x);
-	float e = exp(-2.0 * abs(x));
-	return sign(x) * (1.0 - e) / (1.0 + e);
-}
+// the soft-cap's tanh (tanh_s), one definition with the activations'
+#include "act.glsl"
