@@ -143,10 +143,12 @@ struct act_q8_k {
 /* Activation rows packed for the GEMM kernels, per group of 16 rows and
  * block; rows past the end of the op are zero.
  * Q8_0 (VNNI, vec_avx512.c): pair p = rows 2p, 2p+1: q[p] = both rows' 32
- * values + 128 as u8, d2[p] = row 2p's d x 8, row 2p+1's d x 8.
+ * values (signed), c[p] = -128 x the sum of each 4 of them (the term that
+ * weights read as w + 128 add), d2[p] = row 2p's d x 8, row 2p+1's d x 8.
  * Q8_K (AMX, vec_amx.c): q[kk * 64 + 4 * m + t] = row m's q[4 * kk + t]. */
 struct apack_q8_0 {
-	uint8_t q[8][64];
+	int8_t q[8][64];
+	int32_t c[8][16];
 	float d2[8][16];
 };
 

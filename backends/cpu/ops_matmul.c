@@ -157,10 +157,11 @@ static void pack_q8_0(const struct act_q8_0 *a, int64_t nb, struct apack_q8_0 *g
 {
 	int p = lane / 2, h = lane % 2;
 	for (int64_t b = 0; b < nb; b++) {
-		for (int i = 0; i < QK8; i++)
-			g[b].q[p][32 * h + i] = (uint8_t)(a[b].q[i] + 128);
-		for (int i = 0; i < 8; i++)
+		memcpy(&g[b].q[p][32 * h], a[b].q, QK8);
+		for (int i = 0; i < 8; i++) {
+			g[b].c[p][8 * h + i] = -128 * (a[b].q[4 * i] + a[b].q[4 * i + 1] + a[b].q[4 * i + 2] + a[b].q[4 * i + 3]);
 			g[b].d2[p][8 * h + i] = a[b].d;
+		}
 	}
 }
 

@@ -118,14 +118,15 @@ static void a5_dotr4_q8_0(int64_t k, const void *w, size_t ws, const void *act, 
 		out[r] = hsum256_ps(acc[r]);
 }
 
-/* 4 weight rows x P pairs of activation rows (struct apack_q8_0: a + 128 as
- * u8, two rows per 64 bytes). w is signed, so vpdpbusd starts each block's
- * lanes from -128 * sum(w) of the lane's 4 elements: the exact signed sum. */
+/* 4 weight rows x P pairs of activation rows (struct apack_q8_0). Weights
+ * are read as w + 128 (u8) against the signed activations, each block's
+ * lanes starting from the pack's -128 * sum(a) of their 4 elements: the
+ * exact signed sum, with no per-row correction to form. */
 static inline __attribute__((always_inline)) void q80_tile(int64_t nb, const uint8_t *w, size_t ws,
 							   const struct apack_q8_0 *pg, int p0, const int P,
-							   float (*l)[16])
+							   __m512 (*out)[4])
 {
-	const __m512i c128 = _mm512_set1_epi8((char)0x80);
+	const __m512i x80 = _mm512_set1_epi8((char)0x80);
 	__m512 acc[4][4];
 #pragma GCC unroll 4
 	for (int r = 0; r < 4; r++)
@@ -133,30 +134,47 @@ static inline __attribute__((always_inline)) void q80_tile(int64_t nb, const uin
 		for (int p = 0; p < 4; p++)
 			acc[r][p] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
-		__m512i W[4], corr[4];
+		__m512i W[4];
 		__m512 dw[4];
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++) {
 			const uint8_t *wb = w + (size_t)r * ws + (size_t)b * 34;
-			W[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb + 2)));
-			corr[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
-						   _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, W[r]));
+			W[r] = _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb + 2))), x80);
 			dw[r] = _mm512_set1_ps(ld_fp16(wb));
 		}
 #pragma GCC unroll 4
 		for (int p = 0; p < P; p++) {
-			__m512i au = _mm512_loadu_si512((const void *)pg[b].q[p0 + p]);
-			__m512 da = _mm512_loadu_ps(pg[b].d2[p0 + p]);
+			const __m512i as = _mm512_loadu_si512((const void *)pg[b].q[p0 + p]);
+			const __m512 da = _mm512_loadu_ps(pg[b].d2[p0 + p]);
 #pragma GCC unroll 4
 			for (int r = 0; r < 4; r++) {
-				__m512i is = _mm512_dpbusd_epi32(corr[r], au, W[r]);
+				__m512i is = _mm512_dpbusd_epi32(_mm512_loadu_si512((const void *)pg[b].c[p0 + p]), W[r], as);
 				acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], da), _mm512_cvtepi32_ps(is), acc[r][p]);
 			}
 		}
 	}
+#pragma GCC unroll 4
 	for (int r = 0; r < 4; r++)
-		for (int p = 0; p < P; p++)
-			_mm512_storeu_ps(l[r * 4 + p], acc[r][p]);
+#pragma GCC unroll 4
+		for (int p = 0; p < 4; p++)
+			out[r][p] = acc[r][p];
+}
+
+/* hsum8_chain of both halves of acc[r][p] and acc[r][q] for the 4 rows, in
+ * registers: lane 4k + j of the result is row (k >> 1) + 2 * (j & 1), pair
+ * p (j < 2) or q, half k & 1. */
+static inline __m512 q80_fold(__m512 (*acc)[4], int p, int q)
+{
+	__m512 s[2];
+	for (int i = 0; i < 2; i++) {
+		const int pp = i ? q : p;
+		__m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0][pp], acc[1][pp], 0x88),
+					   _mm512_shuffle_f32x4(acc[0][pp], acc[1][pp], 0xDD));
+		__m512 t23 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2][pp], acc[3][pp], 0x88),
+					   _mm512_shuffle_f32x4(acc[2][pp], acc[3][pp], 0xDD));
+		s[i] = _mm512_add_ps(_mm512_shuffle_ps(t01, t23, 0x44), _mm512_shuffle_ps(t01, t23, 0xEE));
+	}
+	return _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x88), _mm512_shuffle_ps(s[0], s[1], 0xDD));
 }
 
 static void a5_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *apack, int64_t M, uint8_t *out,
@@ -172,23 +190,27 @@ static void a5_gemm_q8_0(int64_t k, const void *w, size_t ws, const void *apack,
 		for (int n0 = 0; n0 < 16; n0 += 4) {
 			const uint8_t *wr = (const uint8_t *)w + (size_t)n0 * ws;
 			for (int p0 = 0; p0 < npairs; p0 += 4) {
-				float l[16][16];
+				__m512 acc[4][4];
 				int P = npairs - p0 < 4 ? npairs - p0 : 4;
 				switch (P) {
-				case 4: q80_tile(nb, wr, ws, pg, p0, 4, l); break;
-				case 3: q80_tile(nb, wr, ws, pg, p0, 3, l); break;
-				case 2: q80_tile(nb, wr, ws, pg, p0, 2, l); break;
-				default: q80_tile(nb, wr, ws, pg, p0, 1, l); break;
+				case 4: q80_tile(nb, wr, ws, pg, p0, 4, acc); break;
+				case 3: q80_tile(nb, wr, ws, pg, p0, 3, acc); break;
+				case 2: q80_tile(nb, wr, ws, pg, p0, 2, acc); break;
+				default: q80_tile(nb, wr, ws, pg, p0, 1, acc); break;
 				}
-				for (int r = 0; r < 4; r++)
-					for (int p = 0; p < P; p++)
-						for (int h = 0; h < 2; h++) {
-							int64_t m = g * 16 + 2 * (p0 + p) + h;
-							if (m >= M)
-								continue;
-							float v = hsum8_chain(l[r * 4 + p] + 8 * h);
-							memcpy(out + (size_t)(n0 + r) * os_n + (size_t)m * os_m, &v, 4);
-						}
+				for (int p = 0; p < P; p += 2) {
+					const int q = p + 1 < P ? p + 1 : p;
+					float v[16];
+					_mm512_storeu_ps(v, q80_fold(acc, p, q));
+					for (int l = 0; l < 16; l++) {
+						int kk = l >> 2, j = l & 3, pp = j < 2 ? p : q;
+						int64_t m = g * 16 + 2 * (p0 + pp) + (kk & 1);
+						if ((j >= 2 && q == p) || m >= M)
+							continue;
+						int r = (kk >> 1) + 2 * (j & 1);
+						memcpy(out + (size_t)(n0 + r) * os_n + (size_t)m * os_m, &v[l], 4);
+					}
+				}
 			}
 		}
 	}
