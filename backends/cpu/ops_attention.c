@@ -140,10 +140,14 @@ static inline int32_t range_at(const struct alice_tensor *r, int64_t i, int64_t 
 
 /* Scratch floats per thread: q, acc, one converted row, an F16 round-trip
  * row, the transposed K tile and the tile's scores. */
+#define CELL_CH 128 /* cells per pass of the grouped decode path */
+#define HU_MAX 4    /* heads per unit (of one KV head) */
+
 static size_t attn_scratch_floats(int64_t dk, int64_t dv)
 {
 	int64_t dk16 = (dk + 15) & ~15, dv16 = (dv + 15) & ~15, m = dk16 > dv16 ? dk16 : dv16;
-	return (size_t)(dk16 + dv16 + m + m / 2 + 16 + dk16 * ATTN_TILE + ATTN_TILE);
+	size_t grouped = (size_t)(HU_MAX * dk16 + 2 * HU_MAX * CELL_CH + dk16);
+	return (size_t)(dk16 + dv16 + m + m / 2 + 16 + dk16 * ATTN_TILE + ATTN_TILE) + grouped;
 }
 
 /* ggml's vec_dot_f16 on AVX-512: 4 accumulators of 16 lanes over blocks of 64
@@ -365,6 +369,130 @@ static inline __attribute__((always_inline)) void attn_row_tiles(const struct at
 		acc[i] *= inv;
 }
 
+#if ATTN_X86
+/* The short-batch regime for heads h0 .. h0 + HU - 1 of one KV head, F16 V:
+ * the same operations as attn_row_cells in the same order, rearranged. The
+ * scores and softmax factors of CELL_CH cells come first (nothing in them
+ * waits on the accumulator); then the F16 accumulators, kept in registers,
+ * take the cells with each V row widened once for all HU heads. Per head:
+ * fv < 0 marks a masked cell, fm >= 0 a new running max (acc *= fm first). */
+__attribute__((target("avx2,fma,f16c"))) static inline void cells_factors(const struct attn_job *j, const float *qh,
+									   const uint8_t *kb, int64_t cs, int64_t ce,
+									   float *m, float *l, float *fm, float *fv)
+{
+	const struct alice_tensor *k = j->k;
+	int64_t dk = k->ne[0];
+	bool k16 = k->type == ALICE_TYPE_F16;
+	float sc = j->cap != 0.0f ? j->scale / j->cap : j->scale;
+	for (int64_t c = cs; c < ce; c++) {
+		const uint8_t *kr = kb + pcell(j, c) * k->nb[2];
+		float s = k16 ? dot_k16_x86(dk, (const uint16_t *)kr, qh) : cpu_k->dot_f32(dk, (const float *)kr, qh);
+		s *= sc;
+		if (j->cap != 0.0f)
+			s = j->cap * tanhf(s);
+		float ms = 1.0f, vs = 1.0f;
+		fm[c - cs] = -1.0f;
+		if (s == -INFINITY) {
+			fv[c - cs] = -1.0f;
+			continue;
+		}
+		if (s > m[0]) {
+			ms = expf(m[0] - s);
+			m[0] = s;
+			fm[c - cs] = ms;
+		} else {
+			vs = expf(s - m[0]);
+		}
+		fv[c - cs] = vs;
+		l[0] = fmaf(l[0], ms, vs);
+	}
+}
+
+#define A5_TARGET __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
+
+A5_TARGET static inline __attribute__((always_inline)) void cells_group_body(const struct attn_job *j, const int NV,
+									    const int HU, int64_t h0, int64_t t,
+									    float *scr)
+{
+	const struct alice_tensor *q = j->q, *k = j->k, *v = j->v, *d = j->d;
+	int64_t dk = q->ne[0], dk16 = (dk + 15) & ~15, hk = h0 / j->group;
+	float *qs = scr, *fm = qs + HU_MAX * dk16, *fv = fm + HU_MAX * CELL_CH;
+	uint16_t *tmp = (uint16_t *)(fv + HU_MAX * CELL_CH);
+	for (int u = 0; u < HU; u++) {
+		const uint8_t *qr = tensor_data(q) + (h0 + u) * q->nb[1] + t * q->nb[2];
+		for (int64_t i = 0; i < dk; i++)
+			memcpy(&qs[u * dk16 + i], qr + i * q->nb[0], 4);
+		if (k->type == ALICE_TYPE_F16)
+			round_f16(dk, qs + u * dk16, tmp);
+	}
+	int32_t c0 = range_at(j->r, 0, t), c1 = range_at(j->r, 1, t);
+	float m[HU_MAX], l[HU_MAX];
+	__m256 acc[HU_MAX][16];
+	for (int u = 0; u < HU; u++) {
+		m[u] = -INFINITY;
+		l[u] = 0.0f;
+		for (int i = 0; i < NV; i++)
+			acc[u][i] = _mm256_setzero_ps();
+	}
+	const uint8_t *kb = tensor_data(k) + hk * k->nb[1], *vb = tensor_data(v) + hk * v->nb[1];
+	for (int64_t cs = c0; cs < c1; cs += CELL_CH) {
+		int64_t ce = cs + CELL_CH < c1 ? cs + CELL_CH : c1;
+		for (int u = 0; u < HU; u++)
+			cells_factors(j, qs + u * dk16, kb, cs, ce, &m[u], &l[u], fm + u * CELL_CH, fv + u * CELL_CH);
+		for (int64_t c = cs; c < ce; c++) {
+			const uint16_t *vr = (const uint16_t *)(vb + pcell(j, c) * v->nb[2]);
+			__m256 vv[16];
+			for (int i = 0; i < NV; i++)
+				vv[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + 8 * i)));
+			for (int u = 0; u < HU; u++) {
+				float f = fv[u * CELL_CH + (c - cs)], g = fm[u * CELL_CH + (c - cs)];
+				if (f < 0.0f)
+					continue;
+				if (g >= 0.0f) {
+					const __m256 gs = _mm256_set1_ps(g);
+					for (int i = 0; i < NV; i++)
+						acc[u][i] = r16_x86(_mm256_mul_ps(acc[u][i], gs));
+				}
+				const __m256 fs = _mm256_set1_ps(f);
+				for (int i = 0; i < NV; i++)
+					acc[u][i] = r16_x86(_mm256_fmadd_ps(vv[i], fs, acc[u][i]));
+			}
+		}
+	}
+	for (int u = 0; u < HU; u++) {
+		const __m256 inv = _mm256_set1_ps(l[u] > 0.0f ? 1.0f / l[u] : 0.0f);
+		uint8_t *dr = tensor_data(d) + (h0 + u) * d->nb[1] + t * d->nb[2];
+		for (int i = 0; i < NV; i++) {
+			float o[8];
+			_mm256_storeu_ps(o, _mm256_mul_ps(acc[u][i], inv));
+			for (int e = 0; e < 8; e++)
+				memcpy(dr + (8 * i + e) * d->nb[0], &o[e], 4);
+		}
+	}
+}
+
+/* Heads per unit for a value width, where the accumulators fit the 32
+ * registers (0: the per-head path). */
+static int cells_group_heads(int64_t dv)
+{
+	return dv == 32 ? 4 : dv == 64 ? 3 : dv == 128 ? 1 : 0;
+}
+
+A5_TARGET static void attn_cells_group(const struct attn_job *j, int hu, int64_t h0, int64_t t, float *scr)
+{
+	switch (j->v->ne[0] * 8 + hu) {
+	case 32 * 8 + 1: cells_group_body(j, 4, 1, h0, t, scr); break;
+	case 32 * 8 + 2: cells_group_body(j, 4, 2, h0, t, scr); break;
+	case 32 * 8 + 3: cells_group_body(j, 4, 3, h0, t, scr); break;
+	case 32 * 8 + 4: cells_group_body(j, 4, 4, h0, t, scr); break;
+	case 64 * 8 + 1: cells_group_body(j, 8, 1, h0, t, scr); break;
+	case 64 * 8 + 2: cells_group_body(j, 8, 2, h0, t, scr); break;
+	case 64 * 8 + 3: cells_group_body(j, 8, 3, h0, t, scr); break;
+	default: cells_group_body(j, 16, 1, h0, t, scr); break;
+	}
+}
+#endif
+
 /* The tiled path's per-op conversion: unit = (kv head, tile). */
 static void attn_prep(void *arg, int ith, int nth)
 {
@@ -398,7 +526,9 @@ static void attn_prep(void *arg, int ith, int nth)
 	}
 }
 
-static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int ith, bool hw)
+/* Work unit: (token, KV head, block of up to hu of its heads); hu > 1 only
+ * where the grouped path runs (AVX-512, F16 V, see cells_group_heads). */
+static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int ith, bool hw, bool wide)
 {
 	struct attn_job *j = arg;
 	const struct alice_tensor *q = j->q, *v = j->v, *d = j->d;
@@ -408,19 +538,38 @@ static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int i
 	float *acc = qf + dk16, *row = acc + dv16;
 	uint16_t *tmp = (uint16_t *)(row + mx);
 	float *kt = row + mx + mx / 2 + 16, *p = kt + dk16 * ATTN_TILE;
+	int hu = 1;
+#if ATTN_X86
+	float *scr = p + ATTN_TILE;
+	if (wide && v->type == ALICE_TYPE_F16 && cells_group_heads(dv) > 0)
+		hu = cells_group_heads(dv) < j->group ? cells_group_heads(dv) : (int)j->group;
+#else
+	(void)wide;
+#endif
+	int64_t bpg = (j->group + hu - 1) / hu, nkv = nh / j->group; /* blocks per KV head */
 	long t0, t1;
-	while (chunk_next(&j->ctr, (long)(nh * nt), 1, &t0, &t1)) {
-		int64_t h = t0 % nh, t = t0 / nh;
-		const uint8_t *qr = tensor_data(q) + h * q->nb[1] + t * q->nb[2];
-		for (int64_t i = 0; i < dk; i++)
-			memcpy(&qf[i], qr + i * q->nb[0], 4);
-		if (j->tiled[t])
-			attn_row_tiles(j, qf, acc, row, kt, p, h, t, hw);
-		else
-			attn_row_cells(j, qf, acc, row, tmp, h, t, hw);
-		uint8_t *dr = tensor_data(d) + h * d->nb[1] + t * d->nb[2];
-		for (int64_t i = 0; i < dv; i++)
-			memcpy(dr + i * d->nb[0], &acc[i], 4);
+	while (chunk_next(&j->ctr, (long)(nkv * bpg * nt), 1, &t0, &t1)) {
+		int64_t t = t0 / (nkv * bpg), b = t0 % (nkv * bpg);
+		int64_t h0 = (b / bpg) * j->group + (b % bpg) * hu;
+		int64_t hn = (b / bpg + 1) * j->group - h0 < hu ? (b / bpg + 1) * j->group - h0 : hu;
+#if ATTN_X86
+		if (hu > 1 && !j->tiled[t]) {
+			attn_cells_group(j, (int)hn, h0, t, scr);
+			continue;
+		}
+#endif
+		for (int64_t h = h0; h < h0 + hn; h++) {
+			const uint8_t *qr = tensor_data(q) + h * q->nb[1] + t * q->nb[2];
+			for (int64_t i = 0; i < dk; i++)
+				memcpy(&qf[i], qr + i * q->nb[0], 4);
+			if (j->tiled[t])
+				attn_row_tiles(j, qf, acc, row, kt, p, h, t, hw);
+			else
+				attn_row_cells(j, qf, acc, row, tmp, h, t, hw);
+			uint8_t *dr = tensor_data(d) + h * d->nb[1] + t * d->nb[2];
+			for (int64_t i = 0; i < dv; i++)
+				memcpy(dr + i * d->nb[0], &acc[i], 4);
+		}
 	}
 }
 
@@ -429,21 +578,21 @@ static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int i
 static void attn_run_generic(void *arg, int ith, int nth)
 {
 	(void)nth;
-	attn_run_impl(arg, ith, false);
+	attn_run_impl(arg, ith, false, false);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma,f16c"))) static void attn_run_avx2(void *arg, int ith, int nth)
 {
 	(void)nth;
-	attn_run_impl(arg, ith, true);
+	attn_run_impl(arg, ith, true, false);
 }
 
 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c"))) static void attn_run_avx512(void *arg, int ith,
 												   int nth)
 {
 	(void)nth;
-	attn_run_impl(arg, ith, true);
+	attn_run_impl(arg, ith, true, true);
 }
 #endif
 
