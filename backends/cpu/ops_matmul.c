@@ -99,7 +99,10 @@ struct mm_job {
 	size_t grp_bytes;
 	int64_t mg;
 	long chunk, n_chunks_per_batch;
-	atomic_long ctr, conv_ctr;
+	/* each counter on a line of its own: every fetch-add would otherwise
+	 * take the line the other threads read the job's fields from */
+	_Alignas(64) atomic_long ctr;
+	_Alignas(64) atomic_long conv_ctr;
 };
 
 /* Convert activation row r into out; gather/tmp: thread scratch. */
@@ -213,43 +216,50 @@ static void mm_convert(void *arg, int ith, int nth)
 		}
 }
 
-/* Prefill with a GEMM kernel: chunks of 16 weight rows; rows left over
- * (N % 16) take the dot kernel, which has the same arithmetic. */
+/* Prefill with a GEMM kernel: group c = 16 weight rows of one batch; rows
+ * left over (N % 16) take the dot kernel, which has the same arithmetic. */
+static void mm_gemm_group(const struct mm_job *j, long c, long ngrp, int ith)
+{
+	const struct cpu_kernels *k = j->k;
+	long b = c / ngrp;
+	int64_t n0 = (c % ngrp) * 16;
+	int64_t i2 = b % j->ne12, i3 = b / j->ne12;
+	const uint8_t *wb = j->w + (i2 / j->r2) * j->wnb2 + (i3 / j->r3) * j->wnb3;
+	uint8_t *db = j->d + i2 * j->dnb2 + i3 * j->dnb3;
+	if (n0 + 16 <= j->N) {
+		const uint8_t *ap = k->gemm_rows[j->type] ? j->abuf + (size_t)b * (size_t)j->M * j->act_row
+							  : j->apack + (size_t)b * (size_t)j->mg * j->grp_bytes;
+		k->gemm[j->type](j->K, wb + n0 * j->wnb1, (size_t)j->wnb1, ap, j->M, db + n0 * j->dnb0,
+				 (size_t)j->dnb0, (size_t)j->dnb1, t_gemm(j, ith),
+				 j->grp ? j->grp + (size_t)b * (size_t)j->M : NULL);
+		return;
+	}
+	const uint8_t *ab = j->abuf + (size_t)b * (size_t)j->M * j->act_row;
+	for (int64_t n = n0; n < j->N; n++)
+		for (int64_t m = 0; m < j->M; m++) {
+			float r;
+			if (k->dotx[j->type]) {
+				int32_t place[2] = {(int32_t)j->M, (int32_t)m};
+				if (j->regime)
+					memcpy(place, tensor_data(j->regime) + m * j->regime->nb[1], 8);
+				k->dotx[j->type](j->K, wb + n * j->wnb1, ab + (size_t)m * j->act_row, place[0],
+						 place[1], j->N, &r);
+			} else
+				k->dot[j->type](j->K, wb + n * j->wnb1, ab + (size_t)m * j->act_row, &r);
+			memcpy(db + n * j->dnb0 + m * j->dnb1, &r, 4);
+		}
+}
+
 static void mm_gemm(void *arg, int ith, int nth)
 {
-	(void)nth;
 	struct mm_job *j = arg;
-	const struct cpu_kernels *k = j->k;
 	long ngrp = (long)((j->N + 15) / 16), total = ngrp * (long)(j->ne12 * j->ne13), c0, c1;
-	while (chunk_next(&j->ctr, total, 1, &c0, &c1)) {
-		long b = c0 / ngrp;
-		int64_t n0 = (c0 % ngrp) * 16;
-		int64_t i2 = b % j->ne12, i3 = b / j->ne12;
-		const uint8_t *wb = j->w + (i2 / j->r2) * j->wnb2 + (i3 / j->r3) * j->wnb3;
-		uint8_t *db = j->d + i2 * j->dnb2 + i3 * j->dnb3;
-		if (n0 + 16 <= j->N) {
-			const uint8_t *ap = k->gemm_rows[j->type] ? j->abuf + (size_t)b * (size_t)j->M * j->act_row
-								  : j->apack + (size_t)b * (size_t)j->mg * j->grp_bytes;
-			k->gemm[j->type](j->K, wb + n0 * j->wnb1, (size_t)j->wnb1, ap, j->M, db + n0 * j->dnb0,
-					 (size_t)j->dnb0, (size_t)j->dnb1, t_gemm(j, ith),
-					 j->grp ? j->grp + (size_t)b * (size_t)j->M : NULL);
-			continue;
-		}
-		const uint8_t *ab = j->abuf + (size_t)b * (size_t)j->M * j->act_row;
-		for (int64_t n = n0; n < j->N; n++)
-			for (int64_t m = 0; m < j->M; m++) {
-				float r;
-				if (k->dotx[j->type]) {
-					int32_t place[2] = {(int32_t)j->M, (int32_t)m};
-					if (j->regime)
-						memcpy(place, tensor_data(j->regime) + m * j->regime->nb[1], 8);
-					k->dotx[j->type](j->K, wb + n * j->wnb1, ab + (size_t)m * j->act_row, place[0],
-							 place[1], j->N, &r);
-				} else
-					k->dot[j->type](j->K, wb + n * j->wnb1, ab + (size_t)m * j->act_row, &r);
-				memcpy(db + n * j->dnb0 + m * j->dnb1, &r, 4);
-			}
-	}
+	/* about 8 takes per thread: a group of a small-M product is ~1 us,
+	 * about what a contended fetch-add costs */
+	long step = total / (8L * nth) > 1 ? total / (8L * nth) : 1;
+	while (chunk_next(&j->ctr, total, step, &c0, &c1))
+		for (long c = c0; c < c1; c++)
+			mm_gemm_group(j, c, ngrp, ith);
 }
 
 /* Float prefill in 4 x nx tiles (F16 on AVX-512, BF16 with vdpbf16ps),

@@ -21,14 +21,16 @@ struct attn_push {
 
 /* attnt.comp's shapes: an F16 cache of word-aligned rows, d_k a multiple of
  * 16 up to 128, d_v even up to 128 (chosen by shape alone: a token's result
- * never depends on the step it is in) */
+ * never depends on the step it is in). Opt-in (ALICE_VK_ATTN_TILED=1): on
+ * the H100 it was slower than attn.comp (1B pp512 8.9k against 10.2k t/s,
+ * tg128 446 against 465; session 18). */
 static bool attn_tiled(const struct alice_tensor *q, const struct alice_tensor *k, const struct alice_tensor *v,
 		       const struct vk_bind *b)
 {
-	static int off = -1; /* ALICE_VK_ATTN_TILED=0: attn.comp everywhere (comparisons) */
+	static int off = -1;
 	if (off < 0) {
 		const char *e = getenv("ALICE_VK_ATTN_TILED");
-		off = e && e[0] == '0';
+		off = !(e && e[0] == '1');
 	}
 	if (off)
 		return false;

@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0", "bench8b"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0" (the tiled attention), "bench8b"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -71,8 +71,9 @@ if has nocm; then
   done
 fi
 if has mmcl; then
-  # mmc.comp's larger tiles (ALICE_VK_MMC=L: 128 x 64, W: 64 x 128): op test, then pp512
-  for v in L W; do
+  # mmc.comp's tiles for every shape (ALICE_VK_MMC=S: 64 x 64, L: 128 x 64,
+  # W: 64 x 128; default W above 64 columns): op test, then pp512
+  for v in S L; do
     ALICE_VK_MMC=$v ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops-mmc$v.log" 2>&1
     echo "ops on vulkan, ALICE_VK_MMC=$v: rc $? $(grep Synthesis "$out/ops-mmc$v.log")"
     for t in $types; do
@@ -81,9 +82,9 @@ if has mmcl; then
   done
 fi
 if has attn0; then
-  # attn.comp everywhere (ALICE_VK_ATTN_TILED=0) against attnt.comp, the default for F16 caches
+  # attnt.comp (opt-in, ALICE_VK_ATTN_TILED=1) against attn.comp, the default
   for t in $types; do
-    echo "== $t, ALICE_VK_ATTN_TILED=0: $(ALICE_VK_ATTN_TILED=0 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 128 -r 3 2>/dev/null | grep -E 'pp512|tg128' | tr '\n' ' ')"
+    echo "== $t, ALICE_VK_ATTN_TILED=1: $(ALICE_VK_ATTN_TILED=1 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 128 -r 3 2>/dev/null | grep -E 'pp512|tg128' | tr '\n' ' ')"
   done
 fi
 if has bench8b; then
