@@ -246,6 +246,8 @@ struct cpu_kernels {
 	int64_t dotr4_max[ALICE_TYPE_COUNT];  /* weight bytes up to which dotr4 is used (0: any) */
 	vec_gemm_fn gemm[ALICE_TYPE_COUNT];   /* optional (prefill), packed activations */
 	bool q6_k_pairs;                      /* gemm[Q6_K] reads struct apack_q6p */
+	/* row `lane` of a 16-row group into gemm[Q8_0]'s struct apack_q8_0 */
+	void (*pack_q8_0)(const struct act_q8_0 *a, int64_t nb, struct apack_q8_0 *g, int lane);
 	/* gemm[type] reads the converted activation rows in place (one after
 	 * another, act_of[type] format) instead of a struct apack_* */
 	bool gemm_rows[ALICE_TYPE_COUNT];

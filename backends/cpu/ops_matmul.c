@@ -156,18 +156,6 @@ static uint8_t *t_act(const struct mm_job *j, int ith) { return (uint8_t *)t_tmp
 static uint8_t *t_gemm(const struct mm_job *j, int ith) { return t_act(j, ith); } /* no own row with a GEMM */
 
 /* Row `lane` of a 16-row group in the GEMM's layout (struct apack_*). */
-static void pack_q8_0(const struct act_q8_0 *a, int64_t nb, struct apack_q8_0 *g, int lane)
-{
-	int p = lane / 2, h = lane % 2;
-	for (int64_t b = 0; b < nb; b++) {
-		memcpy(&g[b].q[p][32 * h], a[b].q, QK8);
-		for (int i = 0; i < 8; i++) {
-			g[b].c[p][8 * h + i] = -128 * (a[b].q[4 * i] + a[b].q[4 * i + 1] + a[b].q[4 * i + 2] + a[b].q[4 * i + 3]);
-			g[b].d2[p][8 * h + i] = a[b].d;
-		}
-	}
-}
-
 static void pack_q8_k(const struct act_q8_k *a, int64_t nb, struct apack_q8_k *g, int lane)
 {
 	for (int64_t b = 0; b < nb; b++) {
@@ -210,7 +198,7 @@ static void mm_convert(void *arg, int ith, int nth)
 			if (j->type == ALICE_TYPE_Q6_K && j->k->q6_k_pairs)
 				pack_q6p((const struct act_q8_k *)row, j->K / QKK, (struct apack_q6p *)g, (int)(m % 16));
 			else if (j->act == ACT_Q8_0)
-				pack_q8_0((const struct act_q8_0 *)row, j->K / QK8, (struct apack_q8_0 *)g, (int)(m % 16));
+				j->k->pack_q8_0((const struct act_q8_0 *)row, j->K / QK8, (struct apack_q8_0 *)g, (int)(m % 16));
 			else
 				pack_q8_k((const struct act_q8_k *)row, j->K / QKK, (struct apack_q8_k *)g, (int)(m % 16));
 		}

@@ -118,6 +118,16 @@ static void a5_dotr4_q8_0(int64_t k, const void *w, size_t ws, const void *act, 
 		out[r] = hsum256_ps(acc[r]);
 }
 
+static void a5_pack_q8_0(const struct act_q8_0 *a, int64_t nb, struct apack_q8_0 *g, int lane)
+{
+	const int p = lane / 2, h = lane % 2;
+	for (int64_t b = 0; b < nb; b++) {
+		memcpy(&g[b].q[p][32 * h], a[b].q, QK8);
+		_mm256_storeu_si256((__m256i *)&g[b].c[p][8 * h], q80_corr(a + b));
+		_mm256_storeu_ps(&g[b].d2[p][8 * h], _mm256_set1_ps(a[b].d));
+	}
+}
+
 /* 4 weight rows x P pairs of activation rows (struct apack_q8_0). Weights
  * are read as w + 128 (u8) against the signed activations, each block's
  * lanes starting from the pack's -128 * sum(a) of their 4 elements: the
@@ -438,6 +448,7 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 	k->dotr4[ALICE_TYPE_Q8_0] = a5_dotr4_q8_0;
 	k->dotr4_max[ALICE_TYPE_Q8_0] = (int64_t)4 << 20;
 	k->gemm[ALICE_TYPE_Q8_0] = a5_gemm_q8_0;
+	k->pack_q8_0 = a5_pack_q8_0;
 	/* Q4_K/Q6_K: llama.cpp's orders (vec_kseq.h); the old 4-column dot4
 	 * kernels had their own lane order, so prefill without a GEMM takes
 	 * the single-row dot */
