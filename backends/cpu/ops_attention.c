@@ -410,6 +410,12 @@ __attribute__((target("avx2,fma,f16c"))) static inline void cells_factors(const 
 
 #define A5_TARGET __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
 
+/* the F16 accumulator's rounding on 16 lanes (r16_x86's) */
+A5_TARGET static inline __m512 r16_z(__m512 a)
+{
+	return _mm512_cvtph_ps(_mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+}
+
 A5_TARGET static inline __attribute__((always_inline)) void cells_group_body(const struct attn_job *j, const int NV,
 									    const int HU, int64_t h0, int64_t t,
 									    float *scr)
@@ -427,12 +433,12 @@ A5_TARGET static inline __attribute__((always_inline)) void cells_group_body(con
 	}
 	int32_t c0 = range_at(j->r, 0, t), c1 = range_at(j->r, 1, t);
 	float m[HU_MAX], l[HU_MAX];
-	__m256 acc[HU_MAX][16];
+	__m512 acc[HU_MAX][8];
 	for (int u = 0; u < HU; u++) {
 		m[u] = -INFINITY;
 		l[u] = 0.0f;
 		for (int i = 0; i < NV; i++)
-			acc[u][i] = _mm256_setzero_ps();
+			acc[u][i] = _mm512_setzero_ps();
 	}
 	const uint8_t *kb = tensor_data(k) + hk * k->nb[1], *vb = tensor_data(v) + hk * v->nb[1];
 	for (int64_t cs = c0; cs < c1; cs += CELL_CH) {
@@ -441,54 +447,57 @@ A5_TARGET static inline __attribute__((always_inline)) void cells_group_body(con
 			cells_factors(j, qs + u * dk16, kb, cs, ce, &m[u], &l[u], fm + u * CELL_CH, fv + u * CELL_CH);
 		for (int64_t c = cs; c < ce; c++) {
 			const uint16_t *vr = (const uint16_t *)(vb + pcell(j, c) * v->nb[2]);
-			__m256 vv[16];
+			__m512 vv[8];
 			for (int i = 0; i < NV; i++)
-				vv[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + 8 * i)));
+				vv[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * i)));
 			for (int u = 0; u < HU; u++) {
 				float f = fv[u * CELL_CH + (c - cs)], g = fm[u * CELL_CH + (c - cs)];
 				if (f < 0.0f)
 					continue;
 				if (g >= 0.0f) {
-					const __m256 gs = _mm256_set1_ps(g);
+					const __m512 gs = _mm512_set1_ps(g);
 					for (int i = 0; i < NV; i++)
-						acc[u][i] = r16_x86(_mm256_mul_ps(acc[u][i], gs));
+						acc[u][i] = r16_z(_mm512_mul_ps(acc[u][i], gs));
 				}
-				const __m256 fs = _mm256_set1_ps(f);
+				const __m512 fs = _mm512_set1_ps(f);
 				for (int i = 0; i < NV; i++)
-					acc[u][i] = r16_x86(_mm256_fmadd_ps(vv[i], fs, acc[u][i]));
+					acc[u][i] = r16_z(_mm512_fmadd_ps(vv[i], fs, acc[u][i]));
 			}
 		}
 	}
 	for (int u = 0; u < HU; u++) {
-		const __m256 inv = _mm256_set1_ps(l[u] > 0.0f ? 1.0f / l[u] : 0.0f);
+		const __m512 inv = _mm512_set1_ps(l[u] > 0.0f ? 1.0f / l[u] : 0.0f);
 		uint8_t *dr = tensor_data(d) + (h0 + u) * d->nb[1] + t * d->nb[2];
 		for (int i = 0; i < NV; i++) {
-			float o[8];
-			_mm256_storeu_ps(o, _mm256_mul_ps(acc[u][i], inv));
-			for (int e = 0; e < 8; e++)
-				memcpy(dr + (8 * i + e) * d->nb[0], &o[e], 4);
+			float o[16];
+			_mm512_storeu_ps(o, _mm512_mul_ps(acc[u][i], inv));
+			for (int e = 0; e < 16; e++)
+				memcpy(dr + (16 * i + e) * d->nb[0], &o[e], 4);
 		}
 	}
 }
 
-/* Heads per unit for a value width, where the accumulators fit the 32
- * registers (0: the per-head path). */
+/* Heads per unit for a value width (0: the per-head path): up to 24 of
+ * the 32 registers hold accumulators */
 static int cells_group_heads(int64_t dv)
 {
-	return dv == 32 ? 4 : dv == 64 ? 3 : dv == 128 ? 1 : 0;
+	return dv == 32 ? 4 : dv == 64 ? 4 : dv == 128 ? 3 : 0;
 }
 
 A5_TARGET static void attn_cells_group(const struct attn_job *j, int hu, int64_t h0, int64_t t, float *scr)
 {
 	switch (j->v->ne[0] * 8 + hu) {
-	case 32 * 8 + 1: cells_group_body(j, 4, 1, h0, t, scr); break;
-	case 32 * 8 + 2: cells_group_body(j, 4, 2, h0, t, scr); break;
-	case 32 * 8 + 3: cells_group_body(j, 4, 3, h0, t, scr); break;
-	case 32 * 8 + 4: cells_group_body(j, 4, 4, h0, t, scr); break;
-	case 64 * 8 + 1: cells_group_body(j, 8, 1, h0, t, scr); break;
-	case 64 * 8 + 2: cells_group_body(j, 8, 2, h0, t, scr); break;
-	case 64 * 8 + 3: cells_group_body(j, 8, 3, h0, t, scr); break;
-	default: cells_group_body(j, 16, 1, h0, t, scr); break;
+	case 32 * 8 + 1: cells_group_body(j, 2, 1, h0, t, scr); break;
+	case 32 * 8 + 2: cells_group_body(j, 2, 2, h0, t, scr); break;
+	case 32 * 8 + 3: cells_group_body(j, 2, 3, h0, t, scr); break;
+	case 32 * 8 + 4: cells_group_body(j, 2, 4, h0, t, scr); break;
+	case 64 * 8 + 1: cells_group_body(j, 4, 1, h0, t, scr); break;
+	case 64 * 8 + 2: cells_group_body(j, 4, 2, h0, t, scr); break;
+	case 64 * 8 + 3: cells_group_body(j, 4, 3, h0, t, scr); break;
+	case 64 * 8 + 4: cells_group_body(j, 4, 4, h0, t, scr); break;
+	case 128 * 8 + 1: cells_group_body(j, 8, 1, h0, t, scr); break;
+	case 128 * 8 + 2: cells_group_body(j, 8, 2, h0, t, scr); break;
+	default: cells_group_body(j, 8, 3, h0, t, scr); break;
 	}
 }
 #endif

@@ -81,11 +81,46 @@ static void layer_norm_row(const struct norm_job *j, const uint8_t *xr, uint8_t 
 	}
 }
 
+/* ggml's sum of squares: one double chain per row, in element order. Dense
+ * rows go 4 at a time, their chains interleaved (each an add's latency per
+ * element alone). */
+static void sumsq_rows(const struct norm_job *j, int64_t r0, int nr, int nth, double *sum)
+{
+	const struct alice_tensor *x = j->x;
+	const uint8_t *xr[4];
+	for (int k = 0; k < nr; k++) {
+		int64_t r = r0 + (int64_t)k * nth;
+		int64_t i1 = r % x->ne[1], i2 = (r / x->ne[1]) % x->ne[2], i3 = r / (x->ne[1] * x->ne[2]);
+		xr[k] = tensor_data(x) + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3];
+		sum[k] = 0.0;
+	}
+	if (nr == 4 && x->nb[0] == 4) {
+		const float *a = (const float *)xr[0], *b = (const float *)xr[1], *c = (const float *)xr[2],
+			    *e = (const float *)xr[3];
+		double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+		for (int64_t i = 0; i < x->ne[0]; i++) {
+			s0 += (double)(a[i] * a[i]);
+			s1 += (double)(b[i] * b[i]);
+			s2 += (double)(c[i] * c[i]);
+			s3 += (double)(e[i] * e[i]);
+		}
+		sum[0] = s0, sum[1] = s1, sum[2] = s2, sum[3] = s3;
+		return;
+	}
+	for (int k = 0; k < nr; k++)
+		for (int64_t i = 0; i < x->ne[0]; i++) {
+			float v = ld_f(xr[k] + i * x->nb[0]);
+			sum[k] += (double)(v * v);
+		}
+}
+
 static void norm_run(void *arg, int ith, int nth)
 {
 	struct norm_job *j = arg;
 	const struct alice_tensor *x = j->x, *w = j->w, *d = j->d;
 	int64_t ne0 = x->ne[0], rows = x->ne[1] * x->ne[2] * x->ne[3];
+	double sums[4];
+	int have = 0;
 	for (int64_t r = ith; r < rows; r += nth) {
 		int64_t i1 = r % x->ne[1], i2 = (r / x->ne[1]) % x->ne[2], i3 = r / (x->ne[1] * x->ne[2]);
 		const uint8_t *xr = tensor_data(x) + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3];
@@ -95,11 +130,15 @@ static void norm_run(void *arg, int ith, int nth)
 				       j->b ? bcast_row(j->b, i1, i2, i3) : NULL);
 			continue;
 		}
-		double sum = 0.0;
-		for (int64_t i = 0; i < ne0; i++) {
-			float v = ld_f(xr + i * x->nb[0]);
-			sum += (double)(v * v);
+		if (have == 0) { /* this row and up to 3 of this thread's next */
+			int64_t left = (rows - 1 - r) / nth + 1;
+			have = left < 4 ? (int)left : 4;
+			sumsq_rows(j, r, have, nth, sums);
 		}
+		double sum = sums[0];
+		for (int k = 1; k < have; k++)
+			sums[k - 1] = sums[k];
+		have--;
 		float scale;
 		if (j->l2) {
 			float nrm = sqrtf((float)sum); /* as ggml: the sum rounded to float first */
