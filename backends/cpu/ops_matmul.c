@@ -574,7 +574,23 @@ enum alice_status cpu_op_mul_mat(const struct alice_op_args *a)
 	j.abuf = n_rows == 1 ? NULL : ctx->wdata;
 	if (pack_bytes) {
 		j.apack = ctx->wdata + rows_bytes;
-		memset(j.apack, 0, pack_bytes); /* rows past M: zero activations */
+		/* rows past M (in each batch's last group): zero activations.
+		 * The Q8_0 pair kernel reads only the pairs that hold a row, so
+		 * there just the odd row's mate */
+		for (int64_t bi = 0; M % 16 && bi < j.ne12 * j.ne13; bi++) {
+			uint8_t *g = j.apack + (size_t)(bi * j.mg + j.mg - 1) * j.grp_bytes;
+			if (j.act == ACT_Q8_0) {
+				for (int64_t b = 0; M % 2 && b < K / QK8; b++) {
+					struct apack_q8_0 *pb = (struct apack_q8_0 *)g + b;
+					int p = (int)(M % 16) / 2;
+					memset(&pb->q[p][32], 0, 32);
+					memset(&pb->c[p][8], 0, 32);
+					memset(&pb->d2[p][8], 0, 32);
+				}
+			} else {
+				memset(g, 0, j.grp_bytes);
+			}
+		}
 	}
 	j.f16_tiles = w->type == ALICE_TYPE_F16 && n_rows >= 2 && cpu_mm_order_f16_tiles(K);
 	if (xbf_bytes)
