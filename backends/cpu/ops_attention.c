@@ -477,6 +477,166 @@ A5_TARGET static inline __attribute__((always_inline)) void cells_group_body(con
 	}
 }
 
+/* v_expf on 16 lanes, lane by lane the same operations; *slow marks the
+ * lanes that need ldexpf (the caller redoes them with v_expf) */
+A5_TARGET static inline __m512 v_expf_z(__m512 x, __mmask16 *slow)
+{
+	const __m512 big = _mm512_set1_ps(0x1.8p23f);
+	__m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), big), big);
+	__m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+	__m512 u = _mm512_mul_ps(b, b);
+	__m512 jj = _mm512_fmadd_ps(
+		_mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+				_mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+		u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+	__m512i ni = _mm512_cvttps_epi32(n);
+	__mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_GT_OQ);
+	*slow = live & (_mm512_cmplt_epi32_mask(ni, _mm512_set1_epi32(-126)) |
+			_mm512_cmpgt_epi32_mask(ni, _mm512_set1_epi32(127)));
+	__m512 p2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
+	return _mm512_maskz_mul_ps(live, jj, p2);
+}
+
+/* The tiled regime (attn_row_tiles) for heads h0 .. h0 + HU - 1 of one KV
+ * head, K tiles from the per-op conversion: the same operations in the
+ * same order per head, the accumulators and scores in registers, each K
+ * tile row and V row loaded once for the HU heads. */
+A5_TARGET static inline __attribute__((always_inline)) void tiles_group_body(const struct attn_job *j, const int NV,
+									    const int HU, int64_t h0, int64_t t,
+									    float *scr)
+{
+	const struct alice_tensor *q = j->q, *v = j->v, *d = j->d;
+	int64_t dk = q->ne[0], dk16 = (dk + 15) & ~15, dv = v->ne[0], hk = h0 / j->group;
+	bool v16 = v->type == ALICE_TYPE_F16;
+	float *qs = scr;
+	for (int u = 0; u < HU; u++) {
+		const uint8_t *qr = tensor_data(q) + (h0 + u) * q->nb[1] + t * q->nb[2];
+		for (int64_t i = 0; i < dk; i++)
+			memcpy(&qs[u * dk16 + i], qr + i * q->nb[0], 4);
+	}
+	int32_t c0 = range_at(j->r, 0, t), c1 = range_at(j->r, 1, t);
+	float m[HU_MAX], l[HU_MAX];
+	float sc = j->cap != 0.0f ? j->scale / j->cap : j->scale;
+	__m512 acc[HU_MAX][8];
+	for (int u = 0; u < HU; u++) {
+		m[u] = -INFINITY;
+		l[u] = 0.0f;
+		for (int i = 0; i < NV; i++)
+			acc[u][i] = _mm512_setzero_ps();
+	}
+	const uint8_t *vb = tensor_data(v) + hk * v->nb[1];
+	for (int64_t t0 = (c0 / ATTN_TILE) * ATTN_TILE; t0 < c1; t0 += ATTN_TILE) {
+		int64_t a = t0 > c0 ? t0 : c0, e = t0 + ATTN_TILE < c1 ? t0 + ATTN_TILE : c1;
+		const float *kt = j->ktp + (hk * j->ntiles + t0 / ATTN_TILE) * dk * ATTN_TILE;
+		__m512 s[HU_MAX][4];
+		for (int u = 0; u < HU; u++)
+			for (int c = 0; c < 4; c++)
+				s[u][c] = _mm512_setzero_ps();
+		for (int64_t dd = 0; dd < dk; dd++) {
+			const float *kd = kt + dd * ATTN_TILE;
+			const __m512 k0 = _mm512_loadu_ps(kd), k1 = _mm512_loadu_ps(kd + 16), k2 = _mm512_loadu_ps(kd + 32),
+				     k3 = _mm512_loadu_ps(kd + 48);
+			for (int u = 0; u < HU; u++) {
+				const __m512 qd = _mm512_set1_ps(qs[u * dk16 + dd]);
+				s[u][0] = _mm512_fmadd_ps(qd, k0, s[u][0]);
+				s[u][1] = _mm512_fmadd_ps(qd, k1, s[u][1]);
+				s[u][2] = _mm512_fmadd_ps(qd, k2, s[u][2]);
+				s[u][3] = _mm512_fmadd_ps(qd, k3, s[u][3]);
+			}
+		}
+		float p[HU_MAX][ATTN_TILE];
+		bool any[HU_MAX];
+		for (int u = 0; u < HU; u++) {
+			float sv[ATTN_TILE], tmax = -INFINITY;
+			for (int c = 0; c < 4; c++)
+				_mm512_storeu_ps(sv + 16 * c, s[u][c]);
+			for (int c = 0; c < ATTN_TILE; c++) { /* as attn_row_tiles */
+				int64_t cell = t0 + c;
+				if (cell < a || cell >= e) {
+					sv[c] = -INFINITY;
+					continue;
+				}
+				sv[c] *= sc;
+				if (j->cap != 0.0f)
+					sv[c] = tanhf(sv[c]) * j->cap;
+				if (sv[c] > tmax)
+					tmax = sv[c];
+			}
+			any[u] = tmax != -INFINITY;
+			if (!any[u])
+				continue;
+			if (tmax > m[u]) {
+				const float ms = expf(m[u] - tmax);
+				const __m512 mv = _mm512_set1_ps(ms);
+				for (int i = 0; i < NV; i++)
+					acc[u][i] = _mm512_mul_ps(mv, acc[u][i]);
+				l[u] *= ms;
+				m[u] = tmax;
+			}
+			double sum = 0.0;
+			for (int b = 0; b < ATTN_TILE; b += 16) {
+				__mmask16 slow;
+				__m512 w = v_expf_z(_mm512_sub_ps(_mm512_loadu_ps(sv + b), _mm512_set1_ps(m[u])), &slow);
+				_mm512_storeu_ps(p[u] + b, w);
+				if (slow) {
+					for (int c = 0; c < 16; c++)
+						if (slow >> c & 1)
+							p[u][b + c] = v_expf(sv[b + c] - m[u]);
+					w = _mm512_loadu_ps(p[u] + b);
+				}
+				__m256 w8 = _mm256_add_ps(_mm512_castps512_ps256(w),
+							  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w), 1)));
+				__m128 w4 = _mm_add_ps(_mm256_castps256_ps128(w8), _mm256_extractf128_ps(w8, 1));
+				__m128 w2 = _mm_add_ps(w4, _mm_movehl_ps(w4, w4));
+				sum += (double)(_mm_cvtss_f32(w2) + _mm_cvtss_f32(_mm_shuffle_ps(w2, w2, 1)));
+			}
+			l[u] = (float)((double)l[u] + sum);
+		}
+		for (int64_t c = a; c < e; c++) {
+			const float *vr = v16 ? j->vfp + (hk * j->ncell + c) * dv
+					      : (const float *)(vb + pcell(j, c) * v->nb[2]);
+			__m512 vv[8];
+			for (int i = 0; i < NV; i++)
+				vv[i] = _mm512_loadu_ps(vr + 16 * i);
+			for (int u = 0; u < HU; u++) {
+				const float pc = p[u][c - t0];
+				if (!any[u] || pc == 0.0f)
+					continue; /* fma(v, 0, acc) == acc */
+				const __m512 ps = _mm512_set1_ps(pc);
+				for (int i = 0; i < NV; i++)
+					acc[u][i] = _mm512_fmadd_ps(vv[i], ps, acc[u][i]);
+			}
+		}
+	}
+	for (int u = 0; u < HU; u++) {
+		const __m512 inv = _mm512_set1_ps(l[u] != 0.0f ? 1.0f / l[u] : 0.0f);
+		uint8_t *dr = tensor_data(d) + (h0 + u) * d->nb[1] + t * d->nb[2];
+		for (int i = 0; i < NV; i++) {
+			float o[16];
+			_mm512_storeu_ps(o, _mm512_mul_ps(acc[u][i], inv));
+			for (int e2 = 0; e2 < 16; e2++)
+				memcpy(dr + (16 * i + e2) * d->nb[0], &o[e2], 4);
+		}
+	}
+}
+
+A5_TARGET static void attn_tiles_group(const struct attn_job *j, int hu, int64_t h0, int64_t t, float *scr)
+{
+	switch (j->v->ne[0] * 8 + hu) {
+	case 32 * 8 + 1: tiles_group_body(j, 2, 1, h0, t, scr); break;
+	case 32 * 8 + 2: tiles_group_body(j, 2, 2, h0, t, scr); break;
+	case 32 * 8 + 3: tiles_group_body(j, 2, 3, h0, t, scr); break;
+	case 32 * 8 + 4: tiles_group_body(j, 2, 4, h0, t, scr); break;
+	case 64 * 8 + 1: tiles_group_body(j, 4, 1, h0, t, scr); break;
+	case 64 * 8 + 2: tiles_group_body(j, 4, 2, h0, t, scr); break;
+	case 64 * 8 + 3: tiles_group_body(j, 4, 3, h0, t, scr); break;
+	case 64 * 8 + 4: tiles_group_body(j, 4, 4, h0, t, scr); break;
+	case 128 * 8 + 1: tiles_group_body(j, 8, 1, h0, t, scr); break;
+	case 128 * 8 + 2: tiles_group_body(j, 8, 2, h0, t, scr); break;
+	default: tiles_group_body(j, 8, 3, h0, t, scr); break;
+	}
+}
+
 /* Heads per unit for a value width (0: the per-head path): up to 24 of
  * the 32 registers hold accumulators */
 static int cells_group_heads(int64_t dv)
@@ -550,7 +710,10 @@ static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int i
 	int hu = 1;
 #if ATTN_X86
 	float *scr = p + ATTN_TILE;
-	if (wide && v->type == ALICE_TYPE_F16 && cells_group_heads(dv) > 0)
+	/* grouped: decode regime over an F16 V; tiled regime from the per-op
+	 * K tiles (and widened V) */
+	bool gcells = v->type == ALICE_TYPE_F16, gtiles = j->ktp && (v->type != ALICE_TYPE_F16 || j->vfp);
+	if (wide && (gcells || gtiles) && cells_group_heads(dv) > 0)
 		hu = cells_group_heads(dv) < j->group ? cells_group_heads(dv) : (int)j->group;
 #else
 	(void)wide;
@@ -562,8 +725,12 @@ static inline __attribute__((always_inline)) void attn_run_impl(void *arg, int i
 		int64_t h0 = (b / bpg) * j->group + (b % bpg) * hu;
 		int64_t hn = (b / bpg + 1) * j->group - h0 < hu ? (b / bpg + 1) * j->group - h0 : hu;
 #if ATTN_X86
-		if (hu > 1 && !j->tiled[t]) {
+		if (hu > 1 && !j->tiled[t] && gcells) {
 			attn_cells_group(j, (int)hn, h0, t, scr);
+			continue;
+		}
+		if (hu > 1 && j->tiled[t] && gtiles) {
+			attn_tiles_group(j, (int)hn, h0, t, scr);
 			continue;
 		}
 #endif
