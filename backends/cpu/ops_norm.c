@@ -173,7 +173,9 @@ static enum alice_status norm(const struct alice_op_args *a, bool l2, bool layer
 	if (!(a->node->fp[0] >= 0.0f))
 		return cpu_fail(a->ctx, ALICE_ERR_INVALID, "eps must be >= 0");
 	struct norm_job j = {.x = x, .w = w, .b = b, .d = d, .eps = a->node->fp[0], .l2 = l2, .layer = layer};
-	cpu_pool_run_sized(a->ctx->pool, norm_run, &j, tensor_nelem(x));
+	/* each element is an add's latency in its row's double chain: weighted
+	 * 4x against the elementwise ops' threshold */
+	cpu_pool_run_sized(a->ctx->pool, norm_run, &j, 4 * tensor_nelem(x));
 	return ALICE_OK;
 }
 
