@@ -37,6 +37,7 @@ struct opts {
 	int n_backends;
 	const char *backend_dir;
 	int p, n, r, threads;
+	int warmup_ms; /* --warmup-ms: decode steps for this long before timing */
 	int json;
 	int batch[BATCH_MAX]; /* --batch: B values; 0 entries = plain pp/tg */
 	float temp;           /* --temp: --batch rows drawn at this temperature (0: greedy) */
@@ -178,6 +179,19 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 		}
 		alice_context_seq_clear(c, 0);
 	}
+	/* --warmup-ms: decode steps until that much time has passed (a GPU
+	 * idle before the run may still be raising its clocks) */
+	for (double t_end = now_s() + o->warmup_ms * 1e-3; o->warmup_ms > 0 && now_s() < t_end;) {
+		alice_context_seq_clear(c, 0);
+		for (int i = 0; i < 32 && i < maxp; i++) {
+			struct alice_batch b = {1, tok + i, pos + i, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+			if (alice_context_decode(c, &b, &err) != ALICE_OK) {
+				snprintf(res->error, sizeof res->error, "%s", err.msg);
+				goto out;
+			}
+		}
+	}
+	alice_context_seq_clear(c, 0);
 	for (int rep = 0; rep < o->r && o->p > 0; rep++) {
 		alice_context_seq_clear(c, 0);
 		struct alice_batch b = {o->p, tok, pos, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
@@ -213,7 +227,9 @@ out:
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: alice-bench -m MODEL.gguf [-m ...] [--backend cpu,cuda,vulkan] [-p 512] [-n 128] "
-		   "[-r 5] [-t THREADS] [--backend-dir DIR] [--batch 1,4,16,64] [--json]\n"
+		   "[-r 5] [-t THREADS] [--backend-dir DIR] [--batch 1,4,16,64] [--warmup-ms 0] [--json]\n"
+		   "  --warmup-ms N: decode steps for N ms before the timed runs (default: llama-bench's\n"
+		   "                 warm-up only, one prefill and one decode step)\n"
 		   "  --batch B,...: B sequences prefill -p tokens each, then decode -n tokens together;\n"
 		   "                 prints prefill t/s, total decode t/s and per-sequence decode t/s\n"
 		   "  --temp T:      --batch decode rows drawn at temperature T on the device (default greedy)\n"
@@ -304,6 +320,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "-n")) o.n = atoi(v);
 		else if (!strcmp(a, "-r")) o.r = atoi(v);
 		else if (!strcmp(a, "-t")) o.threads = atoi(v);
+		else if (!strcmp(a, "--warmup-ms")) o.warmup_ms = atoi(v);
 		else if (!strcmp(a, "--temp")) o.temp = (float)atof(v);
 		else if (!strcmp(a, "--draft")) { so.draft = v; so.spec.mode = ALICE_SPEC_DRAFT; }
 		else if (!strcmp(a, "--spec")) {
