@@ -4,16 +4,18 @@
 # -p 0 after --warmup-ms 1000, and -p 512, each in a fresh process, while
 # nvidia-smi logs SM / memory clocks and power every 50 ms.
 # there: . scripts/device/setup.sh .devbuild && OUT=$OUT scripts/device/tg_clock.sh
+# (SHAPE=llama-8b TYPE=F16 ROUNDS=1 for another model: made there)
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/tg_clock}
 mkdir -p "$out"
 voc=.devfix/vocab/ggml-vocab-llama-bpe.gguf
-m=/tmp/llama-1b-Q4_K_M.gguf
-[ -f "$m" ] || timeout 200 "$b/bin/alice-mkmodel" --shape llama-1b --type Q4_K_M --vocab "$voc" -o "$m" --threads 16 > "$out/mk.log" 2>&1
+shape=${SHAPE:-llama-1b} type=${TYPE:-Q4_K_M}
+m=/tmp/$shape-$type.gguf
+[ -f "$m" ] || timeout 300 "$b/bin/alice-mkmodel" --shape "$shape" --type "$type" --vocab "$voc" -o "$m" --threads 16 > "$out/mk.log" 2>&1
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,pstate --format=csv,noheader -lms 50 > "$out/clocks.csv" 2>&1 &
 smi=$!
-for round in 1 2; do
+for round in $(seq ${ROUNDS:-2}); do
   for args in "-p 0" "-p 0 --warmup-ms 1000" "-p 512"; do
     sleep 3 # let the GPU fall idle as between separate runs
     echo "$(date -u +%T.%N | cut -c1-12) start $args" >> "$out/marks.txt"
