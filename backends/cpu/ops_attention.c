@@ -281,6 +281,27 @@ static inline __attribute__((always_inline)) void attn_row_cells(const struct at
 		acc[i] *= inv;
 }
 
+/* A tile's raw scores s (cells t0 ..) finished: cells outside [a, e) to
+ * -inf, the rest scaled (and soft-capped); returns their maximum. */
+static inline __attribute__((always_inline)) float tile_scores(const struct attn_job *j, float *s, int64_t t0,
+								int64_t a, int64_t e, float sc)
+{
+	float tmax = -INFINITY;
+	for (int c = 0; c < ATTN_TILE; c++) {
+		int64_t cell = t0 + c;
+		if (cell < a || cell >= e) {
+			s[c] = -INFINITY;
+			continue;
+		}
+		s[c] *= sc;
+		if (j->cap != 0.0f)
+			s[c] = tanhf(s[c]) * j->cap;
+		if (s[c] > tmax)
+			tmax = s[c];
+	}
+	return tmax;
+}
+
 /* One query row, tile by tile (the prefill regime). */
 static inline __attribute__((always_inline)) void attn_row_tiles(const struct attn_job *j, const float *qf,
 								 float *acc, float *row, float *kt, float *p,
@@ -317,19 +338,7 @@ static inline __attribute__((always_inline)) void attn_row_tiles(const struct at
 			for (int c = 0; c < ATTN_TILE; c++)
 				s[c] = fmaf(qd, kd[c], s[c]);
 		}
-		float tmax = -INFINITY;
-		for (int c = 0; c < ATTN_TILE; c++) {
-			int64_t cell = t0 + c;
-			if (cell < a || cell >= e) {
-				s[c] = -INFINITY;
-				continue;
-			}
-			s[c] *= sc;
-			if (j->cap != 0.0f)
-				s[c] = tanhf(s[c]) * j->cap;
-			if (s[c] > tmax)
-				tmax = s[c];
-		}
+		float tmax = tile_scores(j, s, t0, a, e, sc);
 		if (tmax == -INFINITY)
 			continue;
 		if (tmax > m) {
@@ -410,6 +419,48 @@ __attribute__((target("avx2,fma,f16c"))) static inline void cells_factors(const 
 
 #define A5_TARGET __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
 
+/* A unit's query rows into qs (rows dk16 apart), rounded to F16 with r16. */
+static inline void group_q(const struct attn_job *j, int hu, int64_t h0, int64_t t, float *qs, bool r16, uint16_t *tmp)
+{
+	const struct alice_tensor *q = j->q;
+	int64_t dk = q->ne[0], dk16 = (dk + 15) & ~15;
+	for (int u = 0; u < hu; u++) {
+		const uint8_t *qr = tensor_data(q) + (h0 + u) * q->nb[1] + t * q->nb[2];
+		for (int64_t i = 0; i < dk; i++)
+			memcpy(&qs[u * dk16 + i], qr + i * q->nb[0], 4);
+		if (r16)
+			round_f16(dk, qs + u * dk16, tmp);
+	}
+}
+
+A5_TARGET static inline __attribute__((always_inline)) void group_init(const int NV, const int HU, float *m, float *l,
+									 __m512 (*acc)[8])
+{
+	for (int u = 0; u < HU; u++) {
+		m[u] = -INFINITY;
+		l[u] = 0.0f;
+		for (int i = 0; i < NV; i++)
+			acc[u][i] = _mm512_setzero_ps();
+	}
+}
+
+/* head u's result acc[u] * inv[u] into its output row */
+A5_TARGET static inline __attribute__((always_inline)) void group_out(const struct attn_job *j, const int NV,
+									const int HU, int64_t h0, int64_t t,
+									__m512 (*acc)[8], const float *inv)
+{
+	const struct alice_tensor *d = j->d;
+	for (int u = 0; u < HU; u++) {
+		uint8_t *dr = tensor_data(d) + (h0 + u) * d->nb[1] + t * d->nb[2];
+		for (int i = 0; i < NV; i++) {
+			float o[16];
+			_mm512_storeu_ps(o, _mm512_mul_ps(acc[u][i], _mm512_set1_ps(inv[u])));
+			for (int e = 0; e < 16; e++)
+				memcpy(dr + (16 * i + e) * d->nb[0], &o[e], 4);
+		}
+	}
+}
+
 /* the F16 accumulator's rounding on 16 lanes (r16_x86's) */
 A5_TARGET static inline __m512 r16_z(__m512 a)
 {
@@ -420,26 +471,15 @@ A5_TARGET static inline __attribute__((always_inline)) void cells_group_body(con
 									    const int HU, int64_t h0, int64_t t,
 									    float *scr)
 {
-	const struct alice_tensor *q = j->q, *k = j->k, *v = j->v, *d = j->d;
+	const struct alice_tensor *q = j->q, *k = j->k, *v = j->v;
 	int64_t dk = q->ne[0], dk16 = (dk + 15) & ~15, hk = h0 / j->group;
 	float *qs = scr, *fm = qs + HU_MAX * dk16, *fv = fm + HU_MAX * CELL_CH;
 	uint16_t *tmp = (uint16_t *)(fv + HU_MAX * CELL_CH);
-	for (int u = 0; u < HU; u++) {
-		const uint8_t *qr = tensor_data(q) + (h0 + u) * q->nb[1] + t * q->nb[2];
-		for (int64_t i = 0; i < dk; i++)
-			memcpy(&qs[u * dk16 + i], qr + i * q->nb[0], 4);
-		if (k->type == ALICE_TYPE_F16)
-			round_f16(dk, qs + u * dk16, tmp);
-	}
+	group_q(j, HU, h0, t, qs, k->type == ALICE_TYPE_F16, tmp);
 	int32_t c0 = range_at(j->r, 0, t), c1 = range_at(j->r, 1, t);
-	float m[HU_MAX], l[HU_MAX];
+	float m[HU_MAX], l[HU_MAX], inv[HU_MAX];
 	__m512 acc[HU_MAX][8];
-	for (int u = 0; u < HU; u++) {
-		m[u] = -INFINITY;
-		l[u] = 0.0f;
-		for (int i = 0; i < NV; i++)
-			acc[u][i] = _mm512_setzero_ps();
-	}
+	group_init(NV, HU, m, l, acc);
 	const uint8_t *kb = tensor_data(k) + hk * k->nb[1], *vb = tensor_data(v) + hk * v->nb[1];
 	for (int64_t cs = c0; cs < c1; cs += CELL_CH) {
 		int64_t ce = cs + CELL_CH < c1 ? cs + CELL_CH : c1;
@@ -465,36 +505,9 @@ A5_TARGET static inline __attribute__((always_inline)) void cells_group_body(con
 			}
 		}
 	}
-	for (int u = 0; u < HU; u++) {
-		const __m512 inv = _mm512_set1_ps(l[u] > 0.0f ? 1.0f / l[u] : 0.0f);
-		uint8_t *dr = tensor_data(d) + (h0 + u) * d->nb[1] + t * d->nb[2];
-		for (int i = 0; i < NV; i++) {
-			float o[16];
-			_mm512_storeu_ps(o, _mm512_mul_ps(acc[u][i], inv));
-			for (int e = 0; e < 16; e++)
-				memcpy(dr + (16 * i + e) * d->nb[0], &o[e], 4);
-		}
-	}
-}
-
-/* v_expf on 16 lanes, lane by lane the same operations; *slow marks the
- * lanes that need ldexpf (the caller redoes them with v_expf) */
-A5_TARGET static inline __m512 v_expf_z(__m512 x, __mmask16 *slow)
-{
-	const __m512 big = _mm512_set1_ps(0x1.8p23f);
-	__m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), big), big);
-	__m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-	__m512 u = _mm512_mul_ps(b, b);
-	__m512 jj = _mm512_fmadd_ps(
-		_mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-				_mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
-		u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-	__m512i ni = _mm512_cvttps_epi32(n);
-	__mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_GT_OQ);
-	*slow = live & (_mm512_cmplt_epi32_mask(ni, _mm512_set1_epi32(-126)) |
-			_mm512_cmpgt_epi32_mask(ni, _mm512_set1_epi32(127)));
-	__m512 p2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
-	return _mm512_maskz_mul_ps(live, jj, p2);
+	for (int u = 0; u < HU; u++)
+		inv[u] = l[u] > 0.0f ? 1.0f / l[u] : 0.0f;
+	group_out(j, NV, HU, h0, t, acc, inv);
 }
 
 /* The tiled regime (attn_row_tiles) for heads h0 .. h0 + HU - 1 of one KV
@@ -505,25 +518,16 @@ A5_TARGET static inline __attribute__((always_inline)) void tiles_group_body(con
 									    const int HU, int64_t h0, int64_t t,
 									    float *scr)
 {
-	const struct alice_tensor *q = j->q, *v = j->v, *d = j->d;
+	const struct alice_tensor *q = j->q, *v = j->v;
 	int64_t dk = q->ne[0], dk16 = (dk + 15) & ~15, dv = v->ne[0], hk = h0 / j->group;
 	bool v16 = v->type == ALICE_TYPE_F16;
 	float *qs = scr;
-	for (int u = 0; u < HU; u++) {
-		const uint8_t *qr = tensor_data(q) + (h0 + u) * q->nb[1] + t * q->nb[2];
-		for (int64_t i = 0; i < dk; i++)
-			memcpy(&qs[u * dk16 + i], qr + i * q->nb[0], 4);
-	}
+	group_q(j, HU, h0, t, qs, false, NULL);
 	int32_t c0 = range_at(j->r, 0, t), c1 = range_at(j->r, 1, t);
-	float m[HU_MAX], l[HU_MAX];
+	float m[HU_MAX], l[HU_MAX], inv[HU_MAX];
 	float sc = j->cap != 0.0f ? j->scale / j->cap : j->scale;
 	__m512 acc[HU_MAX][8];
-	for (int u = 0; u < HU; u++) {
-		m[u] = -INFINITY;
-		l[u] = 0.0f;
-		for (int i = 0; i < NV; i++)
-			acc[u][i] = _mm512_setzero_ps();
-	}
+	group_init(NV, HU, m, l, acc);
 	const uint8_t *vb = tensor_data(v) + hk * v->nb[1];
 	for (int64_t t0 = (c0 / ATTN_TILE) * ATTN_TILE; t0 < c1; t0 += ATTN_TILE) {
 		int64_t a = t0 > c0 ? t0 : c0, e = t0 + ATTN_TILE < c1 ? t0 + ATTN_TILE : c1;
@@ -547,21 +551,10 @@ A5_TARGET static inline __attribute__((always_inline)) void tiles_group_body(con
 		float p[HU_MAX][ATTN_TILE];
 		bool any[HU_MAX];
 		for (int u = 0; u < HU; u++) {
-			float sv[ATTN_TILE], tmax = -INFINITY;
+			float sv[ATTN_TILE];
 			for (int c = 0; c < 4; c++)
 				_mm512_storeu_ps(sv + 16 * c, s[u][c]);
-			for (int c = 0; c < ATTN_TILE; c++) { /* as attn_row_tiles */
-				int64_t cell = t0 + c;
-				if (cell < a || cell >= e) {
-					sv[c] = -INFINITY;
-					continue;
-				}
-				sv[c] *= sc;
-				if (j->cap != 0.0f)
-					sv[c] = tanhf(sv[c]) * j->cap;
-				if (sv[c] > tmax)
-					tmax = sv[c];
-			}
+			float tmax = tile_scores(j, sv, t0, a, e, sc);
 			any[u] = tmax != -INFINITY;
 			if (!any[u])
 				continue;
@@ -608,33 +601,9 @@ A5_TARGET static inline __attribute__((always_inline)) void tiles_group_body(con
 			}
 		}
 	}
-	for (int u = 0; u < HU; u++) {
-		const __m512 inv = _mm512_set1_ps(l[u] != 0.0f ? 1.0f / l[u] : 0.0f);
-		uint8_t *dr = tensor_data(d) + (h0 + u) * d->nb[1] + t * d->nb[2];
-		for (int i = 0; i < NV; i++) {
-			float o[16];
-			_mm512_storeu_ps(o, _mm512_mul_ps(acc[u][i], inv));
-			for (int e2 = 0; e2 < 16; e2++)
-				memcpy(dr + (16 * i + e2) * d->nb[0], &o[e2], 4);
-		}
-	}
-}
-
-A5_TARGET static void attn_tiles_group(const struct attn_job *j, int hu, int64_t h0, int64_t t, float *scr)
-{
-	switch (j->v->ne[0] * 8 + hu) {
-	case 32 * 8 + 1: tiles_group_body(j, 2, 1, h0, t, scr); break;
-	case 32 * 8 + 2: tiles_group_body(j, 2, 2, h0, t, scr); break;
-	case 32 * 8 + 3: tiles_group_body(j, 2, 3, h0, t, scr); break;
-	case 32 * 8 + 4: tiles_group_body(j, 2, 4, h0, t, scr); break;
-	case 64 * 8 + 1: tiles_group_body(j, 4, 1, h0, t, scr); break;
-	case 64 * 8 + 2: tiles_group_body(j, 4, 2, h0, t, scr); break;
-	case 64 * 8 + 3: tiles_group_body(j, 4, 3, h0, t, scr); break;
-	case 64 * 8 + 4: tiles_group_body(j, 4, 4, h0, t, scr); break;
-	case 128 * 8 + 1: tiles_group_body(j, 8, 1, h0, t, scr); break;
-	case 128 * 8 + 2: tiles_group_body(j, 8, 2, h0, t, scr); break;
-	default: tiles_group_body(j, 8, 3, h0, t, scr); break;
-	}
+	for (int u = 0; u < HU; u++)
+		inv[u] = l[u] != 0.0f ? 1.0f / l[u] : 0.0f;
+	group_out(j, NV, HU, h0, t, acc, inv);
 }
 
 /* Heads per unit for a value width (0: the per-head path): up to 24 of
@@ -644,22 +613,26 @@ static int cells_group_heads(int64_t dv)
 	return dv == 32 ? 4 : dv == 64 ? 4 : dv == 128 ? 3 : 0;
 }
 
-A5_TARGET static void attn_cells_group(const struct attn_job *j, int hu, int64_t h0, int64_t t, float *scr)
-{
-	switch (j->v->ne[0] * 8 + hu) {
-	case 32 * 8 + 1: cells_group_body(j, 2, 1, h0, t, scr); break;
-	case 32 * 8 + 2: cells_group_body(j, 2, 2, h0, t, scr); break;
-	case 32 * 8 + 3: cells_group_body(j, 2, 3, h0, t, scr); break;
-	case 32 * 8 + 4: cells_group_body(j, 2, 4, h0, t, scr); break;
-	case 64 * 8 + 1: cells_group_body(j, 4, 1, h0, t, scr); break;
-	case 64 * 8 + 2: cells_group_body(j, 4, 2, h0, t, scr); break;
-	case 64 * 8 + 3: cells_group_body(j, 4, 3, h0, t, scr); break;
-	case 64 * 8 + 4: cells_group_body(j, 4, 4, h0, t, scr); break;
-	case 128 * 8 + 1: cells_group_body(j, 8, 1, h0, t, scr); break;
-	case 128 * 8 + 2: cells_group_body(j, 8, 2, h0, t, scr); break;
-	default: cells_group_body(j, 8, 3, h0, t, scr); break;
+/* one instance per (value width, heads per unit) cells_group_heads allows */
+#define GROUP_DISPATCH(name, body)                                                                    \
+	A5_TARGET static void name(const struct attn_job *j, int hu, int64_t h0, int64_t t, float *scr) \
+	{                                                                                             \
+		switch (j->v->ne[0] * 8 + hu) {                                                       \
+		case 32 * 8 + 1: body(j, 2, 1, h0, t, scr); break;                                   \
+		case 32 * 8 + 2: body(j, 2, 2, h0, t, scr); break;                                   \
+		case 32 * 8 + 3: body(j, 2, 3, h0, t, scr); break;                                   \
+		case 32 * 8 + 4: body(j, 2, 4, h0, t, scr); break;                                   \
+		case 64 * 8 + 1: body(j, 4, 1, h0, t, scr); break;                                   \
+		case 64 * 8 + 2: body(j, 4, 2, h0, t, scr); break;                                   \
+		case 64 * 8 + 3: body(j, 4, 3, h0, t, scr); break;                                   \
+		case 64 * 8 + 4: body(j, 4, 4, h0, t, scr); break;                                   \
+		case 128 * 8 + 1: body(j, 8, 1, h0, t, scr); break;                                  \
+		case 128 * 8 + 2: body(j, 8, 2, h0, t, scr); break;                                  \
+		default: body(j, 8, 3, h0, t, scr); break;                                            \
+		}                                                                                     \
 	}
-}
+GROUP_DISPATCH(attn_cells_group, cells_group_body)
+GROUP_DISPATCH(attn_tiles_group, tiles_group_body)
 #endif
 
 /* The tiled path's per-op conversion: unit = (kv head, tile). */

@@ -25,30 +25,15 @@
 #endif
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-/* v_silu on 8 lanes: the same operations lane by lane (so the same bits);
- * false where a lane needs ldexpf (then the caller takes the scalar form) */
+/* v_silu on 8 lanes (same bits); false where a lane needs ldexpf (then the
+ * caller takes the scalar form) */
 __attribute__((target("avx2,fma"))) static inline bool v_silu8(const float *xp, float *out)
 {
-	const __m256 x = _mm256_loadu_ps(xp), nx = _mm256_sub_ps(_mm256_setzero_ps(), x);
-	const __m256 big = _mm256_set1_ps(0x1.8p23f);
-	__m256 n = _mm256_sub_ps(_mm256_fmadd_ps(nx, _mm256_set1_ps(0x1.715476p+0f), big), big);
-	__m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-				    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), nx));
-	__m256 u = _mm256_mul_ps(b, b);
-	__m256 j = _mm256_fmadd_ps(
-		_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-				_mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-		u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-	__m256i ni = _mm256_cvttps_epi32(n);
-	const __m256 live = _mm256_cmp_ps(nx, _mm256_set1_ps(-104.0f), _CMP_GT_OQ); /* else v_expf is 0 */
-	__m256i out_of = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), ni),
-					 _mm256_cmpgt_epi32(ni, _mm256_set1_epi32(127)));
-	if (_mm256_movemask_ps(_mm256_and_ps(live, _mm256_castsi256_ps(out_of))))
+	const __m256 x = _mm256_loadu_ps(xp);
+	int slow;
+	__m256 e = v_expf_y(_mm256_sub_ps(_mm256_setzero_ps(), x), &slow);
+	if (slow)
 		return false;
-	__m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
-	__m256 e = _mm256_and_ps(live, _mm256_mul_ps(j, p2));
 	_mm256_storeu_ps(out, _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
 	return true;
 }
