@@ -421,7 +421,11 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		mv_geom(w->type, &rw, &ks);
 		tl = 5;
 		rows_per_wg = 4 / ks * rw;
-		if (mvx && M == 1 && sscanf(mvx, "%d,%d,%d,%d", &xrw, &xks, &xu2, &xav) >= 3 &&
+		/* "RW,KS,U2[,AV]" for every type, or "TYPE:RW,KS,U2[,AV]" for one */
+		const char *g = mvx;
+		if (g && strchr(g, ':'))
+			g = strncmp(g, ti->name, strlen(ti->name)) == 0 && g[strlen(ti->name)] == ':' ? g + strlen(ti->name) + 1 : NULL;
+		if (g && M == 1 && sscanf(g, "%d,%d,%d,%d", &xrw, &xks, &xu2, &xav) >= 3 &&
 		    (xrw == 1 || xrw == 2 || xrw == 4) && (xks == 1 || xks == 2 || xks == 4))
 			rows_per_wg = (uint64_t)(4 / xks * xrw); /* (a variant not built: "no shader named ...") */
 		else

@@ -4,7 +4,7 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0" (the tiled attention), "bench8b"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0" (the tiled attention), "q6x", "bench8b"); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -85,6 +85,14 @@ if has attn0; then
   # attnt.comp (opt-in, ALICE_VK_ATTN_TILED=1) against attn.comp, the default
   for t in $types; do
     echo "== $t, ALICE_VK_ATTN_TILED=1: $(ALICE_VK_ATTN_TILED=1 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 128 -r 3 2>/dev/null | grep -E 'pp512|tg128' | tr '\n' ' ')"
+  done
+fi
+if has q6x; then
+  # the Q6_K decode mat-vec's geometry in a whole model (ffn_down and the
+  # output): ALICE_VK_MVX=Q6_K:RW,KS,U2 against the default (1,1,0)
+  for g in default 2,2,1 1,1,1 1,2,1 2,2,1 default; do
+    e=; [ "$g" = default ] || e="Q6_K:$g"
+    echo "== Q4_K_M, Q6_K geometry $g: $(ALICE_VK_MVX=$e timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-Q4_K_M.gguf --backend vulkan -p 0 -n 128 -r 3 --warmup-ms 500 2>/dev/null | grep -E 'tg128' | awk -F'|' '{print $8}')"
   done
 fi
 if has bench8b; then
