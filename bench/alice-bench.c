@@ -336,7 +336,7 @@ int main(int argc, char **argv)
 		else { fprintf(stderr, "alice-bench: unknown option %s\n", a); usage(stderr); return 2; }
 		i++;
 	}
-	if (!o.n_models || o.r < 1 || o.p < 0 || o.n < 0) { usage(stderr); return 2; }
+	if (!o.n_models || o.r < 1 || o.p < 0 || o.n < 0 || o.warmup_ms < 0) { usage(stderr); return 2; }
 	if (!backend_list) backend_list = strdup("cpu");
 	if (so.spec.mode != ALICE_SPEC_NONE) {
 		struct alice_error err = {{0}};

@@ -141,7 +141,8 @@ struct act_q8_k {
 };
 
 /* Activation rows packed for the GEMM kernels, per group of 16 rows and
- * block; rows past the end of the op are zero.
+ * block; rows past the end of the op are zero where a kernel reads them
+ * (cpu_op_mul_mat).
  * Q8_0 (VNNI, vec_avx512.c): pair p = rows 2p, 2p+1: q[p] = both rows' 32
  * values (signed), c[p] = -128 x the sum of each 4 of them (the term that
  * weights read as w + 128 add), d2[p] = row 2p's d x 8, row 2p+1's d x 8.
