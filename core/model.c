@@ -226,6 +226,32 @@ static enum alice_status alloc_weights(struct alice_model *m, uint64_t total, ui
 	}
 }
 
+/* Copied weights rewritten into the backend's own layout where it has one
+ * (tensor_pack); ALICE_PACK=0 keeps every tensor as the file has it. */
+static enum alice_status pack_weights(struct alice_model *m, struct alice_error *err)
+{
+	const struct alice_backend_vtable *vt = m->be->vt;
+	const char *e = getenv("ALICE_PACK");
+	if (!ALICE_VT_HAS(vt, tensor_pack) || (e && e[0] == '0'))
+		return ALICE_OK;
+	uint32_t packed = 0;
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < m->n_tensors; i++) {
+		if (vt->tensor_pack(m->bctx, &m->tensors[i]) != ALICE_OK)
+			return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: repacking tensor %s failed: %s",
+					  alice_gguf_path(m->gguf), m->be->name, m->src_info[i]->name,
+					  vt->last_error(m->bctx));
+		if (m->tensors[i].flags & ALICE_TENSOR_PACKED) {
+			packed++;
+			bytes += m->src_info[i]->nbytes;
+		}
+	}
+	if (packed)
+		alice_log(ALICE_LOG_INFO, "%s: %u tensors (%.1f MB) repacked in place for backend %s",
+			  alice_gguf_path(m->gguf), packed, (double)bytes / 1e6, m->be->name);
+	return ALICE_OK;
+}
+
 /* Weights in place (buffer_import of the mapping) or copied (alloc+write). */
 static enum alice_status upload_weights(struct alice_model *m, struct alice_error *err)
 {
@@ -289,7 +315,7 @@ static enum alice_status upload_weights(struct alice_model *m, struct alice_erro
 	}
 	free(run);
 	load_progress(&prog, path, m->n_tensors, m->n_tensors, done, total);
-	return ALICE_OK;
+	return pack_weights(m, err);
 }
 
 static void set_name(struct alice_model *m, const char *path)

@@ -1113,6 +1113,7 @@ static const struct alice_backend_vtable cu_vtable = {
 	cu_host_free,
 	cu_graph_launch,
 	cu_graph_wait,
+	cu_tensor_pack,
 };
 
 extern "C" ALICE_BACKEND_EXPORT const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host)

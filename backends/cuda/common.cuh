@@ -150,6 +150,8 @@ bool cu_inputs_take(struct alice_backend_ctx *ctx, uint8_t *dst, const void *src
 void cu_inputs_prepare(struct alice_backend_ctx *ctx) CU_HIDDEN;
 enum alice_status cu_inputs_launch(struct alice_backend_ctx *ctx) CU_HIDDEN;
 enum alice_status cu_inputs_flush(struct alice_backend_ctx *ctx) CU_HIDDEN;
+/* pack.cu: the vtable's tensor_pack */
+enum alice_status cu_tensor_pack(struct alice_backend_ctx *ctx, struct alice_tensor *t) CU_HIDDEN;
 
 /* A failed CUDA call fails the enclosing function with a message naming it. */
 #define CUDA_CHECK(ctx, call)                                                                      \
@@ -173,6 +175,23 @@ enum alice_status cu_inputs_flush(struct alice_backend_ctx *ctx) CU_HIDDEN;
 static inline uint8_t *tdata(const struct alice_tensor *t)
 {
 	return t->buf->dev + t->offset;
+}
+
+/* A weight's kernel type: its alice_type, or the packed form tensor_pack
+ * rewrote it to (pack.cu). Templates and dispatchers take the kernel type;
+ * checks on the logical type (activation rounding, sizes) keep t->type. */
+#define T_Q8_0P 1001 /* Q8_0, per 256 values: the 8 blocks' quants, then their 8 fp16 scales */
+#define T_Q6_KP 1002 /* Q6_K, per 2048 values: 8 x 192 quant bytes, 8 x 16 scales, 8 d's */
+static inline uint32_t cu_ktype(const struct alice_tensor *t)
+{
+	if (!(t->flags & ALICE_TENSOR_PACKED))
+		return t->type;
+	return t->type == ALICE_TYPE_Q8_0 ? T_Q8_0P : t->type == ALICE_TYPE_Q6_K ? T_Q6_KP : t->type;
+}
+
+static inline const char *cu_ktype_name(uint32_t kt)
+{
+	return kt == T_Q8_0P ? "Q8_0 (packed)" : kt == T_Q6_KP ? "Q6_K (packed)" : alice_type_name(kt);
 }
 
 static inline int64_t tnelem(const struct alice_tensor *t)

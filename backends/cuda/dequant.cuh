@@ -3,11 +3,13 @@
  * reference in core/quant.c (same block layouts, same order of the f32
  * scale products; nvcc may fuse a multiply-add, so results can differ from
  * alice_dequantize by an ulp). Block fields are read with byte / 16-bit loads:
- * blocks of 17, 18, 34, 110 or 210 bytes are not word aligned. */
+ * blocks of 17, 18, 34, 110 or 210 bytes are not word aligned (T_Q8_0P, the
+ * packed Q8_0 of pack.cu, is: 16-byte loads). */
 #ifndef ALICE_CUDA_DEQUANT_CUH
 #define ALICE_CUDA_DEQUANT_CUH
 
 #include "common.cuh"
+#include "kquant.cuh"
 
 __device__ static inline float dq_h(const uint8_t *p)
 {
@@ -141,6 +143,18 @@ __device__ static inline void dq32(const uint8_t *row, int64_t g, float *y)
 			y[2 * j] = (float)(int8_t)(u & 0xff) * d;
 			y[2 * j + 1] = (float)(int8_t)(u >> 8) * d;
 		}
+	} else if constexpr (T == T_Q8_0P) {
+		const uint8_t *grp = row + (g >> 3) * 272;
+		float d = dq_h(grp + 256 + (g & 7) * 2);
+		const uint4 *q = (const uint4 *)(grp + (g & 7) * 32);
+#pragma unroll
+		for (int j = 0; j < 2; j++) {
+			const uint4 u = q[j];
+			const uint32_t w[4] = { u.x, u.y, u.z, u.w };
+#pragma unroll
+			for (int k = 0; k < 16; k++)
+				y[16 * j + k] = (float)(int8_t)((w[k >> 2] >> (8 * (k & 3))) & 0xff) * d;
+		}
 	} else if constexpr (T == ALICE_TYPE_IQ4_NL) {
 		const uint8_t *b = row + g * 18;
 		float d = dq_h(b);
@@ -223,12 +237,12 @@ __device__ static inline void dq32(const uint8_t *row, int64_t g, float *y)
 			int v = ((q[l] >> sh) & 0xf) | (((qh[l] >> j) & 1) << 4);
 			y[l] = d1 * (float)v - m1;
 		}
-	} else if constexpr (T == ALICE_TYPE_Q6_K) {
-		const uint8_t *b = row + (g >> 3) * 210;
+	} else if constexpr (T == ALICE_TYPE_Q6_K || T == T_Q6_KP) {
+		const q6blk blk = q6_at<T == T_Q6_KP>(row, g >> 3);
 		int j = (int)(g & 7), n = j >> 2, gg = j & 3;
-		const uint8_t *ql = b + n * 64 + (gg & 1) * 32, *qh = b + 128 + n * 32;
-		const int8_t *sc = (const int8_t *)(b + 192);
-		float d = dq_h(b + 208);
+		const uint8_t *ql = blk.q + n * 64 + (gg & 1) * 32, *qh = blk.q + 128 + n * 32;
+		const int8_t *sc = (const int8_t *)blk.sc;
+		float d = dq_h(blk.d);
 		int shl = (gg >> 1) * 4, shh = 2 * gg;
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
@@ -270,11 +284,13 @@ static inline bool dispatch_type(uint32_t type, F &&f)
 	case ALICE_TYPE_Q5_0: f.template operator()<ALICE_TYPE_Q5_0>(); return true;
 	case ALICE_TYPE_Q5_1: f.template operator()<ALICE_TYPE_Q5_1>(); return true;
 	case ALICE_TYPE_Q8_0: f.template operator()<ALICE_TYPE_Q8_0>(); return true;
+	case T_Q8_0P: f.template operator()<T_Q8_0P>(); return true;
 	case ALICE_TYPE_Q2_K: f.template operator()<ALICE_TYPE_Q2_K>(); return true;
 	case ALICE_TYPE_Q3_K: f.template operator()<ALICE_TYPE_Q3_K>(); return true;
 	case ALICE_TYPE_Q4_K: f.template operator()<ALICE_TYPE_Q4_K>(); return true;
 	case ALICE_TYPE_Q5_K: f.template operator()<ALICE_TYPE_Q5_K>(); return true;
 	case ALICE_TYPE_Q6_K: f.template operator()<ALICE_TYPE_Q6_K>(); return true;
+	case T_Q6_KP: f.template operator()<T_Q6_KP>(); return true;
 	case ALICE_TYPE_IQ4_NL: f.template operator()<ALICE_TYPE_IQ4_NL>(); return true;
 	case ALICE_TYPE_IQ4_XS: f.template operator()<ALICE_TYPE_IQ4_XS>(); return true;
 	case ALICE_TYPE_MXFP4: f.template operator()<ALICE_TYPE_MXFP4>(); return true;

@@ -22,4 +22,34 @@ __device__ static inline uint32_t ld_b2(const uint8_t *p)
 	return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
 }
 
+/* Q6_K super-block sb of a row: its 192 quant bytes (ql, then qh), 16
+ * int8 scales and fp16 d. Packed (P, T_Q6_KP of pack.cu): per run of 8
+ * super-blocks, the 8 quant parts (16-byte aligned), then the 8 scale
+ * parts, then the 8 d's; the same bytes, so the same arithmetic. */
+struct q6blk {
+	const uint8_t *q, *sc, *d;
+};
+template <bool P>
+__device__ static inline q6blk q6_at(const uint8_t *row, int64_t sb)
+{
+	if constexpr (P) {
+		const uint8_t *r = row + (sb >> 3) * 1680;
+		const int j = (int)(sb & 7);
+		return q6blk{ r + 192 * j, r + 1536 + 16 * j, r + 1664 + 2 * j };
+	} else {
+		const uint8_t *b = row + sb * 210;
+		return q6blk{ b, b + 192, b + 208 };
+	}
+}
+
+/* 4 quant bytes at q + o (o % 4 == 0): one load when packed */
+template <bool P>
+__device__ static inline uint32_t q6_ld4(const uint8_t *q, int o)
+{
+	if constexpr (P)
+		return *(const uint32_t *)(q + o);
+	else
+		return ld_b2(q + o);
+}
+
 #endif

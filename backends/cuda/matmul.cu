@@ -595,6 +595,7 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 				  int64_t M, bool mmv)
 {
 	const struct alice_type_info *ti = alice_type_info(w->type);
+	const uint32_t kt = cu_ktype(w);
 	int64_t K = w->ne[0], N = w->ne[1];
 	cudaStream_t s = ctx->stream;
 	bool xdense = xnb0 == 4 && xnb1 % 16 == 0 && ((uintptr_t)xb & 15) == 0;
@@ -613,7 +614,7 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 		set.d[0] = db;
 		set.drs[0] = drs;
 		set.N[0] = N;
-		if (cu_mmvq_ok(w->type, K, &set, 1)) {
+		if (cu_mmvq_ok(kt, K, &set, 1)) {
 			const uint8_t *xq = xb;
 			int64_t qnb0 = xnb0, qnb1 = xnb1;
 			if (w->type == ALICE_TYPE_F16 && !xdense) {
@@ -625,7 +626,7 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 				qnb0 = 4;
 				qnb1 = K * 4;
 			}
-			return cu_mmvq(ctx, set, 1, w->type, xq, qnb0, qnb1, dcs, K, M, false, false);
+			return cu_mmvq(ctx, set, 1, kt, xq, qnb0, qnb1, dcs, K, M, false, false);
 		}
 	}
 	if (!mmv && drs == 1 && cu_mmq_ok(w, wb))
@@ -656,7 +657,7 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 		set.drs[0] = drs;
 		set.N[0] = N;
 		auto l = [&]<int T>() { launch_mmv_t<T>(s, set, 1, xd, xcs, dcs, K, M); };
-		if (!dispatch_type(w->type, l))
+		if (!dispatch_type(kt, l))
 			return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", ti->name);
 		CUDA_LAUNCH_CHECK(ctx, "mmv");
 		return ALICE_OK;
@@ -695,15 +696,15 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 			bool ok;
 			if (f32) {
 				auto l = [&]<int T>() { launch_dequant_t<T, float>(s, wr, nb1, (float *)ws, rows, K); };
-				ok = dispatch_type(w->type, l);
+				ok = dispatch_type(kt, l);
 			} else if (split) {
 				auto l = [&]<int T>() {
 					launch_dequant_split_t<T>(s, wr, nb1, (__half *)ws, (__half *)ws2, rows, K);
 				};
-				ok = dispatch_type(w->type, l);
+				ok = dispatch_type(kt, l);
 			} else {
 				auto l = [&]<int T>() { launch_dequant_t<T, __half>(s, wr, nb1, (__half *)ws, rows, K); };
-				ok = dispatch_type(w->type, l);
+				ok = dispatch_type(kt, l);
 			}
 			if (!ok)
 				return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", ti->name);
@@ -871,7 +872,7 @@ int cu_mul_mat_fusable(const struct alice_op_args *a, int n)
 	int k = 1;
 	while (k < n && k < MMV_MAX_SET) {
 		const struct alice_tensor *w = a[k].src[0], *d = a[k].dst;
-		if (a[k].node->src[1] != a[0].node->src[1] || w->type != a[0].src[0]->type ||
+		if (a[k].node->src[1] != a[0].node->src[1] || cu_ktype(w) != cu_ktype(a[0].src[0]) ||
 		    w->ne[0] != a[0].src[0]->ne[0] || w->ne[2] * w->ne[3] != 1 ||
 		    (d->nb[1] != a[0].dst->nb[1] && x->ne[1] > 1) || /* one column stride per launch */
 		    d->nb[0] % 4 != 0 || d->ne[0] != w->ne[1] || d->ne[1] != x->ne[1])
@@ -916,11 +917,12 @@ enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const s
 		set.hcs = glu->dst->nb[1] / 4;
 		set.act = glu->node->ip[0];
 	}
-	if (cu_mmvq_ok(a[0].src[0]->type, K, &set, n)) { /* x is dense here (cu_mul_mat_fusable) */
+	const uint32_t kt = cu_ktype(a[0].src[0]);
+	if (cu_mmvq_ok(kt, K, &set, n)) { /* x is dense here (cu_mul_mat_fusable) */
 		bool stage = glu && t_overlap(glu->dst, x);
 		for (int i = 0; i < n; i++)
 			stage = stage || t_overlap(a[i].dst, x);
-		return cu_mmvq(ctx, set, n, a[0].src[0]->type, tdata(x), x->nb[0], x->nb[1], dcs, K, M, glu != NULL,
+		return cu_mmvq(ctx, set, n, kt, tdata(x), x->nb[0], x->nb[1], dcs, K, M, glu != NULL,
 			       stage);
 	}
 	if (act_rounds(a[0].src[0])) {
@@ -930,7 +932,7 @@ enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const s
 		xcs = K;
 	}
 	auto l = [&]<int T>() { launch_mmv_t<T>(s, set, n, xd, xcs, dcs, K, M, glu != NULL); };
-	if (!dispatch_type(a[0].src[0]->type, l))
+	if (!dispatch_type(kt, l))
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", alice_type_name(a[0].src[0]->type));
 	CUDA_LAUNCH_CHECK(ctx, "mmv multi");
 	return ALICE_OK;
@@ -967,7 +969,7 @@ int cu_mul_mat_xq(const struct alice_op_args *a)
 	memset(&set, 0, sizeof(set));
 	set.w[0] = tdata(w);
 	set.wnb1[0] = w->nb[1];
-	if (!cu_mmvq_ok(w->type, w->ne[0], &set, 1))
+	if (!cu_mmvq_ok(cu_ktype(w), w->ne[0], &set, 1))
 		return 0;
 	return qk;
 }
@@ -1029,7 +1031,7 @@ enum alice_status cu_op_get_rows(const struct alice_op_args *a)
 	if (d->ne[0] != ne0 || d->ne[1] != n || ids->ne[1] * ids->ne[2] * ids->ne[3] != 1 ||
 	    d->ne[2] * d->ne[3] != 1 || s->ne[2] * s->ne[3] != 1)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "GET_ROWS: expected src [ne0, rows], ids [n], dst [ne0, n]");
-	uint32_t type = s->type;
+	uint32_t type = s->type, kt = cu_ktype(s);
 	cudaStream_t st = ctx->stream;
 	if (type == ALICE_TYPE_F32 || type == ALICE_TYPE_F16 || type == ALICE_TYPE_BF16) {
 		k_get_rows_f<<<cu_blocks(ne0 * n, 256), 256, 0, st>>>(tdata(s), type, s->nb[0], s->nb[1],
@@ -1047,8 +1049,8 @@ enum alice_status cu_op_get_rows(const struct alice_op_args *a)
 		auto l = [&]<int T>() {
 			cu_launch(k_get_rows_q<T>, cu_blocks(ng * n, 128), 128, st, sp, snb1, ip, inb0, nr, dp, dnb0, dnb1, ng, n, fl);
 		};
-		if (!dispatch_type(type, l))
-			return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "GET_ROWS: type %s", alice_type_name(type));
+		if (!dispatch_type(kt, l))
+			return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "GET_ROWS: type %s", cu_ktype_name(kt));
 	}
 	CUDA_LAUNCH_CHECK(ctx, "get_rows");
 	return ALICE_OK;

@@ -65,7 +65,8 @@ static bool mq_kquant(uint32_t type)
 
 bool cu_mmq_ok(const struct alice_tensor *w, const uint8_t *wb)
 {
-	if (mmq_off() || !(mq_kquant(w->type) || w->type == ALICE_TYPE_Q4_0 || w->type == ALICE_TYPE_Q4_1 ||
+	/* packed weights (pack.cu) keep the dequantize + GEMM path */
+	if (mmq_off() || (w->flags & ALICE_TENSOR_PACKED) || !(mq_kquant(w->type) || w->type == ALICE_TYPE_Q4_0 || w->type == ALICE_TYPE_Q4_1 ||
 			   w->type == ALICE_TYPE_Q5_0 || w->type == ALICE_TYPE_Q5_1 || w->type == ALICE_TYPE_Q8_0 ||
 			   w->type == ALICE_TYPE_IQ4_NL))
 		return false;

@@ -23,7 +23,8 @@
  *
  * One to four warps per weight row (mmvq_split; the same row of gate and up
  * for gate/up + GLU), 4 warps per block; Q4_K / Q6_K: 8 lanes per 256-weight super-block, 16-byte weight
- * loads for Q4_K and F16 (Q6_K / Q8_0 blocks are only 2-byte aligned). */
+ * loads for Q4_K, F16 and packed Q8_0 (T_Q8_0P, pack.cu; Q6_K / Q8_0 blocks
+ * are only 2-byte aligned). */
 #include "common.cuh"
 #include "quantx.cuh"
 #include "kquant.cuh"
@@ -151,24 +152,53 @@ __device__ static inline void dot_q4k(const uint8_t *__restrict__ row, int64_t n
 /* Q6_K: lane l takes super-blocks l/8 (+4 each step); within one, half
  * n = (l%8)/4 and positions p0 .. p0+8 (p0 = 8*(l%4)) of the four 32-runs
  * that half's ql/qh bytes encode. */
-template <int NC>
+/* one lane's share of a Q6_K super-block: quant words a, c, hh (2 each),
+ * scales s[4] and d; packed (P): 8-byte loads */
+template <bool P>
+__device__ static inline void q6_lane(const uint8_t *__restrict__ row, int64_t sb, int n, int p0, uint32_t *a,
+				      uint32_t *c, uint32_t *hh, int *sc, float *d)
+{
+	const q6blk b = q6_at<P>(row, sb);
+	if constexpr (P) {
+		const uint2 va = *(const uint2 *)(b.q + n * 64 + p0), vc = *(const uint2 *)(b.q + n * 64 + 32 + p0);
+		const uint2 vh = *(const uint2 *)(b.q + 128 + n * 32 + p0), vs = *(const uint2 *)(b.sc + n * 8);
+		a[0] = va.x; a[1] = va.y;
+		c[0] = vc.x; c[1] = vc.y;
+		hh[0] = vh.x; hh[1] = vh.y;
+		/* bytes p0/16 + 0, 2, 4, 6 of the 8 */
+		const int sh = 8 * (p0 / 16);
+		sc[0] = (int8_t)((vs.x >> sh) & 0xff);
+		sc[1] = (int8_t)((vs.x >> (16 + sh)) & 0xff);
+		sc[2] = (int8_t)((vs.y >> sh) & 0xff);
+		sc[3] = (int8_t)((vs.y >> (16 + sh)) & 0xff);
+	} else {
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			a[k] = ld_b2(b.q + n * 64 + p0 + 4 * k);
+			c[k] = ld_b2(b.q + n * 64 + 32 + p0 + 4 * k);
+			hh[k] = ld_b2(b.q + 128 + n * 32 + p0 + 4 * k);
+		}
+		const int8_t *s = (const int8_t *)b.sc + n * 8 + p0 / 16;
+		sc[0] = s[0];
+		sc[1] = s[2];
+		sc[2] = s[4];
+		sc[3] = s[6];
+	}
+	*d = __half2float(*(const __half *)b.d);
+}
+
+template <int NC, bool P>
 __device__ static inline void dot_q6k(const uint8_t *__restrict__ row, int64_t nsb, const int8_t *__restrict__ xq,
 				      const float *__restrict__ xd, int64_t K, int lane, int part, int S, float *acc)
 {
 	const int i = lane & 7, n = i >> 2, p0 = (i & 3) * 8;
 #pragma unroll 4
 	for (int64_t sb = (lane >> 3) + 4 * part; sb < nsb; sb += 4 * S) {
-		const uint8_t *b = row + sb * 210;
 		uint32_t a[2], c[2], hh[2];
-#pragma unroll
-		for (int k = 0; k < 2; k++) {
-			a[k] = ld_b2(b + n * 64 + p0 + 4 * k);
-			c[k] = ld_b2(b + n * 64 + 32 + p0 + 4 * k);
-			hh[k] = ld_b2(b + 128 + n * 32 + p0 + 4 * k);
-		}
-		const int8_t *sc = (const int8_t *)(b + 192) + n * 8 + p0 / 16;
-		const int s0 = sc[0], s1 = sc[2], s2 = sc[4], s3 = sc[6];
-		float d = __half2float(*(const __half *)(b + 208));
+		int scl[4];
+		float d;
+		q6_lane<P>(row, sb, n, p0, a, c, hh, scl, &d);
+		const int s0 = scl[0], s1 = scl[1], s2 = scl[2], s3 = scl[3];
 		int q[4][2];
 #pragma unroll
 		for (int k = 0; k < 2; k++) {
@@ -210,6 +240,37 @@ __device__ static inline void dot_q80(const uint8_t *__restrict__ row, int64_t n
 			int2 xv = *(const int2 *)(xq + cc * K + bi * 32 + q4 * 8);
 			int s = __dp4a((int)w1, xv.y, __dp4a((int)w0, xv.x, 0));
 			acc[cc] += d * xd[cc * (K / 32) + bi] * (float)s;
+		}
+	}
+}
+
+/* Packed Q8_0 (T_Q8_0P, pack.cu): a half-warp per 272-byte run of 8
+ * blocks, lane pair 2j, 2j+1 on block j, 16 quants (one 16-byte load) each;
+ * the pair's integer sums give the block's exact sum, and one float term
+ * per block, d_w d_x sum (the CPU's per-block arithmetic), is taken by the
+ * even lane. A warp covers 2 runs a round. */
+template <int NC>
+__device__ static inline void dot_q80p(const uint8_t *__restrict__ row, int64_t nrun, const int8_t *__restrict__ xq,
+				       const float *__restrict__ xd, int64_t K, int lane, int part, int S, bool na,
+				       float *acc)
+{
+	const int j = (lane & 15) >> 1, h = lane & 1;
+	const unsigned mask = 0xffffu << (lane & 16);
+#pragma unroll 4
+	for (int64_t g = (lane >> 4) + 2 * part; g < nrun; g += 2 * S) {
+		const uint8_t *r = row + g * 272;
+		const uint4 qv = ldw16(r + j * 32 + h * 16, na);
+		const float d = __half2float(*(const __half *)(r + 256 + 2 * j));
+#pragma unroll
+		for (int cc = 0; cc < NC; cc++) {
+			const int4 xv = *(const int4 *)(xq + cc * K + g * 256 + j * 32 + h * 16);
+			int si = __dp4a((int)qv.x, xv.x, 0);
+			si = __dp4a((int)qv.y, xv.y, si);
+			si = __dp4a((int)qv.z, xv.z, si);
+			si = __dp4a((int)qv.w, xv.w, si);
+			si += __shfl_xor_sync(mask, si, 1);
+			if (!h)
+				acc[cc] = __fmaf_rn(__fmul_rn(d, xd[cc * (K / 32) + g * 8 + j]), (float)si, acc[cc]);
 		}
 	}
 }
@@ -285,7 +346,7 @@ __device__ static inline void dot_f16h(const uint8_t *__restrict__ row, int64_t 
 template <int T>
 __device__ static inline float row_sum(float v)
 {
-	if constexpr (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K)
+	if constexpr (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K || T == T_Q6_KP)
 		return grp_sum(v);
 	else
 		return warp_sum(v);
@@ -300,10 +361,12 @@ __device__ static inline void row_dot(const uint8_t *__restrict__ row, const voi
 {
 	if constexpr (T == ALICE_TYPE_Q4_K)
 		dot_q4k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, part, S, na, acc);
-	else if constexpr (T == ALICE_TYPE_Q6_K)
-		dot_q6k<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, part, S, acc);
+	else if constexpr (T == ALICE_TYPE_Q6_K || T == T_Q6_KP)
+		dot_q6k<NC, T == T_Q6_KP>(row, K / 256, (const int8_t *)xv, xd, K, lane, part, S, acc);
 	else if constexpr (T == ALICE_TYPE_Q8_0)
 		dot_q80<NC>(row, K / 32, (const int8_t *)xv, xd, K, lane, part, S, acc);
+	else if constexpr (T == T_Q8_0P)
+		dot_q80p<NC>(row, K / 256, (const int8_t *)xv, xd, K, lane, part, S, na, acc);
 	else if constexpr (T == T_F16H)
 		dot_f16h<NC>(row, K, (const __half *)xv, xcs, lane, part, S, na, acc);
 	else
@@ -330,8 +393,8 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 		/* weights do not depend on the kernel before: start fetching
 		 * this warp's part of the row into L2 while that one finishes */
 		const int64_t bytes = T == ALICE_TYPE_Q4_K ? K / 256 * 144
-				      : T == ALICE_TYPE_Q6_K ? K / 256 * 210
-				      : T == ALICE_TYPE_Q8_0 ? K / 32 * 34 : K * 2;
+				      : T == ALICE_TYPE_Q6_K || T == T_Q6_KP ? K / 256 * 210
+				      : T == ALICE_TYPE_Q8_0 || T == T_Q8_0P ? K / 32 * 34 : K * 2;
 		for (int g = 0; g < (GLU ? 2 : 1); g++) {
 			const uint8_t *rp = set.w[g ? 1 : m] + row * set.wnb1[g ? 1 : m];
 			for (int64_t off = (int64_t)(part * 32 + lane) * 128; off < bytes; off += (int64_t)128 * 32 * S)
@@ -473,7 +536,7 @@ __device__ static inline void dot_q4k_rows(const uint8_t *__restrict__ row0, int
 	}
 }
 
-template <int NC, int R>
+template <int NC, int R, bool P>
 __device__ static inline void dot_q6k_rows(const uint8_t *__restrict__ row0, int64_t wnb1, int nr, int64_t nsb,
 					   const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t K,
 					   int lane, int part, int S, float (*acc)[NC])
@@ -485,20 +548,8 @@ __device__ static inline void dot_q6k_rows(const uint8_t *__restrict__ row0, int
 		float d[R];
 #pragma unroll
 		for (int r = 0; r < R; r++) {
-			const uint8_t *b = row0 + (int64_t)(r < nr ? r : 0) * wnb1 + sb * 210;
 			uint32_t a[2], c2[2], hh[2];
-#pragma unroll
-			for (int k = 0; k < 2; k++) {
-				a[k] = ld_b2(b + n * 64 + p0 + 4 * k);
-				c2[k] = ld_b2(b + n * 64 + 32 + p0 + 4 * k);
-				hh[k] = ld_b2(b + 128 + n * 32 + p0 + 4 * k);
-			}
-			const int8_t *scp = (const int8_t *)(b + 192) + n * 8 + p0 / 16;
-			sc[r][0] = scp[0];
-			sc[r][1] = scp[2];
-			sc[r][2] = scp[4];
-			sc[r][3] = scp[6];
-			d[r] = __half2float(*(const __half *)(b + 208));
+			q6_lane<P>(row0 + (int64_t)(r < nr ? r : 0) * wnb1, sb, n, p0, a, c2, hh, sc[r], &d[r]);
 #pragma unroll
 			for (int k = 0; k < 2; k++) {
 				q[r][0][k] = __vsubss4((int)((a[k] & 0x0f0f0f0fu) | ((hh[k] & 0x03030303u) << 4)), 0x20202020);
@@ -562,8 +613,8 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 				dot_q4k_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, x + (int64_t)c0 * K, xd + c0 * (K / 32), K,
 						    lane, part, S, acc);
 			else
-				dot_q6k_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, x + (int64_t)c0 * K, xd + c0 * (K / 32), K,
-						    lane, part, S, acc);
+				dot_q6k_rows<NC, R, T == T_Q6_KP>(w0, set.wnb1[m], nr, K / 256, x + (int64_t)c0 * K,
+								  xd + c0 * (K / 32), K, lane, part, S, acc);
 		}
 #pragma unroll
 		for (int r = 0; r < R; r++)
@@ -608,7 +659,8 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 
 static bool mmvq_type(uint32_t type)
 {
-	return type == ALICE_TYPE_Q4_K || type == ALICE_TYPE_Q6_K || type == ALICE_TYPE_Q8_0 || type == ALICE_TYPE_F16;
+	return type == ALICE_TYPE_Q4_K || type == ALICE_TYPE_Q6_K || type == ALICE_TYPE_Q8_0 || type == ALICE_TYPE_F16 ||
+	       type == T_Q8_0P || type == T_Q6_KP;
 }
 
 static int mmvq_off(void)
@@ -621,12 +673,13 @@ bool cu_mmvq_ok(uint32_t type, int64_t K, const struct mmv_set *set, int n)
 {
 	if (!mmvq_type(type) || mmvq_off())
 		return false;
-	int64_t kq = (type == ALICE_TYPE_Q4_K || type == ALICE_TYPE_Q6_K) ? 256 : (type == ALICE_TYPE_Q8_0 ? 32 : 8);
+	int64_t kq = (type == ALICE_TYPE_Q4_K || type == ALICE_TYPE_Q6_K || type == T_Q8_0P) ? 256
+		     : type == T_Q6_KP ? 2048 : (type == ALICE_TYPE_Q8_0 ? 32 : 8);
 	if (K % kq != 0)
 		return false;
-	/* 16-byte loads (Q4_K, F16) need 16-byte aligned rows; Q6_K / Q8_0
-	 * read 2-byte words */
-	uintptr_t al = (type == ALICE_TYPE_Q4_K || type == ALICE_TYPE_F16) ? 15 : 1;
+	/* 16-byte loads (Q4_K, F16, packed Q8_0 / Q6_K) need 16-byte aligned rows;
+	 * Q6_K / Q8_0 read 2-byte words */
+	uintptr_t al = (type == ALICE_TYPE_Q4_K || type == ALICE_TYPE_F16 || type == T_Q8_0P || type == T_Q6_KP) ? 15 : 1;
 	for (int i = 0; i < n; i++)
 		if (((uintptr_t)set->w[i] & al) || ((uintptr_t)set->wnb1[i] & al))
 			return false;
@@ -667,7 +720,7 @@ static int mmvq_split(int T, int64_t N, int64_t K)
 	 * 174 -> 180 t/s at -p 0 on the H200 but 210.3 -> 208.4 in -p 512 -n 128
 	 * (the table's measure): not taken */
 	const int64_t tw = target > 0 ? target : MMVQ_TARGET_WARPS;
-	int64_t round = (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K) ? 1024 : 256;
+	int64_t round = (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K || T == T_Q6_KP) ? 1024 : T == T_Q8_0P ? 512 : 256;
 	int S = 1;
 	while (S < MMVQ_WARPS && N * S < tw && K >= round * 2 * S)
 		S *= 2;
@@ -774,7 +827,7 @@ template <int T>
 static int64_t launch_mmvq_rows(cudaStream_t s, struct mmv_set set, int n, const void *x, const float *xd,
 				int64_t dcs, int64_t K, int64_t M, bool glu)
 {
-	if constexpr (T != ALICE_TYPE_Q4_K && T != ALICE_TYPE_Q6_K) {
+	if constexpr (T != ALICE_TYPE_Q4_K && T != ALICE_TYPE_Q6_K && T != T_Q6_KP) {
 		return 0;
 	} else {
 		int r = mmvq_rows();
@@ -792,7 +845,7 @@ template <int T>
 static int64_t launch_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, const void *x, const float *xd,
 			      int64_t dcs, int64_t K, int64_t M, bool glu)
 {
-	if constexpr (T != ALICE_TYPE_Q4_K && T != ALICE_TYPE_Q6_K) {
+	if constexpr (T != ALICE_TYPE_Q4_K && T != ALICE_TYPE_Q6_K && T != T_Q6_KP) {
 		return 0;
 	} else {
 		for (int i = 0; i < n; i++)
@@ -908,7 +961,8 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 	if (mmvq_quantized(type)) {
 		int8_t *q;
 		float *d;
-		enum alice_status st = cu_xq_quant(ctx, x, xnb0, xnb1, K, M, type == ALICE_TYPE_Q8_0 ? 32 : 256, &q, &d);
+		enum alice_status st = cu_xq_quant(ctx, x, xnb0, xnb1, K, M,
+						   type == ALICE_TYPE_Q8_0 || type == T_Q8_0P ? 32 : 256, &q, &d);
 		if (st != ALICE_OK)
 			return st;
 		xv = q;
@@ -929,8 +983,10 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 	case ALICE_TYPE_Q4_K: launch_mmvq_t<ALICE_TYPE_Q4_K>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
 	case ALICE_TYPE_Q6_K: launch_mmvq_t<ALICE_TYPE_Q6_K>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
 	case ALICE_TYPE_Q8_0: launch_mmvq_t<ALICE_TYPE_Q8_0>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
+	case T_Q8_0P: launch_mmvq_t<T_Q8_0P>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
+	case T_Q6_KP: launch_mmvq_t<T_Q6_KP>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
 	case ALICE_TYPE_F16: launch_mmvq_t<ALICE_TYPE_F16>(s, set, n, xv, xd, xcs, dcs, K, M, glu); break;
-	default: return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "mmvq: type %s", alice_type_name(type));
+	default: return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "mmvq: type %s", cu_ktype_name(type));
 	}
 	CUDA_LAUNCH_CHECK(ctx, "mmvq");
 	if (stage) /* the outputs overwrite x: its quants are nobody's now */

@@ -103,7 +103,7 @@ __device__ static inline void q4k_sb(const uint8_t *const (&wr)[MT][2], const in
 
 /* one super-block of Q6_K (summ unused): 16 sub-blocks of 16 values; half
  * n, positions 16 hh + 4 t .. + 4 of each of its four 32-runs r */
-template <int MT, int NT>
+template <int MT, int NT, bool P>
 __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const int8_t *__restrict__ xc, int64_t K,
 				     int64_t sb, int t, int g, float (&d)[MT][2], int (&sumi)[MT][NT][4])
 {
@@ -111,7 +111,7 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const in
 	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 		for (int h = 0; h < 2; h++)
-			d[mt][h] = __half2float(*(const __half *)(wr[mt][h] + sb * 210 + 208));
+			d[mt][h] = __half2float(*(const __half *)q6_at<P>(wr[mt][h], sb).d);
 	frag_fill<MT, NT>(sumi, 0);
 #pragma unroll
 	for (int n = 0; n < 2; n++)
@@ -123,11 +123,11 @@ __device__ static inline void q6k_sb(const uint8_t *const (&wr)[MT][2], const in
 			for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 				for (int h = 0; h < 2; h++) {
-					const uint8_t *b = wr[mt][h] + sb * 210;
-					ql0[mt][h] = ld_b2(b + 64 * n + 16 * hh + 4 * t);
-					ql1[mt][h] = ld_b2(b + 64 * n + 32 + 16 * hh + 4 * t);
-					qh[mt][h] = ld_b2(b + 128 + 32 * n + 16 * hh + 4 * t);
-					const int8_t *s = (const int8_t *)(b + 192) + 8 * n + hh;
+					const q6blk b = q6_at<P>(wr[mt][h], sb);
+					ql0[mt][h] = q6_ld4<P>(b.q, 64 * n + 16 * hh + 4 * t);
+					ql1[mt][h] = q6_ld4<P>(b.q, 64 * n + 32 + 16 * hh + 4 * t);
+					qh[mt][h] = q6_ld4<P>(b.q, 128 + 32 * n + 16 * hh + 4 * t);
+					const int8_t *s = (const int8_t *)b.sc + 8 * n + hh;
 #pragma unroll
 					for (int r = 0; r < 4; r++)
 						sc[mt][h][r] = s[2 * r];
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(512) k_mmvq_tc(const struct mmv_set set, const
 			if constexpr (T == ALICE_TYPE_Q4_K) {
 				q4k_sb<MT, NT>(wr, xc, K, sb, t, g, d, dmin, sumi, summ);
 			} else {
-				q6k_sb<MT, NT>(wr, xc, K, sb, t, g, d, sumi);
+				q6k_sb<MT, NT, T == T_Q6_KP>(wr, xc, K, sb, t, g, d, sumi);
 #pragma unroll
 				for (int mt = 0; mt < MT; mt++)
 					dmin[mt][0] = dmin[mt][1] = 0.f;
@@ -264,10 +264,21 @@ static int tc_off(void)
 	return cu_env_is("ALICE_CUDA_MMVQ_TC", '0', &off);
 }
 
+typedef void (*tc_kernel_fn)(const struct mmv_set, const int8_t *__restrict__, const float *__restrict__, int64_t,
+			     int64_t, int64_t);
+/* ti: 0 Q4_K, 1 Q6_K, 2 packed Q6_K */
+template <int MT, int NT>
+static tc_kernel_fn tc_kernel(int ti)
+{
+	return ti == 0 ? k_mmvq_tc<ALICE_TYPE_Q4_K, MT, NT>
+	       : ti == 1 ? k_mmvq_tc<ALICE_TYPE_Q6_K, MT, NT>
+			 : k_mmvq_tc<T_Q6_KP, MT, NT>;
+}
+
 int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, const int8_t *x, const float *xd,
 		   int64_t dcs, int64_t K, int64_t M, bool glu)
 {
-	if ((type != ALICE_TYPE_Q4_K && type != ALICE_TYPE_Q6_K) || M < TC_COLS || tc_off())
+	if ((type != ALICE_TYPE_Q4_K && type != ALICE_TYPE_Q6_K && type != T_Q6_KP) || M < TC_COLS || tc_off())
 		return 0;
 	/* 32 columns per warp from 17 columns on (ALICE_CUDA_TC_COLS=16 forces
 	 * 16); the last tile may be partial: the activations are padded to 32
@@ -296,16 +307,13 @@ int64_t cu_mmvq_tc(cudaStream_t s, struct mmv_set set, int n, uint32_t type, con
 	}
 	set.bstart[MMV_MAX_SET] = b;
 	dim3 grid((unsigned)ntile, b);
-	const bool q4 = type == ALICE_TYPE_Q4_K;
+	const int ti = type == ALICE_TYPE_Q4_K ? 0 : type == ALICE_TYPE_Q6_K ? 1 : 2;
 	if (nt == 4)
-		cu_launch(q4 ? k_mmvq_tc<ALICE_TYPE_Q4_K, 1, 4> : k_mmvq_tc<ALICE_TYPE_Q6_K, 1, 4>, grid, 128 * smax, s, set,
-			  x, xd, dcs, K, M);
+		cu_launch(tc_kernel<1, 4>(ti), grid, 128 * smax, s, set, x, xd, dcs, K, M);
 	else if (mt == 2)
-		cu_launch(q4 ? k_mmvq_tc<ALICE_TYPE_Q4_K, 2, 2> : k_mmvq_tc<ALICE_TYPE_Q6_K, 2, 2>, grid, 128 * smax, s, set,
-			  x, xd, dcs, K, M);
+		cu_launch(tc_kernel<2, 2>(ti), grid, 128 * smax, s, set, x, xd, dcs, K, M);
 	else
-		cu_launch(q4 ? k_mmvq_tc<ALICE_TYPE_Q4_K, 1, 2> : k_mmvq_tc<ALICE_TYPE_Q6_K, 1, 2>, grid, 128 * smax, s, set,
-			  x, xd, dcs, K, M);
+		cu_launch(tc_kernel<1, 2>(ti), grid, 128 * smax, s, set, x, xd, dcs, K, M);
 	if (glu)
 		cu_launch(k_tc_glu, cu_blocks(set.N[0] * ncols, 256), 256, s, set, dcs, set.N[0], ncols);
 	return ncols;

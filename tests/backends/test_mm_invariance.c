@@ -59,23 +59,46 @@ ParameterizedTest(struct inv_param *p, mm_invariance, columns_equal_alone, .time
 			for (int64_t i = 0; i < K * M; i++)
 				x[i] = mm_rng_gauss(&seed);
 			float *alone = malloc(sizeof(float) * (size_t)(N * M)), *batch = malloc(sizeof(float) * (size_t)(N * M));
-			for (int64_t m = 0; m < M; m++)
-				mm_run_mul_mat(&r, type, w, K, N, x + m * K, 1, alone + m * N, true);
-			for (size_t ci = 0; ci < sizeof(cols) / sizeof(cols[0]); ci++) {
-				const int64_t mc = cols[ci];
-				mm_run_mul_mat(&r, type, w, K, N, x, mc, batch, true);
-				int64_t diff = 0;
-				for (int64_t i = 0; i < N * mc; i++)
-					diff += memcmp(&alone[i], &batch[i], 4) != 0;
-				checked++;
-				if (diff) {
-					bad++;
-					cr_log_error("[%s] %s K=%lld N=%lld: %lld of %lld outputs of a %lld-column step "
-						     "differ from their column alone",
-						     p->backend, alice_type_name(type), (long long)K, (long long)N,
-						     (long long)diff, (long long)(N * mc), (long long)mc);
+			float *plain = malloc(sizeof(float) * (size_t)(N * M));
+			/* pk 1: the weights repacked by the backend (tensor_pack), where it does */
+			for (int pk = 0; pk < (ALICE_VT_HAS(r.vt, tensor_pack) ? 2 : 1); pk++) {
+				r.pack = pk;
+				for (int64_t m = 0; m < M; m++)
+					mm_run_mul_mat(&r, type, w, K, N, x + m * K, 1, alone + m * N, true);
+				if (!pk) {
+					memcpy(plain, alone, sizeof(float) * (size_t)(N * M));
+				} else if (type == ALICE_TYPE_Q6_K) {
+					/* packed Q6_K keeps the arithmetic: the same bits */
+					int64_t diff = 0;
+					for (int64_t i = 0; i < N * M; i++)
+						diff += memcmp(&alone[i], &plain[i], 4) != 0;
+					checked++;
+					if (diff) {
+						bad++;
+						cr_log_error("[%s] Q6_K K=%lld N=%lld: %lld of %lld outputs differ packed",
+							     p->backend, (long long)K, (long long)N, (long long)diff,
+							     (long long)(N * M));
+					}
+				}
+				for (size_t ci = 0; ci < sizeof(cols) / sizeof(cols[0]); ci++) {
+					const int64_t mc = cols[ci];
+					mm_run_mul_mat(&r, type, w, K, N, x, mc, batch, true);
+					int64_t diff = 0;
+					for (int64_t i = 0; i < N * mc; i++)
+						diff += memcmp(&alone[i], &batch[i], 4) != 0;
+					checked++;
+					if (diff) {
+						bad++;
+						cr_log_error("[%s] %s%s K=%lld N=%lld: %lld of %lld outputs of a %lld-column "
+							     "step differ from their column alone",
+							     p->backend, alice_type_name(type), pk ? " (packed)" : "",
+							     (long long)K, (long long)N, (long long)diff, (long long)(N * mc),
+							     (long long)mc);
+					}
 				}
 			}
+			r.pack = false;
+			free(plain);
 			free(w);
 			free(row);
 			free(x);

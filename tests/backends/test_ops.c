@@ -139,6 +139,12 @@ static const uint32_t weight_types[] = {
 };
 #define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
 
+/* types some backend packs (tensor_pack): their cases run once more packed */
+static bool packs(uint32_t type)
+{
+	return type == ALICE_TYPE_Q8_0 || type == ALICE_TYPE_Q6_K;
+}
+
 static void build_mul_mat(struct tcase **cs, int *n, struct rng *r)
 {
 	for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
@@ -146,27 +152,35 @@ static void build_mul_mat(struct tcase **cs, int *n, struct rng *r)
 		int64_t bs = alice_type_info(type)->block_size;
 		int64_t kq = bs > 32 ? 256 : 32; /* K granularity (Q1_0 is 128) */
 		/* K, N, M, batch (ne2 of x; w has ne2 = 1 or 2), x padding, import */
-		struct { int64_t K, N, M, b2, w2; int pad; bool imp; } sh[] = {
-			{8 * kq, 64, 1, 1, 1, 0, true},    /* decode */
-			{bs == 32 ? 64 * kq : 0, 40, 1, 1, 1, 0, false}, /* decode, more than 32 blocks a lane set (split K) */
-			{2 * kq, 33, 7, 1, 1, 0, false},    /* odd N, prefill */
-			{4 * kq, 16, 17, 1, 1, 3, false},   /* strided activations, M > tile */
-			{kq * (bs > 32 ? 1 : 3), 9, 2, 4, 2, 0, false}, /* batch: w broadcast over 2 */
-			{bs == 1 ? 67 : 0, 5, 3, 1, 1, 1, false}, /* odd K (plain types only) */
+		/* pack: the weights in the backend's packed layout (tensor_pack), where it has one */
+		struct { int64_t K, N, M, b2, w2; int pad; bool imp, pack; } sh[] = {
+			{8 * kq, 64, 1, 1, 1, 0, true, false},    /* decode */
+			{2048, 64, 1, 1, 1, 0, false, true},      /* decode, packed */
+			{4096, 16, 3, 1, 1, 0, false, true},      /* decode, packed, a row split over warps */
+			{2048, 40, 8, 1, 1, 0, false, true},      /* batched decode columns, packed */
+			{2048, 48, 20, 1, 1, 0, false, true},     /* prefill, more columns, packed */
+			{2048, 33, 9, 1, 1, 0, false, true},      /* prefill, packed */
+			{bs == 32 ? 64 * kq : 0, 40, 1, 1, 1, 0, false, false}, /* decode, more than 32 blocks a lane set (split K) */
+			{2 * kq, 33, 7, 1, 1, 0, false, false},    /* odd N, prefill */
+			{4 * kq, 16, 17, 1, 1, 3, false, false},   /* strided activations, M > tile */
+			{kq * (bs > 32 ? 1 : 3), 9, 2, 4, 2, 0, false, false}, /* batch: w broadcast over 2 */
+			{bs == 1 ? 67 : 0, 5, 3, 1, 1, 1, false, false}, /* odd K (plain types only) */
 		};
 		for (size_t s = 0; s < sizeof(sh) / sizeof(sh[0]); s++) {
-			if (sh[s].K == 0)
+			if (sh[s].K == 0 || (sh[s].pack && !packs(type)))
 				continue;
 			int64_t K = sh[s].K, N = sh[s].N, M = sh[s].M;
-			struct tcase *c = new_case(cs, n, "MUL_MAT %s K=%lld N=%lld M=%lld batch=%lld/%lld%s%s",
+			struct tcase *c = new_case(cs, n, "MUL_MAT %s K=%lld N=%lld M=%lld batch=%lld/%lld%s%s%s",
 						   alice_type_name(type), (long long)K, (long long)N, (long long)M,
 						   (long long)sh[s].b2, (long long)sh[s].w2,
-						   sh[s].pad ? " strided-x" : "", sh[s].imp ? " imported-w" : "");
+						   sh[s].pad ? " strided-x" : "", sh[s].imp ? " imported-w" : "",
+						   sh[s].pack ? " packed-w" : "");
 			c->node.op = ALICE_OP_MUL_MAT;
 			tc_tensor(c, ALICE_TYPE_F32, N, M, sh[s].b2, 1, 0);
 			int w = tc_tensor(c, type, K, N, sh[s].w2, 1, 0);
 			int x = tc_tensor(c, ALICE_TYPE_F32, K, M, sh[s].b2, 1, sh[s].pad);
 			c->import[w] = sh[s].imp;
+			c->pack[w] = sh[s].pack;
 			c->node.src[0] = w;
 			c->node.src[1] = x;
 			fill_weights(c, w, r);
@@ -194,14 +208,18 @@ static void build_mul_mat(struct tcase **cs, int *n, struct rng *r)
 static void build_get_rows(struct tcase **cs, int *n, struct rng *r)
 {
 	for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+	    for (int pk = 0; pk < 2; pk++) {
 		uint32_t type = weight_types[ti];
+		if (pk && !packs(type))
+			continue;
 		int64_t bs = alice_type_info(type)->block_size;
-		int64_t K = bs == 1 ? 45 : (bs > 32 ? 512 : 96);
-		struct tcase *c = new_case(cs, n, "GET_ROWS %s ne0=%lld rows=10 ids=6", alice_type_name(type),
-					   (long long)K);
+		int64_t K = pk ? 2048 : bs == 1 ? 45 : (bs > 32 ? 512 : 96);
+		struct tcase *c = new_case(cs, n, "GET_ROWS %s ne0=%lld rows=10 ids=6%s", alice_type_name(type),
+					   (long long)K, pk ? " packed" : "");
 		c->node.op = ALICE_OP_GET_ROWS;
 		tc_tensor(c, ALICE_TYPE_F32, K, 6, 1, 1, type == ALICE_TYPE_F32 ? 2 : 0);
 		int s = tc_tensor(c, type, K, 10, 1, 1, 0);
+		c->pack[s] = pk;
 		int ids = tc_tensor(c, ALICE_TYPE_I32, 6, 1, 1, 1, 0);
 		c->node.src[0] = s;
 		c->node.src[1] = ids;
@@ -219,6 +237,7 @@ static void build_get_rows(struct tcase **cs, int *n, struct rng *r)
 				ref[k + K * i] = wr[k];
 		}
 		free(wr);
+	    }
 	}
 }
 
@@ -733,6 +752,10 @@ static enum outcome run_case(const struct alice_backend_vtable *vt, struct alice
 			t[i].offset = off[i];
 			if (vt->buffer_write(ctx, buf, off[i], c->host[i], c->size[i]) != ALICE_OK) {
 				snprintf(msg, msg_len, "buffer_write: %s", vt->last_error(ctx));
+				goto out;
+			}
+			if (c->pack[i] && ALICE_VT_HAS(vt, tensor_pack) && vt->tensor_pack(ctx, &t[i]) != ALICE_OK) {
+				snprintf(msg, msg_len, "tensor_pack: %s", vt->last_error(ctx));
 				goto out;
 			}
 		}

@@ -85,6 +85,8 @@ void mm_run_mul_mat(struct mm_run *r, uint32_t type, const uint8_t *w, int64_t K
 	set_tensor(&t[0], ALICE_TYPE_F32, N, M, buf, o_d);
 	set_tensor(&t[1], type, K, N, buf, o_w);
 	set_tensor(&t[2], ALICE_TYPE_F32, K, M, buf, o_x);
+	if (r->pack && ALICE_VT_HAS(r->vt, tensor_pack))
+		cr_assert_eq(r->vt->tensor_pack(r->ctx, &t[1]), ALICE_OK, "tensor_pack: %s", r->vt->last_error(r->ctx));
 	struct alice_node nd;
 	memset(&nd, 0, sizeof(nd));
 	nd.op = ALICE_OP_MUL_MAT;

@@ -24,6 +24,7 @@ struct mm_run {
 	struct alice_backend *be;
 	const struct alice_backend_vtable *vt;
 	struct alice_backend_ctx *ctx;
+	bool pack; /* weights through the backend's tensor_pack, where it has one */
 };
 void mm_run_open(struct mm_run *r, const char *backend);
 void mm_run_close(struct mm_run *r);

@@ -27,6 +27,7 @@ struct tcase {
 	uint8_t *host[MAXT];
 	size_t size[MAXT];
 	bool import[MAXT]; /* weights: try buffer_import */
+	bool pack[MAXT];   /* weights: tensor_pack after the write, where the backend has it */
 	struct alice_node node;
 	double *ref; /* dense over dst's logical shape */
 	double bound;

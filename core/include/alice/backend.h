@@ -26,10 +26,11 @@
 #include "alice/status.h"
 
 #define ALICE_BACKEND_ABI_MAJOR 1
-#define ALICE_BACKEND_ABI_MINOR 6 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM;
+#define ALICE_BACKEND_ABI_MINOR 7 /* 1.1: SSM_CONV, GATED_DELTA_NET; 1.2: host_alloc/host_free; 1.3: NORM;
                                    1.4: ATTENTION's block table (src4), TOPK, SAMPLE_TEMP;
                                    1.5: LOGIT_ADJUST, ATTENTION's ip[1] hint;
-                                   1.6: graph_launch/graph_wait with the step's reads */
+                                   1.6: graph_launch/graph_wait with the step's reads;
+                                   1.7: tensor_pack, ALICE_TENSOR_PACKED */
 #define ALICE_BACKEND_ENTRY_SYMBOL "alice_backend_entry"
 #define ALICE_BACKEND_SCORE_SYMBOL "alice_backend_score"
 
@@ -273,9 +274,14 @@ enum alice_act {
 
 struct alice_buffer; /* backend-owned */
 
+/* The tensor's bytes are in the layout its backend's tensor_pack chose, not
+ * the type's block layout; only that backend reads them. Views keep the flag
+ * (a view of whole rows of a packed weight stays valid). */
+#define ALICE_TENSOR_PACKED (1u << 0)
+
 struct alice_tensor {
 	uint32_t type;               /* enum alice_type */
-	uint32_t flags;              /* reserved, 0 */
+	uint32_t flags;              /* ALICE_TENSOR_*; 0 for the core's own tensors */
 	int64_t ne[ALICE_MAX_DIMS];  /* elements per dim, unused = 1 */
 	int64_t nb[ALICE_MAX_DIMS];  /* byte strides */
 	struct alice_buffer *buf;
@@ -405,6 +411,13 @@ struct alice_backend_vtable {
 	enum alice_status (*graph_launch)(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 					  const struct alice_read *reads, uint32_t n_reads);
 	enum alice_status (*graph_wait)(struct alice_backend_ctx *ctx);
+
+	/* 1.7, optional (NULL): after a weight has been written (buffer_write),
+	 * the backend may rewrite its bytes in place into a layout its kernels
+	 * read faster (same size, no second copy) and set ALICE_TENSOR_PACKED in
+	 * t->flags; ALICE_OK without the flag leaves it as written. Any
+	 * other status is a failure (last_error). */
+	enum alice_status (*tensor_pack)(struct alice_backend_ctx *ctx, struct alice_tensor *t);
 };
 
 /* Does vt (of vt->size bytes) have the appended member m, and is it set? */
