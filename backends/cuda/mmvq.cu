@@ -734,15 +734,17 @@ static int mmvq_prefetch(void)
 }
 
 /* ALICE_CUDA_LDNA, for comparisons: 0 weights through L1, 1 every type's
- * 16-byte weight loads bypass L1; unset: F16 only */
-static int mmvq_ldna(bool f16)
+ * 16-byte weight loads bypass L1; unset: F16 and packed Q8_0 (H100, tg128
+ * -p 0: 1B Q8_0 930-932 -> 936-938, 8B 223.8 -> 226.6-227.0 t/s; 8B Q4_K_M
+ * 285.6-285.8 -> 282.1-282.5 with every type) */
+static int mmvq_ldna(uint32_t type)
 {
 	static int v = -1;
 	if (v < 0) {
 		const char *e = getenv("ALICE_CUDA_LDNA");
 		v = e ? (e[0] == '1' ? 1 : 0) : 2;
 	}
-	return v == 1 || (v == 2 && f16);
+	return v == 1 || (v == 2 && (type == ALICE_TYPE_F16 || type == T_Q8_0P));
 }
 
 /* Column groups of a batched launch (grid.y): enough warps in flight to
@@ -889,7 +891,7 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 	/* F16 rows streamed past L1: 1B F16 decode 1401 -> 1183 us of GPU time
 	 * per step on the H200; Q4_K saw no gain (1207 -> 1215 us). Not when
 	 * the row is read again for more columns. */
-	set.ldna = (uint8_t)(mmvq_ldna(f16) && M < MMVQ_WIDE);
+	set.ldna = (uint8_t)(mmvq_ldna(f16 ? (uint32_t)ALICE_TYPE_F16 : (uint32_t)T) && M < MMVQ_WIDE);
 	for (int i = 0; i < MMV_MAX_SET; i++) {
 		set.bstart[i] = b;
 		set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);
