@@ -373,6 +373,18 @@ __device__ static inline void row_dot(const uint8_t *__restrict__ row, const voi
 		dot_f16<NC>(row, K, (const float *)xv, xcs, lane, part, S, na, acc);
 }
 
+/* Weights do not depend on the kernel before: a warp starts fetching its
+ * part of a row into L2 while that one finishes. */
+template <int T>
+__device__ static inline void row_prefetch(const uint8_t *rp, int64_t K, int lane, int part, int S)
+{
+	const int64_t bytes = T == ALICE_TYPE_Q4_K ? K / 256 * 144
+			      : T == ALICE_TYPE_Q6_K || T == T_Q6_KP ? K / 256 * 210
+			      : T == ALICE_TYPE_Q8_0 || T == T_Q8_0P ? K / 32 * 34 : K * 2;
+	for (int64_t off = (int64_t)(part * 32 + lane) * 128; off < bytes; off += (int64_t)128 * 32 * S)
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(rp + off));
+}
+
 /* S warps per row (set.split[m]: 1, 2 or 4; GLU: the same row of gate
  * and up), their sums added in part order; x is the int8 quants + scales
  * (quantized types) or F32 (F16). ncols (a multiple of NC) columns are
@@ -390,16 +402,8 @@ k_mmvq(const struct mmv_set set, const void *__restrict__ x, const float *__rest
 	const int64_t row = (int64_t)(blockIdx.x - set.bstart[m]) * (MMVQ_WARPS / S) + warp / S;
 	const bool valid = row < set.N[m];
 	if (valid && set.prefetch && blockIdx.y == 0) {
-		/* weights do not depend on the kernel before: start fetching
-		 * this warp's part of the row into L2 while that one finishes */
-		const int64_t bytes = T == ALICE_TYPE_Q4_K ? K / 256 * 144
-				      : T == ALICE_TYPE_Q6_K || T == T_Q6_KP ? K / 256 * 210
-				      : T == ALICE_TYPE_Q8_0 || T == T_Q8_0P ? K / 32 * 34 : K * 2;
-		for (int g = 0; g < (GLU ? 2 : 1); g++) {
-			const uint8_t *rp = set.w[g ? 1 : m] + row * set.wnb1[g ? 1 : m];
-			for (int64_t off = (int64_t)(part * 32 + lane) * 128; off < bytes; off += (int64_t)128 * 32 * S)
-				asm volatile("prefetch.global.L2 [%0];" ::"l"(rp + off));
-		}
+		for (int g = 0; g < (GLU ? 2 : 1); g++)
+			row_prefetch<T>(set.w[g ? 1 : m] + row * set.wnb1[g ? 1 : m], K, lane, part, S);
 	}
 	pdl_wait();
 	pdl_trigger();
@@ -584,52 +588,74 @@ __device__ static inline void dot_q6k_rows(const uint8_t *__restrict__ row0, int
 }
 
 /* Like k_mmvq (same split S per matrix, same part order), R rows per warp
- * group; not GLU (gate and up each take their own matrix slot). */
-template <int T, int NC, int R>
+ * group. GLU: matrix 0 is gate, 1 up, the same R rows of each per warp
+ * (each one's columns loaded once per R rows), and h = act(gate) * up. */
+template <int T, int NC, int R, bool GLU>
 __global__ void __launch_bounds__(MMVQ_WARPS * 32)
 k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
 	    int64_t K, int ncols, int cpg)
 {
-	const int m = (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
+	const int m = GLU ? 0 : (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int S = set.split[m], part = warp % S;
 	const int64_t row0 = ((int64_t)(blockIdx.x - set.bstart[m]) * (MMVQ_WARPS / S) + warp / S) * R;
 	const int nr = row0 >= set.N[m] ? 0 : (int)(set.N[m] - row0 < R ? set.N[m] - row0 : R);
+	if (nr > 0 && set.prefetch && blockIdx.y == 0) {
+		for (int g = 0; g < (GLU ? 2 : 1); g++)
+			for (int r = 0; r < nr; r++)
+				row_prefetch<T>(set.w[g ? 1 : m] + (row0 + r) * set.wnb1[g ? 1 : m], K, lane, part, S);
+	}
 	pdl_wait();
 	pdl_trigger();
 	if (S == 1 && nr == 0)
 		return;
 	const uint8_t *w0 = set.w[m] + (nr ? row0 : 0) * set.wnb1[m];
+	const uint8_t *w1 = GLU ? set.w[1] + (nr ? row0 : 0) * set.wnb1[1] : nullptr;
 	const int cb = (int)blockIdx.y * cpg, ce = cb + cpg < ncols ? cb + cpg : ncols;
 	for (int c0 = cb; c0 < ce; c0 += NC) {
-		float acc[R][NC];
+		float acc[R][NC], acc2[GLU ? R : 1][NC];
 #pragma unroll
 		for (int r = 0; r < R; r++)
 #pragma unroll
-			for (int c = 0; c < NC; c++)
+			for (int c = 0; c < NC; c++) {
 				acc[r][c] = 0.f;
+				if constexpr (GLU)
+					acc2[r][c] = 0.f;
+			}
 		if (nr > 0) {
-			if constexpr (T == ALICE_TYPE_Q4_K)
-				dot_q4k_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, x + (int64_t)c0 * K, xd + c0 * (K / 32), K,
-						    lane, part, S, acc);
-			else
-				dot_q6k_rows<NC, R, T == T_Q6_KP>(w0, set.wnb1[m], nr, K / 256, x + (int64_t)c0 * K,
-								  xd + c0 * (K / 32), K, lane, part, S, acc);
+			const int8_t *xc = x + (int64_t)c0 * K;
+			const float *xdc = xd + c0 * (K / 32);
+			if constexpr (T == ALICE_TYPE_Q4_K) {
+				dot_q4k_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, xc, xdc, K, lane, part, S, acc);
+				if constexpr (GLU)
+					dot_q4k_rows<NC, R>(w1, set.wnb1[1], nr, K / 256, xc, xdc, K, lane, part, S, acc2);
+			} else {
+				dot_q6k_rows<NC, R, T == T_Q6_KP>(w0, set.wnb1[m], nr, K / 256, xc, xdc, K, lane, part, S, acc);
+				if constexpr (GLU)
+					dot_q6k_rows<NC, R, T == T_Q6_KP>(w1, set.wnb1[1], nr, K / 256, xc, xdc, K, lane, part,
+									  S, acc2);
+			}
 		}
 #pragma unroll
 		for (int r = 0; r < R; r++)
 #pragma unroll
-			for (int c = 0; c < NC; c++)
+			for (int c = 0; c < NC; c++) {
 				acc[r][c] = grp_sum(acc[r][c]);
+				if constexpr (GLU)
+					acc2[r][c] = grp_sum(acc2[r][c]);
+			}
 		bool writer = nr > 0;
 		if (S > 1) {
-			__shared__ float red[MMVQ_WARPS][R * NC];
+			__shared__ float red[MMVQ_WARPS][(GLU ? 2 : 1) * R * NC];
 			if (lane == 0) {
 #pragma unroll
 				for (int r = 0; r < R; r++)
 #pragma unroll
-					for (int c = 0; c < NC; c++)
+					for (int c = 0; c < NC; c++) {
 						red[warp][r * NC + c] = acc[r][c];
+						if constexpr (GLU)
+							red[warp][R * NC + r * NC + c] = acc2[r][c];
+					}
 			}
 			__syncthreads();
 			writer = part == 0 && nr > 0;
@@ -638,8 +664,11 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 				for (int r = 0; r < R; r++)
 #pragma unroll
 					for (int c = 0; c < NC; c++)
-						for (int p = 1; p < S; p++)
+						for (int p = 1; p < S; p++) {
 							acc[r][c] = __fadd_rn(acc[r][c], red[warp + p][r * NC + c]);
+							if constexpr (GLU)
+								acc2[r][c] = __fadd_rn(acc2[r][c], red[warp + p][R * NC + r * NC + c]);
+						}
 			}
 			__syncthreads();
 		}
@@ -649,8 +678,14 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 			for (int r = 0; r < R; r++)
 #pragma unroll
 				for (int c = 0; c < NC; c++)
-					if (lane == r * NC + c && r < nr)
-						set.d[m][(row0 + r) * set.drs[m] + (int64_t)(c0 + c) * dcs] = acc[r][c];
+					if (lane == r * NC + c && r < nr) {
+						const int64_t row = row0 + r, col = c0 + c;
+						set.d[m][row * set.drs[m] + col * dcs] = acc[r][c];
+						if constexpr (GLU) {
+							set.d[1][row * set.drs[1] + col * dcs] = acc2[r][c];
+							set.h[row * set.hrs + col * set.hcs] = act_apply(set.act, acc[r][c]) * acc2[r][c];
+						}
+					}
 		}
 	}
 }
@@ -819,8 +854,43 @@ static int64_t launch_rows_r(cudaStream_t s, struct mmv_set set, int n, const in
 	int ncols = (int)(M / MMVQ_WIDE * MMVQ_WIDE);
 	int cpg;
 	dim3 grid = col_groups(b, ncols, MMVQ_WIDE, &cpg);
-	cu_launch(k_mmvq_rows<T, MMVQ_WIDE, R>, grid, MMVQ_WARPS * 32, s, set, x, xd, dcs, K, ncols, cpg);
+	cu_launch(k_mmvq_rows<T, MMVQ_WIDE, R, false>, grid, MMVQ_WARPS * 32, s, set, x, xd, dcs, K, ncols, cpg);
 	return ncols;
+}
+
+/* Decode columns (M < MMVQ_WIDE), one at a time, R rows per warp: each
+ * column's quants are loaded once per R rows (the one-row kernel loads
+ * them for every row). GLU: gate and up rows in the same warp. */
+template <int T, int R>
+static void launch_rows_dec(cudaStream_t s, struct mmv_set set, int n, const int8_t *x, const float *xd, int64_t dcs,
+			    int64_t K, int64_t M, bool glu)
+{
+	unsigned b = 0;
+	for (int i = 0; i < MMV_MAX_SET; i++) {
+		set.bstart[i] = b;
+		set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);
+		int64_t rpb = (int64_t)(MMVQ_WARPS / set.split[i]) * R;
+		if (i < (glu ? 1 : n))
+			b += (unsigned)((set.N[i] + rpb - 1) / rpb);
+	}
+	set.bstart[MMV_MAX_SET] = b;
+	for (int i = n; i < MMV_MAX_SET; i++)
+		set.bstart[i] = b;
+	if (glu)
+		cu_launch(k_mmvq_rows<T, 1, R, true>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, (int)M, (int)M);
+	else
+		cu_launch(k_mmvq_rows<T, 1, R, false>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, (int)M, (int)M);
+}
+
+/* ALICE_CUDA_ROWS1=0|2|4: rows per warp of the K-quant decode mat-vec */
+static int mmvq_rows1(void)
+{
+	static int r = -1;
+	if (r < 0) {
+		const char *e = getenv("ALICE_CUDA_ROWS1");
+		r = e && (e[0] == '0' || e[0] == '2' || e[0] == '4') ? e[0] - '0' : 0;
+	}
+	return r;
 }
 
 /* Batched Q4_K / Q6_K columns, not GLU: R rows per warp group. Returns the
@@ -881,6 +951,17 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 		M -= done;
 		if (M == 0)
 			return;
+	}
+	if constexpr (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K || T == T_Q6_KP) {
+		const int r1 = mmvq_rows1();
+		if (r1) {
+			set.prefetch = (uint8_t)mmvq_prefetch();
+			if (r1 == 2)
+				launch_rows_dec<T, 2>(s, set, n, (const int8_t *)x, xd, dcs, K, M, glu);
+			else
+				launch_rows_dec<T, 4>(s, set, n, (const int8_t *)x, xd, dcs, K, M, glu);
+			return;
+		}
 	}
 	unsigned b = 0;
 	/* quantized rows only: on the H200 it gave 1B Q4_K_M decode 1030 -> 974
