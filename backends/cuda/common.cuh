@@ -189,6 +189,16 @@ static inline uint32_t cu_ktype(const struct alice_tensor *t)
 	return t->type == ALICE_TYPE_Q8_0 ? T_Q8_0P : t->type == ALICE_TYPE_Q6_K ? T_Q6_KP : t->type;
 }
 
+/* A packed tensor read through a view must still be whole, aligned runs
+ * (the packers only pack such tensors; views of part of a run are refused,
+ * never read wrong). */
+static inline bool cu_packed_view_ok(const struct alice_tensor *t)
+{
+	const uint32_t kt = cu_ktype(t);
+	const int64_t run = kt == T_Q8_0P ? 256 : kt == T_Q6_KP ? 2048 : 0;
+	return !run || (t->ne[0] % run == 0 && t->nb[1] % 16 == 0 && ((uintptr_t)(t->buf->dev + t->offset) & 15) == 0);
+}
+
 static inline const char *cu_ktype_name(uint32_t kt)
 {
 	return kt == T_Q8_0P ? "Q8_0 (packed)" : kt == T_Q6_KP ? "Q6_K (packed)" : alice_type_name(kt);

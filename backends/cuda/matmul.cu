@@ -790,6 +790,8 @@ enum alice_status cu_op_mul_mat(const struct alice_op_args *a)
 			       (long long)dt->ne[0], (long long)dt->ne[1]);
 	if (K % 32 != 0 && !mm_plain_odd(w))
 		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: K = %lld is not a multiple of 32", (long long)K);
+	if (!cu_packed_view_ok(w))
+		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: a view of a packed %s weight cuts its runs", alice_type_name(w->type));
 	if (M > 65535 && mm_plain_odd(w))
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: M = %lld with an odd K", (long long)M);
 	if (dt->nb[0] % 4 != 0 || dt->nb[1] % 4 != 0 || x->nb[0] % 4 != 0)
@@ -902,6 +904,9 @@ enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const s
 		const struct alice_tensor *w = a[i].src[0], *d = a[i].dst;
 		if (w->ne[2] * w->ne[3] != 1 || d->ne[0] != w->ne[1])
 			return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: fused shapes do not match");
+		if (!cu_packed_view_ok(w))
+			return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: a view of a packed %s weight cuts its runs",
+				       alice_type_name(w->type));
 		set.w[i] = tdata(w);
 		set.wnb1[i] = w->nb[1];
 		set.d[i] = (float *)tdata(d);
@@ -1032,6 +1037,8 @@ enum alice_status cu_op_get_rows(const struct alice_op_args *a)
 	    d->ne[2] * d->ne[3] != 1 || s->ne[2] * s->ne[3] != 1)
 		return cu_fail(ctx, ALICE_ERR_INVALID, "GET_ROWS: expected src [ne0, rows], ids [n], dst [ne0, n]");
 	uint32_t type = s->type, kt = cu_ktype(s);
+	if (!cu_packed_view_ok(s))
+		return cu_fail(ctx, ALICE_ERR_INVALID, "GET_ROWS: a view of a packed %s tensor cuts its runs", alice_type_name(type));
 	cudaStream_t st = ctx->stream;
 	if (type == ALICE_TYPE_F32 || type == ALICE_TYPE_F16 || type == ALICE_TYPE_BF16) {
 		k_get_rows_f<<<cu_blocks(ne0 * n, 256), 256, 0, st>>>(tdata(s), type, s->nb[0], s->nb[1],

@@ -882,7 +882,11 @@ static void launch_rows_dec(cudaStream_t s, struct mmv_set set, int n, const int
 		cu_launch(k_mmvq_rows<T, 1, R, false>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, (int)M, (int)M);
 }
 
-/* ALICE_CUDA_ROWS1=0|2|4: rows per warp of the K-quant decode mat-vec */
+/* ALICE_CUDA_ROWS1=0|2|4: rows per warp of the K-quant decode mat-vec.
+ * Off by default: written after an H100 experiment (session 19) showed the
+ * one-row kernel's per-row reload of the activation quants costing about
+ * 11% of 8B Q4_K_M decode and their sums another 3.5%; the device was gone
+ * before this ran on a GPU (scripts/device/rows1_run.sh checks and times it). */
 static int mmvq_rows1(void)
 {
 	static int r = -1;

@@ -5,13 +5,8 @@
 # vocab/ggml-vocab-llama-bpe.gguf; there: . scripts/device/setup.sh .devbuild
 # && scripts/device/decode_prof.sh [ldna prof nsys]
 set -u
-b=${BUILD:-.devbuild}
-out=${OUT:-/tmp/dprof_out}
-mkdir -p "$out"
 stages=${*:-ldna prof nsys}
-has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
-voc=.devfix/vocab/ggml-vocab-llama-bpe.gguf
-mk() { [ -f "/tmp/$1-$2.gguf" ] || timeout 200 "$b/bin/alice-mkmodel" --shape "$1" --type "$2" --vocab "$voc" -o "/tmp/$1-$2.gguf" --threads 16 >> "$out/mk.log" 2>&1; }
+. "$(dirname "$0")/lib.sh" dprof
 tg() { timeout 120 "$b/bin/alice-bench" -m "$1" --backend cuda -p 0 -n 128 -r 3 --warmup-ms 500 2>/dev/null | grep tg128 | awk -F'|' '{print $8}'; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 if has ldna; then

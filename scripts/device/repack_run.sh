@@ -6,14 +6,8 @@
 # models/llama-spm-Q8_0.gguf refs/llama-spm-Q8_0.{json,bin}; there:
 # . scripts/device/setup.sh .devbuild && scripts/device/repack_run.sh [check parity bench]
 set -u
-b=${BUILD:-.devbuild}
-out=${OUT:-/tmp/repack_out}
-mkdir -p "$out"
 stages=${*:-check parity bench}
-has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
-voc=.devfix/vocab/ggml-vocab-llama-bpe.gguf
-syn() { grep -E 'Synthesis' "$1" | tail -1 | sed 's/.*Synthesis: //'; }
-mk() { [ -f "/tmp/$1-$2.gguf" ] || timeout 200 "$b/bin/alice-mkmodel" --shape "$1" --type "$2" --vocab "$voc" -o "/tmp/$1-$2.gguf" --threads 16 >> "$out/mk.log" 2>&1; }
+. "$(dirname "$0")/lib.sh" repack
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 TYPES=${TYPES:-Q8_0 Q4_K_M}
 if has check; then

@@ -27,6 +27,15 @@ ParameterizedTestParameters(mm_invariance, columns_equal_alone)
 	return cr_make_param_array(struct inv_param, params, np);
 }
 
+/* outputs of a that are not bit for bit those of b */
+static int64_t n_differ(const float *a, const float *b, int64_t n)
+{
+	int64_t d = 0;
+	for (int64_t i = 0; i < n; i++)
+		d += memcmp(&a[i], &b[i], 4) != 0;
+	return d;
+}
+
 ParameterizedTest(struct inv_param *p, mm_invariance, columns_equal_alone, .timeout = 900)
 {
 	struct mm_run r;
@@ -69,9 +78,7 @@ ParameterizedTest(struct inv_param *p, mm_invariance, columns_equal_alone, .time
 					memcpy(plain, alone, sizeof(float) * (size_t)(N * M));
 				} else if (type == ALICE_TYPE_Q6_K) {
 					/* packed Q6_K keeps the arithmetic: the same bits */
-					int64_t diff = 0;
-					for (int64_t i = 0; i < N * M; i++)
-						diff += memcmp(&alone[i], &plain[i], 4) != 0;
+					const int64_t diff = n_differ(alone, plain, N * M);
 					checked++;
 					if (diff) {
 						bad++;
@@ -83,9 +90,7 @@ ParameterizedTest(struct inv_param *p, mm_invariance, columns_equal_alone, .time
 				for (size_t ci = 0; ci < sizeof(cols) / sizeof(cols[0]); ci++) {
 					const int64_t mc = cols[ci];
 					mm_run_mul_mat(&r, type, w, K, N, x, mc, batch, true);
-					int64_t diff = 0;
-					for (int64_t i = 0; i < N * mc; i++)
-						diff += memcmp(&alone[i], &batch[i], 4) != 0;
+					const int64_t diff = n_differ(alone, batch, N * mc);
 					checked++;
 					if (diff) {
 						bad++;
