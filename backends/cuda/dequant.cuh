@@ -144,9 +144,9 @@ __device__ static inline void dq32(const uint8_t *row, int64_t g, float *y)
 			y[2 * j + 1] = (float)(int8_t)(u >> 8) * d;
 		}
 	} else if constexpr (T == T_Q8_0P) {
-		const uint8_t *grp = row + (g >> 3) * 272;
-		float d = dq_h(grp + 256 + (g & 7) * 2);
-		const uint4 *q = (const uint4 *)(grp + (g & 7) * 32);
+		const uint8_t *grp = row + (g >> 3) * PL_Q80_RUN;
+		float d = dq_h(grp + pl_q80_d((int)(g & 7)));
+		const uint4 *q = (const uint4 *)(grp + pl_q80_q((int)(g & 7)));
 #pragma unroll
 		for (int j = 0; j < 2; j++) {
 			const uint4 u = q[j];

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "pack_layout.cuh"
+
 /* one super-block's term of a row's sum, from its exact integer sums:
  * Q4_K d d8 sumi - dmin d8 summ (Q6_K: summ = 0, dmin = 0); rounding fixed
  * by intrinsics so no kernel contracts it differently */
@@ -33,9 +35,9 @@ template <bool P>
 __device__ static inline q6blk q6_at(const uint8_t *row, int64_t sb)
 {
 	if constexpr (P) {
-		const uint8_t *r = row + (sb >> 3) * 1680;
+		const uint8_t *r = row + (sb >> 3) * PL_Q6K_RUN;
 		const int j = (int)(sb & 7);
-		return q6blk{ r + 192 * j, r + 1536 + 16 * j, r + 1664 + 2 * j };
+		return q6blk{ r + pl_q6k_q(j), r + pl_q6k_sc(j), r + pl_q6k_d(j) };
 	} else {
 		const uint8_t *b = row + sb * 210;
 		return q6blk{ b, b + 192, b + 208 };

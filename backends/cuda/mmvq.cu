@@ -258,9 +258,9 @@ __device__ static inline void dot_q80p(const uint8_t *__restrict__ row, int64_t 
 	const unsigned mask = 0xffffu << (lane & 16);
 #pragma unroll 4
 	for (int64_t g = (lane >> 4) + 2 * part; g < nrun; g += 2 * S) {
-		const uint8_t *r = row + g * 272;
-		const uint4 qv = ldw16(r + j * 32 + h * 16, na);
-		const float d = __half2float(*(const __half *)(r + 256 + 2 * j));
+		const uint8_t *r = row + g * PL_Q80_RUN;
+		const uint4 qv = ldw16(r + pl_q80_q(j) + h * 16, na);
+		const float d = __half2float(*(const __half *)(r + pl_q80_d(j)));
 #pragma unroll
 		for (int cc = 0; cc < NC; cc++) {
 			const int4 xv = *(const int4 *)(xq + cc * K + g * 256 + j * 32 + h * 16);

@@ -11,71 +11,33 @@
  *
  * T_Q6_KP: each run of 8 Q6_K super-blocks (2048 values, 1680 bytes)
  * becomes their 8 x 192 quant bytes (ql then qh, each 16-byte aligned),
- * their 8 x 16 scales, then their 8 fp16 d's (kquant.cuh q6_at). The
- * kernels keep their arithmetic: packed and unpacked give the same bits. */
+ * their 8 x 16 scales, then their 8 fp16 d's. The kernels keep their
+ * arithmetic: packed and unpacked give the same bits. Offsets and byte
+ * maps: pack_layout.cuh. */
 #include "common.cuh"
+#include "pack_layout.cuh"
 
-/* One thread per 272-byte run, in place (read whole, then written). */
-__global__ void k_pack_q80(uint8_t *__restrict__ p, int64_t nruns)
+/* One block per run of RUN bytes, through shared memory, in place: the
+ * run is read whole, then each output word gathered by SRC (pack_layout.cuh). */
+template <int RUN, int (*SRC)(int)>
+__global__ void k_pack_runs(uint8_t *__restrict__ p)
 {
-	const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (g >= nruns)
-		return;
-	uint4 *b = (uint4 *)(p + g * 272);
-	uint32_t s[69], o[68];
-#pragma unroll
-	for (int i = 0; i < 17; i++) {
-		const uint4 u = b[i];
-		s[4 * i] = u.x;
-		s[4 * i + 1] = u.y;
-		s[4 * i + 2] = u.z;
-		s[4 * i + 3] = u.w;
-	}
-	s[68] = 0;
-#pragma unroll
-	for (int j = 0; j < 8; j++) {
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			const int sb = 34 * j + 2 + 4 * k; /* block j's quants 4k .. 4k+3 */
-			o[8 * j + k] = __funnelshift_r(s[sb >> 2], s[(sb >> 2) + 1], 8 * (sb & 3));
-		}
-	}
-#pragma unroll
-	for (int j = 0; j < 8; j += 2) {
-		const int a = 34 * j, c = 34 * (j + 1); /* the scales of blocks j, j+1 */
-		o[64 + j / 2] = ((s[a >> 2] >> (8 * (a & 3))) & 0xffffu) | (((s[c >> 2] >> (8 * (c & 3))) & 0xffffu) << 16);
-	}
-#pragma unroll
-	for (int i = 0; i < 17; i++)
-		b[i] = make_uint4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
-}
-
-/* Q6_K run: output byte o's source byte */
-__device__ static inline int q6p_src(int o)
-{
-	if (o < 1536)
-		return 210 * (o / 192) + o % 192;
-	if (o < 1664)
-		return 210 * ((o - 1536) / 16) + 192 + (o - 1536) % 16;
-	return 210 * ((o - 1664) / 2) + 208 + (o - 1664) % 2;
-}
-
-/* One block per 1680-byte run, through shared memory, in place. */
-__global__ void k_pack_q6k(uint8_t *__restrict__ p)
-{
-	__shared__ uint4 sm[105];
-	uint8_t *r = p + (int64_t)blockIdx.x * 1680;
-	for (int i = threadIdx.x; i < 105; i += blockDim.x)
+	__shared__ uint4 sm[RUN / 16];
+	uint8_t *r = p + (int64_t)blockIdx.x * RUN;
+	for (int i = threadIdx.x; i < RUN / 16; i += blockDim.x)
 		sm[i] = ((const uint4 *)r)[i];
 	__syncthreads();
 	const uint8_t *sb = (const uint8_t *)sm;
-	for (int w = threadIdx.x; w < 420; w += blockDim.x) {
+	for (int w = threadIdx.x; w < RUN / 4; w += blockDim.x) {
 		uint32_t v = 0;
 		for (int k = 0; k < 4; k++)
-			v |= (uint32_t)sb[q6p_src(4 * w + k)] << (8 * k);
+			v |= (uint32_t)sb[SRC(4 * w + k)] << (8 * k);
 		((uint32_t *)r)[w] = v;
 	}
 }
+
+__device__ static int q80_src(int o) { return pl_q80_src(o); }
+__device__ static int q6k_src(int o) { return pl_q6k_src(o); }
 
 static bool pack_off(void)
 {
@@ -108,15 +70,13 @@ enum alice_status cu_tensor_pack(struct alice_backend_ctx *ctx, struct alice_ten
 	enum alice_status st = cu_inputs_flush(ctx); /* a small write may still be gathered */
 	if (st != ALICE_OK)
 		return st;
-	if (q80) {
-		const int64_t runs = tnelem(t) / 256;
-		k_pack_q80<<<cu_blocks(runs, 128), 128, 0, ctx->stream>>>(tdata(t), runs);
-	} else {
-		const int64_t runs = tnelem(t) / 2048;
-		if (runs > 0x7fffffff)
-			return ALICE_OK;
-		k_pack_q6k<<<(unsigned)runs, 128, 0, ctx->stream>>>(tdata(t));
-	}
+	const int64_t runs = tnelem(t) / (q80 ? 256 : 2048);
+	if (runs > 0x7fffffff)
+		return ALICE_OK;
+	if (q80)
+		k_pack_runs<PL_Q80_RUN, q80_src><<<(unsigned)runs, 128, 0, ctx->stream>>>(tdata(t));
+	else
+		k_pack_runs<PL_Q6K_RUN, q6k_src><<<(unsigned)runs, 128, 0, ctx->stream>>>(tdata(t));
 	CUDA_LAUNCH_CHECK(ctx, "pack");
 	CUDA_CHECK(ctx, cudaStreamSynchronize(ctx->stream));
 	t->flags |= ALICE_TENSOR_PACKED;
