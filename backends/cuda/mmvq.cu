@@ -858,9 +858,9 @@ static int64_t launch_rows_r(cudaStream_t s, struct mmv_set set, int n, const in
 	return ncols;
 }
 
-/* Decode columns (M < MMVQ_WIDE), one at a time, R rows per warp: each
- * column's quants are loaded once per R rows (the one-row kernel loads
- * them for every row). GLU: gate and up rows in the same warp. */
+/* Decode columns, R rows per warp: a column's quants are loaded once per R
+ * rows (the one-row kernel loads them for every row). GLU: gate and up rows
+ * in the same warp. */
 template <int T, int R>
 static void launch_rows_dec(cudaStream_t s, struct mmv_set set, int n, const int8_t *x, const float *xd, int64_t dcs,
 			    int64_t K, int64_t M, bool glu)
@@ -958,7 +958,7 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 	}
 	if constexpr (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K || T == T_Q6_KP) {
 		const int r1 = mmvq_rows1();
-		if (r1) {
+		if (r1 && M == 1) { /* more columns: the one-row kernel reads each row once for all */
 			set.prefetch = (uint8_t)mmvq_prefetch();
 			if (r1 == 2)
 				launch_rows_dec<T, 2>(s, set, n, (const int8_t *)x, xd, dcs, K, M, glu);
