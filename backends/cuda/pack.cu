@@ -39,12 +39,6 @@ __global__ void k_pack_runs(uint8_t *__restrict__ p)
 __device__ static int q80_src(int o) { return pl_q80_src(o); }
 __device__ static int q6k_src(int o) { return pl_q6k_src(o); }
 
-static bool pack_off(void)
-{
-	static int off = -1;
-	return cu_env_is("ALICE_CUDA_PACK", '0', &off);
-}
-
 /* Whole, dense rows of whole runs (QK values per block, BY bytes; runs of
  * 8 blocks), 16-byte aligned. */
 static bool packable(const struct alice_tensor *t, int64_t qk, int64_t by)
@@ -60,7 +54,7 @@ static bool packable(const struct alice_tensor *t, int64_t qk, int64_t by)
 
 enum alice_status cu_tensor_pack(struct alice_backend_ctx *ctx, struct alice_tensor *t)
 {
-	if (pack_off() || (t->flags & ALICE_TENSOR_PACKED))
+	if (t->flags & ALICE_TENSOR_PACKED)
 		return ALICE_OK;
 	const bool q80 = t->type == ALICE_TYPE_Q8_0 && packable(t, 32, 34);
 	const bool q6k = t->type == ALICE_TYPE_Q6_K && packable(t, 256, 210);

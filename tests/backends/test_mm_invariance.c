@@ -69,8 +69,11 @@ ParameterizedTest(struct inv_param *p, mm_invariance, columns_equal_alone, .time
 				x[i] = mm_rng_gauss(&seed);
 			float *alone = malloc(sizeof(float) * (size_t)(N * M)), *batch = malloc(sizeof(float) * (size_t)(N * M));
 			float *plain = malloc(sizeof(float) * (size_t)(N * M));
-			/* pk 1: the weights repacked by the backend (tensor_pack), where it does */
-			for (int pk = 0; pk < (ALICE_VT_HAS(r.vt, tensor_pack) ? 2 : 1); pk++) {
+			/* pk 1: the weights repacked by the backend (tensor_pack), for the
+			 * types a backend packs (the CUDA one: Q8_0, Q6_K) */
+			const bool packs = ALICE_VT_HAS(r.vt, tensor_pack) &&
+					   (type == ALICE_TYPE_Q8_0 || type == ALICE_TYPE_Q6_K);
+			for (int pk = 0; pk < (packs ? 2 : 1); pk++) {
 				r.pack = pk;
 				for (int64_t m = 0; m < M; m++)
 					mm_run_mul_mat(&r, type, w, K, N, x + m * K, 1, alone + m * N, true);
