@@ -587,6 +587,42 @@ __device__ static inline void dot_q6k_rows(const uint8_t *__restrict__ row0, int
 	}
 }
 
+/* Packed Q8_0, R rows: dot_q80p's lanes and terms for each row, a column's
+ * 16 quants loaded once for all R rows. */
+template <int NC, int R>
+__device__ static inline void dot_q80p_rows(const uint8_t *__restrict__ row0, int64_t wnb1, int nr, int64_t nrun,
+					    const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t K,
+					    int lane, int part, int S, bool na, float (*acc)[NC])
+{
+	const int j = (lane & 15) >> 1, h = lane & 1;
+	const unsigned mask = 0xffffu << (lane & 16);
+	for (int64_t g = (lane >> 4) + 2 * part; g < nrun; g += 2 * S) {
+		uint4 qv[R];
+		float d[R];
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			const uint8_t *rr = row0 + (int64_t)(r < nr ? r : 0) * wnb1 + g * PL_Q80_RUN;
+			qv[r] = ldw16(rr + pl_q80_q(j) + h * 16, na);
+			d[r] = __half2float(*(const __half *)(rr + pl_q80_d(j)));
+		}
+#pragma unroll
+		for (int cc = 0; cc < NC; cc++) {
+			const int4 xv = *(const int4 *)(xq + cc * K + g * 256 + j * 32 + h * 16);
+			const float dx = xd[cc * (K / 32) + g * 8 + j];
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				int si = __dp4a((int)qv[r].x, xv.x, 0);
+				si = __dp4a((int)qv[r].y, xv.y, si);
+				si = __dp4a((int)qv[r].z, xv.z, si);
+				si = __dp4a((int)qv[r].w, xv.w, si);
+				si += __shfl_xor_sync(mask, si, 1);
+				if (!h)
+					acc[r][cc] = __fmaf_rn(__fmul_rn(d[r], dx), (float)si, acc[r][cc]);
+			}
+		}
+	}
+}
+
 /* Like k_mmvq (same split S per matrix, same part order), R rows per warp
  * group. GLU: matrix 0 is gate, 1 up, the same R rows of each per warp
  * (each one's columns loaded once per R rows), and h = act(gate) * up. */
@@ -629,6 +665,11 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 				dot_q4k_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, xc, xdc, K, lane, part, S, acc);
 				if constexpr (GLU)
 					dot_q4k_rows<NC, R>(w1, set.wnb1[1], nr, K / 256, xc, xdc, K, lane, part, S, acc2);
+			} else if constexpr (T == T_Q8_0P) {
+				dot_q80p_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, xc, xdc, K, lane, part, S, set.ldna, acc);
+				if constexpr (GLU)
+					dot_q80p_rows<NC, R>(w1, set.wnb1[1], nr, K / 256, xc, xdc, K, lane, part, S, set.ldna,
+							     acc2);
 			} else {
 				dot_q6k_rows<NC, R, T == T_Q6_KP>(w0, set.wnb1[m], nr, K / 256, xc, xdc, K, lane, part, S, acc);
 				if constexpr (GLU)
@@ -640,9 +681,9 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 		for (int r = 0; r < R; r++)
 #pragma unroll
 			for (int c = 0; c < NC; c++) {
-				acc[r][c] = grp_sum(acc[r][c]);
+				acc[r][c] = row_sum<T>(acc[r][c]);
 				if constexpr (GLU)
-					acc2[r][c] = grp_sum(acc2[r][c]);
+					acc2[r][c] = row_sum<T>(acc2[r][c]);
 			}
 		bool writer = nr > 0;
 		if (S > 1) {
@@ -882,19 +923,20 @@ static void launch_rows_dec(cudaStream_t s, struct mmv_set set, int n, const int
 		cu_launch(k_mmvq_rows<T, 1, R, false>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, (int)M, (int)M);
 }
 
-/* ALICE_CUDA_ROWS1=0|2|4: rows per warp of the K-quant decode mat-vec.
- * Off by default: written after an H100 experiment (session 19) showed the
- * one-row kernel's per-row reload of the activation quants costing about
- * 11% of 8B Q4_K_M decode and their sums another 3.5%; the device was gone
- * before this ran on a GPU (scripts/device/rows1_run.sh checks and times it). */
-static int mmvq_rows1(void)
+/* Rows per warp of the decode mat-vec: the one-row kernel reloads the
+ * activation quants for every row (about 11% of 8B Q4_K_M decode, session
+ * 19). H100, tg128 -p 0, one-row kernel / R = 2 / R = 4 (session 20):
+ * 8B Q4_K_M 289 / 305 / 294, 1B 1,055 / 1,153 / 1,132; packed Q8_0: 8B
+ * 228.6 / 226.1 / 243.1, 1B 943 / 1,005 / 1,006. Hence K-quants 2, packed
+ * Q8_0 4; ALICE_CUDA_ROWS1=0 (the one-row kernel), 2 or 4 for comparisons. */
+static int mmvq_rows1(uint32_t type)
 {
 	static int r = -1;
 	if (r < 0) {
 		const char *e = getenv("ALICE_CUDA_ROWS1");
-		r = e && (e[0] == '0' || e[0] == '2' || e[0] == '4') ? e[0] - '0' : 0;
+		r = e && (e[0] == '0' || e[0] == '2' || e[0] == '4') ? e[0] - '0' : -2;
 	}
-	return r;
+	return r >= 0 ? r : type == T_Q8_0P ? 4 : 2;
 }
 
 /* Batched Q4_K / Q6_K columns, not GLU: R rows per warp group. Returns the
@@ -956,10 +998,11 @@ static void launch_mmvq_t(cudaStream_t s, struct mmv_set set, int n, const void 
 		if (M == 0)
 			return;
 	}
-	if constexpr (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K || T == T_Q6_KP) {
-		const int r1 = mmvq_rows1();
+	if constexpr (T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q6_K || T == T_Q6_KP || T == T_Q8_0P) {
+		const int r1 = mmvq_rows1((uint32_t)T);
 		if (r1 && M == 1) { /* more columns: the one-row kernel reads each row once for all */
 			set.prefetch = (uint8_t)mmvq_prefetch();
+			set.ldna = (uint8_t)mmvq_ldna((uint32_t)T);
 			if (r1 == 2)
 				launch_rows_dec<T, 2>(s, set, n, (const int8_t *)x, xd, dcs, K, M, glu);
 			else
