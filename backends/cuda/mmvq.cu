@@ -928,13 +928,15 @@ static void launch_rows_dec(cudaStream_t s, struct mmv_set set, int n, const int
  * 19). H100, tg128 -p 0, one-row kernel / R = 2 / R = 4 (session 20):
  * 8B Q4_K_M 289 / 305 / 294, 1B 1,055 / 1,153 / 1,132; packed Q8_0: 8B
  * 228.6 / 226.1 / 243.1, 1B 943 / 1,005 / 1,006. Hence K-quants 2, packed
- * Q8_0 4; ALICE_CUDA_ROWS1=0 (the one-row kernel), 2 or 4 for comparisons. */
+ * Q8_0 4; ALICE_CUDA_ROWS1=0 (the one-row kernel), 2 or 4 for comparisons.
+ * F16 rows lost (one row / 2 / 4: 1B 805 / 796 / 711, 8B 169.8 / 158.0 /
+ * 145.6; they stream past L1 and need every warp in flight): not taken. */
 static int mmvq_rows1(uint32_t type)
 {
-	static int r = -1;
-	if (r < 0) {
+	static int r = -2; /* -1: per type */
+	if (r == -2) {
 		const char *e = getenv("ALICE_CUDA_ROWS1");
-		r = e && (e[0] == '0' || e[0] == '2' || e[0] == '4') ? e[0] - '0' : -2;
+		r = e && (e[0] == '0' || e[0] == '2' || e[0] == '4') ? e[0] - '0' : -1;
 	}
 	return r >= 0 ? r : type == T_Q8_0P ? 4 : 2;
 }
