@@ -636,6 +636,19 @@ void alice_gguf_close(struct alice_gguf *g)
 	free(g);
 }
 
+void alice_gguf_release(struct alice_gguf *g, const void *p, uint64_t n)
+{
+	if (!g || !g->mapped || !n)
+		return;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)g->base + (uintptr_t)g->data_offset,
+		  hi = (uintptr_t)g->base + (uintptr_t)g->size;
+	uintptr_t b = (uintptr_t)p < lo ? lo : (uintptr_t)p, e = (uintptr_t)p + (uintptr_t)n;
+	b = (b + page - 1) & ~(page - 1); /* whole pages inside the range only */
+	e = e >= hi ? hi : e & ~(page - 1);
+	if (b < e) /* read-only private mapping: the pages are dropped, a later read faults them in again */
+		madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
 /* ---- accessors --------------------------------------------------------------------- */
 
 const char *alice_gguf_path(const struct alice_gguf *g) { return g->path; }

@@ -252,33 +252,56 @@ static enum alice_status pack_weights(struct alice_model *m, struct alice_error 
 	return ALICE_OK;
 }
 
+/* Import the mapping, unless the device runs faster on a copy
+ * (ALICE_DEVICE_PREFER_COPY) and the copy fits in half of the memory the
+ * device reports free; ALICE_MMAP=1 always imports where it can. */
+static bool import_weights(const struct alice_model *m, uint64_t size)
+{
+	if (!m->be->vt->buffer_import)
+		return false;
+	const char *e = getenv("ALICE_MMAP");
+	if ((e && e[0] == '1') || !(m->dev.flags & ALICE_DEVICE_PREFER_COPY))
+		return true;
+	return m->dev.mem_free / 2 < size;
+}
+
+/* The mapping's tensor data as the weights' one buffer (buffer_import). */
+static enum alice_status import_mapping(struct alice_model *m, struct alice_error *err)
+{
+	const struct alice_backend_vtable *vt = m->be->vt;
+	uint64_t data_off = alice_gguf_data_offset(m->gguf);
+	const uint8_t *base = alice_gguf_base(m->gguf);
+	struct alice_buffer *b = NULL;
+	if (vt->buffer_import(m->bctx, base + data_off, alice_gguf_size(m->gguf) - data_off, &b) != ALICE_OK)
+		return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: cannot use the weights in place: %s",
+				  alice_gguf_path(m->gguf), m->be->name, vt->last_error(m->bctx));
+	m->wbufs = calloc(1, sizeof(*m->wbufs));
+	if (!m->wbufs) {
+		vt->buffer_free(m->bctx, b);
+		return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
+	}
+	m->wbufs[0] = b;
+	m->n_wbufs = 1;
+	for (uint32_t i = 0; i < m->n_tensors; i++) {
+		m->tensors[i].buf = b;
+		m->tensors[i].offset = m->src_info[i]->offset;
+	}
+	m->weights_imported = true;
+	return ALICE_OK;
+}
+
 /* Weights in place (buffer_import of the mapping) or copied (alloc+write). */
 static enum alice_status upload_weights(struct alice_model *m, struct alice_error *err)
 {
 	const struct alice_backend_vtable *vt = m->be->vt;
 	const char *path = alice_gguf_path(m->gguf);
-	uint64_t data_off = alice_gguf_data_offset(m->gguf);
-	const uint8_t *base = alice_gguf_base(m->gguf);
-	if (vt->buffer_import) {
-		uint64_t size = alice_gguf_size(m->gguf) - data_off;
-		struct alice_buffer *b = NULL;
-		if (vt->buffer_import(m->bctx, base + data_off, size, &b) == ALICE_OK) {
-			m->wbufs = calloc(1, sizeof(*m->wbufs));
-			if (!m->wbufs) {
-				vt->buffer_free(m->bctx, b);
-				return alice_fail(err, ALICE_ERR_NOMEM, "out of memory");
-			}
-			m->wbufs[0] = b;
-			m->n_wbufs = 1;
-			for (uint32_t i = 0; i < m->n_tensors; i++) {
-				m->tensors[i].buf = b;
-				m->tensors[i].offset = m->src_info[i]->offset;
-			}
-			m->weights_imported = true;
+	const bool imp = import_weights(m, alice_gguf_size(m->gguf) - alice_gguf_data_offset(m->gguf));
+	if (imp) {
+		struct alice_error ie = {{0}};
+		if (import_mapping(m, &ie) == ALICE_OK)
 			return ALICE_OK;
-		}
 		alice_log(ALICE_LOG_INFO, "%s: backend %s: import failed (%s); copying the weights", path,
-			  m->be->name, vt->last_error(m->bctx));
+			  m->be->name, ie.msg);
 	}
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < m->n_tensors; i++)
@@ -289,7 +312,10 @@ static enum alice_status upload_weights(struct alice_model *m, struct alice_erro
 	enum alice_status st = alloc_weights(m, total, run, err);
 	if (st != ALICE_OK) {
 		free(run);
-		return st;
+		if (imp || !vt->buffer_import) /* a copy was the only way */
+			return st;
+		alice_log(ALICE_LOG_INFO, "%s: %s; the weights are used in place", path, err->msg);
+		return import_mapping(m, err);
 	}
 	uint64_t off = 0, done = 0;
 	uint32_t cur = 0;
@@ -308,6 +334,8 @@ static enum alice_status upload_weights(struct alice_model *m, struct alice_erro
 			return alice_fail(err, ALICE_ERR_BACKEND, "%s: backend %s: writing tensor %s failed: %s", path,
 					  m->be->name, info->name, vt->last_error(m->bctx));
 		}
+		/* the copy is what runs: keep resident memory about the file's size */
+		alice_gguf_release(m->gguf, info->data, info->nbytes);
 		m->tensors[i].buf = m->wbufs[cur];
 		m->tensors[i].offset = off;
 		off += padded(info->nbytes);
@@ -315,6 +343,7 @@ static enum alice_status upload_weights(struct alice_model *m, struct alice_erro
 	}
 	free(run);
 	load_progress(&prog, path, m->n_tensors, m->n_tensors, done, total);
+	alice_gguf_release(m->gguf, alice_gguf_base(m->gguf), alice_gguf_size(m->gguf)); /* pages tensors share */
 	return pack_weights(m, err);
 }
 
@@ -418,6 +447,7 @@ int32_t alice_model_n_ctx_train(const struct alice_model *m) { return (int32_t)m
 int32_t alice_model_n_embd(const struct alice_model *m) { return (int32_t)m->hp.n_embd; }
 uint64_t alice_model_n_params(const struct alice_model *m) { return m->n_params; }
 uint64_t alice_model_weight_bytes(const struct alice_model *m) { return m->weight_bytes; }
+bool alice_model_weights_in_place(const struct alice_model *m) { return m->weights_imported; }
 bool alice_model_is_recurrent(const struct alice_model *m) { return alice_rs_model_has_state(m); }
 bool alice_model_is_encoder(const struct alice_model *m) { return m->arch->encoder; }
 

@@ -97,7 +97,19 @@ static enum alice_status cpu_device_info(int device, struct alice_device_info *o
 		out->mem_total = (uint64_t)si.totalram * si.mem_unit;
 		out->mem_free = (uint64_t)(si.freeram + si.bufferram) * si.mem_unit;
 	}
-	out->flags = ALICE_DEVICE_UNIFIED_MEMORY | ALICE_DEVICE_HOST_IMPORT;
+	/* what can be had without swapping, page cache included */
+	FILE *mi = fopen("/proc/meminfo", "r");
+	if (mi) {
+		char line[128];
+		unsigned long long kb;
+		while (fgets(line, sizeof(line), mi))
+			if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+				out->mem_free = (uint64_t)kb * 1024;
+				break;
+			}
+		fclose(mi);
+	}
+	out->flags = ALICE_DEVICE_UNIFIED_MEMORY | ALICE_DEVICE_HOST_IMPORT | ALICE_DEVICE_PREFER_COPY;
 	return ALICE_OK;
 }
 

@@ -1036,7 +1036,7 @@ MMO_AVX2 static inline __attribute__((always_inline)) void wtile_y(const int NX,
 				__m256 xv[3];
 				_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) xv[b] = _mm256_loadu_ps(x + b * xs + o);
 				_Pragma("GCC unroll 4") for (int a = 0; a < 4; a++) {
-					__m256 wv = _mm256_loadu_ps(w + 4 * o + 8 * a);
+					__m256 wv = _mm256_loadu_ps(w + 4 * (o - k0) + 8 * a);
 					_Pragma("GCC unroll 3") for (int b = 0; b < NX; b++) c[a][b] = _mm256_fmadd_ps(wv, xv[b], c[a][b]);
 				}
 			}
@@ -1076,11 +1076,11 @@ MMO_AVX2 static void wtile_any(bool bf16, int nx, int64_t k0, int64_t k1, int64_
 #undef WT
 }
 
-/* one F16 row widened into the 4-row interleaved layout (its 8-value
- * chunks 32 floats apart) */
-MMO_AVX2 static void widen4_f16_y(int64_t K, const uint16_t *w, float *dst)
+/* n values of one F16 row widened into the 4-row interleaved layout (its
+ * 8-value chunks 32 floats apart) */
+MMO_AVX2 static void widen4_f16_y(int64_t n, const uint16_t *w, float *dst)
 {
-	for (int64_t i = 0; i + 8 <= K; i += 8)
+	for (int64_t i = 0; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(dst + 4 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i))));
 }
 #endif
@@ -1121,11 +1121,12 @@ size_t cpu_mm_order_widened_row(uint32_t t, int64_t K)
 	return use_avx512() ? 0 : (size_t)K * 4;
 }
 
-void cpu_mm_order_widen4(uint32_t t, int64_t K, const void *w, size_t ws, float *dst)
+void cpu_mm_order_widen4(uint32_t t, int64_t k0, int64_t k1, const void *w, size_t ws, float *dst)
 {
 	float f[16], g[16];
+	const int64_t K = k1 - k0;
 	for (int a = 0; a < 4; a++) {
-		const uint16_t *wr = (const uint16_t *)((const uint8_t *)w + (size_t)a * ws);
+		const uint16_t *wr = (const uint16_t *)((const uint8_t *)w + (size_t)a * ws) + k0;
 		if (t == ALICE_TYPE_F16) {
 #if defined(__x86_64__) && defined(__GNUC__)
 			widen4_f16_y(K, wr, dst + 8 * a);

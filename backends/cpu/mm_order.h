@@ -86,11 +86,13 @@ void cpu_mm_order_gemm_bf16p(int64_t K, const void *w, size_t ws, const void *xp
  * tile's weight loads): a widened row's bytes, 0 where the tiles read the
  * raw rows (AVX-512) or there are none. K % 16 == 0 (BF16: 32). */
 size_t cpu_mm_order_widened_row(uint32_t t, int64_t K) __attribute__((visibility("hidden")));
-void cpu_mm_order_widen4(uint32_t t, int64_t K, const void *w, size_t ws, float *dst)
+/* Elements [k0, k1) (multiples of 32, or k1 = K) of 4 rows widened into
+ * dst, element k0 first. */
+void cpu_mm_order_widen4(uint32_t t, int64_t k0, int64_t k1, const void *w, size_t ws, float *dst)
 	__attribute__((visibility("hidden")));
-/* 4 widened rows (cpu_mm_order_widen4) x nx (1..3) activation rows `xs`
- * floats apart (F16: the float rows; BF16: packed), the gemm order's
- * elements [k0, k1) of K (k0 a multiple of 32): the outputs' lanes start
+/* 4 widened rows' elements [k0, k1) (cpu_mm_order_widen4 of that range)
+ * x nx (1..3) activation rows `xs` floats apart (F16: the float rows;
+ * BF16: packed), the gemm order (k0 a multiple of 32): the outputs' lanes start
  * from zero at k0 = 0, else from acc[4][nx][16], and go to acc, or, at
  * k1 = K, tree-summed to row a, column b at out + a * os_n + b * os_m
  * bytes. Each lane's chain runs on in order across the chunks. */

@@ -382,6 +382,34 @@ Test(model, getters)
 	alice_context_free(NULL);
 }
 
+/* The CPU backend runs on a copy of the weights by default (faster than
+ * the file's pages in a VM), on the mapping with ALICE_MMAP=1: the same
+ * logits either way. */
+static float *cpu_logits(bool mmap, bool *in_place)
+{
+	if (mmap)
+		setenv("ALICE_MMAP", "1", 1);
+	else
+		unsetenv("ALICE_MMAP");
+	struct alice_model *m = alice_test_load_model(fixture_model(BASE_MODEL), "cpu");
+	unsetenv("ALICE_MMAP");
+	*in_place = alice_model_weights_in_place(m);
+	float *rows = reference_rows(m, prompt_b, NT);
+	alice_model_free(m);
+	return rows;
+}
+
+Test(model, cpu_weights_copied_or_in_place, .timeout = 120)
+{
+	bool copy_in_place = true, map_in_place = false;
+	float *a = cpu_logits(false, &copy_in_place), *b = cpu_logits(true, &map_in_place);
+	cr_expect_not(copy_in_place, "the CPU backend should run on a copy of the weights by default");
+	cr_expect(map_in_place, "ALICE_MMAP=1 should keep the weights in the mapping");
+	cr_expect(!memcmp(a, b, (size_t)NT * 32000 * sizeof(float)), "logits differ between the copy and the mapping");
+	free(a);
+	free(b);
+}
+
 /* tiny-tolstoy (trained llama, Q8_0) greedy from the README's prompt: the
  * F32 sample continues " him. / "I am not going to bed," said the countess.
  * Q8_0 must at least start the same way and keep writing English words. */

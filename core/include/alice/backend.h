@@ -313,6 +313,11 @@ enum alice_device_flags {
 	/* A software implementation running on the CPU (Mesa's lavapipe): usable
 	 * when asked for by name, but `--backend auto` prefers the CPU backend. */
 	ALICE_DEVICE_SOFTWARE = 1u << 2,
+	/* buffer_import works, but the weights run faster copied into the
+	 * backend's own memory (the CPU backend: in a VM, pages of the file's
+	 * mapping read 15-40% slower than anonymous memory). The core copies
+	 * them where memory allows; ALICE_MMAP=1 keeps them in place. */
+	ALICE_DEVICE_PREFER_COPY = 1u << 3,
 };
 
 struct alice_device_info {

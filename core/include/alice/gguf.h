@@ -76,6 +76,9 @@ enum alice_status alice_gguf_open(const char *path, struct alice_gguf **out,
 enum alice_status alice_gguf_open_memory(const void *data, size_t size, const char *name,
 					 struct alice_gguf **out, struct alice_error *err);
 void alice_gguf_close(struct alice_gguf *g); /* NULL is a no-op */
+/* Tensor data [p, p + n) of a mapped file is not needed resident (a copy
+ * is what runs): its whole pages are dropped; they stay readable. */
+void alice_gguf_release(struct alice_gguf *g, const void *p, uint64_t n);
 
 const char *alice_gguf_path(const struct alice_gguf *g);
 uint32_t alice_gguf_version(const struct alice_gguf *g);

@@ -49,6 +49,10 @@ int32_t alice_model_n_ctx_train(const struct alice_model *m);
 int32_t alice_model_n_embd(const struct alice_model *m);
 uint64_t alice_model_n_params(const struct alice_model *m);
 uint64_t alice_model_weight_bytes(const struct alice_model *m);  /* bytes of weight data held by the backend */
+/* The weights are read from the file's mapping (not copied): backends that
+ * import host memory, unless they run faster on a copy (the CPU backend;
+ * ALICE_MMAP=1 keeps the mapping). */
+bool alice_model_weights_in_place(const struct alice_model *m);
 bool alice_model_is_recurrent(const struct alice_model *m);      /* has per-sequence recurrent state */
 /* An encoder (BERT): bidirectional attention, no lm_head, embeddings only. */
 bool alice_model_is_encoder(const struct alice_model *m);
