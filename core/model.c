@@ -410,7 +410,9 @@ enum alice_status alice_model_load(const struct alice_model_params *p, struct al
 		goto fail;
 	alice_log(ALICE_LOG_INFO, "loaded %s: arch %s, %u layers, n_embd %u, n_vocab %u, %.1f MB of weights on %s (%s)%s",
 		  path, m->arch->name, m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab, (double)m->weight_bytes / 1e6,
-		  m->be->name, m->dev.name, m->weights_imported ? ", used in place" : "");
+		  m->be->name, m->dev.name,
+		  m->weights_imported ? ", used in place"
+		  : (m->dev.flags & ALICE_DEVICE_PREFER_COPY) ? ", copied from the mapping (ALICE_MMAP=1: in place)" : "");
 	*out = m;
 	return ALICE_OK;
 fail:
