@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# K-quant decode mat-vec with R rows per warp (ALICE_CUDA_ROWS1=2|4) against
-# the one-row kernel (0): bit identity (mm_invariance, op test) and tg128.
+# Decode mat-vec with R rows per warp (ALICE_CUDA_ROWS1=2|4; default K-quants
+# 2, packed Q8_0 4) against the one-row kernel (0): bit identity
+# (mm_invariance, op test, batch invariance) and tg128 of Q4_K_M and Q8_0.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf; there:
 # . scripts/device/setup.sh .devbuild && scripts/device/rows1_run.sh [check bench]
 set -u
@@ -21,9 +22,9 @@ if has check; then
   done
 fi
 if has bench; then
-  for m in llama-8b llama-1b; do mk $m Q4_K_M; for rd in $(seq 1 ${ROUNDS:-2}); do
-    line="$m Q4_K_M tg128 round $rd: ROWS1=0 $(ALICE_CUDA_ROWS1=0 tg /tmp/$m-Q4_K_M.gguf)"
-    for r in $RS; do line="$line | $r $(ALICE_CUDA_ROWS1=$r tg /tmp/$m-Q4_K_M.gguf)"; done
+  for t in Q4_K_M Q8_0; do for m in llama-8b llama-1b; do mk $m $t; for rd in $(seq 1 ${ROUNDS:-2}); do
+    line="$m $t tg128 round $rd: ROWS1=0 $(ALICE_CUDA_ROWS1=0 tg /tmp/$m-$t.gguf)"
+    for r in $RS; do line="$line | $r $(ALICE_CUDA_ROWS1=$r tg /tmp/$m-$t.gguf)"; done
     echo "$line"
-  done; done
+  done; done; done
 fi
