@@ -362,6 +362,7 @@ static void ctx_destroy(struct alice_backend_ctx *ctx)
 		return;
 	if (ctx->dev) {
 		vkDeviceWaitIdle(ctx->dev);
+		vk_launch_free(ctx);
 		vk_prof_free(ctx);
 		vk_rec_free(ctx);
 		vk_buffer_free(ctx, ctx->staging);
@@ -577,6 +578,10 @@ static const struct alice_backend_vtable vk_vtable = {
 	.buffer_clear = vk_buffer_clear,
 	.supports_op = vk_supports_op,
 	.graph_compute = vk_graph_compute,
+	.host_alloc = vk_host_alloc,
+	.host_free = vk_host_free,
+	.graph_launch = vk_graph_launch,
+	.graph_wait = vk_graph_wait,
 };
 
 ALICE_BACKEND_EXPORT const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host)

@@ -3,9 +3,9 @@
  * barrier only where one touches memory an earlier dispatch since the last
  * barrier wrote (or writes what one read); vk_rec.c records the log (or
  * submits the previous recording again when the log, or the whole graph, is
- * the same), one submit, one fence wait. Shaders report bad indices into the
- * status buffer, read back after the fence, so bad input fails the call
- * instead of faulting the GPU. */
+ * the same); vk_launch.c submits it with the step's writes and reads.
+ * Shaders report bad indices into the status buffer, read back with the
+ * step, so bad input fails the call instead of faulting the GPU. */
 #include <stdio.h>
 #include <string.h>
 
@@ -105,7 +105,7 @@ static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, const str
 	need = (need + 255) & ~(uint64_t)255;
 	if (need == 0 || (ctx->scratch && ctx->scratch_region >= need))
 		return ALICE_OK;
-	vk_buffer_free(ctx, ctx->scratch);
+	vk_buffer_free(ctx, ctx->scratch); /* (waits for launches in flight) */
 	ctx->scratch = NULL;
 	ctx->scratch_region = 0;
 	enum alice_status st = vk_buffer_alloc(ctx, need * VK_SCRATCH_RING, ALICE_BUFFER_COMPUTE, &ctx->scratch);
@@ -232,35 +232,14 @@ enum alice_status vk_dispatch_rw(struct alice_backend_ctx *ctx, const char *shad
 	return ALICE_OK;
 }
 
-/* what the shaders reported into the status buffer */
-static enum alice_status status_check(struct alice_backend_ctx *ctx)
+/* Log the graph's dispatches and record them (or find gcmd holding them). */
+static enum alice_status prepare(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
-	uint32_t code, detail;
-	memcpy(&code, ctx->status->map, 4);
-	memcpy(&detail, ctx->status->map + 4, 4);
-	if (code)
-		return vk_fail(ctx, ALICE_ERR_RANGE,
-			       "an index read by GET_ROWS, KV_WRITE or ATTENTION is out of range (value %d)",
-			       (int32_t)detail);
-	return ALICE_OK;
-}
-
-enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g)
-{
-	if (ctx->lost)
-		return vk_fail(ctx, ALICE_ERR_BACKEND, "the Vulkan device was lost; this context is unusable");
-	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors))
-		return vk_fail(ctx, ALICE_ERR_INVALID, "graph_compute: malformed graph");
-	ctx->err[0] = '\0';
 	struct alice_op_args a;
 	enum alice_status st;
-	if (g->n_nodes && vk_rec_same_graph(ctx, g)) { /* a decode step like the last: submit it again */
-		memset(ctx->status->map, 0, 16);
-		vk_prof_start(ctx);
+	if (vk_rec_same_graph(ctx, g)) { /* a decode step like the last: submit it again */
 		ctx->n_replayed++;
-		if ((st = vk_rec_submit(ctx)) != ALICE_OK)
-			return st;
-		return status_check(ctx);
+		return ALICE_OK;
 	}
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		st = vk_check_node(ctx, g, &g->nodes[i], &a);
@@ -269,14 +248,10 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 			return st;
 		}
 	}
-	if (g->n_nodes == 0)
-		return ALICE_OK;
 	if ((st = ensure_scratch(ctx, g)) != ALICE_OK)
 		return st;
 	if ((st = vk_mm_read_regimes(ctx, g)) != ALICE_OK)
 		return st;
-	memset(ctx->status->map, 0, 16);
-	vk_prof_start(ctx);
 	ctx->npend = 0;
 	ctx->n_dispatch = 0;
 	ctx->log_n = 0;
@@ -300,8 +275,39 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 			return st;
 		}
 	}
-	if ((st = vk_rec_run(ctx)) != ALICE_OK)
+	if ((st = vk_rec_prepare(ctx)) != ALICE_OK)
 		return st;
 	vk_rec_keep_graph(ctx, g, ctx->n_regimes == 0);
-	return status_check(ctx);
+	return ALICE_OK;
+}
+
+enum alice_status vk_graph_launch(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+				  const struct alice_read *reads, uint32_t n_reads)
+{
+	if (!ctx)
+		return ALICE_ERR_INVALID;
+	if (ctx->lost)
+		return vk_fail(ctx, ALICE_ERR_BACKEND, "the Vulkan device was lost; this context is unusable");
+	if (ctx->lq_n >= 2)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "graph_launch: two launches are in flight: wait for one first");
+	if (!g || (g->n_nodes && !g->nodes) || (g->n_tensors && !g->tensors) || (n_reads && !reads))
+		return vk_fail(ctx, ALICE_ERR_INVALID, "graph_launch: malformed graph");
+	for (uint32_t i = 0; i < n_reads; i++) {
+		const struct alice_read *r = &reads[i];
+		if (r->size && (!r->buf || !r->dst || r->offset > r->buf->size || r->size > r->buf->size - r->offset))
+			return vk_fail(ctx, ALICE_ERR_RANGE, "graph_launch: read %u is outside its buffer", i);
+	}
+	ctx->err[0] = '\0';
+	vk_prof_start(ctx);
+	enum alice_status st = g->n_nodes ? prepare(ctx, g) : ALICE_OK;
+	/* the profile's timestamps belong to one step at a time */
+	if (st == ALICE_OK && ctx->prof)
+		st = vk_launch_settle(ctx);
+	return st != ALICE_OK ? st : vk_launch_submit(ctx, g->n_nodes > 0, reads, n_reads);
+}
+
+enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g)
+{
+	enum alice_status st = vk_graph_launch(ctx, g, NULL, 0);
+	return st != ALICE_OK ? st : vk_graph_wait(ctx);
 }

@@ -19,6 +19,9 @@
 #define VK_PUSH_BYTES 128 /* the minimum maxPushConstantsSize */
 #define VK_SCRATCH_RING 4
 #define VK_STAGING_BYTES (32u << 20) /* bounded staging buffer for discrete GPUs */
+#define VK_GATHER_BYTES (4u << 20)   /* per launch slot: small writes gathered into the next step */
+#define VK_GATHER_MAX (1u << 20)     /* a larger write goes its own way */
+#define VK_GATHER_REGIONS 64
 
 struct alice_buffer {
 	VkBuffer buf;
@@ -28,6 +31,7 @@ struct alice_buffer {
 	uint64_t vk_size;  /* size of buf */
 	uint8_t *map;      /* host mapping of buf's byte 0, or NULL (device-only) */
 	bool coherent;
+	bool cached;   /* host reads of map are cached */
 	bool imported;
 	uint32_t usage;
 };
@@ -39,6 +43,36 @@ struct vk_pipeline {
 };
 
 #define VK_MAX_PIPES 160
+
+/* vk_launch.c: a write gathered for the next step's head */
+struct vk_gathered {
+	struct alice_buffer *dst;
+	uint64_t off, size;
+	uint64_t src;        /* its bytes in the slot's upload area */
+	bool after_overlap;  /* overlaps an earlier one: a barrier before it */
+};
+/* a read finished at the wait: from the read-back area, or staged when too large */
+struct vk_late {
+	void *dst;
+	struct alice_buffer *src;
+	uint64_t off, size, rb_off;
+	bool staged;
+};
+/* one of the two launch slots */
+struct vk_launch {
+	VkFence fence;
+	VkCommandBuffer hcmd, tcmd;  /* head (gathered writes), tail (reads back) */
+	struct alice_buffer *up, *rb;
+	struct vk_gathered g[VK_GATHER_REGIONS];
+	uint32_t n_g;
+	uint64_t up_used;
+	struct vk_late *late;
+	uint32_t n_late, late_cap;
+	bool graph;       /* the graph's command buffer was in the submission */
+	bool done;        /* its fence was seen signalled before graph_wait */
+	bool has_staged;  /* reads left for a staged copy after the fence */
+	enum alice_status st;
+};
 
 struct alice_backend_ctx {
 	char err[512];
@@ -128,6 +162,13 @@ struct alice_backend_ctx {
 	bool g_keep;
 	uint64_t n_replayed, n_recorded;
 	struct vk_prof *prof; /* ALICE_VK_PROFILE=1 (vk_prof.c), else NULL */
+
+	/* launches in flight (vk_launch.c): lq[lq_old] is the oldest of lq_n */
+	struct vk_launch lq[2];
+	int lq_old, lq_n;
+	uint64_t rb_max; /* reads copied back per launch */
+	struct alice_buffer **ha; /* host_alloc buffers */
+	int n_ha, ha_cap;
 };
 
 /* One logged dispatch: everything its recording depends on, compared
@@ -171,11 +212,35 @@ enum alice_status vk_cmd_submit_wait(struct alice_backend_ctx *ctx) VK_HIDDEN;
 /* Submit an ended command buffer and wait for it. */
 enum alice_status vk_submit_wait(struct alice_backend_ctx *ctx, VkCommandBuffer cmd) VK_HIDDEN;
 
-/* vk_rec.c: log a dispatch; record the log into gcmd (or reuse gcmd when
- * it holds the same log), submit and wait; forget gcmd (buffers freed) */
+/* The read itself (vk_buffer_read first settles launches and gathered writes). */
+enum alice_status vk_buffer_read_now(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
+				     void *dst, uint64_t size) VK_HIDDEN;
+
+/* vk_launch.c: steps as one submission each, up to two in flight */
+/* Gather a small write into the next step's head (false: write it now). */
+bool vk_launch_gather(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t off, const void *src,
+		      uint64_t size) VK_HIDDEN;
+/* A read served from the gathered writes when one covers it. */
+bool vk_launch_lookup(struct alice_backend_ctx *ctx, const struct alice_buffer *buf, uint64_t off, void *dst,
+		      uint64_t size) VK_HIDDEN;
+/* Wait for the launches in flight (their results stay for graph_wait). */
+enum alice_status vk_launch_settle(struct alice_backend_ctx *ctx) VK_HIDDEN;
+/* ... and submit the gathered writes: device memory is then as written. */
+enum alice_status vk_launch_quiesce(struct alice_backend_ctx *ctx) VK_HIDDEN;
+/* Forget gathered writes into a buffer being freed. */
+void vk_launch_drop(struct alice_backend_ctx *ctx, const struct alice_buffer *buf) VK_HIDDEN;
+/* Submit head + gcmd (when graph) + tail with the reads, without waiting. */
+enum alice_status vk_launch_submit(struct alice_backend_ctx *ctx, bool graph, const struct alice_read *reads,
+				   uint32_t n_reads) VK_HIDDEN;
+enum alice_status vk_graph_wait(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void *vk_host_alloc(struct alice_backend_ctx *ctx, uint64_t size) VK_HIDDEN;
+void vk_host_free(struct alice_backend_ctx *ctx, void *p) VK_HIDDEN;
+void vk_launch_free(struct alice_backend_ctx *ctx) VK_HIDDEN;
+
+/* vk_rec.c: log a dispatch; record the log into gcmd unless gcmd holds
+ * the same log; forget gcmd (buffers freed) */
 enum alice_status vk_rec_add(struct alice_backend_ctx *ctx, const struct vk_rec *r) VK_HIDDEN;
-enum alice_status vk_rec_run(struct alice_backend_ctx *ctx) VK_HIDDEN;
-enum alice_status vk_rec_submit(struct alice_backend_ctx *ctx) VK_HIDDEN;
+enum alice_status vk_rec_prepare(struct alice_backend_ctx *ctx) VK_HIDDEN;
 bool vk_rec_same_graph(const struct alice_backend_ctx *ctx, const struct alice_graph *g) VK_HIDDEN;
 void vk_rec_keep_graph(struct alice_backend_ctx *ctx, const struct alice_graph *g, bool keep) VK_HIDDEN;
 void vk_rec_forget(struct alice_backend_ctx *ctx) VK_HIDDEN;
@@ -264,6 +329,8 @@ enum alice_status vk_norm_addnorm(const struct alice_op_args *a, bool *done) VK_
 enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
 			  const struct alice_op_args *a, uint32_t *used) VK_HIDDEN;
 enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct alice_graph *g) VK_HIDDEN;
+enum alice_status vk_graph_launch(struct alice_backend_ctx *ctx, const struct alice_graph *g,
+				  const struct alice_read *reads, uint32_t n_reads) VK_HIDDEN;
 
 /* per-op recording (vk_ops_*.c): validate shapes, bind, dispatch */
 typedef enum alice_status (*vk_op_fn)(const struct alice_op_args *a);

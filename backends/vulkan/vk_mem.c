@@ -101,6 +101,7 @@ static enum alice_status alloc_impl(struct alice_backend_ctx *ctx, uint64_t size
 			goto fail_mem;
 		b->map = p;
 		b->coherent = (f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
+		b->cached = (f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) != 0;
 	}
 	vk_account(ctx, (int64_t)vk_size, 0);
 	ctx->bytes_held[usage <= ALICE_BUFFER_CACHE ? usage : 1] += vk_size;
@@ -219,6 +220,9 @@ void vk_buffer_free(struct alice_backend_ctx *ctx, struct alice_buffer *buf)
 {
 	if (!buf || !ctx)
 		return;
+	if (ctx->lq_n)
+		vk_launch_settle(ctx); /* a step in flight may use it */
+	vk_launch_drop(ctx, buf);
 	vk_rec_forget(ctx); /* the recorded step may bind it */
 	if (ctx->dev) {
 		if (buf->map && !buf->imported)
@@ -245,7 +249,15 @@ enum alice_status vk_cmd_begin(struct alice_backend_ctx *ctx)
 		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 		.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
 	};
-	return vk_check(ctx, vkBeginCommandBuffer(ctx->cmd, &bi), "vkBeginCommandBuffer");
+	if ((st = vk_check(ctx, vkBeginCommandBuffer(ctx->cmd, &bi), "vkBeginCommandBuffer")) != ALICE_OK)
+		return st;
+	/* after earlier submissions' writes (steps waited for by their fences) */
+	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			      .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+			      .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
+	vkCmdPipelineBarrier(ctx->cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb,
+			     0, NULL, 0, NULL);
+	return ALICE_OK;
 }
 
 /* Submit cmd (ended) and wait for it on ctx->fence. */
@@ -345,6 +357,11 @@ enum alice_status vk_buffer_write(struct alice_backend_ctx *ctx, struct alice_bu
 	enum alice_status st = check_range(ctx, buf, offset, size, "buffer_write", true);
 	if (st != ALICE_OK || size == 0)
 		return st;
+	/* a step's inputs: copied at the head of the next step */
+	if (vk_launch_gather(ctx, buf, offset, src, size))
+		return ALICE_OK;
+	if ((st = vk_launch_quiesce(ctx)) != ALICE_OK)
+		return st;
 	if (buf->map) {
 		memcpy(buf->map + buf->base + offset, src, (size_t)size);
 		flush(ctx, buf);
@@ -359,6 +376,16 @@ enum alice_status vk_buffer_read(struct alice_backend_ctx *ctx, struct alice_buf
 	enum alice_status st = check_range(ctx, buf, offset, size, "buffer_read", false);
 	if (st != ALICE_OK || size == 0)
 		return st;
+	if (vk_launch_lookup(ctx, buf, offset, dst, size))
+		return ALICE_OK;
+	if ((st = vk_launch_quiesce(ctx)) != ALICE_OK)
+		return st;
+	return vk_buffer_read_now(ctx, buf, offset, dst, size);
+}
+
+enum alice_status vk_buffer_read_now(struct alice_backend_ctx *ctx, struct alice_buffer *buf, uint64_t offset,
+				     void *dst, uint64_t size)
+{
 	if (buf->map) {
 		invalidate(ctx, buf);
 		memcpy(dst, buf->map + buf->base + offset, (size_t)size);
@@ -372,6 +399,8 @@ enum alice_status vk_buffer_clear(struct alice_backend_ctx *ctx, struct alice_bu
 {
 	enum alice_status st = check_range(ctx, buf, offset, size, "buffer_clear", true);
 	if (st != ALICE_OK || size == 0)
+		return st;
+	if ((st = vk_launch_quiesce(ctx)) != ALICE_OK)
 		return st;
 	if (buf->map) {
 		memset(buf->map + buf->base + offset, 0, (size_t)size);

@@ -4,7 +4,8 @@
  * group counts: what changes between steps lives in device memory), so
  * gcmd is submitted again without recording: no descriptor set
  * allocation or update, no command recording on the host between steps
- * (on the H200's driver ~11 us a dispatch, 3.8 ms a 1B token). */
+ * (on the H200's driver ~11 us a dispatch, 3.8 ms a 1B token). vk_launch.c
+ * submits it between the step's head and tail. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,12 +53,15 @@ static void mem_barrier(VkCommandBuffer cmd, VkAccessFlags src, VkAccessFlags ds
 static enum alice_status record(struct alice_backend_ctx *ctx)
 {
 	VkCommandBuffer cmd = ctx->gcmd;
-	enum alice_status st = vk_desc_reserve(ctx, ctx->log_n);
-	if (st != ALICE_OK)
+	/* a launch in flight may still run gcmd and its descriptor sets */
+	enum alice_status st = vk_launch_settle(ctx);
+	if (st != ALICE_OK || (st = vk_desc_reserve(ctx, ctx->log_n)) != ALICE_OK)
 		return st;
 	if ((st = vk_check(ctx, vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer")) != ALICE_OK)
 		return st;
-	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+	/* two launches in flight may both hold it */
+	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+				       .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT};
 	if ((st = vk_check(ctx, vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer")) != ALICE_OK)
 		return st;
 	/* earlier submissions (staged uploads, the previous step) wrote what this one reads */
@@ -106,7 +110,7 @@ static enum alice_status record(struct alice_backend_ctx *ctx)
 	return vk_check(ctx, vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
 }
 
-enum alice_status vk_rec_run(struct alice_backend_ctx *ctx)
+enum alice_status vk_rec_prepare(struct alice_backend_ctx *ctx)
 {
 	enum alice_status st;
 	if (!ctx->gcmd) {
@@ -140,18 +144,6 @@ enum alice_status vk_rec_run(struct alice_backend_ctx *ctx)
 		ctx->n_replayed++;
 	}
 	ctx->log_n = 0;
-	return vk_rec_submit(ctx);
-}
-
-enum alice_status vk_rec_submit(struct alice_backend_ctx *ctx)
-{
-	vk_prof_submit(ctx);
-	enum alice_status st = vk_submit_wait(ctx, ctx->gcmd);
-	if (st != ALICE_OK) {
-		vk_rec_forget(ctx);
-		return st;
-	}
-	vk_prof_end(ctx);
 	return ALICE_OK;
 }
 
