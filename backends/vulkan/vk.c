@@ -582,6 +582,7 @@ static const struct alice_backend_vtable vk_vtable = {
 	.host_free = vk_host_free,
 	.graph_launch = vk_graph_launch,
 	.graph_wait = vk_graph_wait,
+	.tensor_pack = vk_tensor_pack,
 };
 
 ALICE_BACKEND_EXPORT const struct alice_backend_vtable *alice_backend_entry(const struct alice_backend_host *host)

@@ -332,6 +332,11 @@ enum alice_status vk_graph_compute(struct alice_backend_ctx *ctx, const struct a
 enum alice_status vk_graph_launch(struct alice_backend_ctx *ctx, const struct alice_graph *g,
 				  const struct alice_read *reads, uint32_t n_reads) VK_HIDDEN;
 
+/* vk_pack.c: the vtable's tensor_pack (Q8_0 / Q6_K into Q8_0P / Q6_KP) */
+enum alice_status vk_tensor_pack(struct alice_backend_ctx *ctx, struct alice_tensor *t) VK_HIDDEN;
+/* The shaders' name for a weight's type (packed forms included). */
+const char *vk_wtype_name(const struct alice_tensor *w) VK_HIDDEN;
+
 /* per-op recording (vk_ops_*.c): validate shapes, bind, dispatch */
 typedef enum alice_status (*vk_op_fn)(const struct alice_op_args *a);
 enum alice_status vk_op_mul_mat(const struct alice_op_args *a) VK_HIDDEN;

@@ -88,6 +88,14 @@ struct mm_x {
 	uint32_t s_off; /* Q8_1 block sums, bytes from the binding's start */
 };
 
+/* The shaders' name for a weight's type: packed Q8_0 / Q6_K (vk_pack.c) have their own. */
+const char *vk_wtype_name(const struct alice_tensor *w)
+{
+	if (w->flags & ALICE_TENSOR_PACKED)
+		return w->type == ALICE_TYPE_Q8_0 ? "Q8_0P" : "Q6_KP";
+	return alice_type_info(w->type)->name;
+}
+
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
 				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
 				bool decode);
@@ -392,7 +400,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.xvec = xa->nb0 == 4 && K % 4 == 0 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0,
 		};
 		char name[32];
-		snprintf(name, sizeof(name), "%s_%s", cm ? (v == 'L' ? "mmcL" : v == 'W' ? "mmcW" : "mmc") : "mmt", ti->name);
+		snprintf(name, sizeof(name), "%s_%s", cm ? (v == 'L' ? "mmcL" : v == 'W' ? "mmcW" : "mmc") : "mmt", vk_wtype_name(w));
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	/* Q4_K / Q6_K / Q8_0: mv.comp (32 threads and 16-byte loads per row,
@@ -400,7 +408,8 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	 * activations are read as 16-byte vectors, so those must be aligned */
 	bool mv = (w->type == ALICE_TYPE_Q4_K || w->type == ALICE_TYPE_Q6_K || w->type == ALICE_TYPE_Q8_0) &&
 		  xa->nb0 == 4 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0 && !mv_off();
-	if (mv && w->type == ALICE_TYPE_Q4_K)
+	/* Q4_K and packed rows are read as 16-byte vectors (packing checked the alignment) */
+	if (mv && (w->type == ALICE_TYPE_Q4_K || (w->flags & ALICE_TENSOR_PACKED)))
 		mv = ((vk_rel_of(ctx, w) | (uint64_t)w->nb[1] | (uint64_t)w->nb[2] | (uint64_t)w->nb[3]) & 15) == 0;
 	/* mm.comp: threads per weight row enough for K, at most the workgroup;
 	 * mv.comp: 32, teams of 4 rows (Q6_K: 1) */
@@ -422,16 +431,16 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		tl = 5;
 		rows_per_wg = 4 / ks * rw;
 		/* "RW,KS,U2[,AV]" for every type, or "TYPE:RW,KS,U2[,AV]" for one */
-		const char *g = mvx;
+		const char *g = mvx, *tn = vk_wtype_name(w);
 		if (g && strchr(g, ':'))
-			g = strncmp(g, ti->name, strlen(ti->name)) == 0 && g[strlen(ti->name)] == ':' ? g + strlen(ti->name) + 1 : NULL;
+			g = strncmp(g, tn, strlen(tn)) == 0 && g[strlen(tn)] == ':' ? g + strlen(tn) + 1 : NULL;
 		if (g && M == 1 && sscanf(g, "%d,%d,%d,%d", &xrw, &xks, &xu2, &xav) >= 3 &&
 		    (xrw == 1 || xrw == 2 || xrw == 4) && (xks == 1 || xks == 2 || xks == 4))
 			rows_per_wg = (uint64_t)(4 / xks * xrw); /* (a variant not built: "no shader named ...") */
 		else
 			xrw = 0;
 		/* AV: 16-byte aligned rows of Q6_K / Q8_0 */
-		if (xav && (w->type == ALICE_TYPE_Q4_K ||
+		if (xav && (w->type == ALICE_TYPE_Q4_K || (w->flags & ALICE_TENSOR_PACKED) ||
 			    ((vk_rel_of(ctx, w) | (uint64_t)w->nb[1] | (uint64_t)w->nb[2] | (uint64_t)w->nb[3]) & 15)))
 			xav = 0;
 	}
@@ -459,9 +468,9 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	};
 	char name[32];
 	/* decode (one column): the variant with a single accumulator */
-	snprintf(name, sizeof(name), "%s%s_%s", mv ? "mv" : "mm", M == 1 ? "1" : "", ti->name);
+	snprintf(name, sizeof(name), "%s%s_%s", mv ? "mv" : "mm", M == 1 ? "1" : "", vk_wtype_name(w));
 	if (xrw)
-		snprintf(name, sizeof(name), "mv1x%d%d%d%s_%s", xrw, xks, xu2, xav ? "a" : "", ti->name);
+		snprintf(name, sizeof(name), "mv1x%d%d%d%s_%s", xrw, xks, xu2, xav ? "a" : "", vk_wtype_name(w));
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
 
@@ -472,7 +481,6 @@ enum alice_status vk_op_get_rows(const struct alice_op_args *a)
 	enum alice_status st = alice_bc_get_rows_shape(s, ids, d, ctx->err, sizeof(ctx->err));
 	if (st != ALICE_OK)
 		return st;
-	const struct alice_type_info *ti = alice_type_info(s->type);
 	/* a table larger than one descriptor range (an embedding matrix on a
 	 * 128 MiB-range device) goes in slices of source rows: each dispatch
 	 * copies the ids that fall in its slice */
@@ -504,7 +512,7 @@ enum alice_status vk_op_get_rows(const struct alice_op_args *a)
 		.d_nb3 = (uint32_t)d->nb[3],
 	};
 		char name[32];
-		snprintf(name, sizeof(name), "gr_%s", ti->name);
+		snprintf(name, sizeof(name), "gr_%s", vk_wtype_name(s));
 		if ((st = vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_rows)) != ALICE_OK)
 			return st;
 	}
@@ -533,7 +541,8 @@ static bool takes_mv(struct alice_backend_ctx *ctx, const struct alice_op_args *
 	if ((w->type != ALICE_TYPE_Q4_K && w->type != ALICE_TYPE_Q6_K && w->type != ALICE_TYPE_Q8_0) || mv_off())
 		return false;
 	if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || w->ne[0] % 16 ||
-	    (w->type == ALICE_TYPE_Q4_K && w->nb[1] % 16) || (uint64_t)w->nb[1] * (uint64_t)w->ne[1] > ctx->max_range / 2)
+	    ((w->type == ALICE_TYPE_Q4_K || (w->flags & ALICE_TENSOR_PACKED)) && w->nb[1] % 16) ||
+	    (uint64_t)w->nb[1] * (uint64_t)w->ne[1] > ctx->max_range / 2)
 		return false;
 	return d->type == ALICE_TYPE_F32 && d->nb[0] == 4 && d->ne[0] == w->ne[1] && d->ne[1] == x->ne[1] &&
 	       d->nb[1] <= 0xffffffffll;
@@ -570,6 +579,7 @@ bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a
 	const struct alice_tensor *w[3], *d[4];
 	for (int j = 0; j < n; j++) {
 		if (!takes_mv(ctx, &a[j]) || a[j].node->src[1] != a[0].node->src[1] || a[j].src[0]->type != a[0].src[0]->type ||
+		    (a[j].src[0]->flags & ALICE_TENSOR_PACKED) != (a[0].src[0]->flags & ALICE_TENSOR_PACKED) ||
 		    a[j].src[0]->ne[0] != a[0].src[0]->ne[0] || a[j].src[0]->nb[1] != a[0].src[0]->nb[1] ||
 		    a[j].node->src[2] != a[0].node->src[2])
 			return false;
@@ -589,8 +599,8 @@ bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a
 	uint64_t lo, hi;
 	if (!span(ctx, d, nd, &lo, &hi) || !span(ctx, w, n, &lo, &hi))
 		return false;
-	/* mv.comp reads Q4_K rows as 16-byte vectors */
-	for (int j = 0; j < n && w[0]->type == ALICE_TYPE_Q4_K; j++)
+	/* mv.comp reads Q4_K and packed rows as 16-byte vectors */
+	for (int j = 0; j < n && (w[0]->type == ALICE_TYPE_Q4_K || (w[0]->flags & ALICE_TENSOR_PACKED)); j++)
 		if (rel_in(ctx, w[j]->buf, lo, w[j]->offset) & 15)
 			return false;
 	/* outputs written together: apart from each other (x is read from scratch) */
@@ -612,7 +622,6 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 	int nd = n;
 	if (glu)
 		d[nd++] = glu->dst;
-	const struct alice_type_info *ti = alice_type_info(w[0]->type);
 	struct mm_x xa;
 	enum alice_status st = mm_round(ctx, w[0], x, &xa);
 	if (st != ALICE_OK)
@@ -659,7 +668,7 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
 	p.n_wg = (uint32_t)n_wg;
 	char name[32];
-	snprintf(name, sizeof(name), "mv%s%s_%s", glu ? "g" : "f", M == 1 ? "1" : "", ti->name);
+	snprintf(name, sizeof(name), "mv%s%s_%s", glu ? "g" : "f", M == 1 ? "1" : "", vk_wtype_name(w[0]));
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
 

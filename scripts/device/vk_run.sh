@@ -4,7 +4,8 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0" (the tiled attention), "q6x", "bench8b"); carry .devbuild .devlibs .devfix .gl.
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0" (the tiled attention), "q6x", "bench8b",
+# "launch" (graph_launch test), "ab" (tg128 default / ALICE_PACK=0 / ALICE_VK_GATHER=0), "pgeom" (packed mat-vec geometries)); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -20,6 +21,10 @@ done
 if has ops; then
   ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops.log" 2>&1
   echo "ops on vulkan: rc $? $(grep Synthesis "$out/ops.log")"; grep -E "FAIL|fail" "$out/ops.log" | head -10
+fi
+if has launch; then
+  timeout 120 "$b/bin/backends_test_vulkan_launch" --jobs=1 > "$out/launch.log" 2>&1
+  echo "vulkan launch test: rc $? $(grep Synthesis "$out/launch.log")"; grep -E "FAIL|fail" "$out/launch.log" | head -5
 fi
 if has inv; then
   ALICE_TEST_BACKEND=vulkan ALICE_INV_MODEL=/tmp/llama-1b-Q4_K_M.gguf timeout 300 "$b/bin/core_test_batch_invariance" --filter="batch/decode_many_rows_model" > "$out/inv.log" 2>&1
@@ -39,6 +44,28 @@ if has parity; then
     [ -f ".devfix/refs/$n.json" ] || continue
     ALICE_TEST_BACKEND=vulkan timeout 200 "$b/bin/core_test_parity" --filter="parity/$id" > "$out/parity-$n.log" 2>&1
     echo "parity vulkan $n: rc $? $(grep -E 'worst' "$out/parity-$n.log" | head -2 | tr '\n' ' ')"
+  done
+fi
+if has ab; then
+  # the step as one submission (gathered writes, reads behind the graph) and
+  # the packed Q8_0 / Q6_K weights, each against its off switch, interleaved
+  for pass in 1 2; do
+    for t in $types; do
+      for e in "" ALICE_PACK=0 ALICE_VK_GATHER=0; do
+        echo "== $t ${e:-default} (pass $pass): $(env $e timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 0 -n 128 -r 3 --warmup-ms 300 2>/dev/null | grep -E 'tg128' | awk -F'|' '{print $8}')"
+      done
+    done
+  done
+fi
+if has pgeom; then
+  # mat-vec geometries of the packed types (ALICE_VK_MVX=TYPE:RW,KS,U2)
+  for g in default 1,1,0 2,2,1 1,2,1 4,2,1 default; do
+    e=; [ "$g" = default ] || e="Q6_KP:$g"
+    echo "== Q4_K_M, Q6_KP geometry $g: $(ALICE_VK_MVX=$e timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-Q4_K_M.gguf --backend vulkan -p 0 -n 128 -r 3 --warmup-ms 300 2>/dev/null | grep -E 'tg128' | awk -F'|' '{print $8}')"
+  done
+  for g in default 2,2,1 4,1,0 1,1,1 default; do
+    e=; [ "$g" = default ] || e="Q8_0P:$g"
+    echo "== Q8_0, Q8_0P geometry $g: $(ALICE_VK_MVX=$e timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-Q8_0.gguf --backend vulkan -p 0 -n 128 -r 3 --warmup-ms 300 2>/dev/null | grep -E 'tg128' | awk -F'|' '{print $8}')"
   done
 fi
 if has nofuse; then

@@ -94,6 +94,16 @@ void dq16(uint rb, uint g, out float v[16])
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
 		v[i] = float(int(qb(q, i) << 24) >> 24) * d;
 }
+#elif defined(WT_Q8_0P)
+// packed (vk_pack.c): runs of 8 blocks, their 256 quants then 8 fp16 scales
+void dq16(uint rb, uint g, out float v[16])
+{
+	uint b = g >> 1, run = rb + (b >> 3) * 272u, j = b & 7u;
+	float d = a_h(run + 256u + 2u * j);
+	uvec4 q = a_u128(run + 32u * j + (g & 1u) * 16u);
+	[[unroll]] for (uint i = 0u; i < 16u; i++)
+		v[i] = float(int(qb(q, i) << 24) >> 24) * d;
+}
 #elif defined(WT_IQ4_NL)
 void dq16(uint rb, uint g, out float v[16])
 {
@@ -184,6 +194,24 @@ void dq16(uint rb, uint g, out float v[16])
 	uint n = j >> 2, gg = j & 3u;
 	float d = a_h(bb + 208u);
 	float dl = d * float(int(a_u8(bb + 192u + (g & 15u)) << 24) >> 24);
+	uvec4 ql = a_u128(bb + n * 64u + (gg & 1u) * 32u + l0);
+	uvec4 qh = a_u128(bb + 128u + n * 32u + l0);
+	uint sl = (gg >> 1) * 4u, shh = 2u * gg;
+	[[unroll]] for (uint i = 0u; i < 16u; i++) {
+		uint lo = (qb(ql, i) >> sl) & 15u, hi = (qb(qh, i) >> shh) & 3u;
+		v[i] = dl * float(int(lo | (hi << 4)) - 32);
+	}
+}
+#elif defined(WT_Q6_KP)
+// packed (vk_pack.c): runs of 8 super-blocks, 8 x 192 quant bytes (ql then
+// qh), 8 x 16 scales, 8 fp16 d's
+void dq16(uint rb, uint g, out float v[16])
+{
+	uint sb = g >> 4, run = rb + (sb >> 3) * 1680u, j8 = sb & 7u, bb = run + 192u * j8;
+	uint j = (g & 15u) >> 1, l0 = (g & 1u) * 16u;
+	uint n = j >> 2, gg = j & 3u;
+	float d = a_h(run + 1664u + 2u * j8);
+	float dl = d * float(int(a_u8(run + 1536u + 16u * j8 + (g & 15u)) << 24) >> 24);
 	uvec4 ql = a_u128(bb + n * 64u + (gg & 1u) * 32u + l0);
 	uvec4 qh = a_u128(bb + 128u + n * 32u + l0);
 	uint sl = (gg >> 1) * 4u, shh = 2u * gg;

@@ -1,6 +1,6 @@
 #version 450
 // mv.comp — decode MUL_MAT (at most 8 activation columns) for Q4_K, Q6_K
-// and Q8_0: 32-thread teams, 4 per 128-thread workgroup, each team on RW
+// and Q8_0 (the last two also in vk_pack.c's packed layouts): 32-thread teams, 4 per 128-thread workgroup, each team on RW
 // weight rows (and, with KS > 1, on every KS-th run of items of them).
 // Lane l takes items l, l + 32 KS, ... of its rows, an item being 16 bytes of
 // Q4_K quants (both nibbles: 32 values of two sub-blocks), a quarter of a
@@ -60,6 +60,11 @@ layout(push_constant) uniform PC {
 #define RW_DEF 1u
 #define KS_DEF 1
 #define U2_DEF 0
+#elif defined(WT_Q6_KP)
+// packed: every load 16-byte aligned, two items in flight
+#define RW_DEF 1u
+#define KS_DEF 1
+#define U2_DEF 1
 #else
 // (H200, 2048 x 2048 / 2048 x 8192 / 8192 x 2048, cold: Q4_K 8 / 13 / 37 us
 // with one team a row group and one item at a time, 7 / 15 / 14 as here;
@@ -230,6 +235,42 @@ void main()
 			[[unroll]] for (uint k = 0u; k < RW; k++) \
 				acc[k][j] += ((R.ds[k].x * q6k_g(R.qa[k], 0u, R.qh[k], 0u, x0) + R.ds[k].y * q6k_g(R.qb2[k], 0u, R.qh[k], 2u, x1)) + \
 					      (R.ds[k].z * q6k_g(R.qa[k], 4u, R.qh[k], 4u, x2) + R.ds[k].w * q6k_g(R.qb2[k], 4u, R.qh[k], 6u, x3))); } }
+#elif defined(WT_Q6_KP)
+	// packed (vk_pack.c): a super-block's quants at 192 j of its run of 8,
+	// scales at 1536 + 16 j, d at 1664 + 2 j; the same item and arithmetic
+	uint nit = p.K / 64u;
+#define ITEM_DECL uvec4 qa[RW], qb2[RW], qh[RW]; vec4 ds[RW];
+#define ITEM_LOAD(R, IT) { uint sb_ = (IT) >> 2, hn_ = ((IT) >> 1) & 1u, h_ = (IT) & 1u; \
+		[[unroll]] for (uint k = 0u; k < RW; k++) { uint run_ = wrow[k] + (sb_ >> 3) * 1680u, j8_ = sb_ & 7u, \
+			bb = run_ + 192u * j8_; \
+			R.qa[k] = a4_[(bb + hn_ * 64u + h_ * 16u) >> 4]; R.qb2[k] = a4_[(bb + hn_ * 64u + 32u + h_ * 16u) >> 4]; \
+			R.qh[k] = a4_[(bb + 128u + hn_ * 32u + h_ * 16u) >> 4]; \
+			uint sa_ = (run_ + 1536u + 16u * j8_ + hn_ * 8u) >> 2, sw0 = a_[sa_], sw1 = a_[sa_ + 1u]; \
+			uint dw_ = a_[(run_ + 1664u + 2u * j8_) >> 2]; float d = unpackHalf2x16(dw_ >> ((j8_ & 1u) * 16u)).x; \
+			R.ds[k] = d * vec4(float(int(byte_of(sw0, h_) << 24) >> 24), float(int(byte_of(sw0, h_ + 2u) << 24) >> 24), \
+					 float(int(byte_of(sw1, h_) << 24) >> 24), float(int(byte_of(sw1, h_ + 2u) << 24) >> 24)); } }
+#define ITEM_ACC(R, IT) { uint k0_ = ((IT) >> 2) * 256u + (((IT) >> 1) & 1u) * 128u + ((IT) & 1u) * 16u; \
+		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 x0[4], x1[4], x2[4], x3[4]; \
+			uint xb = xb0 + j * p.x_nb1 + k0_ * 4u; \
+			ld_x16(xb, x0); ld_x16(xb + 128u, x1); ld_x16(xb + 256u, x2); ld_x16(xb + 384u, x3); \
+			[[unroll]] for (uint k = 0u; k < RW; k++) \
+				acc[k][j] += ((R.ds[k].x * q6k_g(R.qa[k], 0u, R.qh[k], 0u, x0) + R.ds[k].y * q6k_g(R.qb2[k], 0u, R.qh[k], 2u, x1)) + \
+					      (R.ds[k].z * q6k_g(R.qa[k], 4u, R.qh[k], 4u, x2) + R.ds[k].w * q6k_g(R.qb2[k], 4u, R.qh[k], 6u, x3))); } }
+#elif defined(WT_Q8_0P)
+	// packed (vk_pack.c): block j of a run of 8 has its 32 quants at 32 j,
+	// its scale at 256 + 2 j; the same item and arithmetic
+	uint nit = p.K / 32u;
+#define ITEM_DECL uvec4 q0[RW], q1[RW]; float d[RW];
+#define ITEM_LOAD(R, IT) { [[unroll]] for (uint k = 0u; k < RW; k++) { uint run_ = wrow[k] + ((IT) >> 3) * 272u, j_ = (IT) & 7u; \
+			uint v_ = (run_ + 32u * j_) >> 4; R.q0[k] = a4_[v_]; R.q1[k] = a4_[v_ + 1u]; \
+			R.d[k] = unpackHalf2x16(a_[(run_ + 256u + 2u * j_) >> 2] >> ((j_ & 1u) * 16u)).x; } }
+#define ITEM_ACC(R, IT) { uint k0_ = (IT) * 32u; \
+		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 x0[4], x1[4]; \
+			ld_x16(xb0 + j * p.x_nb1 + k0_ * 4u, x0); ld_x16(xb0 + j * p.x_nb1 + (k0_ + 16u) * 4u, x1); \
+			[[unroll]] for (uint k = 0u; k < RW; k++) { \
+				float s = ((dot(s4(R.q0[k].x), x0[0]) + dot(s4(R.q0[k].y), x0[1])) + (dot(s4(R.q0[k].z), x0[2]) + dot(s4(R.q0[k].w), x0[3]))) + \
+					  ((dot(s4(R.q1[k].x), x1[0]) + dot(s4(R.q1[k].y), x1[1])) + (dot(s4(R.q1[k].z), x1[2]) + dot(s4(R.q1[k].w), x1[3]))); \
+				acc[k][j] += R.d[k] * s; } } }
 #elif defined(WT_Q8_0)
 	// an item: one block of 32
 	uint nit = p.K / 32u;
@@ -252,7 +293,7 @@ void main()
 					  ((dot(s4(R.q1[k].x), x1[0]) + dot(s4(R.q1[k].y), x1[1])) + (dot(s4(R.q1[k].z), x1[2]) + dot(s4(R.q1[k].w), x1[3]))); \
 				acc[k][j] += R.d[k] * s; } } }
 #else
-#error mv.comp: Q4_K, Q6_K or Q8_0 only
+#error mv.comp: Q4_K, Q6_K or Q8_0 (packed or not) only
 #endif
 	// lane's items: it = lane + 32 ks, then every 32 KS
 	const uint ST = 32u * KSU;
