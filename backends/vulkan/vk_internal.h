@@ -72,6 +72,11 @@ struct vk_launch {
 	bool done;        /* its fence was seen signalled before graph_wait */
 	bool has_staged;  /* reads left for a staged copy after the fence */
 	enum alice_status st;
+	/* what hcmd / tcmd hold, so a step like the last submits them again */
+	bool h_ok, t_ok, t_staged;
+	uint32_t h_n, t_n, t_cap;
+	struct vk_gathered h_g[VK_GATHER_REGIONS];
+	struct alice_read *t_reads;
 };
 
 struct alice_backend_ctx {
@@ -236,6 +241,8 @@ enum alice_status vk_graph_wait(struct alice_backend_ctx *ctx) VK_HIDDEN;
 void *vk_host_alloc(struct alice_backend_ctx *ctx, uint64_t size) VK_HIDDEN;
 void vk_host_free(struct alice_backend_ctx *ctx, void *p) VK_HIDDEN;
 void vk_launch_free(struct alice_backend_ctx *ctx) VK_HIDDEN;
+/* Drop the recorded heads and tails (a buffer they name is being freed). */
+void vk_launch_forget(struct alice_backend_ctx *ctx) VK_HIDDEN;
 
 /* vk_rec.c: log a dispatch; record the log into gcmd unless gcmd holds
  * the same log; forget gcmd (buffers freed) */

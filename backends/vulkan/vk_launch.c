@@ -89,7 +89,6 @@ static enum alice_status staged_reads(struct alice_backend_ctx *ctx, struct vk_l
 	for (uint32_t i = 0; i < l->n_late && st == ALICE_OK; i++)
 		if (l->late[i].staged) {
 			st = vk_buffer_read_now(ctx, l->late[i].src, l->late[i].off, l->late[i].dst, l->late[i].size);
-			l->late[i].size = 0; /* done */
 		}
 	l->has_staged = false;
 	return st;
@@ -277,10 +276,34 @@ static enum alice_status add_late(struct alice_backend_ctx *ctx, struct vk_launc
 	return ALICE_OK;
 }
 
-/* The tail: the status words and the reads, copied back behind the graph. */
+static bool same_reads(const struct vk_launch *l, const struct alice_read *reads, uint32_t n)
+{
+	if (!l->t_ok || l->t_n != n)
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		if (l->t_reads[i].buf != reads[i].buf || l->t_reads[i].offset != reads[i].offset ||
+		    l->t_reads[i].size != reads[i].size || l->t_reads[i].dst != reads[i].dst)
+			return false;
+	return true;
+}
+
+/* The tail: the status words and the reads, copied back behind the graph
+ * (recorded again only when the reads change: decode steps repeat them). */
 static enum alice_status record_tail(struct alice_backend_ctx *ctx, struct vk_launch *l, const struct alice_read *reads,
 				     uint32_t n_reads)
 {
+	if (same_reads(l, reads, n_reads)) {
+		l->has_staged = l->t_staged;
+		return ALICE_OK;
+	}
+	l->t_ok = false;
+	if (n_reads > l->t_cap) {
+		struct alice_read *n = realloc(l->t_reads, n_reads * sizeof(*n));
+		if (!n)
+			return vk_fail(ctx, ALICE_ERR_NOMEM, "graph_launch: out of memory");
+		l->t_reads = n;
+		l->t_cap = n_reads;
+	}
 	uint64_t need = 16;
 	for (uint32_t i = 0; i < n_reads; i++)
 		if (reads[i].size && !host_buf_of(ctx, reads[i].dst, reads[i].size) && need + reads[i].size <= ctx->rb_max)
@@ -294,8 +317,7 @@ static enum alice_status record_tail(struct alice_backend_ctx *ctx, struct vk_la
 			return st;
 	}
 	VkCommandBuffer cmd = l->tcmd;
-	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
 	enum alice_status st = vk_check(ctx, vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
 	if (st != ALICE_OK)
 		return st;
@@ -332,15 +354,38 @@ static enum alice_status record_tail(struct alice_backend_ctx *ctx, struct vk_la
 			      .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
 	vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 	enum alice_status e = vk_check(ctx, vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
-	return st != ALICE_OK ? st : e;
+	if (st != ALICE_OK || e != ALICE_OK)
+		return st != ALICE_OK ? st : e;
+	if (n_reads)
+		memcpy(l->t_reads, reads, n_reads * sizeof(*reads));
+	l->t_n = n_reads;
+	l->t_staged = l->has_staged;
+	l->t_ok = true;
+	return ALICE_OK;
 }
 
-/* The head: a full barrier, the status words cleared, the gathered writes. */
+static bool same_gathered(const struct vk_launch *l)
+{
+	if (!l->h_ok || l->h_n != l->n_g)
+		return false;
+	for (uint32_t i = 0; i < l->n_g; i++) {
+		const struct vk_gathered *a = &l->g[i], *b = &l->h_g[i];
+		if (a->dst != b->dst || a->off != b->off || a->size != b->size || a->src != b->src ||
+		    a->after_overlap != b->after_overlap)
+			return false;
+	}
+	return true;
+}
+
+/* The head: a full barrier, the status words cleared, the gathered writes
+ * (recorded again only when their places change). */
 static enum alice_status record_head(struct alice_backend_ctx *ctx, struct vk_launch *l)
 {
+	if (same_gathered(l))
+		return ALICE_OK;
+	l->h_ok = false;
 	VkCommandBuffer cmd = l->hcmd;
-	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
 	enum alice_status st = vk_check(ctx, vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
 	if (st != ALICE_OK)
 		return st;
@@ -350,7 +395,18 @@ static enum alice_status record_head(struct alice_backend_ctx *ctx, struct vk_la
 		record_gathered(cmd, l);
 	/* gcmd's first barrier makes these writes visible to its shaders */
 	full_barrier(cmd);
-	return vk_check(ctx, vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+	if ((st = vk_check(ctx, vkEndCommandBuffer(cmd), "vkEndCommandBuffer")) != ALICE_OK)
+		return st;
+	memcpy(l->h_g, l->g, l->n_g * sizeof(l->g[0]));
+	l->h_n = l->n_g;
+	l->h_ok = true;
+	return ALICE_OK;
+}
+
+void vk_launch_forget(struct alice_backend_ctx *ctx)
+{
+	for (int s = 0; s < 2; s++)
+		ctx->lq[s].h_ok = ctx->lq[s].t_ok = false;
 }
 
 enum alice_status vk_launch_submit(struct alice_backend_ctx *ctx, bool graph, const struct alice_read *reads,
@@ -432,7 +488,6 @@ enum alice_status vk_graph_wait(struct alice_backend_ctx *ctx)
 	for (uint32_t i = 0; i < l->n_late; i++)
 		if (!l->late[i].staged && l->late[i].size)
 			memcpy(l->late[i].dst, l->rb->map + l->late[i].rb_off, (size_t)l->late[i].size);
-	l->n_late = 0;
 	return ALICE_OK;
 }
 
@@ -444,6 +499,7 @@ void vk_launch_free(struct alice_backend_ctx *ctx)
 		vk_buffer_free(ctx, l->up);
 		vk_buffer_free(ctx, l->rb);
 		free(l->late);
+		free(l->t_reads);
 		if (l->fence)
 			vkDestroyFence(ctx->dev, l->fence, NULL);
 		memset(l, 0, sizeof(*l));

@@ -29,6 +29,7 @@ void vk_rec_forget(struct alice_backend_ctx *ctx)
 {
 	ctx->gcmd_ok = false;
 	ctx->prev_n = 0;
+	vk_launch_forget(ctx);
 }
 
 void vk_rec_free(struct alice_backend_ctx *ctx)
