@@ -172,6 +172,7 @@ struct alice_backend_ctx {
 	struct vk_launch lq[2];
 	int lq_old, lq_n;
 	uint64_t rb_max; /* reads copied back per launch */
+	int spin_us;     /* a fence is polled this long before a blocking wait */
 	struct alice_buffer **ha; /* host_alloc buffers */
 	int n_ha, ha_cap;
 };

@@ -11,6 +11,7 @@
  * first waits for the launches in flight and flushes the gathered writes. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "vk_internal.h"
 
@@ -71,8 +72,26 @@ static enum alice_status flush_gathered(struct alice_backend_ctx *ctx)
 	return st;
 }
 
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* A step's fence: polled for a while first on a GPU (a blocking wait's
+ * wake-up comes tens of microseconds late; a decode step is ~1 ms), never on
+ * a CPU device, whose threads need the cores. ALICE_VK_SPIN=0: block at once. */
 static enum alice_status fence_wait(struct alice_backend_ctx *ctx, VkFence f)
 {
+	if (ctx->spin_us > 0) {
+		double t_end = now_us() + ctx->spin_us;
+		VkResult s;
+		while ((s = vkGetFenceStatus(ctx->dev, f)) == VK_NOT_READY && now_us() < t_end)
+			;
+		if (s == VK_SUCCESS)
+			return ALICE_OK;
+	}
 	VkResult r = vkWaitForFences(ctx->dev, 1, &f, VK_TRUE, 600ull * 1000000000ull);
 	if (r == VK_TIMEOUT) {
 		ctx->lost = true;
@@ -257,6 +276,8 @@ static enum alice_status slot_init(struct alice_backend_ctx *ctx, struct vk_laun
 	l->hcmd = cb[0];
 	l->tcmd = cb[1];
 	l->fence = f;
+	const char *sp = getenv("ALICE_VK_SPIN");
+	ctx->spin_us = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || (sp && sp[0] == '0') ? 0 : 5000;
 	const char *e = getenv("ALICE_VK_READBACK_MAX");
 	ctx->rb_max = e && atoll(e) > 0 && atoll(e) < VK_RB_MAX ? (uint64_t)atoll(e) : VK_RB_MAX;
 	return ALICE_OK;
