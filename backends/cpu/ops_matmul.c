@@ -302,55 +302,69 @@ static void flt_tiles(const struct mm_job *j, long b, const uint8_t *wb, uint8_t
  * weight rows at a time, K in chunks; each chunk of the 4 rows is widened
  * just before its tiles run (it stays in L1 while every activation row's
  * chunk passes; whole rows of K = 8192 did not fit and ran at 60%), and the
- * next chunk's raw bytes are fetched while they run. The outputs' lanes
- * stay in `acc` between chunks (per run of activation rows: [4][nx][16]).
- * Widening whole runs of 16 rows ahead (up to 512 KB at K = 8192) left the
- * widening waiting on DRAM for 17% of an F16 prefill: the prefetched rows
- * were evicted by the activations streaming through L2. */
+ * next chunk's raw bytes are fetched while they run. WIDE_QB weight rows
+ * take each activation chunk in turn before the next chunk, so the chunk
+ * (M x 4 KB) is read from L2 by 8 groups of 4 rows, not from L3 by one (at
+ * K = 8192 the activations, 2 MB for 64 rows, do not fit L2). The outputs'
+ * lanes stay in `acc` between chunks (per group of 4 rows and activation
+ * row: [4][nx][16]). Widening whole runs of 16 rows ahead (up to 512 KB at
+ * K = 8192) left the widening waiting on DRAM for 17% of an F16 prefill:
+ * the prefetched rows were evicted by the activations streaming through L2. */
 #define WIDE_KC 1024 /* a multiple of 32 */
+#define WIDE_QB 32   /* a multiple of 4 */
 static void flt_tiles_wide(const struct mm_job *j, long b, const uint8_t *wb, uint8_t *db, const uint8_t *ab,
 			   int64_t n, int64_t nn, int64_t m0, int64_t m1, uint8_t *scratch)
 {
-	float *wide = (float *)scratch, *acc = wide + 4 * WIDE_KC;
+	float *wide = (float *)scratch, *acc0 = wide + 4 * WIDE_KC;
 	const float *xrows = j->xbf ? (const float *)(j->xbf + ((size_t)b * (size_t)j->M) * j->xbf_row)
 				    : (const float *)ab;
 	int64_t xs = (int64_t)((j->xbf ? j->xbf_row : j->act_row) / 4);
 	const int64_t K = j->K;
-	for (int64_t q = n; q < nn; q += 4) {
+	for (int64_t qb = n; qb < nn; qb += WIDE_QB) {
+		const int64_t qe = qb + WIDE_QB < nn ? qb + WIDE_QB : nn;
 		for (int64_t k0 = 0; k0 < K; k0 += WIDE_KC) {
 			int64_t k1 = k0 + WIDE_KC < K ? k0 + WIDE_KC : K;
-			cpu_mm_order_widen4(j->type, k0, k1, wb + q * j->wnb1, (size_t)j->wnb1, wide);
-			/* the next chunk: this group's next one, else the next group's first */
-			int64_t pq = k1 < K ? q : q + 4, pk0 = k1 < K ? k1 : 0;
-			int64_t pk1 = pk0 + WIDE_KC < K ? pk0 + WIDE_KC : K;
-			const int64_t lines = pq < nn ? (pk1 - pk0) * 2 / 64 : 0; /* per row (2-byte values) */
-			int64_t li = 0;
-			for (int64_t m = m0; m < m1;) {
-				int nx = 0;
-				while (nx < 3 && m + nx < m1 && row_multi(j, m + nx))
-					nx++;
-				if (!nx) {
-					m++;
-					continue;
+			for (int64_t q = qb; q < qe; q += 4) {
+				cpu_mm_order_widen4(j->type, k0, k1, wb + q * j->wnb1, (size_t)j->wnb1, wide);
+				float *acc = acc0 + (q - qb) / 4 * (m1 - m0) * 64;
+				/* the next chunk: the next group's, else this block's next
+				 * chunk of its first group, else the next block's first */
+				int64_t pq = q + 4, pk0 = k0;
+				if (pq >= qe) {
+					pq = k1 < K ? qb : qe;
+					pk0 = k1 < K ? k1 : 0;
 				}
-				cpu_mm_order_wtile(j->type, nx, k0, k1, K, wide, xrows + m * xs, xs, acc + (m - m0) * 64,
-						   db + q * j->dnb0 + m * j->dnb1, (size_t)j->dnb0, (size_t)j->dnb1);
-				for (int i = 0; i < 8 && li < 4 * lines; i++, li++)
-					__builtin_prefetch(wb + (pq + li / lines) * j->wnb1 + pk0 * 2 + (li % lines) * 64, 0, 3);
-				m += nx;
+				int64_t pk1 = pk0 + WIDE_KC < K ? pk0 + WIDE_KC : K;
+				const int64_t lines = pq < nn ? (pk1 - pk0) * 2 / 64 : 0; /* per row (2-byte values) */
+				int64_t li = 0;
+				for (int64_t m = m0; m < m1;) {
+					int nx = 0;
+					while (nx < 3 && m + nx < m1 && row_multi(j, m + nx))
+						nx++;
+					if (!nx) {
+						m++;
+						continue;
+					}
+					cpu_mm_order_wtile(j->type, nx, k0, k1, K, wide, xrows + m * xs, xs, acc + (m - m0) * 64,
+							   db + q * j->dnb0 + m * j->dnb1, (size_t)j->dnb0, (size_t)j->dnb1);
+					for (int i = 0; i < 8 && li < 4 * lines; i++, li++)
+						__builtin_prefetch(wb + (pq + li / lines) * j->wnb1 + pk0 * 2 + (li % lines) * 64, 0, 3);
+					m += nx;
+				}
 			}
 		}
-		for (int64_t m = m0; m < m1; m++) { /* rows outside the gemm order */
-			if (row_multi(j, m))
-				continue;
-			uint8_t *o = db + q * j->dnb0 + m * j->dnb1;
-			enum mm_order ord = cpu_mm_order(j->type, false, j->K, j->N);
-			for (int r = 0; r < 4; r++) {
-				float v = cpu_mm_order_dot_raw(ord, j->type, j->K, wb + (q + r) * j->wnb1,
-							       (const float *)(ab + (size_t)m * j->act_row));
-				memcpy(o + r * j->dnb0, &v, 4);
+		for (int64_t q = qb; q < qe; q += 4)
+			for (int64_t m = m0; m < m1; m++) { /* rows outside the gemm order */
+				if (row_multi(j, m))
+					continue;
+				uint8_t *o = db + q * j->dnb0 + m * j->dnb1;
+				enum mm_order ord = cpu_mm_order(j->type, false, j->K, j->N);
+				for (int r = 0; r < 4; r++) {
+					float v = cpu_mm_order_dot_raw(ord, j->type, j->K, wb + (q + r) * j->wnb1,
+								       (const float *)(ab + (size_t)m * j->act_row));
+					memcpy(o + r * j->dnb0, &v, 4);
+				}
 			}
-		}
 	}
 }
 
@@ -563,7 +577,8 @@ enum alice_status cpu_op_mul_mat(const struct alice_op_args *a)
 				     (w->type == ALICE_TYPE_BF16 && cpu_mm_order_bf16_packed(K)));
 	j.wide_row = tiles ? cpu_mm_order_widened_row(w->type, K) : 0;
 	size_t tbytes = (size_t)((K + 15) & ~15) * 8 + j.tmp_bytes +
-			(j.gemm ? cpu_gemm_scratch(K) : n_rows == 1 ? j.act_row : 4 * WIDE_KC * 4 + (size_t)(M < FLT_COL_TILE ? M : FLT_COL_TILE) * 256) + 64;
+			(j.gemm ? cpu_gemm_scratch(K) : n_rows == 1 ? j.act_row
+				: 4 * WIDE_KC * 4 + (size_t)(WIDE_QB / 4) * (size_t)(M < FLT_COL_TILE ? M : FLT_COL_TILE) * 256) + 64;
 	j.xbf_row = w->type == ALICE_TYPE_BF16 && n_rows >= 2 ? cpu_mm_order_bf16_packed(K) : 0;
 	size_t xbf_bytes = (n_rows * j.xbf_row + 63) & ~(size_t)63;
 	st = cpu_scratch(ctx, n_rows == 1 ? 0 : rows_bytes + pack_bytes + ((placed ? n_rows : 0) + 63) / 64 * 64 + xbf_bytes, tbytes);
