@@ -48,6 +48,7 @@ enum alice_status vk_tensor_pack(struct alice_backend_ctx *ctx, struct alice_ten
 	if (st != ALICE_OK)
 		return st;
 	/* one dispatch as its own step: logged, recorded, submitted, waited for */
+	vk_prof_start(ctx);
 	vk_rec_forget(ctx);
 	ctx->g_keep = false;
 	ctx->log_n = 0;
