@@ -49,7 +49,7 @@ fi
 if has ab; then
   # the step as one submission (gathered writes, reads behind the graph) and
   # the packed Q8_0 / Q6_K weights, each against its off switch, interleaved
-  for pass in 1 2; do
+  for pass in $(seq 1 ${PASSES:-2}); do
     for t in $types; do
       for e in "" ALICE_PACK=0 ALICE_VK_GATHER=0 ALICE_VK_SPIN=0 ALICE_VK_MVXSH=0; do
         echo "== $t ${e:-default} (pass $pass): $(env $e timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 0 -n 128 -r 3 --warmup-ms 300 2>/dev/null | grep -E 'tg128' | awk -F'|' '{print $8}')"
