@@ -15,7 +15,7 @@ struct mm_push {
 	uint32_t x_off, x_nb0, x_nb1, x_nb2;
 	uint32_t x_nb3, d_off, d_nb0, d_nb1;
 	uint32_t d_nb2, d_nb3, tpr_log2, nrg;
-	uint32_t s_off, xsh; /* mv.comp: one column staged in shared memory */
+	uint32_t s_off;
 };
 
 struct gr_push {
@@ -87,18 +87,6 @@ struct mm_x {
 	uint32_t nb0, nb1, nb2, nb3;
 	uint32_t s_off; /* Q8_1 block sums, bytes from the binding's start */
 };
-
-/* mv.comp stages a single column in shared memory (K <= 8192, its XSH_MAX);
- * ALICE_VK_MVXSH=0: each team reads it from memory (comparisons) */
-static uint32_t mv_xsh(int64_t M, int64_t K)
-{
-	static int off = -1;
-	if (off < 0) {
-		const char *e = getenv("ALICE_VK_MVXSH");
-		off = e && e[0] == '0';
-	}
-	return !off && M == 1 && K <= 8192 && K % 4 == 0;
-}
 
 /* The shaders' name for a weight's type: packed Q8_0 / Q6_K (vk_pack.c) have their own. */
 const char *vk_wtype_name(const struct alice_tensor *w)
@@ -476,7 +464,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		.x_off = b[2].rel, .x_nb0 = xa->nb0, .x_nb1 = xa->nb1, .x_nb2 = xa->nb2,
 		.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
 		.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .tpr_log2 = tl, .nrg = (uint32_t)nrg,
-		.s_off = xa->s_off, .xsh = mv ? mv_xsh(M, K) : 0,
+		.s_off = xa->s_off,
 	};
 	char name[32];
 	/* decode (one column): the variant with a single accumulator */
@@ -536,10 +524,9 @@ enum alice_status vk_op_get_rows(const struct alice_op_args *a)
 struct mvf_push {
 	uint32_t K, M, mtiles, n_wg;
 	uint32_t nrg, x_off, x_nb1, w_nb1;
-	uint32_t act, rg1, rg2, xsh;
+	uint32_t act, rg1, rg2, pad;
 	uint32_t N[4], w_off[4], d_off[4], d_nb1[4];
 };
-
 
 /* MUL_MAT a as mm_one would run it on mv.comp: a decode product of a
  * 2-D weight of an mv type in one slice, an F32 [N, M] output */
@@ -656,7 +643,7 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 	struct mvf_push p = {
 		.K = (uint32_t)w[0]->ne[0], .M = (uint32_t)M, .mtiles = (uint32_t)((M + MM_TILE - 1) / MM_TILE),
 		.x_off = xa.b.rel, .x_nb1 = xa.nb1, .w_nb1 = (uint32_t)w[0]->nb[1],
-		.act = glu ? (uint32_t)glu->node->ip[0] : 0, .xsh = mv_xsh(M, w[0]->ne[0]),
+		.act = glu ? (uint32_t)glu->node->ip[0] : 0,
 	};
 	uint32_t rg = 0;
 	for (int j = 0; j < nd; j++) {

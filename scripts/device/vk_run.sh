@@ -5,7 +5,7 @@
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
 # (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0" (the tiled attention), "q6x", "bench8b",
-# "launch" (graph_launch test), "ab" (tg128 default / ALICE_PACK=0 / ALICE_VK_GATHER=0 / ALICE_VK_SPIN=0 / ALICE_VK_MVXSH=0), "pgeom" (packed mat-vec geometries)); carry .devbuild .devlibs .devfix .gl.
+# "launch" (graph_launch test), "ab" (tg128 default / ALICE_PACK=0 / ALICE_VK_GATHER=0 / ALICE_VK_SPIN=0), "pgeom" (packed mat-vec geometries)); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -51,7 +51,7 @@ if has ab; then
   # the packed Q8_0 / Q6_K weights, each against its off switch, interleaved
   for pass in $(seq 1 ${PASSES:-2}); do
     for t in $types; do
-      for e in "" ALICE_PACK=0 ALICE_VK_GATHER=0 ALICE_VK_SPIN=0 ALICE_VK_MVXSH=0; do
+      for e in "" ALICE_PACK=0 ALICE_VK_GATHER=0 ALICE_VK_SPIN=0; do
         echo "== $t ${e:-default} (pass $pass): $(env $e timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 0 -n 128 -r 3 --warmup-ms 300 2>/dev/null | grep -E 'tg128' | awk -F'|' '{print $8}')"
       done
     done

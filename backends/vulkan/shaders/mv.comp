@@ -34,7 +34,7 @@ layout(std430, set = 0, binding = 2) readonly buffer BufB4 { vec4 b4_[]; };
 layout(push_constant) uniform PC {
 	uint K, M, mtiles, n_wg;
 	uint nrg, x_off, x_nb1, w_nb1;
-	uint act, rg1, rg2, xsh;
+	uint act, rg1, rg2, pad;
 	uvec4 N, w_off, d_off, d_nb1;
 } p;
 #else
@@ -45,7 +45,7 @@ layout(push_constant) uniform PC {
 	uint x_off, x_nb0, x_nb1, x_nb2;
 	uint x_nb3, d_off, d_nb0, d_nb1;
 	uint d_nb2, d_nb3, tpr_log2, nrg;
-	uint s_off, xsh;
+	uint s_off;
 } p;
 #endif
 
@@ -115,36 +115,9 @@ uvec4 ext16(uvec4 x, uvec4 y, uint s)
 }
 uvec4 a_v16(uint b) { uint v = b >> 4; return ext16(a4_[v], a4_[v + 1u], b & 15u); }
 #endif
-// One column (xsh set by the host: K <= XSH_MAX): the workgroup stages the
-// column in shared memory once, and its teams read it there; every team
-// read its own copy from L2 (on the H100 a 1B ffn_down took 17 us for
-// 14 MB of Q6_K, its teams reading 64 MB of activations).
-#define XSH_MAX 8192u
-shared vec4 xsh_[MT == 1u ? XSH_MAX / 4u : 1u];
-bool xs_on = false;
-uint xs_base = 0u;
-void x_stage(uint xb0, uint K, uint tid)
-{
-	if (MT != 1u || p.xsh == 0u)
-		return;
-	uint v0 = xb0 >> 4;
-	for (uint i = tid; i < K / 4u; i += 128u)
-		xsh_[i] = b4_[v0 + i];
-	barrier();
-	xs_on = true;
-	xs_base = xb0;
-}
 // the 16 activations from word-aligned byte offset xb (16-byte aligned)
 void ld_x16(uint xb, out vec4 x[4])
 {
-	if (MT == 1u && xs_on) {
-		uint v = (xb - xs_base) >> 4;
-		x[0] = xsh_[v];
-		x[1] = xsh_[v + 1u];
-		x[2] = xsh_[v + 2u];
-		x[3] = xsh_[v + 3u];
-		return;
-	}
 	uint v = xb >> 4;
 	x[0] = b4_[v];
 	x[1] = b4_[v + 1u];
@@ -209,7 +182,6 @@ void main()
 #endif
 	uint m0 = mt * MT, mc = min(MT, p.M - m0);
 	uint xb0 = p.x_off + m0 * p.x_nb1;
-	x_stage(xb0, p.K, tid);
 #else
 	uint rg = wg % p.nrg, rest = wg / p.nrg;
 	uint mt = rest % p.mtiles, b = rest / p.mtiles;
@@ -221,7 +193,6 @@ void main()
 	[[unroll]] for (uint k = 0u; k < RW; k++)
 		wrow[k] = wbase + min(n0 + k, p.N - 1u) * p.w_nb1;
 	uint xb0 = p.x_off + m0 * p.x_nb1 + i2 * p.x_nb2 + i3 * p.x_nb3;
-	x_stage(xb0, p.K, tid);
 #endif
 	float acc[RW][MT];
 	[[unroll]] for (uint k = 0u; k < RW; k++)
