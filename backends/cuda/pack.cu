@@ -43,13 +43,7 @@ __device__ static int q6k_src(int o) { return pl_q6k_src(o); }
  * 8 blocks), 16-byte aligned. */
 static bool packable(const struct alice_tensor *t, int64_t qk, int64_t by)
 {
-	const int64_t K = t->ne[0];
-	if (K % (8 * qk) != 0 || t->nb[0] != by || t->nb[1] != K / qk * by)
-		return false;
-	for (int d = 2; d < 4; d++)
-		if (t->nb[d] != t->nb[d - 1] * t->ne[d - 1])
-			return false;
-	return ((uintptr_t)tdata(t) & 15) == 0;
+	return alice_bc_rows_of_runs(t, qk, by) && ((uintptr_t)tdata(t) & 15) == 0;
 }
 
 enum alice_status cu_tensor_pack(struct alice_backend_ctx *ctx, struct alice_tensor *t)

@@ -297,6 +297,16 @@ static enum alice_status add_late(struct alice_backend_ctx *ctx, struct vk_launc
 	return ALICE_OK;
 }
 
+/* A slot's head or tail begins (it is submitted again while unchanged) after everything before it. */
+static enum alice_status begin_after_all(struct alice_backend_ctx *ctx, VkCommandBuffer cmd)
+{
+	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+	enum alice_status st = vk_check(ctx, vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+	if (st == ALICE_OK)
+		full_barrier(cmd);
+	return st;
+}
+
 static bool same_reads(const struct vk_launch *l, const struct alice_read *reads, uint32_t n)
 {
 	if (!l->t_ok || l->t_n != n)
@@ -338,11 +348,9 @@ static enum alice_status record_tail(struct alice_backend_ctx *ctx, struct vk_la
 			return st;
 	}
 	VkCommandBuffer cmd = l->tcmd;
-	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-	enum alice_status st = vk_check(ctx, vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+	enum alice_status st = begin_after_all(ctx, cmd);
 	if (st != ALICE_OK)
 		return st;
-	full_barrier(cmd);
 	VkBufferCopy sreg = {.srcOffset = 0, .dstOffset = 0, .size = 16};
 	vkCmdCopyBuffer(cmd, ctx->status->buf, l->rb->buf, 1, &sreg);
 	uint64_t at = 16;
@@ -406,11 +414,9 @@ static enum alice_status record_head(struct alice_backend_ctx *ctx, struct vk_la
 		return ALICE_OK;
 	l->h_ok = false;
 	VkCommandBuffer cmd = l->hcmd;
-	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-	enum alice_status st = vk_check(ctx, vkBeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+	enum alice_status st = begin_after_all(ctx, cmd);
 	if (st != ALICE_OK)
 		return st;
-	full_barrier(cmd);
 	vkCmdFillBuffer(cmd, ctx->status->buf, 0, 16, 0);
 	if (l->n_g)
 		record_gathered(cmd, l);

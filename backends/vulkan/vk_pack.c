@@ -14,16 +14,12 @@
 
 #include "vk_internal.h"
 
-/* Dense rows of whole runs of 8 blocks (QK values, BY bytes each), 16-byte aligned. */
+/* Dense rows of whole runs of 8 blocks (QK values, BY bytes each), 16-byte
+ * aligned, in memory we may write (not an imported file mapping). */
 static bool packable(const struct alice_tensor *t, int64_t qk, int64_t by)
 {
-	const int64_t K = t->ne[0];
-	if (K % (8 * qk) != 0 || t->nb[0] != by || t->nb[1] != K / qk * by)
-		return false;
-	for (int d = 2; d < 4; d++)
-		if (t->nb[d] != t->nb[d - 1] * t->ne[d - 1])
-			return false;
-	return t->buf && !t->buf->imported && ((t->buf->base + t->offset) & 15) == 0;
+	return alice_bc_rows_of_runs(t, qk, by) && t->buf && !t->buf->imported &&
+	       ((t->buf->base + t->offset) & 15) == 0;
 }
 
 enum alice_status vk_tensor_pack(struct alice_backend_ctx *ctx, struct alice_tensor *t)

@@ -377,6 +377,20 @@ static inline uint64_t alice_bc_extent(const struct alice_tensor *t)
 	return alice_bc_tensor_extent(t, &e) ? e : UINT64_MAX;
 }
 
+/* tensor_pack's runs of 8 blocks (qk values, by bytes each): dense rows of
+ * whole runs (so a view of whole rows stays valid); the caller checks the
+ * data's alignment. */
+static inline bool alice_bc_rows_of_runs(const struct alice_tensor *t, int64_t qk, int64_t by)
+{
+	const int64_t K = t->ne[0];
+	if (K % (8 * qk) != 0 || t->nb[0] != by || t->nb[1] != K / qk * by)
+		return false;
+	for (int d = 2; d < 4; d++)
+		if (t->nb[d] != t->nb[d - 1] * t->ne[d - 1])
+			return false;
+	return true;
+}
+
 /* Type, shape, strides and bounds of tensor idx of a graph: a supported
  * type, a buffer (buf_size: its bytes), 1 <= ne[d] <= lim->ne_max,
  * 0 <= nb[d] <= lim->nb_max, at most ALICE_BC_NELEM_MAX elements, block
