@@ -294,8 +294,14 @@ enum alice_status vk_graph_launch(struct alice_backend_ctx *ctx, const struct al
 		return vk_fail(ctx, ALICE_ERR_INVALID, "graph_launch: malformed graph");
 	for (uint32_t i = 0; i < n_reads; i++) {
 		const struct alice_read *r = &reads[i];
-		if (r->size && (!r->buf || !r->dst || r->offset > r->buf->size || r->size > r->buf->size - r->offset))
-			return vk_fail(ctx, ALICE_ERR_RANGE, "graph_launch: read %u is outside its buffer", i);
+		if (r->size == 0)
+			continue;
+		if (!r->dst)
+			return vk_fail(ctx, ALICE_ERR_INVALID, "graph_launch: read %u has no destination", i);
+		enum alice_status st = alice_bc_check_range(r->buf != NULL, r->buf ? r->buf->size : 0, r->offset, r->size,
+							    "graph_launch: a read", ctx->err, sizeof(ctx->err));
+		if (st != ALICE_OK)
+			return st;
 	}
 	ctx->err[0] = '\0';
 	vk_prof_start(ctx);

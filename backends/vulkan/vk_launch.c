@@ -158,8 +158,10 @@ bool vk_launch_gather(struct alice_backend_ctx *ctx, struct alice_buffer *buf, u
 	if (l->n_g == VK_GATHER_REGIONS || l->up_used + size > VK_GATHER_BYTES)
 		return false;
 	if (!l->up) {
-		if (vk_buffer_host(ctx, VK_GATHER_BYTES, &l->up) != ALICE_OK)
+		if (vk_buffer_host(ctx, VK_GATHER_BYTES, &l->up) != ALICE_OK) {
+			ctx->err[0] = '\0'; /* the write goes its own way instead */
 			return false;
+		}
 	}
 	/* the slot's area may still feed a launch in flight (two were) */
 	if (l->n_g == 0 && ctx->lq_n == 2 && !l->done) {

@@ -9,7 +9,8 @@
  *   - overlapping writes before one step: the last one wins;
  *   - a read of what was just written, before any step: the written bytes;
  *   - reads too large for the read-back area (ALICE_VK_READBACK_MAX): still
- *     right, also with a second launch submitted behind them.
+ *     right, also with a second launch submitted behind them;
+ *   - reads outside their buffer or without a destination: refused.
  * Skipped (with the reason) where the Vulkan backend cannot run. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -92,19 +93,23 @@ static void check(const struct fx *f, const float *x, const float *out, const ch
 	}
 }
 
-static float *dst_mem(struct fx *f, bool host)
+/* dst of a read: host_alloc memory where asked and given, else malloc */
+static float *dst_mem(struct fx *f, bool host, bool *from_host)
 {
 	float *p = host && ALICE_VT_HAS(f->vt, host_alloc) ? f->vt->host_alloc(f->ctx, 4 * N) : NULL;
-	return p ? p : malloc(4 * N);
+	*from_host = p != NULL;
+	if (!p)
+		p = malloc(4 * N);
+	cr_assert_not_null(p);
+	return p;
 }
 
-static void dst_free(struct fx *f, float *p, bool host)
+static void dst_free(struct fx *f, float *p, bool from_host)
 {
-	if (host && ALICE_VT_HAS(f->vt, host_alloc)) {
-		f->vt->host_free(f->ctx, p); /* not one of its own: a no-op */
-		return;
-	}
-	free(p);
+	if (from_host)
+		f->vt->host_free(f->ctx, p);
+	else
+		free(p);
 }
 
 static void two_in_flight(bool staging, bool host)
@@ -117,11 +122,15 @@ static void two_in_flight(bool staging, bool host)
 	struct alice_graph g = graph(&f, t, &nd);
 	float x[3][K];
 	float *out[3];
+	bool hm[3];
 	for (int s = 0; s < 3; s++) {
 		for (int k = 0; k < K; k++)
 			x[s][k] = frand();
-		out[s] = dst_mem(&f, host);
+		out[s] = dst_mem(&f, host, &hm[s]);
 	}
+	/* the discrete path hands out host_alloc memory (the GPU copies into it) */
+	if (host && staging)
+		cr_assert(hm[0] && hm[1] && hm[2], "host_alloc gave no memory on the staged path");
 	for (int round = 0; round < 3; round++) {
 		cr_assert_eq(f.vt->buffer_write(f.ctx, f.io, 0, x[0], sizeof(x[0])), ALICE_OK);
 		struct alice_read r0 = {f.io, 4096, 4 * N, out[0]};
@@ -144,7 +153,7 @@ static void two_in_flight(bool staging, bool host)
 	}
 	cr_assert_eq(f.vt->graph_wait(f.ctx), ALICE_ERR_INVALID, "a wait with nothing launched");
 	for (int s = 0; s < 3; s++)
-		dst_free(&f, out[s], host);
+		dst_free(&f, out[s], hm[s]);
 	teardown(&f);
 }
 
@@ -219,3 +228,21 @@ static void large_reads(bool staging)
 
 Test(vulkan_launch, large_reads) { large_reads(false); }
 Test(vulkan_launch, large_reads_staging) { large_reads(true); }
+
+/* reads outside their buffer, or with nowhere to go: refused with a message, nothing launched */
+Test(vulkan_launch, bad_reads_refused)
+{
+	struct fx f;
+	if (!setup(&f, false))
+		cr_skip_test("vulkan backend not usable here");
+	struct alice_tensor t[3];
+	struct alice_node nd;
+	struct alice_graph g = graph(&f, t, &nd);
+	float out[N];
+	struct alice_read past = {f.io, (1 << 16) - 8, 16, out}, nodst = {f.io, 0, 16, NULL};
+	cr_assert_eq(f.vt->graph_launch(f.ctx, &g, &past, 1), ALICE_ERR_RANGE);
+	cr_assert(strstr(f.vt->last_error(f.ctx), "outside the buffer"), "%s", f.vt->last_error(f.ctx));
+	cr_assert_eq(f.vt->graph_launch(f.ctx, &g, &nodst, 1), ALICE_ERR_INVALID);
+	cr_assert_eq(f.vt->graph_wait(f.ctx), ALICE_ERR_INVALID, "nothing was launched");
+	teardown(&f);
+}

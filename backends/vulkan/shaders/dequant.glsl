@@ -187,39 +187,37 @@ void dq16(uint rb, uint g, out float v[16])
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
 		v[i] = d1 * float(((qb(q, i) >> sh) & 15u) | (((qb(qh, i) >> j) & 1u) << 4)) - m1;
 }
-#elif defined(WT_Q6_K)
-void dq16(uint rb, uint g, out float v[16])
+#elif defined(WT_Q6_K) || defined(WT_Q6_KP)
+// group g's 16 values of a super-block: its 192 quant bytes (ql, qh) at qs,
+// its 16 scales at sc, its d at db
+void q6k_dq16(uint qs, uint sc, uint db, uint g, out float v[16])
 {
-	uint bb = rb + (g >> 4) * 210u, j = (g & 15u) >> 1, l0 = (g & 1u) * 16u;
+	uint j = (g & 15u) >> 1, l0 = (g & 1u) * 16u;
 	uint n = j >> 2, gg = j & 3u;
-	float d = a_h(bb + 208u);
-	float dl = d * float(int(a_u8(bb + 192u + (g & 15u)) << 24) >> 24);
-	uvec4 ql = a_u128(bb + n * 64u + (gg & 1u) * 32u + l0);
-	uvec4 qh = a_u128(bb + 128u + n * 32u + l0);
+	float dl = a_h(db) * float(int(a_u8(sc + (g & 15u)) << 24) >> 24);
+	uvec4 ql = a_u128(qs + n * 64u + (gg & 1u) * 32u + l0);
+	uvec4 qh = a_u128(qs + 128u + n * 32u + l0);
 	uint sl = (gg >> 1) * 4u, shh = 2u * gg;
 	[[unroll]] for (uint i = 0u; i < 16u; i++) {
 		uint lo = (qb(ql, i) >> sl) & 15u, hi = (qb(qh, i) >> shh) & 3u;
 		v[i] = dl * float(int(lo | (hi << 4)) - 32);
 	}
 }
-#elif defined(WT_Q6_KP)
+#if defined(WT_Q6_KP)
 // packed (vk_pack.c): runs of 8 super-blocks, 8 x 192 quant bytes (ql then
 // qh), 8 x 16 scales, 8 fp16 d's
 void dq16(uint rb, uint g, out float v[16])
 {
-	uint sb = g >> 4, run = rb + (sb >> 3) * 1680u, j8 = sb & 7u, bb = run + 192u * j8;
-	uint j = (g & 15u) >> 1, l0 = (g & 1u) * 16u;
-	uint n = j >> 2, gg = j & 3u;
-	float d = a_h(run + 1664u + 2u * j8);
-	float dl = d * float(int(a_u8(run + 1536u + 16u * j8 + (g & 15u)) << 24) >> 24);
-	uvec4 ql = a_u128(bb + n * 64u + (gg & 1u) * 32u + l0);
-	uvec4 qh = a_u128(bb + 128u + n * 32u + l0);
-	uint sl = (gg >> 1) * 4u, shh = 2u * gg;
-	[[unroll]] for (uint i = 0u; i < 16u; i++) {
-		uint lo = (qb(ql, i) >> sl) & 15u, hi = (qb(qh, i) >> shh) & 3u;
-		v[i] = dl * float(int(lo | (hi << 4)) - 32);
-	}
+	uint sb = g >> 4, run = rb + (sb >> 3) * 1680u, j8 = sb & 7u;
+	q6k_dq16(run + 192u * j8, run + 1536u + 16u * j8, run + 1664u + 2u * j8, g, v);
 }
+#else
+void dq16(uint rb, uint g, out float v[16])
+{
+	uint bb = rb + (g >> 4) * 210u;
+	q6k_dq16(bb, bb + 192u, bb + 208u, g, v);
+}
+#endif
 #elif defined(WT_IQ4_XS)
 void dq16(uint rb, uint g, out float v[16])
 {

@@ -211,22 +211,36 @@ void main()
 			ld_x16(xb0 + j * p.x_nb1 + k0_ * 4u, xl); ld_x16(xb0 + j * p.x_nb1 + (k0_ + 32u) * 4u, xh); \
 			[[unroll]] for (uint k = 0u; k < RW; k++) \
 				acc[k][j] += q4k_item(R.q[k], unpackHalf2x16(R.hd[k].x), R.hd[k].y, R.hd[k].z, R.hd[k].w, c_, xl, xh); } }
-#elif defined(WT_Q6_K)
+#elif defined(WT_Q6_K) || defined(WT_Q6_KP)
 	// an item: a quarter of a super-block (64 values), its scales and d
 	uint nit = p.K / 64u;
 #define ITEM_DECL uvec4 qa[RW], qb2[RW], qh[RW]; vec4 ds[RW];
-#if AV
-#define Q6_RAW(bb, hn_, h_, qa_, qb_, qh_, sw0, sw1) { qa_ = a_v16(bb + hn_ * 64u + h_ * 16u); \
+	// Q6_RAW: super-block sb of the row at wr_, quarter (hn, h): its two 16-byte
+	// words of low nibbles, one of high bits, its 8 scale bytes and d
+#if defined(WT_Q6_KP)
+	// packed (vk_pack.c): super-block j of a run of 8 has its quants at 192 j,
+	// its scales at 1536 + 16 j, its d at 1664 + 2 j: every load aligned
+#define Q6_RAW(wr_, sb, hn_, h_, qa_, qb_, qh_, sw0, sw1, d_) { uint run_ = (wr_) + ((sb) >> 3) * 1680u, j8_ = (sb) & 7u, \
+			bb = run_ + 192u * j8_; \
+			qa_ = a4_[(bb + hn_ * 64u + h_ * 16u) >> 4]; qb_ = a4_[(bb + hn_ * 64u + 32u + h_ * 16u) >> 4]; \
+			qh_ = a4_[(bb + 128u + hn_ * 32u + h_ * 16u) >> 4]; \
+			uint sa_ = (run_ + 1536u + 16u * j8_ + hn_ * 8u) >> 2; sw0 = a_[sa_]; sw1 = a_[sa_ + 1u]; \
+			d_ = unpackHalf2x16(a_[(run_ + 1664u + 2u * j8_) >> 2] >> ((j8_ & 1u) * 16u)).x; }
+#elif AV
+#define Q6_RAW(wr_, sb, hn_, h_, qa_, qb_, qh_, sw0, sw1, d_) { uint bb = (wr_) + (sb) * 210u; \
+			qa_ = a_v16(bb + hn_ * 64u + h_ * 16u); \
 			qb_ = a_v16(bb + hn_ * 64u + 32u + h_ * 16u); qh_ = a_v16(bb + 128u + hn_ * 32u + h_ * 16u); \
-			uvec4 sc_ = a_v16(bb + 192u); sw0 = hn_ == 0u ? sc_.x : sc_.z; sw1 = hn_ == 0u ? sc_.y : sc_.w; }
+			uvec4 sc_ = a_v16(bb + 192u); sw0 = hn_ == 0u ? sc_.x : sc_.z; sw1 = hn_ == 0u ? sc_.y : sc_.w; \
+			d_ = a_h(bb + 208u); }
 #else
-#define Q6_RAW(bb, hn_, h_, qa_, qb_, qh_, sw0, sw1) { qa_ = a_u128(bb + hn_ * 64u + h_ * 16u); \
+#define Q6_RAW(wr_, sb, hn_, h_, qa_, qb_, qh_, sw0, sw1, d_) { uint bb = (wr_) + (sb) * 210u; \
+			qa_ = a_u128(bb + hn_ * 64u + h_ * 16u); \
 			qb_ = a_u128(bb + hn_ * 64u + 32u + h_ * 16u); qh_ = a_u128(bb + 128u + hn_ * 32u + h_ * 16u); \
-			sw0 = a_u32(bb + 192u + hn_ * 8u); sw1 = a_u32(bb + 196u + hn_ * 8u); }
+			sw0 = a_u32(bb + 192u + hn_ * 8u); sw1 = a_u32(bb + 196u + hn_ * 8u); d_ = a_h(bb + 208u); }
 #endif
 #define ITEM_LOAD(R, IT) { uint sb_ = (IT) >> 2, hn_ = ((IT) >> 1) & 1u, h_ = (IT) & 1u; \
-		[[unroll]] for (uint k = 0u; k < RW; k++) { uint bb = wrow[k] + sb_ * 210u; \
-			uint sw0, sw1; Q6_RAW(bb, hn_, h_, R.qa[k], R.qb2[k], R.qh[k], sw0, sw1) float d = a_h(bb + 208u); \
+		[[unroll]] for (uint k = 0u; k < RW; k++) { \
+			uint sw0, sw1; float d; Q6_RAW(wrow[k], sb_, hn_, h_, R.qa[k], R.qb2[k], R.qh[k], sw0, sw1, d) \
 			R.ds[k] = d * vec4(float(int(byte_of(sw0, h_) << 24) >> 24), float(int(byte_of(sw0, h_ + 2u) << 24) >> 24), \
 					 float(int(byte_of(sw1, h_) << 24) >> 24), float(int(byte_of(sw1, h_ + 2u) << 24) >> 24)); } }
 #define ITEM_ACC(R, IT) { uint k0_ = ((IT) >> 2) * 256u + (((IT) >> 1) & 1u) * 128u + ((IT) & 1u) * 16u; \
@@ -236,47 +250,17 @@ void main()
 			[[unroll]] for (uint k = 0u; k < RW; k++) \
 				acc[k][j] += ((R.ds[k].x * q6k_g(R.qa[k], 0u, R.qh[k], 0u, x0) + R.ds[k].y * q6k_g(R.qb2[k], 0u, R.qh[k], 2u, x1)) + \
 					      (R.ds[k].z * q6k_g(R.qa[k], 4u, R.qh[k], 4u, x2) + R.ds[k].w * q6k_g(R.qb2[k], 4u, R.qh[k], 6u, x3))); } }
-#elif defined(WT_Q6_KP)
-	// packed (vk_pack.c): a super-block's quants at 192 j of its run of 8,
-	// scales at 1536 + 16 j, d at 1664 + 2 j; the same item and arithmetic
-	uint nit = p.K / 64u;
-#define ITEM_DECL uvec4 qa[RW], qb2[RW], qh[RW]; vec4 ds[RW];
-#define ITEM_LOAD(R, IT) { uint sb_ = (IT) >> 2, hn_ = ((IT) >> 1) & 1u, h_ = (IT) & 1u; \
-		[[unroll]] for (uint k = 0u; k < RW; k++) { uint run_ = wrow[k] + (sb_ >> 3) * 1680u, j8_ = sb_ & 7u, \
-			bb = run_ + 192u * j8_; \
-			R.qa[k] = a4_[(bb + hn_ * 64u + h_ * 16u) >> 4]; R.qb2[k] = a4_[(bb + hn_ * 64u + 32u + h_ * 16u) >> 4]; \
-			R.qh[k] = a4_[(bb + 128u + hn_ * 32u + h_ * 16u) >> 4]; \
-			uint sa_ = (run_ + 1536u + 16u * j8_ + hn_ * 8u) >> 2, sw0 = a_[sa_], sw1 = a_[sa_ + 1u]; \
-			uint dw_ = a_[(run_ + 1664u + 2u * j8_) >> 2]; float d = unpackHalf2x16(dw_ >> ((j8_ & 1u) * 16u)).x; \
-			R.ds[k] = d * vec4(float(int(byte_of(sw0, h_) << 24) >> 24), float(int(byte_of(sw0, h_ + 2u) << 24) >> 24), \
-					 float(int(byte_of(sw1, h_) << 24) >> 24), float(int(byte_of(sw1, h_ + 2u) << 24) >> 24)); } }
-#define ITEM_ACC(R, IT) { uint k0_ = ((IT) >> 2) * 256u + (((IT) >> 1) & 1u) * 128u + ((IT) & 1u) * 16u; \
-		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 x0[4], x1[4], x2[4], x3[4]; \
-			uint xb = xb0 + j * p.x_nb1 + k0_ * 4u; \
-			ld_x16(xb, x0); ld_x16(xb + 128u, x1); ld_x16(xb + 256u, x2); ld_x16(xb + 384u, x3); \
-			[[unroll]] for (uint k = 0u; k < RW; k++) \
-				acc[k][j] += ((R.ds[k].x * q6k_g(R.qa[k], 0u, R.qh[k], 0u, x0) + R.ds[k].y * q6k_g(R.qb2[k], 0u, R.qh[k], 2u, x1)) + \
-					      (R.ds[k].z * q6k_g(R.qa[k], 4u, R.qh[k], 4u, x2) + R.ds[k].w * q6k_g(R.qb2[k], 4u, R.qh[k], 6u, x3))); } }
-#elif defined(WT_Q8_0P)
-	// packed (vk_pack.c): block j of a run of 8 has its 32 quants at 32 j,
-	// its scale at 256 + 2 j; the same item and arithmetic
-	uint nit = p.K / 32u;
-#define ITEM_DECL uvec4 q0[RW], q1[RW]; float d[RW];
-#define ITEM_LOAD(R, IT) { [[unroll]] for (uint k = 0u; k < RW; k++) { uint run_ = wrow[k] + ((IT) >> 3) * 272u, j_ = (IT) & 7u; \
-			uint v_ = (run_ + 32u * j_) >> 4; R.q0[k] = a4_[v_]; R.q1[k] = a4_[v_ + 1u]; \
-			R.d[k] = unpackHalf2x16(a_[(run_ + 256u + 2u * j_) >> 2] >> ((j_ & 1u) * 16u)).x; } }
-#define ITEM_ACC(R, IT) { uint k0_ = (IT) * 32u; \
-		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 x0[4], x1[4]; \
-			ld_x16(xb0 + j * p.x_nb1 + k0_ * 4u, x0); ld_x16(xb0 + j * p.x_nb1 + (k0_ + 16u) * 4u, x1); \
-			[[unroll]] for (uint k = 0u; k < RW; k++) { \
-				float s = ((dot(s4(R.q0[k].x), x0[0]) + dot(s4(R.q0[k].y), x0[1])) + (dot(s4(R.q0[k].z), x0[2]) + dot(s4(R.q0[k].w), x0[3]))) + \
-					  ((dot(s4(R.q1[k].x), x1[0]) + dot(s4(R.q1[k].y), x1[1])) + (dot(s4(R.q1[k].z), x1[2]) + dot(s4(R.q1[k].w), x1[3]))); \
-				acc[k][j] += R.d[k] * s; } } }
-#elif defined(WT_Q8_0)
+#elif defined(WT_Q8_0) || defined(WT_Q8_0P)
 	// an item: one block of 32
 	uint nit = p.K / 32u;
 #define ITEM_DECL uvec4 q0[RW], q1[RW]; float d[RW];
-#if AV
+#if defined(WT_Q8_0P)
+	// packed (vk_pack.c): block j of a run of 8 has its 32 quants at 32 j,
+	// its scale at 256 + 2 j
+#define ITEM_LOAD(R, IT) { [[unroll]] for (uint k = 0u; k < RW; k++) { uint run_ = wrow[k] + ((IT) >> 3) * 272u, j_ = (IT) & 7u; \
+			uint v_ = (run_ + 32u * j_) >> 4; R.q0[k] = a4_[v_]; R.q1[k] = a4_[v_ + 1u]; \
+			R.d[k] = unpackHalf2x16(a_[(run_ + 256u + 2u * j_) >> 2] >> ((j_ & 1u) * 16u)).x; } }
+#elif AV
 #define ITEM_LOAD(R, IT) { [[unroll]] for (uint k = 0u; k < RW; k++) { uint bb = wrow[k] + (IT) * 34u, v_ = bb >> 4, s_ = bb & 15u; \
 			uvec4 x0_ = a4_[v_], x1_ = a4_[v_ + 1u], x2_ = a4_[v_ + 2u]; \
 			R.d[k] = unpackHalf2x16(x0_[s_ >> 2] >> ((s_ & 2u) * 8u)).x; \
