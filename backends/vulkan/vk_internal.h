@@ -263,6 +263,8 @@ void vk_prof_barrier(struct alice_backend_ctx *ctx) VK_HIDDEN;
 void vk_prof_dispatch(struct alice_backend_ctx *ctx, VkCommandBuffer cmd, const char *shader) VK_HIDDEN;
 void vk_prof_submit(struct alice_backend_ctx *ctx) VK_HIDDEN;
 void vk_prof_end(struct alice_backend_ctx *ctx) VK_HIDDEN;
+double vk_prof_now(const struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_prof_sync(struct alice_backend_ctx *ctx, double t0) VK_HIDDEN;
 
 /* vk_pipe.c */
 enum alice_status vk_pipe_init(struct alice_backend_ctx *ctx) VK_HIDDEN;

@@ -264,6 +264,7 @@ enum alice_status vk_cmd_begin(struct alice_backend_ctx *ctx)
 enum alice_status vk_submit_wait(struct alice_backend_ctx *ctx, VkCommandBuffer cmd)
 {
 	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
+	double t0 = vk_prof_now(ctx);
 	enum alice_status st = vk_check(ctx, vkQueueSubmit(ctx->queue, 1, &si, ctx->fence), "vkQueueSubmit");
 	if (st != ALICE_OK)
 		return st;
@@ -275,6 +276,7 @@ enum alice_status vk_submit_wait(struct alice_backend_ctx *ctx, VkCommandBuffer 
 	}
 	if ((st = vk_check(ctx, r, "vkWaitForFences")) != ALICE_OK)
 		return st;
+	vk_prof_sync(ctx, t0);
 	return vk_check(ctx, vkResetFences(ctx->dev, 1, &ctx->fence), "vkResetFences");
 }
 

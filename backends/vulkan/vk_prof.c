@@ -25,6 +25,9 @@ struct vk_prof {
 	double t0, t_submit, rec_ms, wait_ms, gpu_ms, rec_first, wait_first;
 	long graphs, dispatches, barriers;
 	uint32_t graph_barriers;
+	int verbose; /* ALICE_VK_PROFILE=2: a line per graph */
+	long syncs; /* submit-and-wait copies outside the steps (staged writes, reads, clears) */
+	double sync_ms;
 };
 
 static double now_ms(void)
@@ -51,6 +54,7 @@ void vk_prof_init(struct alice_backend_ctx *ctx)
 		free(p);
 		return;
 	}
+	p->verbose = atoi(e) >= 2;
 	ctx->prof = p;
 	vk_log(1, "vulkan profile on: a timestamp after every dispatch");
 }
@@ -129,8 +133,28 @@ void vk_prof_end(struct alice_backend_ctx *ctx)
 			p->count[p->lab[i]]++;
 		}
 		p->gpu_ms += (double)(ts[p->n - 1] - ts[0]) * per;
+		if (p->verbose)
+			fprintf(stderr, "vulkan profile: graph %ld: %u dispatches, host until submit %.3f ms, submit to fence %.3f ms, GPU %.3f ms\n",
+				p->graphs, p->n - 1, p->t_submit - p->t0, t - p->t_submit, (double)(ts[p->n - 1] - ts[0]) * per);
 	}
 	free(ts);
+}
+
+double vk_prof_now(const struct alice_backend_ctx *ctx)
+{
+	return ctx->prof ? now_ms() : 0.0;
+}
+
+void vk_prof_sync(struct alice_backend_ctx *ctx, double t0)
+{
+	struct vk_prof *p = ctx->prof;
+	if (!p)
+		return;
+	double ms = now_ms() - t0;
+	p->syncs++;
+	p->sync_ms += ms;
+	if (p->verbose)
+		fprintf(stderr, "vulkan profile: a copy outside the steps waited %.3f ms\n", ms);
 }
 
 void vk_prof_free(struct alice_backend_ctx *ctx)
@@ -148,6 +172,7 @@ void vk_prof_free(struct alice_backend_ctx *ctx)
 			p->graphs, (unsigned long long)ctx->n_recorded, (unsigned long long)ctx->n_replayed, p->dispatches / g,
 			p->barriers / g, p->rec_ms / g, p->wait_ms / g, p->gpu_ms / g, p->rec_first, p->wait_first,
 			g > 1 ? (p->rec_ms - p->rec_first) / g1 : 0.0, g > 1 ? (p->wait_ms - p->wait_first) / g1 : 0.0);
+		fprintf(stderr, "vulkan profile: %ld copies outside the steps, %.3f ms waited for them\n", p->syncs, p->sync_ms);
 		for (int k = 0; k < p->n_labels; k++) { /* largest first */
 			int best = -1;
 			for (int l = 0; l < p->n_labels; l++)
