@@ -17,6 +17,7 @@ struct attn_push {
 	uint32_t d_nb0, d_nb1, d_nb2, n_cells;
 	float scale, cap;
 	uint32_t t_off, tbl_n, bs_sh, n_blk; /* block table (src4): tbl_n 0 = none */
+	uint32_t fa; /* attn.comp: fa.comp takes the tokens of runs of 16 or more */
 };
 
 /* attnt.comp's shapes: an F16 cache of word-aligned rows, d_k a multiple of
@@ -38,6 +39,26 @@ static bool attn_tiled(const struct alice_tensor *q, const struct alice_tensor *
 	return k->type == ALICE_TYPE_F16 && v->type == ALICE_TYPE_F16 && dk % 16 == 0 && dk <= 128 && dv % 2 == 0 &&
 	       dv <= 128 && k->nb[0] == 2 && v->nb[0] == 2 &&
 	       ((b[2].rel | b[3].rel | (uint64_t)k->nb[1] | (uint64_t)k->nb[2] | (uint64_t)v->nb[1] | (uint64_t)v->nb[2]) & 3) == 0;
+}
+
+/* fa.comp (cooperative matrices) for the tokens of long runs, as the CUDA
+ * backend's fattn.cu takes them: an F16 cache of 16-byte aligned rows, head
+ * dim 64 or 128 for K and V, no soft-cap, a step where some sequence has at
+ * least 16 tokens (ip[1]: the most any has). ALICE_VK_FA=0: attn.comp for
+ * every token (comparisons). */
+static bool attn_fa(struct alice_backend_ctx *ctx, const struct alice_op_args *a, const struct vk_bind *b)
+{
+	static int off = -1;
+	if (off < 0) {
+		const char *e = getenv("ALICE_VK_FA");
+		off = e && e[0] == '0';
+	}
+	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
+	int64_t D = q->ne[0], seq_max = a->node->ip[1];
+	return !off && ctx->coopmat && q->ne[2] >= 16 && !(seq_max > 0 && seq_max < 16) && (D == 64 || D == 128) &&
+	       k->ne[0] == D && v->ne[0] == D && k->type == ALICE_TYPE_F16 && v->type == ALICE_TYPE_F16 &&
+	       k->nb[0] == 2 && v->nb[0] == 2 && a->node->fp[1] == 0.0f && q->nb[0] == 4 &&
+	       ((b[2].rel | b[3].rel | (uint64_t)k->nb[1] | (uint64_t)k->nb[2] | (uint64_t)v->nb[1] | (uint64_t)v->nb[2]) & 15) == 0;
 }
 
 struct kvw_push {
@@ -82,7 +103,18 @@ enum alice_status vk_op_attention(const struct alice_op_args *a)
 		.t_off = nb == 6 ? b[5].rel : 0, .tbl_n = a->src[4] ? (uint32_t)a->src[4]->ne[0] : 0,
 		.bs_sh = (uint32_t)pg.bs_log2, .n_blk = (uint32_t)pg.n_blocks,
 	};
-	if (attn_tiled(q, k, v, b)) {
+	if (attn_fa(ctx, a, b)) {
+		uint64_t n_wg = (uint64_t)nh * (uint64_t)((nt + 63) / 64);
+		static int fah = -1; /* ALICE_VK_FAH=1: the halves-array form (comparisons) */
+		if (fah < 0) {
+			const char *e = getenv("ALICE_VK_FAH");
+			fah = e && e[0] == '1';
+		}
+		const char *name = dk == 64 ? (fah ? "fah64" : "fa64") : (fah ? "fah128" : "fa128");
+		if ((st = vk_dispatch(ctx, name, b, nb, &p, sizeof(p), (uint32_t)n_wg)) != ALICE_OK)
+			return st;
+		p.fa = 1;
+	} else if (attn_tiled(q, k, v, b)) {
 		/* runs of up to 8 tokens a workgroup where a sequence has several
 		 * in this step (ip[1], the most any has), else one */
 		uint32_t qt = a->node->ip[1] > 1 ? (a->node->ip[1] < 8 ? (uint32_t)a->node->ip[1] : 8) : 1;

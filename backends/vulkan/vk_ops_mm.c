@@ -86,6 +86,7 @@ struct mm_x {
 	struct vk_bind b;
 	uint32_t nb0, nb1, nb2, nb3;
 	uint32_t s_off; /* Q8_1 block sums, bytes from the binding's start */
+	uint32_t xvec;	/* mmc.comp: 2 packed F16 rows (tof16.comp), 0 F32 elements */
 };
 
 /* The shaders' name for a weight's type: packed Q8_0 / Q6_K (vk_pack.c) have their own. */
@@ -109,11 +110,67 @@ static bool mm_coopmat(struct alice_backend_ctx *ctx, const struct alice_tensor 
 static enum alice_status mm_raw(struct alice_backend_ctx *ctx, const struct alice_tensor *x, struct mm_x *xa)
 {
 	xa->s_off = 0;
+	xa->xvec = 0;
 	xa->nb0 = (uint32_t)x->nb[0];
 	xa->nb1 = (uint32_t)x->nb[1];
 	xa->nb2 = (uint32_t)x->nb[2];
 	xa->nb3 = (uint32_t)x->nb[3];
 	return vk_bind_tensor(ctx, x, &xa->b);
+}
+
+/* the scratch region holding x converted as fmt by an earlier product of this graph, or -1 */
+static int actq_find(struct alice_backend_ctx *ctx, const struct alice_tensor *x, uint32_t fmt)
+{
+	for (int i = 0; i < VK_SCRATCH_RING; i++) {
+		const struct vk_actq_entry *e = &ctx->actq[i];
+		if (e->valid && e->fmt == fmt && e->x.buf == x->buf && e->x.offset == x->offset && e->x.type == x->type &&
+		    !memcmp(e->x.ne, x->ne, sizeof(x->ne)) && !memcmp(e->x.nb, x->nb, sizeof(x->nb)))
+			return i;
+	}
+	return -1;
+}
+
+#define ACT_F16_ROWS 6u /* actq cache format of tof16.comp's packed F16 rows */
+
+/* x as packed F16 rows for the cooperative-matrix GEMM, converted once
+ * into a scratch region (and found there by the next product of the same
+ * input); F32 elements as they are where K % 8 != 0 */
+static enum alice_status mm_half(struct alice_backend_ctx *ctx, const struct alice_tensor *x, struct mm_x *xa)
+{
+	int64_t K = x->ne[0], M = x->ne[1];
+	uint64_t n8 = (uint64_t)vk_nelem(x) / 8, bytes = n8 * 16;
+	if (K % 8 != 0 || !ctx->scratch || bytes > ctx->scratch_region || n8 > 0xffffffffull)
+		return mm_raw(ctx, x, xa);
+	int hit = actq_find(ctx, x, ACT_F16_ROWS);
+	uint32_t region = hit >= 0 ? (uint32_t)hit : ctx->scratch_next++ % VK_SCRATCH_RING;
+	struct vk_bind ab[2];
+	enum alice_status st;
+	if ((st = vk_bind_raw(ctx, ctx->scratch, (uint64_t)region * ctx->scratch_region, bytes, &ab[0])) != ALICE_OK ||
+	    (st = vk_bind_tensor(ctx, x, &ab[1])) != ALICE_OK)
+		return st;
+	if (ab[0].rel != 0)
+		return vk_fail(ctx, ALICE_ERR_BACKEND, "scratch region misaligned");
+	if (hit < 0) {
+		struct {
+			uint32_t K, M, ne2, n;
+			uint32_t x_off, x_nb0, x_nb1, x_nb2;
+			uint32_t x_nb3, pad[3];
+		} pc = {(uint32_t)K, (uint32_t)M, (uint32_t)x->ne[2], (uint32_t)n8, ab[1].rel, (uint32_t)x->nb[0],
+			(uint32_t)x->nb[1], (uint32_t)x->nb[2], (uint32_t)x->nb[3], {0, 0, 0}};
+		if ((st = vk_dispatch(ctx, "tof16", ab, 2, &pc, sizeof(pc), (uint32_t)((n8 + 255) / 256))) != ALICE_OK)
+			return st;
+		ctx->actq[region].valid = true;
+		ctx->actq[region].fmt = ACT_F16_ROWS;
+		ctx->actq[region].x = *x;
+	}
+	xa->b = ab[0];
+	xa->s_off = 0;
+	xa->xvec = 2;
+	xa->nb0 = 2;
+	xa->nb1 = (uint32_t)(K * 2);
+	xa->nb2 = (uint32_t)(K * M * 2);
+	xa->nb3 = (uint32_t)(K * M * x->ne[2] * 2);
+	return ALICE_OK;
 }
 
 static enum alice_status mm_round(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
@@ -132,14 +189,7 @@ static enum alice_status mm_round(struct alice_backend_ctx *ctx, const struct al
 		if (!ctx->scratch || bytes > ctx->scratch_region)
 			return vk_fail(ctx, ALICE_ERR_BACKEND, "activation scratch not prepared");
 		/* the same input rounded the same way by an earlier matmul of this graph? */
-		int hit = -1;
-		for (int i = 0; i < VK_SCRATCH_RING && hit < 0; i++) {
-			const struct vk_actq_entry *e = &ctx->actq[i];
-			if (e->valid && e->fmt == fmt && e->x.buf == x->buf && e->x.offset == x->offset &&
-			    e->x.type == x->type && !memcmp(e->x.ne, x->ne, sizeof(x->ne)) &&
-			    !memcmp(e->x.nb, x->nb, sizeof(x->nb)))
-				hit = i;
-		}
+		int hit = actq_find(ctx, x, fmt);
 		uint32_t region = hit >= 0 ? (uint32_t)hit : ctx->scratch_next++ % VK_SCRATCH_RING;
 		uint64_t off = (uint64_t)region * ctx->scratch_region;
 		struct vk_bind ab[2];
@@ -197,8 +247,8 @@ static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alic
 	if (K % 16 != 0 && ti->block_size > 1)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 16", (long long)K);
 	struct mm_x xa;
-	/* the cooperative-matrix GEMM reads x as it is, rounding it to F16 itself */
-	st = mm_coopmat(ctx, w, x, decode) ? mm_raw(ctx, x, &xa) : mm_round(ctx, w, x, &xa);
+	/* the cooperative-matrix GEMM reads x as F16 (as the CUDA backend's F16 GEMM rounds it) */
+	st = mm_coopmat(ctx, w, x, decode) ? mm_half(ctx, x, &xa) : mm_round(ctx, w, x, &xa);
 	if (st != ALICE_OK)
 		return st;
 	/* a weight larger than one descriptor range goes in slices of rows */
@@ -310,7 +360,7 @@ struct mmt_push {
 	uint32_t x_off, x_nb0, x_nb1, x_nb2;
 	uint32_t x_nb3, d_off, d_nb0, d_nb1;
 	uint32_t d_nb2, d_nb3, n_wg, s_off;
-	uint32_t xvec; /* mmc.comp: x rows as 16-byte vectors */
+	uint32_t xvec; /* mmc.comp: 2 x as packed F16 rows */
 };
 
 /* Columns from which the 64 x 64 tiled kernel (mmt.comp) takes over. */
@@ -397,10 +447,16 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
 			.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .n_wg = (uint32_t)n_wg,
 			.s_off = xa->s_off,
-			.xvec = xa->nb0 == 4 && K % 4 == 0 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0,
+			.xvec = xa->xvec,
 		};
 		char name[32];
-		snprintf(name, sizeof(name), "%s_%s", cm ? (v == 'L' ? "mmcL" : v == 'W' ? "mmcW" : "mmc") : "mmt", vk_wtype_name(w));
+		static int mmch = -1; /* ALICE_VK_MMCH=1: the W tile's halves-array form (comparisons) */
+		if (mmch < 0) {
+			const char *e = getenv("ALICE_VK_MMCH");
+			mmch = e && e[0] == '1';
+		}
+		snprintf(name, sizeof(name), "%s_%s", cm ? (v == 'L' ? "mmcL" : v == 'W' ? (mmch ? "mmcWh" : "mmcW") : "mmc") : "mmt",
+			 vk_wtype_name(w));
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	/* Q4_K / Q6_K / Q8_0: mv.comp (32 threads and 16-byte loads per row,

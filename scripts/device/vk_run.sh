@@ -5,7 +5,8 @@
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
 # (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0" (the tiled attention), "q6x", "bench8b",
-# "launch" (graph_launch test), "ab" (tg128 default / ALICE_PACK=0 / ALICE_VK_GATHER=0 / ALICE_VK_SPIN=0), "pgeom" (packed mat-vec geometries)); carry .devbuild .devlibs .devfix .gl.
+# "launch" (graph_launch test), "ab" (tg128 default / ALICE_PACK=0 / ALICE_VK_GATHER=0 / ALICE_VK_SPIN=0), "pgeom" (packed mat-vec geometries),
+# "abv" (this build's Vulkan backend against an earlier one in $BUILD/old, and ALICE_VK_FA=0)); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -57,6 +58,20 @@ if has ab; then
     done
   done
 fi
+if has abv; then
+  # pp512 / tg128 of this build's Vulkan backend, of an earlier commit's
+  # (its .so in $b/old) and of this one with attn.comp for every token, interleaved
+  for pass in $(seq 1 ${PASSES:-2}); do
+    for t in $types; do
+      for v in new old nofa; do
+        bp=$ALICE_BACKEND_PATH; e=
+        [ $v = old ] && bp=$PWD/$b/old
+        [ $v = nofa ] && e=ALICE_VK_FA=0
+        echo "== $t $v (pass $pass): $(env $e ALICE_BACKEND_PATH=$bp timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 128 -r 2 --warmup-ms 300 2>/dev/null | grep -E 'pp512|tg128' | awk -F'|' '{print $7 $8}' | tr '\n' ' ')"
+      done
+    done
+  done
+fi
 if has pgeom; then
   # mat-vec geometries of the packed types (ALICE_VK_MVX=TYPE:RW,KS,U2)
   for g in default 1,1,0 2,2,1 1,2,1 4,2,1 default; do
@@ -83,8 +98,9 @@ fi
 if has profp; then
   for t in $types; do
     echo "== $t prefill, ALICE_VK_PROFILE=1 (-p 512 -n 0)"
-    ALICE_VK_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 1 > "$out/profp-$t.log" 2>&1
-    grep -A16 "vulkan profile:" "$out/profp-$t.log" | head -16
+    ALICE_VK_PROFILE=2 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 2 > "$out/profp-$t.log" 2>&1
+    grep "vulkan profile: graph" "$out/profp-$t.log" | tail -3
+    grep -A18 "vulkan profile: [0-9]* graphs" "$out/profp-$t.log" | head -18
   done
 fi
 if has bench; then

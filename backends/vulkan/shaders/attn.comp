@@ -24,11 +24,13 @@ layout(push_constant) uniform PC {
 	uint d_nb0, d_nb1, d_nb2, n_cells;
 	float scale, cap;
 	uint t_off, tbl_n, bs_sh, n_blk; // block table: byte offset in f_, entries (0: none), log2 block, blocks
+	uint fa; // fa.comp takes the tokens of long runs (fa_token)
 } p;
 
 shared float qs[DMAX];
 shared float ps[WG];
 shared uint pcs[WG]; // the block's physical cells
+shared bool rc[32];  // which of the neighbouring tokens continue a run (p.fa)
 
 // K row dot q (K in b_)
 float kdot(uint kr)
@@ -71,6 +73,21 @@ void main()
 		return;
 	uint tid = gl_LocalInvocationID.x;
 	uint h = wg % p.nh, t = wg / p.nh, hk = h / p.group;
+	if (p.fa != 0u) {
+		// fa_token(t) with its range reads made at once: cont(i), i = t - 14 .. t + 15
+		if (tid < 30u) {
+			int i = int(t) - 14 + int(tid);
+			rc[tid] = i > 0 && uint(i) < p.nt && rg_cont(uint(i));
+		}
+		barrier();
+		uint len = 1u;
+		for (int j = 14; j >= 0 && len < 16u && rc[j]; j--)
+			len++;
+		for (uint j = 15u; j < 30u && len < 16u && rc[j]; j++)
+			len++;
+		if (len >= 16u)
+			return;
+	}
 	uint qr = p.q_off + h * p.q_nb1 + t * p.q_nb2;
 	for (uint i = tid; i < p.dk; i += WG) {
 		float q = a_f(qr + i * 4u);

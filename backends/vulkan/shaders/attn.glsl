@@ -16,3 +16,21 @@ uint pcell(uint c)
 
 // the soft-cap's tanh (tanh_s), one definition with the activations'
 #include "act.glsl"
+
+// A token's cell range [rg0, rg1) (src3, e_), and whether fa.comp takes it:
+// its sequence's run of consecutive tokens in the op (each range ending one
+// cell after the previous one's and starting at the same cell or one later)
+// has at least 16 tokens. Decided per token, never by the step's size, so a
+// decode token's result does not depend on a prefill sharing its step.
+int rg0(uint t) { return e_i(p.r_off + t * p.r_nb1); }
+int rg1(uint t) { return e_i(p.r_off + p.r_nb0 + t * p.r_nb1); }
+bool rg_cont(uint i) { return rg1(i) == rg1(i - 1u) + 1 && (rg0(i) == rg0(i - 1u) || rg0(i) == rg0(i - 1u) + 1); }
+bool fa_token(uint t)
+{
+	uint len = 1u;
+	for (uint i = t; i > 0u && len < 16u && rg_cont(i); i--)
+		len++;
+	for (uint i = t + 1u; i < p.nt && len < 16u && rg_cont(i); i++)
+		len++;
+	return len >= 16u;
+}

@@ -36,22 +36,6 @@ void report(uint code, uint detail)
 		st_[1] = detail;
 }
 
-// Small integers to floats without int-to-float conversions (a
-// quarter-rate instruction on NVIDIA GPUs, which bounded the dequantizing
-// shaders): 2^23 + b has b in its low mantissa bits, so
-// float(bits | 0x4B000000) - (2^23 + o) is b - o exactly (b < 2^23).
-// fu: b; fuo: b - o; fs8: a signed byte (b ^ 0x80 adds 128); u4 / u4o / s4:
-// the 4 bytes of a word.
-float fuo(uint b, float o) { return uintBitsToFloat(b | 0x4B000000u) - (8388608.0 + o); }
-float fu(uint b) { return fuo(b, 0.0); }
-float fs8(uint b) { return fuo(b ^ 0x80u, 128.0); }
-vec4 u4o(uint w, float o)
-{
-	return uintBitsToFloat(uvec4(w & 0xffu, (w >> 8) & 0xffu, (w >> 16) & 0xffu, w >> 24) | 0x4B000000u) - (8388608.0 + o);
-}
-vec4 u4(uint w) { return u4o(w, 0.0); }
-vec4 s4(uint w) { return u4o(w ^ 0x80808080u, 128.0); }
-
 uint wg_flat() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
 
 // ---- reads from src0 (a_) by byte offset ----

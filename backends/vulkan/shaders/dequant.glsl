@@ -31,12 +31,12 @@ uint qb(uvec4 q, uint i) { return (q[i >> 2] >> ((i & 3u) * 8u)) & 0xffu; }
 void k4_scale_min(uint s, uint j, out float sc, out float m)
 {
 	if (j < 4u) {
-		sc = fu(a_u8(s + j) & 63u);
-		m = fu(a_u8(s + j + 4u) & 63u);
+		sc = float(a_u8(s + j) & 63u);
+		m = float(a_u8(s + j + 4u) & 63u);
 	} else {
 		uint q = a_u8(s + j + 4u);
-		sc = fu((q & 0xfu) | ((a_u8(s + j - 4u) >> 6) << 4));
-		m = fu((q >> 4) | ((a_u8(s + j) >> 6) << 4));
+		sc = float((q & 0xfu) | ((a_u8(s + j - 4u) >> 6) << 4));
+		m = float((q >> 4) | ((a_u8(s + j) >> 6) << 4));
 	}
 }
 #endif
@@ -48,7 +48,7 @@ void dq16(uint rb, uint g, out float v[16])
 	float d = a_h(bb);
 	uvec4 q = a_u128(bb + 2u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = fuo((qb(q, i) >> sh) & 15u, 8.0) * d;
+		v[i] = (float((qb(q, i) >> sh) & 15u) - 8.0) * d;
 }
 #elif defined(WT_Q4_1)
 // The min term is kept apart for MUL_MAT: llama.cpp pairs Q4_1/Q5_1 with
@@ -61,7 +61,7 @@ void dq16_nomin(uint rb, uint g, out float v[16])
 	float d = a_h(bb);
 	uvec4 q = a_u128(bb + 4u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = fu((qb(q, i) >> sh) & 15u) * d;
+		v[i] = float((qb(q, i) >> sh) & 15u) * d;
 }
 #elif defined(WT_Q5_0)
 void dq16(uint rb, uint g, out float v[16])
@@ -71,7 +71,7 @@ void dq16(uint rb, uint g, out float v[16])
 	uint qh = a_u32(bb + 2u) >> (h * 16u);
 	uvec4 q = a_u128(bb + 6u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = fuo(((qb(q, i) >> sh) & 15u) | (((qh >> i) & 1u) << 4), 16.0) * d;
+		v[i] = float(int(((qb(q, i) >> sh) & 15u) | (((qh >> i) & 1u) << 4)) - 16) * d;
 }
 #elif defined(WT_Q5_1)
 #define WMIN 1
@@ -83,7 +83,7 @@ void dq16_nomin(uint rb, uint g, out float v[16])
 	uint qh = a_u32(bb + 4u) >> (h * 16u);
 	uvec4 q = a_u128(bb + 8u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = fu(((qb(q, i) >> sh) & 15u) | (((qh >> i) & 1u) << 4)) * d;
+		v[i] = float(((qb(q, i) >> sh) & 15u) | (((qh >> i) & 1u) << 4)) * d;
 }
 #elif defined(WT_Q8_0)
 void dq16(uint rb, uint g, out float v[16])
@@ -92,7 +92,7 @@ void dq16(uint rb, uint g, out float v[16])
 	float d = a_h(bb);
 	uvec4 q = a_u128(bb + 2u + (g & 1u) * 16u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = fs8(qb(q, i)) * d;
+		v[i] = float(int(qb(q, i) << 24) >> 24) * d;
 }
 #elif defined(WT_Q8_0P)
 // packed (vk_pack.c): runs of 8 blocks, their 256 quants then 8 fp16 scales
@@ -102,7 +102,7 @@ void dq16(uint rb, uint g, out float v[16])
 	float d = a_h(run + 256u + 2u * j);
 	uvec4 q = a_u128(run + 32u * j + (g & 1u) * 16u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = fs8(qb(q, i)) * d;
+		v[i] = float(int(qb(q, i) << 24) >> 24) * d;
 }
 #elif defined(WT_IQ4_NL)
 void dq16(uint rb, uint g, out float v[16])
@@ -138,11 +138,11 @@ void dq16(uint rb, uint g, out float v[16])
 	uint bb = rb + (g >> 4) * 84u, j = (g & 15u) >> 1, l0 = (g & 1u) * 16u;
 	float d = a_h(bb + 80u), dmin = a_h(bb + 82u);
 	uint s = a_u8(bb + g % 16u);
-	float dl = d * fu(s & 15u), ml = dmin * fu(s >> 4);
+	float dl = d * float(s & 15u), ml = dmin * float(s >> 4);
 	uvec4 q = a_u128(bb + 16u + (j >> 2) * 32u + l0);
 	uint sh = 2u * (j & 3u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = dl * fu((qb(q, i) >> sh) & 3u) - ml;
+		v[i] = dl * float((qb(q, i) >> sh) & 3u) - ml;
 }
 #elif defined(WT_Q3_K)
 void dq16(uint rb, uint g, out float v[16])
@@ -151,13 +151,16 @@ void dq16(uint rb, uint g, out float v[16])
 	uint idx = g & 15u;
 	uint lo = idx < 8u ? (a_u8(bb + 96u + idx) & 15u) : (a_u8(bb + 96u + idx - 8u) >> 4);
 	uint hi = (a_u8(bb + 104u + (idx & 3u)) >> (2u * (idx >> 2))) & 3u;
-	float dl = a_h(bb + 108u) * fuo(lo | (hi << 4), 32.0);
+	float dl = a_h(bb + 108u) * float(int(lo | (hi << 4)) - 32);
 	uvec4 q = a_u128(bb + 32u + (j >> 2) * 32u + l0);
 	uvec4 hm = a_u128(bb + l0);
 	uint sh = 2u * (j & 3u);
-	// q - 4 where the high bit is clear: (q | 4 hbit) - 4
-	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = dl * fuo(((qb(q, i) >> sh) & 3u) | (((qb(hm, i) >> j) & 1u) << 2), 4.0);
+	[[unroll]] for (uint i = 0u; i < 16u; i++) {
+		int qv = int((qb(q, i) >> sh) & 3u);
+		if (((qb(hm, i) >> j) & 1u) == 0u)
+			qv -= 4;
+		v[i] = dl * float(qv);
+	}
 }
 #elif defined(WT_Q4_K)
 void dq16(uint rb, uint g, out float v[16])
@@ -169,7 +172,7 @@ void dq16(uint rb, uint g, out float v[16])
 	uvec4 q = a_u128(bb + 16u + (j >> 1) * 32u + l0);
 	uint sh = (j & 1u) * 4u;
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = d1 * fu((qb(q, i) >> sh) & 15u) - m1;
+		v[i] = d1 * float((qb(q, i) >> sh) & 15u) - m1;
 }
 #elif defined(WT_Q5_K)
 void dq16(uint rb, uint g, out float v[16])
@@ -182,7 +185,7 @@ void dq16(uint rb, uint g, out float v[16])
 	uvec4 q = a_u128(bb + 48u + (j >> 1) * 32u + l0);
 	uint sh = (j & 1u) * 4u;
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
-		v[i] = d1 * fu(((qb(q, i) >> sh) & 15u) | (((qb(qh, i) >> j) & 1u) << 4)) - m1;
+		v[i] = d1 * float(((qb(q, i) >> sh) & 15u) | (((qb(qh, i) >> j) & 1u) << 4)) - m1;
 }
 #elif defined(WT_Q6_K) || defined(WT_Q6_KP)
 // group g's 16 values of a super-block: its 192 quant bytes (ql, qh) at qs,
@@ -191,13 +194,13 @@ void q6k_dq16(uint qs, uint sc, uint db, uint g, out float v[16])
 {
 	uint j = (g & 15u) >> 1, l0 = (g & 1u) * 16u;
 	uint n = j >> 2, gg = j & 3u;
-	float dl = a_h(db) * fs8(a_u8(sc + (g & 15u)));
+	float dl = a_h(db) * float(int(a_u8(sc + (g & 15u)) << 24) >> 24);
 	uvec4 ql = a_u128(qs + n * 64u + (gg & 1u) * 32u + l0);
 	uvec4 qh = a_u128(qs + 128u + n * 32u + l0);
 	uint sl = (gg >> 1) * 4u, shh = 2u * gg;
 	[[unroll]] for (uint i = 0u; i < 16u; i++) {
 		uint lo = (qb(ql, i) >> sl) & 15u, hi = (qb(qh, i) >> shh) & 3u;
-		v[i] = dl * fuo(lo | (hi << 4), 32.0);
+		v[i] = dl * float(int(lo | (hi << 4)) - 32);
 	}
 }
 #if defined(WT_Q6_KP)
@@ -222,7 +225,7 @@ void dq16(uint rb, uint g, out float v[16])
 	float d = a_h(bb);
 	uint shi = a_u16(bb + 2u);
 	uint ls = ((a_u8(bb + 4u + ib / 2u) >> (4u * (ib & 1u))) & 15u) | (((shi >> (2u * ib)) & 3u) << 4);
-	float dl = d * fuo(ls, 32.0);
+	float dl = d * float(int(ls) - 32);
 	uvec4 q = a_u128(bb + 8u + ib * 16u);
 	[[unroll]] for (uint i = 0u; i < 16u; i++)
 		v[i] = dl * kv_iq4nl[(qb(q, i) >> sh) & 15u];

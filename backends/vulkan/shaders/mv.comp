@@ -93,6 +93,11 @@ shared float red[MT * RW * 128u];
 #endif
 
 uint byte_of(uint w, uint i) { return (w >> (8u * i)) & 0xffu; }
+vec4 u4(uint w) { return vec4(float(w & 0xffu), float((w >> 8) & 0xffu), float((w >> 16) & 0xffu), float(w >> 24)); }
+vec4 s4(uint w)
+{
+	return vec4(float(int(w << 24) >> 24), float(int(w << 16) >> 24), float(int(w << 8) >> 24), float(int(w) >> 24));
+}
 #ifndef AV
 #define AV 0
 #endif
@@ -129,12 +134,12 @@ float q4k_item(uvec4 q, vec2 dm, uint s0, uint s1, uint s2, uint c, vec4 xl[4], 
 	[[unroll]] for (uint e = 0u; e < 2u; e++) {
 		uint jj = 2u * c + e;
 		if (jj < 4u) {
-			sc[e] = fu(byte_of(s0, jj) & 63u);
-			mn[e] = fu(byte_of(s1, jj) & 63u);
+			sc[e] = float(byte_of(s0, jj) & 63u);
+			mn[e] = float(byte_of(s1, jj) & 63u);
 		} else {
 			uint b2 = byte_of(s2, jj - 4u);
-			sc[e] = fu((b2 & 15u) | ((byte_of(s0, jj - 4u) >> 6) << 4));
-			mn[e] = fu((b2 >> 4) | ((byte_of(s1, jj - 4u) >> 6) << 4));
+			sc[e] = float((b2 & 15u) | ((byte_of(s0, jj - 4u) >> 6) << 4));
+			mn[e] = float((b2 >> 4) | ((byte_of(s1, jj - 4u) >> 6) << 4));
 		}
 	}
 	float ql = (dot(u4(q.x & 0x0f0f0f0fu), xl[0]) + dot(u4(q.y & 0x0f0f0f0fu), xl[1])) +
@@ -149,7 +154,7 @@ float q6k_g(uvec4 a, uint ash, uvec4 hh, uint sh, vec4 x[4])
 {
 	float s = 0.0;
 	[[unroll]] for (uint t = 0u; t < 4u; t++)
-		s += dot(u4o(((a[t] >> ash) & 0x0f0f0f0fu) | (((hh[t] >> sh) & 0x03030303u) << 4), 32.0), x[t]);
+		s += dot(u4(((a[t] >> ash) & 0x0f0f0f0fu) | (((hh[t] >> sh) & 0x03030303u) << 4)) - 32.0, x[t]);
 	return s;
 }
 
@@ -236,7 +241,8 @@ void main()
 #define ITEM_LOAD(R, IT) { uint sb_ = (IT) >> 2, hn_ = ((IT) >> 1) & 1u, h_ = (IT) & 1u; \
 		[[unroll]] for (uint k = 0u; k < RW; k++) { \
 			uint sw0, sw1; float d; Q6_RAW(wrow[k], sb_, hn_, h_, R.qa[k], R.qb2[k], R.qh[k], sw0, sw1, d) \
-			R.ds[k] = d * vec4(fs8(byte_of(sw0, h_)), fs8(byte_of(sw0, h_ + 2u)), fs8(byte_of(sw1, h_)), fs8(byte_of(sw1, h_ + 2u))); } }
+			R.ds[k] = d * vec4(float(int(byte_of(sw0, h_) << 24) >> 24), float(int(byte_of(sw0, h_ + 2u) << 24) >> 24), \
+					 float(int(byte_of(sw1, h_) << 24) >> 24), float(int(byte_of(sw1, h_ + 2u) << 24) >> 24)); } }
 #define ITEM_ACC(R, IT) { uint k0_ = ((IT) >> 2) * 256u + (((IT) >> 1) & 1u) * 128u + ((IT) & 1u) * 16u; \
 		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 x0[4], x1[4], x2[4], x3[4]; \
 			uint xb = xb0 + j * p.x_nb1 + k0_ * 4u; \
