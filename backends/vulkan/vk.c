@@ -457,11 +457,14 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		ctx->fuse = 0;
 	else if (fz && *fz && strcmp(fz, "1"))
 		ctx->fuse = (strstr(fz, "norm") ? VK_FUSE_NORM : 0) | (strstr(fz, "normq") ? VK_FUSE_NORMQ : 0) |
-			    (strstr(fz, "rope") ? VK_FUSE_ROPE : 0) | (strstr(fz, "mv") ? VK_FUSE_MV : 0);
+			    (strstr(fz, "rope") ? VK_FUSE_ROPE : 0) | (strstr(fz, "mv") ? VK_FUSE_MV : 0) |
+			    (strstr(fz, "mvq") ? VK_FUSE_MVQ : 0);
 	const char *nosg = getenv("ALICE_VK_NO_SUBGROUP");
 	ctx->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
 			      (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
 			      (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) && !(nosg && *nosg == '1');
+	ctx->sg_shuffle = ctx->subgroup_arith && sg.subgroupSize >= 8 &&
+			    (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
 	/* import only where it saves a copy: on a discrete GPU, device memory is the one copy */
 	ctx->host_import = imp && ctx->unified && hp.minImportedHostPointerAlignment > 0;
 	ctx->import_align = hp.minImportedHostPointerAlignment;

@@ -94,6 +94,7 @@ struct alice_backend_ctx {
 	bool unified;       /* integrated GPU / CPU device: host-visible memory is device memory */
 	bool force_staging; /* ALICE_VK_FORCE_STAGING=1: never map device buffers (tests the discrete path) */
 	bool subgroup_arith;/* subgroupAdd/Max in compute shaders */
+	bool sg_shuffle;    /* subgroups of 8 or more with shuffles (mv.comp's XR forms) */
 	unsigned fuse;      /* chains of nodes as one dispatch (vk_fuse.c): VK_FUSE_* */
 	bool coopmat;       /* prefill GEMM on NV cooperative matrices (mmc.comp; ALICE_VK_COOPMAT=0: off) */
 	bool host_import;   /* VK_EXT_external_memory_host enabled */
@@ -330,7 +331,8 @@ bool vk_mm_reads_rounded(struct alice_backend_ctx *ctx, const struct alice_op_ar
 #define VK_FUSE_NORMQ 2u
 #define VK_FUSE_ROPE 4u
 #define VK_FUSE_MV 8u
-#define VK_FUSE_ALL 15u
+#define VK_FUSE_MVQ 16u /* a decode mat-vec rounds its own activations (no actq dispatch) */
+#define VK_FUSE_ALL 31u
 /* vk_fuse.c: an RMS_NORM alone on the fused norm's shader where it fits
  * (*done), so a norm is the same code fused or not */
 enum alice_status vk_norm_addnorm(const struct alice_op_args *a, bool *done) VK_HIDDEN;

@@ -87,6 +87,7 @@ struct mm_x {
 	uint32_t nb0, nb1, nb2, nb3;
 	uint32_t s_off; /* Q8_1 block sums, bytes from the binding's start */
 	uint32_t xvec;	/* mmc.comp: 2 packed F16 rows (tof16.comp), 0 F32 elements */
+	uint32_t xr;	/* mv.comp rounds x itself as actq.comp format xr would (0: x is as read) */
 };
 
 /* The shaders' name for a weight's type: packed Q8_0 / Q6_K (vk_pack.c) have their own. */
@@ -103,6 +104,9 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 
 static bool mm_coopmat(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const struct alice_tensor *x,
 		       bool decode);
+static bool mv_takes(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const struct mm_x *xa);
+static const char *mvx_env(void);
+static int64_t tiled_min_m(void);
 
 /* x rounded once (into a scratch region) as w's dot expects, or x itself
  * for F32 weights: what the product shaders read */
@@ -111,6 +115,7 @@ static enum alice_status mm_raw(struct alice_backend_ctx *ctx, const struct alic
 {
 	xa->s_off = 0;
 	xa->xvec = 0;
+	xa->xr = 0;
 	xa->nb0 = (uint32_t)x->nb[0];
 	xa->nb1 = (uint32_t)x->nb[1];
 	xa->nb2 = (uint32_t)x->nb[2];
@@ -247,8 +252,19 @@ static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alic
 	if (K % 16 != 0 && ti->block_size > 1)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 16", (long long)K);
 	struct mm_x xa;
-	/* the cooperative-matrix GEMM reads x as F16 (as the CUDA backend's F16 GEMM rounds it) */
-	st = mm_coopmat(ctx, w, x, decode) ? mm_half(ctx, x, &xa) : mm_round(ctx, w, x, &xa);
+	uint32_t bs, fmt = vk_act_fmt(w->type, &bs);
+	/* the cooperative-matrix GEMM reads x as F16 (as the CUDA backend's F16
+	 * GEMM rounds it); a decode mat-vec rounds x itself where it can (and x
+	 * was not rounded already by an earlier product), else actq.comp does */
+	if (mm_coopmat(ctx, w, x, decode))
+		st = mm_half(ctx, x, &xa);
+	else if ((ctx->fuse & VK_FUSE_MVQ) && ctx->sg_shuffle && (fmt == 3 || fmt == 4) && !mvx_env() &&
+		 (decode || x->ne[1] < tiled_min_m()) && x->type == ALICE_TYPE_F32 && x->ne[0] % (fmt == 4 ? 256 : 32) == 0 &&
+		 actq_find(ctx, x, fmt) < 0 && mm_raw(ctx, x, &xa) == ALICE_OK && mv_takes(ctx, w, &xa)) {
+		xa.xr = fmt;
+		st = ALICE_OK;
+	} else
+		st = mm_round(ctx, w, x, &xa);
 	if (st != ALICE_OK)
 		return st;
 	/* a weight larger than one descriptor range goes in slices of rows */
@@ -407,6 +423,31 @@ static void mv_geom(uint32_t type, uint32_t *rw, uint32_t *ks)
 	*ks = type == ALICE_TYPE_Q6_K ? 1 : 2;
 }
 
+/* Q4_K / Q6_K / Q8_0: mv.comp (32 threads and 16-byte loads per row, every
+ * weight byte used once) for the columns of a decode product; its Q4_K
+ * quants and every type's activations are read as 16-byte vectors, so
+ * those must be aligned (packed rows: packing checked it) */
+static bool mv_takes(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const struct mm_x *xa)
+{
+	bool mv = (w->type == ALICE_TYPE_Q4_K || w->type == ALICE_TYPE_Q6_K || w->type == ALICE_TYPE_Q8_0) &&
+		  xa->nb0 == 4 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0 && !mv_off();
+	if (mv && (w->type == ALICE_TYPE_Q4_K || (w->flags & ALICE_TENSOR_PACKED)))
+		mv = ((vk_rel_of(ctx, w) | (uint64_t)w->nb[1] | (uint64_t)w->nb[2] | (uint64_t)w->nb[3]) & 15) == 0;
+	return mv;
+}
+
+/* ALICE_VK_MVX: comparisons of mat-vec geometries (CMakeLists.txt builds the variants) */
+static const char *mvx_env(void)
+{
+	static const char *mvx = NULL;
+	static int read = 0;
+	if (!read) {
+		mvx = getenv("ALICE_VK_MVX");
+		read = 1;
+	}
+	return mvx;
+}
+
 static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
 				const struct alice_tensor *x, const struct mm_x *xa, const struct alice_tensor *d,
 				bool decode)
@@ -459,14 +500,9 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			 vk_wtype_name(w));
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
-	/* Q4_K / Q6_K / Q8_0: mv.comp (32 threads and 16-byte loads per row,
-	 * every weight byte used once); its Q4_K quants and every type's
-	 * activations are read as 16-byte vectors, so those must be aligned */
-	bool mv = (w->type == ALICE_TYPE_Q4_K || w->type == ALICE_TYPE_Q6_K || w->type == ALICE_TYPE_Q8_0) &&
-		  xa->nb0 == 4 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0 && !mv_off();
-	/* Q4_K and packed rows are read as 16-byte vectors (packing checked the alignment) */
-	if (mv && (w->type == ALICE_TYPE_Q4_K || (w->flags & ALICE_TENSOR_PACKED)))
-		mv = ((vk_rel_of(ctx, w) | (uint64_t)w->nb[1] | (uint64_t)w->nb[2] | (uint64_t)w->nb[3]) & 15) == 0;
+	bool mv = mv_takes(ctx, w, xa);
+	if (xa->xr && !mv)
+		return vk_fail(ctx, ALICE_ERR_BACKEND, "MUL_MAT: unrounded activations for a product that is not a mat-vec");
 	/* mm.comp: threads per weight row enough for K, at most the workgroup;
 	 * mv.comp: 32, teams of 4 rows (Q6_K: 1) */
 	int64_t units = ti->block_size > 1 ? (K / 16 + 3) / 4 : (K + 15) / 16; /* ~4 groups per thread */
@@ -475,12 +511,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		tl++;
 	uint64_t rows_per_wg = 128u >> tl;
 	int xrw = 0, xks = 1, xu2 = 0, xav = 0;
-	static const char *mvx = NULL;
-	static int mvx_read = 0;
-	if (!mvx_read) { /* comparisons of mat-vec geometries (CMakeLists.txt builds the variants) */
-		mvx = getenv("ALICE_VK_MVX");
-		mvx_read = 1;
-	}
+	const char *mvx = mvx_env();
 	if (mv) {
 		uint32_t rw, ks;
 		mv_geom(w->type, &rw, &ks);
@@ -524,7 +555,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	};
 	char name[32];
 	/* decode (one column): the variant with a single accumulator */
-	snprintf(name, sizeof(name), "%s%s_%s", mv ? "mv" : "mm", M == 1 ? "1" : "", vk_wtype_name(w));
+	snprintf(name, sizeof(name), "%s%s_%s", mv ? (xa->xr ? "mvr" : "mv") : "mm", M == 1 ? "1" : "", vk_wtype_name(w));
 	if (xrw)
 		snprintf(name, sizeof(name), "mv1x%d%d%d%s_%s", xrw, xks, xu2, xav ? "a" : "", vk_wtype_name(w));
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);

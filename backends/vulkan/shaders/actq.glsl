@@ -21,19 +21,34 @@ float div_cr(float a, float b)
 
 float round_f16(float x) { return unpackHalf2x16(f32_to_f16(x)).x; }
 
-// fmt 3 (Q8_0 values, also Q8_1's) and 4 (Q8_K)
-float actq_q8(uint fmt, float v, float amax, float mx)
+// fmt 3 (Q8_0 values, also Q8_1's) and 4 (Q8_K): a block's scale d and
+// multiplier id from its absolute maximum (amax) and the signed element
+// holding it (mx), then an element's value (mv.comp takes them apart to
+// compute the scales once a block)
+void q8_scales(uint fmt, float amax, float mx, out float d, out float id)
 {
 	if (fmt == 3u || fmt == 5u) {
-		float d = amax / 127.0, id = amax != 0.0 ? div_cr(127.0, amax) : 0.0;
-		return round_f16(d) * roundEven(v * id);
+		d = round_f16(amax / 127.0);
+		id = amax != 0.0 ? div_cr(127.0, amax) : 0.0;
+		return;
 	}
-	if (amax == 0.0)
-		return 0.0;
-	float iscale = div_cr(-127.0, mx), d = div_cr(1.0, iscale);
-	return d * min(roundEven(iscale * v), 127.0);
+	id = amax != 0.0 ? div_cr(-127.0, mx) : 0.0;
+	d = amax != 0.0 ? div_cr(1.0, id) : 0.0;
+}
+float q8_val(uint fmt, float v, float amax, float d, float id)
+{
+	if (fmt == 3u || fmt == 5u)
+		return d * roundEven(v * id);
+	return amax == 0.0 ? 0.0 : d * min(roundEven(id * v), 127.0);
+}
+float actq_q8(uint fmt, float v, float amax, float mx)
+{
+	float d, id;
+	q8_scales(fmt, amax, mx, d, id);
+	return q8_val(fmt, v, amax, d, id);
 }
 
+#ifndef ACTQ_NO_BLK
 // The absolute maximum of a block of bs threads (bs 32 or 256 beginning at
 // thread tid - bi) and the signed element holding it first (mx): what a
 // scan in order keeps (NaN never becomes the maximum). Subgroup maxima where
@@ -90,3 +105,4 @@ void blk_amax(uint tid, uint bi, uint bs, float v, out float amax, out float mx)
 	mx = (s_ix[base] & 0x10000u) != 0u ? -amax : amax;
 	barrier();
 }
+#endif
