@@ -463,10 +463,14 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		static int mmc_v = -1;
 		if (mmc_v < 0) {
 			const char *e = getenv("ALICE_VK_MMC");
-			mmc_v = e && (e[0] == 'S' || e[0] == 'L' || e[0] == 'W') ? e[0] : 0;
+			mmc_v = e && (e[0] == 'S' || e[0] == 'L' || e[0] == 'W' || e[0] == 'A') ? e[0] : 0;
 		}
 		bool cm = mm_coopmat(ctx, w, x, decode);
-		int v = !cm ? 0 : mmc_v ? (mmc_v == 'S' ? 0 : mmc_v) : M > 64 ? 'W' : 0;
+		int v = !cm ? 0 : mmc_v && mmc_v != 'A' ? (mmc_v == 'S' ? 0 : mmc_v) : M > 64 ? 'W' : 0;
+		/* A (comparison): the 64 x 64 tile where the wide one leaves fewer
+		 * than 256 workgroups (a few a multiprocessor), for latency hiding */
+		if (v == 'W' && mmc_v == 'A' && ((uint64_t)N + 63) / 64 * (((uint64_t)M + 127) / 128) * (uint64_t)(x->ne[2] * x->ne[3]) < 256)
+			v = 0;
 		uint64_t bn = v == 'L' ? 128 : 64, bm = v == 'W' ? 128 : 64;
 		uint64_t ntiles = ((uint64_t)N + bn - 1) / bn, mtiles = ((uint64_t)M + bm - 1) / bm;
 		uint64_t n_wg = ntiles * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);

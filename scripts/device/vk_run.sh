@@ -72,6 +72,7 @@ if has abv; then
         [ $v = fah ] && e=ALICE_VK_FAH=1
         [ $v = mmch ] && e=ALICE_VK_MMCH=1
         [ $v = nomvq ] && e=ALICE_VK_FUSE=norm,normq,rope,mv
+        [ $v = mmca ] && e=ALICE_VK_MMC=A
         echo "== $t $v (pass $pass): $(env $e ALICE_BACKEND_PATH=$bp timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 128 -r 2 --warmup-ms 300 2>/dev/null | grep -E 'pp512|tg128' | awk -F'|' '{print $7 $8}' | tr '\n' ' ')"
       done
     done
