@@ -463,8 +463,6 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	ctx->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
 			      (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
 			      (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) && !(nosg && *nosg == '1');
-	ctx->sg_shuffle = ctx->subgroup_arith && sg.subgroupSize >= 8 &&
-			    (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
 	/* import only where it saves a copy: on a discrete GPU, device memory is the one copy */
 	ctx->host_import = imp && ctx->unified && hp.minImportedHostPointerAlignment > 0;
 	ctx->import_align = hp.minImportedHostPointerAlignment;

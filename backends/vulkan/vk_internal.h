@@ -94,7 +94,6 @@ struct alice_backend_ctx {
 	bool unified;       /* integrated GPU / CPU device: host-visible memory is device memory */
 	bool force_staging; /* ALICE_VK_FORCE_STAGING=1: never map device buffers (tests the discrete path) */
 	bool subgroup_arith;/* subgroupAdd/Max in compute shaders */
-	bool sg_shuffle;    /* subgroups of 8 or more with shuffles (mv.comp's XR forms) */
 	unsigned fuse;      /* chains of nodes as one dispatch (vk_fuse.c): VK_FUSE_* */
 	bool coopmat;       /* prefill GEMM on NV cooperative matrices (mmc.comp; ALICE_VK_COOPMAT=0: off) */
 	bool host_import;   /* VK_EXT_external_memory_host enabled */

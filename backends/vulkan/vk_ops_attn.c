@@ -105,12 +105,7 @@ enum alice_status vk_op_attention(const struct alice_op_args *a)
 	};
 	if (attn_fa(ctx, a, b)) {
 		uint64_t n_wg = (uint64_t)nh * (uint64_t)((nt + 63) / 64);
-		static int fah = -1; /* ALICE_VK_FAH=1: the halves-array form (comparisons) */
-		if (fah < 0) {
-			const char *e = getenv("ALICE_VK_FAH");
-			fah = e && e[0] == '1';
-		}
-		const char *name = dk == 64 ? (fah ? "fah64" : "fa64") : (fah ? "fah128" : "fa128");
+		const char *name = dk == 64 ? "fa64" : "fa128";
 		if ((st = vk_dispatch(ctx, name, b, nb, &p, sizeof(p), (uint32_t)n_wg)) != ALICE_OK)
 			return st;
 		p.fa = 1;

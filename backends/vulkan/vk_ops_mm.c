@@ -86,8 +86,7 @@ struct mm_x {
 	struct vk_bind b;
 	uint32_t nb0, nb1, nb2, nb3;
 	uint32_t s_off; /* Q8_1 block sums, bytes from the binding's start */
-	uint32_t xvec;	/* mmc.comp: 2 packed F16 rows (tof16.comp), 0 F32 elements */
-	uint32_t xr;	/* mv.comp rounds x itself as actq.comp format xr would (0: x is as read) */
+	uint32_t xr;	/* mv.comp rounds x itself as actq.comp's format xr would (0: x is as read) */
 };
 
 /* The shaders' name for a weight's type: packed Q8_0 / Q6_K (vk_pack.c) have their own. */
@@ -114,7 +113,6 @@ static int64_t tiled_min_m(void);
 static enum alice_status mm_raw(struct alice_backend_ctx *ctx, const struct alice_tensor *x, struct mm_x *xa)
 {
 	xa->s_off = 0;
-	xa->xvec = 0;
 	xa->xr = 0;
 	xa->nb0 = (uint32_t)x->nb[0];
 	xa->nb1 = (uint32_t)x->nb[1];
@@ -133,49 +131,6 @@ static int actq_find(struct alice_backend_ctx *ctx, const struct alice_tensor *x
 			return i;
 	}
 	return -1;
-}
-
-#define ACT_F16_ROWS 6u /* actq cache format of tof16.comp's packed F16 rows */
-
-/* x as packed F16 rows for the cooperative-matrix GEMM, converted once
- * into a scratch region (and found there by the next product of the same
- * input); F32 elements as they are where K % 8 != 0 */
-static enum alice_status mm_half(struct alice_backend_ctx *ctx, const struct alice_tensor *x, struct mm_x *xa)
-{
-	int64_t K = x->ne[0], M = x->ne[1];
-	uint64_t n8 = (uint64_t)vk_nelem(x) / 8, bytes = n8 * 16;
-	if (K % 8 != 0 || !ctx->scratch || bytes > ctx->scratch_region || n8 > 0xffffffffull)
-		return mm_raw(ctx, x, xa);
-	int hit = actq_find(ctx, x, ACT_F16_ROWS);
-	uint32_t region = hit >= 0 ? (uint32_t)hit : ctx->scratch_next++ % VK_SCRATCH_RING;
-	struct vk_bind ab[2];
-	enum alice_status st;
-	if ((st = vk_bind_raw(ctx, ctx->scratch, (uint64_t)region * ctx->scratch_region, bytes, &ab[0])) != ALICE_OK ||
-	    (st = vk_bind_tensor(ctx, x, &ab[1])) != ALICE_OK)
-		return st;
-	if (ab[0].rel != 0)
-		return vk_fail(ctx, ALICE_ERR_BACKEND, "scratch region misaligned");
-	if (hit < 0) {
-		struct {
-			uint32_t K, M, ne2, n;
-			uint32_t x_off, x_nb0, x_nb1, x_nb2;
-			uint32_t x_nb3, pad[3];
-		} pc = {(uint32_t)K, (uint32_t)M, (uint32_t)x->ne[2], (uint32_t)n8, ab[1].rel, (uint32_t)x->nb[0],
-			(uint32_t)x->nb[1], (uint32_t)x->nb[2], (uint32_t)x->nb[3], {0, 0, 0}};
-		if ((st = vk_dispatch(ctx, "tof16", ab, 2, &pc, sizeof(pc), (uint32_t)((n8 + 255) / 256))) != ALICE_OK)
-			return st;
-		ctx->actq[region].valid = true;
-		ctx->actq[region].fmt = ACT_F16_ROWS;
-		ctx->actq[region].x = *x;
-	}
-	xa->b = ab[0];
-	xa->s_off = 0;
-	xa->xvec = 2;
-	xa->nb0 = 2;
-	xa->nb1 = (uint32_t)(K * 2);
-	xa->nb2 = (uint32_t)(K * M * 2);
-	xa->nb3 = (uint32_t)(K * M * x->ne[2] * 2);
-	return ALICE_OK;
 }
 
 static enum alice_status mm_round(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
@@ -253,13 +208,13 @@ static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alic
 		return vk_fail(ctx, ALICE_ERR_INVALID, "K = %lld is not a multiple of 16", (long long)K);
 	struct mm_x xa;
 	uint32_t bs, fmt = vk_act_fmt(w->type, &bs);
-	/* the cooperative-matrix GEMM reads x as F16 (as the CUDA backend's F16
-	 * GEMM rounds it); a decode mat-vec rounds x itself where it can (and x
-	 * was not rounded already by an earlier product), else actq.comp does */
+	/* the cooperative-matrix GEMM reads x as it is, rounding it to F16
+	 * itself; a Q8_0 decode mat-vec rounds x itself (where x was not rounded
+	 * already by an earlier product), else actq.comp does */
 	if (mm_coopmat(ctx, w, x, decode))
-		st = mm_half(ctx, x, &xa);
-	else if ((ctx->fuse & VK_FUSE_MVQ) && ctx->sg_shuffle && (fmt == 3 || fmt == 4) && !mvx_env() &&
-		 (decode || x->ne[1] < tiled_min_m()) && x->type == ALICE_TYPE_F32 && x->ne[0] % (fmt == 4 ? 256 : 32) == 0 &&
+		st = mm_raw(ctx, x, &xa);
+	else if ((ctx->fuse & VK_FUSE_MVQ) && w->type == ALICE_TYPE_Q8_0 && fmt == 3 && !mvx_env() &&
+		 (decode || x->ne[1] < tiled_min_m()) && x->type == ALICE_TYPE_F32 && x->ne[0] % 32 == 0 &&
 		 actq_find(ctx, x, fmt) < 0 && mm_raw(ctx, x, &xa) == ALICE_OK && mv_takes(ctx, w, &xa)) {
 		xa.xr = fmt;
 		st = ALICE_OK;
@@ -376,7 +331,7 @@ struct mmt_push {
 	uint32_t x_off, x_nb0, x_nb1, x_nb2;
 	uint32_t x_nb3, d_off, d_nb0, d_nb1;
 	uint32_t d_nb2, d_nb3, n_wg, s_off;
-	uint32_t xvec; /* mmc.comp: 2 x as packed F16 rows */
+	uint32_t xvec; /* mmc.comp: x rows as 16-byte vectors */
 };
 
 /* Columns from which the 64 x 64 tiled kernel (mmt.comp) takes over. */
@@ -463,14 +418,10 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 		static int mmc_v = -1;
 		if (mmc_v < 0) {
 			const char *e = getenv("ALICE_VK_MMC");
-			mmc_v = e && (e[0] == 'S' || e[0] == 'L' || e[0] == 'W' || e[0] == 'A') ? e[0] : 0;
+			mmc_v = e && (e[0] == 'S' || e[0] == 'L' || e[0] == 'W') ? e[0] : 0;
 		}
 		bool cm = mm_coopmat(ctx, w, x, decode);
-		int v = !cm ? 0 : mmc_v && mmc_v != 'A' ? (mmc_v == 'S' ? 0 : mmc_v) : M > 64 ? 'W' : 0;
-		/* A (comparison): the 64 x 64 tile where the wide one leaves fewer
-		 * than 256 workgroups (a few a multiprocessor), for latency hiding */
-		if (v == 'W' && mmc_v == 'A' && ((uint64_t)N + 63) / 64 * (((uint64_t)M + 127) / 128) * (uint64_t)(x->ne[2] * x->ne[3]) < 256)
-			v = 0;
+		int v = !cm ? 0 : mmc_v ? (mmc_v == 'S' ? 0 : mmc_v) : M > 64 ? 'W' : 0;
 		uint64_t bn = v == 'L' ? 128 : 64, bm = v == 'W' ? 128 : 64;
 		uint64_t ntiles = ((uint64_t)N + bn - 1) / bn, mtiles = ((uint64_t)M + bm - 1) / bm;
 		uint64_t n_wg = ntiles * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
@@ -492,16 +443,10 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
 			.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .n_wg = (uint32_t)n_wg,
 			.s_off = xa->s_off,
-			.xvec = xa->xvec,
+			.xvec = xa->nb0 == 4 && K % 4 == 0 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0,
 		};
 		char name[32];
-		static int mmch = -1; /* ALICE_VK_MMCH=1: the W tile's halves-array form (comparisons) */
-		if (mmch < 0) {
-			const char *e = getenv("ALICE_VK_MMCH");
-			mmch = e && e[0] == '1';
-		}
-		snprintf(name, sizeof(name), "%s_%s", cm ? (v == 'L' ? "mmcL" : v == 'W' ? (mmch ? "mmcWh" : "mmcW") : "mmc") : "mmt",
-			 vk_wtype_name(w));
+		snprintf(name, sizeof(name), "%s_%s", cm ? (v == 'L' ? "mmcL" : v == 'W' ? "mmcW" : "mmc") : "mmt", vk_wtype_name(w));
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	bool mv = mv_takes(ctx, w, xa);

@@ -8,7 +8,8 @@
 // fragments of an accumulator cannot be scaled row by row, so the softmax
 // takes two passes instead of an online rescale: the first finds each
 // row's maximum, the second forms p = exp(s - max) (F32 sums), rounds P to
-// F16 and accumulates P V on the matrices. q is rounded to F16 first, as
+// F16 and accumulates P V on the matrices; two lanes share a row's 32
+// scores of a block. q is rounded to F16 first, as
 // attn.comp does for an F16 cache.
 // Batch invariance: a token is taken here only when its sequence's run of
 // tokens in the op has at least 16 (fa_token, attn.glsl; attn.comp skips
@@ -52,21 +53,11 @@ layout(push_constant) uniform PC {
 
 #include "attn.glsl"
 
-// K rows 0..CB-1 and V rows CB..2CB-1 of a block; first the 64 tokens' q.
-// As 16-byte vectors (a fragment's element and stride counted in vectors),
-// or (FA_H, comparison) halves stored one at a time.
-#ifndef FA_H
+// K rows 0..CB-1 and V rows CB..2CB-1 of a block, first the 64 tokens' q;
+// P: as 16-byte vectors (a fragment's element and stride counted in
+// vectors; halves stored one at a time were slower on the H100)
 shared uvec4 kv[2u * CB * ST8];
 shared uvec4 ps[NW * 16u * PS8];
-#define EL(i) ((i) / 8u)
-#define PUT8(arr, v8, val) arr[v8] = (val)
-#else
-shared float16_t kv[2u * CB * ST8 * 8u];
-shared float16_t ps[NW * 16u * PS8 * 8u];
-#define EL(i) (i)
-#define PUT8(arr, v8, val) { uvec4 w_ = (val); [[unroll]] for (uint i_ = 0u; i_ < 4u; i_++) { f16vec2 h_ = unpackFloat2x16(w_[i_]); \
-		arr[(v8) * 8u + 2u * i_] = h_.x; arr[(v8) * 8u + 2u * i_ + 1u] = h_.y; } }
-#endif
 shared float ss[NW * 16u * SS];
 shared int sr0[TOK], sr1[TOK];
 shared bool taken[TOK]; // the token's output is written here
@@ -98,11 +89,11 @@ void load_block(uint c0, uint hi, uint hk, bool both)
 			if (both)
 				vq = v4_[(p.v_off + hk * p.v_nb1 + uint(pc) * p.v_nb2) / 16u + part];
 		}
-		PUT8(kv, r * ST8 + part, kq);
+		kv[r * ST8 + part] = kq;
 		if (part == 0u)
 			mapped[r] = pc >= 0;
 		if (both)
-			PUT8(kv, (CB + r) * ST8 + part, vq);
+			kv[(CB + r) * ST8 + part] = vq;
 	}
 }
 
@@ -137,7 +128,7 @@ void main()
 		uint hq[8];
 		[[unroll]] for (uint e = 0u; e < 8u; e++)
 			hq[e] = t < p.nt ? f32_to_f16(a_f(p.q_off + h * p.q_nb1 + t * p.q_nb2 + (part * 8u + e) * 4u)) : 0u;
-		PUT8(kv, r * ST8 + part, uvec4(hq[0] | (hq[1] << 16), hq[2] | (hq[3] << 16), hq[4] | (hq[5] << 16), hq[6] | (hq[7] << 16)));
+		kv[r * ST8 + part] = uvec4(hq[0] | (hq[1] << 16), hq[2] | (hq[3] << 16), hq[4] | (hq[5] << 16), hq[6] | (hq[7] << 16));
 	}
 	barrier();
 	if (tid == 0u) {
@@ -152,7 +143,7 @@ void main()
 	}
 	fcoopmatNV<16, SCOPE, 16, 16> qf[D / 16u];
 	[[unroll]] for (uint kc = 0u; kc < D / 16u; kc++)
-		coopMatLoadNV(qf[kc], kv, EL((sg * 16u * ST8 + kc * 2u) * 8u), EL(ST8 * 8u), false);
+		coopMatLoadNV(qf[kc], kv, sg * 16u * ST8 + kc * 2u, ST8, false);
 	barrier();
 	uint lo = uint(span[0]), hi = uint(span[1]);
 	uint row = sg * 16u + (lane >> 1), hf = lane & 1u; // the row a lane shares with its neighbour
@@ -172,7 +163,7 @@ void main()
 				fcoopmatNV<32, SCOPE, 16, 16> s = fcoopmatNV<32, SCOPE, 16, 16>(0.0);
 				[[unroll]] for (uint kc = 0u; kc < D / 16u; kc++) {
 					fcoopmatNV<16, SCOPE, 16, 16> kf;
-					coopMatLoadNV(kf, kv, EL((j * 16u * ST8 + kc * 2u) * 8u), EL(ST8 * 8u), true);
+					coopMatLoadNV(kf, kv, j * 16u * ST8 + kc * 2u, ST8, true);
 					s = coopMatMulAddNV(qf[kc], kf, s);
 				}
 				coopMatStoreNV(s, ss, sb + j * 16u, SS, false);
@@ -202,10 +193,12 @@ void main()
 						l += pv;
 						hp[c] = f32_to_f16(pv);
 					}
-					[[unroll]] for (uint v = 0u; v < 2u; v++)
-						PUT8(ps, (sg * 16u + (lane >> 1)) * PS8 + hf * 2u + v,
-						     uvec4(hp[8u * v] | (hp[8u * v + 1u] << 16), hp[8u * v + 2u] | (hp[8u * v + 3u] << 16),
-							   hp[8u * v + 4u] | (hp[8u * v + 5u] << 16), hp[8u * v + 6u] | (hp[8u * v + 7u] << 16)));
+					[[unroll]] for (uint v = 0u; v < 2u; v++) {
+						uint o = 8u * v;
+						ps[(sg * 16u + (lane >> 1)) * PS8 + hf * 2u + v] =
+							uvec4(hp[o] | (hp[o + 1u] << 16), hp[o + 2u] | (hp[o + 3u] << 16),
+							      hp[o + 4u] | (hp[o + 5u] << 16), hp[o + 6u] | (hp[o + 7u] << 16));
+					}
 				}
 			}
 			// the row's maximum from both halves (before pass 1 uses it)
@@ -217,10 +210,10 @@ void main()
 				// O += P V: P 16 tokens x 16 cells, V 16 cells x 16 dims
 				[[unroll]] for (uint j = 0u; j < 2u; j++) {
 					fcoopmatNV<16, SCOPE, 16, 16> pa;
-					coopMatLoadNV(pa, ps, EL((sg * 16u * PS8 + j * 2u) * 8u), EL(PS8 * 8u), false);
+					coopMatLoadNV(pa, ps, sg * 16u * PS8 + j * 2u, PS8, false);
 					[[unroll]] for (uint nd = 0u; nd < D / 16u; nd++) {
 						fcoopmatNV<16, SCOPE, 16, 16> vb;
-						coopMatLoadNV(vb, kv, EL(((CB + j * 16u) * ST8 + nd * 2u) * 8u), EL(ST8 * 8u), false);
+						coopMatLoadNV(vb, kv, (CB + j * 16u) * ST8 + nd * 2u, ST8, false);
 						of[nd] = coopMatMulAddNV(pa, vb, of[nd]);
 					}
 				}

@@ -8,8 +8,7 @@
 // subgroup multiplies a 32 x 32 block as 2 x 2 tiles. The tiles are double
 // buffered: step s + 1's global loads are issued before step s's products
 // and stored after them, one barrier a step (a step was ~2 us of load
-// latency on the H100 with 2 workgroups an SM). The activations come as F16
-// rows converted once (tof16.comp) where K % 8 == 0. A column's results do not
+// latency on the H100 with 2 workgroups an SM). A column's results do not
 // depend on the other columns of the launch (batch invariance): every
 // output takes the same products in the same K order, whatever the tiling.
 #extension GL_GOOGLE_include_directive : require
@@ -41,15 +40,14 @@
 #define BN (WN * FN * 16u)
 #define BM (WM * FM * 16u)
 #define BK 32u
-#define LDS8 5u // row stride of the F16 tiles in 16-byte vectors (40 halves: pads the banks)
+#define LDS 40u // row stride of the F16 tiles (pads the banks)
 #define LDC 68u // row stride of the staged output
 #define SCOPE 3 // gl_ScopeSubgroup
 layout(local_size_x = NT) in;
 #include "common.glsl"
 #include "dequant.glsl"
-// the activations as packed F16 rows (xvec 2: tof16.comp's scratch, rows
-// 16-byte aligned), else F32 read one element at a time
-layout(std430, set = 0, binding = 2) readonly buffer BufBH { uvec4 bh4_[]; };
+// the activations as 16-byte vectors (xvec: rows 16-byte aligned)
+layout(std430, set = 0, binding = 2) readonly buffer BufB4 { vec4 b4_[]; };
 
 layout(push_constant) uniform PC {
 	uint K, N, M, ne12;
@@ -61,18 +59,8 @@ layout(push_constant) uniform PC {
 	uint xvec;
 } p;
 
-// the tiles as 16-byte vectors of 8 halves (one store a vector; the
-// cooperative loads count elements and strides in vectors)
-#ifndef MMC_H
-shared uvec4 ws[2][BN * LDS8]; // [n][k]
-shared uvec4 xs[2][BM * LDS8]; // [m][k]
-#define TILE_EL(i) ((i) / 8u) // a fragment's first element and stride, in the arrays' units
-#else
-// MMC_H (comparison): the tiles as halves, stored one at a time
-shared float16_t ws[2][BN * LDS8 * 8u];
-shared float16_t xs[2][BM * LDS8 * 8u];
-#define TILE_EL(i) (i)
-#endif
+shared float16_t ws[2][BN * LDS]; // [n][k]
+shared float16_t xs[2][BM * LDS]; // [m][k]
 // the output staged whole (64 x 64), or (the larger tiles, where that would
 // pass the 48 KB of shared memory) a fragment at a time per subgroup
 #ifndef STAGE_FRAG
@@ -82,93 +70,73 @@ shared float cs[BN * LDC]; // [n][m]
 shared float cs[WN * WM * 16u * LDW]; // [subgroup][n][m] (16 x 16)
 #endif
 
-// one step's share of a thread, converted to F16 as loaded: WPT weight
-// groups of 16 (row, half), XPT activation vectors of 8 (column, quarter)
+// one step's share of a thread: WPT weight groups of 16 (row, half) and
+// XPT activation vectors (or 4 XPT scalars)
 #define WPT (BN * 2u / NT)
-#define XPT (BM * 4u / NT)
+#define XPT (BM * 8u / NT)
 struct Stage {
-	uvec4 w[2u * WPT];
-	uvec4 x[XPT];
+	float w[16u * WPT];
+	vec4 x[XPT];
 };
-
-uint h2(float a, float b) { return packFloat2x16(f16vec2(float16_t(a), float16_t(b))); }
-uvec4 h8(float v[16], uint o)
-{
-	return uvec4(h2(v[o], v[o + 1u]), h2(v[o + 2u], v[o + 3u]), h2(v[o + 4u], v[o + 5u]), h2(v[o + 6u], v[o + 7u]));
-}
 
 void fetch(uint k0, uint wbase, uint xbase, uint n0, uint m0, uint tid, out Stage s)
 {
+#if PLAIN
+	[[unroll]] for (uint e = 0u; e < 16u * WPT; e++) {
+		uint idx = tid + e * NT, r = idx / BK, k = idx % BK;
+		s.w[e] = n0 + r < p.N && k0 + k < p.K ? a_ld(wbase + (n0 + r) * p.w_nb1 + (k0 + k) * WSIZE, WTYPE) : 0.0;
+	}
+#else
 	[[unroll]] for (uint u = 0u; u < WPT; u++) {
 		uint idx = tid + u * NT, r = idx >> 1, g = idx & 1u;
 		float v[16];
-#if PLAIN
-		[[unroll]] for (uint i = 0u; i < 16u; i++) {
-			uint k = k0 + g * 16u + i;
-			v[i] = n0 + r < p.N && k < p.K ? a_ld(wbase + (n0 + r) * p.w_nb1 + k * WSIZE, WTYPE) : 0.0;
-		}
-#else
 		// a row past N reads row N - 1 (its products land outside the output)
 		dq16(wbase + min(n0 + r, p.N - 1u) * p.w_nb1, (k0 >> 4) + g, v);
-#endif
-		s.w[2u * u] = h8(v, 0u);
-		s.w[2u * u + 1u] = h8(v, 8u);
+		[[unroll]] for (uint i = 0u; i < 16u; i++)
+			s.w[u * 16u + i] = v[i];
 	}
-	[[unroll]] for (uint e = 0u; e < XPT; e++) {
-		uint idx = tid + e * NT, c = idx >> 2, k = k0 + (idx & 3u) * 8u;
-		if (p.xvec == 2u) {
-			// a column past M reads column M - 1 (its results are not stored)
-			uint b = xbase + min(m0 + c, p.M - 1u) * p.x_nb1 + k * 2u;
-			s.x[e] = k < p.K ? bh4_[b >> 4] : uvec4(0u);
-		} else {
-			float v[16];
-			[[unroll]] for (uint i = 0u; i < 8u; i++)
-				v[i] = m0 + c < p.M && k + i < p.K ? b_f(xbase + (m0 + c) * p.x_nb1 + (k + i) * p.x_nb0) : 0.0;
-			s.x[e] = h8(v, 0u);
+#endif
+	if (p.xvec != 0u) {
+		[[unroll]] for (uint e = 0u; e < XPT; e++) {
+			uint idx = tid + e * NT, c = idx >> 3, k = (idx & 7u) * 4u;
+			uint b = xbase + min(m0 + c, p.M - 1u) * p.x_nb1 + (k0 + k) * 4u;
+			s.x[e] = k0 + k < p.K ? b4_[b >> 4] : vec4(0.0);
+		}
+	} else {
+		[[unroll]] for (uint e = 0u; e < 4u * XPT; e++) {
+			uint idx = tid + e * NT, c = idx / BK, k = idx % BK;
+			s.x[e >> 2][e & 3u] = m0 + c < p.M && k0 + k < p.K ? b_f(xbase + (m0 + c) * p.x_nb1 + (k0 + k) * p.x_nb0) : 0.0;
 		}
 	}
 }
 
-#ifndef MMC_H
 void put(uint buf, uint tid, Stage s)
 {
+#if PLAIN
+	[[unroll]] for (uint e = 0u; e < 16u * WPT; e++) {
+		uint idx = tid + e * NT;
+		ws[buf][(idx / BK) * LDS + idx % BK] = float16_t(s.w[e]);
+	}
+#else
 	[[unroll]] for (uint u = 0u; u < WPT; u++) {
 		uint idx = tid + u * NT, r = idx >> 1, g = idx & 1u;
-		ws[buf][r * LDS8 + g * 2u] = s.w[2u * u];
-		ws[buf][r * LDS8 + g * 2u + 1u] = s.w[2u * u + 1u];
+		[[unroll]] for (uint i = 0u; i < 16u; i++)
+			ws[buf][r * LDS + g * 16u + i] = float16_t(s.w[u * 16u + i]);
 	}
-	[[unroll]] for (uint e = 0u; e < XPT; e++) {
-		uint idx = tid + e * NT;
-		xs[buf][(idx >> 2) * LDS8 + (idx & 3u)] = s.x[e];
-	}
-}
-#else
-void put8(uint buf, bool w, uint at, uvec4 v)
-{
-	[[unroll]] for (uint i = 0u; i < 4u; i++) {
-		f16vec2 h = unpackFloat2x16(v[i]);
-		if (w) {
-			ws[buf][at + 2u * i] = h.x;
-			ws[buf][at + 2u * i + 1u] = h.y;
-		} else {
-			xs[buf][at + 2u * i] = h.x;
-			xs[buf][at + 2u * i + 1u] = h.y;
+#endif
+	if (p.xvec != 0u) {
+		[[unroll]] for (uint e = 0u; e < XPT; e++) {
+			uint idx = tid + e * NT, c = idx >> 3, k = (idx & 7u) * 4u;
+			[[unroll]] for (uint i = 0u; i < 4u; i++)
+				xs[buf][c * LDS + k + i] = float16_t(s.x[e][i]);
+		}
+	} else {
+		[[unroll]] for (uint e = 0u; e < 4u * XPT; e++) {
+			uint idx = tid + e * NT;
+			xs[buf][(idx / BK) * LDS + idx % BK] = float16_t(s.x[e >> 2][e & 3u]);
 		}
 	}
 }
-void put(uint buf, uint tid, Stage s)
-{
-	[[unroll]] for (uint u = 0u; u < WPT; u++) {
-		uint idx = tid + u * NT, r = idx >> 1, g = idx & 1u;
-		put8(buf, true, (r * LDS8 + g * 2u) * 8u, s.w[2u * u]);
-		put8(buf, true, (r * LDS8 + g * 2u + 1u) * 8u, s.w[2u * u + 1u]);
-	}
-	[[unroll]] for (uint e = 0u; e < XPT; e++) {
-		uint idx = tid + e * NT;
-		put8(buf, false, ((idx >> 2) * LDS8 + (idx & 3u)) * 8u, s.x[e]);
-	}
-}
-#endif
 
 void main()
 {
@@ -199,9 +167,9 @@ void main()
 		[[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
 			fcoopmatNV<16, SCOPE, 16, 16> a[FN], bm[FM];
 			[[unroll]] for (uint i = 0u; i < FN; i++)
-				coopMatLoadNV(a[i], ws[cur], TILE_EL(((sr + i * 16u) * LDS8 * 8u + kk)), TILE_EL(LDS8 * 8u), false);
+				coopMatLoadNV(a[i], ws[cur], (sr + i * 16u) * LDS + kk, LDS, false);
 			[[unroll]] for (uint j = 0u; j < FM; j++)
-				coopMatLoadNV(bm[j], xs[cur], TILE_EL(((sc + j * 16u) * LDS8 * 8u + kk)), TILE_EL(LDS8 * 8u), true);
+				coopMatLoadNV(bm[j], xs[cur], (sc + j * 16u) * LDS + kk, LDS, true);
 			[[unroll]] for (uint i = 0u; i < FN; i++)
 				[[unroll]] for (uint j = 0u; j < FM; j++)
 					acc[i][j] = coopMatMulAddNV(a[i], bm[j], acc[i][j]);

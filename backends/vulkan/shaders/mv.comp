@@ -131,85 +131,31 @@ float sum16(vec4 x[4]) { return ((x[0].x + x[0].y) + (x[0].z + x[0].w)) + ((x[1]
 #define XR 0
 #endif
 #if XR
-// XR (3: Q8_0 blocks of 32, 4: Q8_K blocks of 256): the activations come
-// unrounded and each item rounds its own values as actq.comp would (same
-// block maximum, same sign of the first element holding it, same
-// arithmetic: equal values), saving the actq dispatch; a Q8_K block's CL
-// lanes (those whose items cover it: consecutive, all in the loop or none,
-// in one subgroup of 8 or more) combine their maxima by shuffles.
-#extension GL_KHR_shader_subgroup_shuffle : require
+// XR (Q8_0 weights): the activations come unrounded and each item (one
+// block of 32) rounds its own as actq.comp would (same block maximum, same
+// arithmetic: equal values), saving the actq dispatch before the product.
+// (Q8_K's 256-blocks the same way, their 8 lanes' maxima combined by
+// shuffles, made Q4_K_M decode 4% slower on the H100: not built.)
 #define ACTQ_NO_BLK 1
 #include "actq.glsl"
-void xr_scan(vec4 v, uint base, inout float a, inout uint ix)
+void xr_round(inout vec4 x0[4], inout vec4 x1[4])
 {
-	[[unroll]] for (uint c = 0u; c < 4u; c++) {
-		float av = abs(v[c]);
-		av = av > 0.0 ? av : 0.0; // NaN never becomes the maximum
-		if (av > a) {
-			a = av;
-			ix = (base + c) | (v[c] < 0.0 ? 0x10000u : 0u);
+	float a = 0.0;
+	[[unroll]] for (uint t = 0u; t < 4u; t++)
+		[[unroll]] for (uint c = 0u; c < 4u; c++) {
+			float a0 = abs(x0[t][c]), a1 = abs(x1[t][c]);
+			a = max(a, max(a0 > 0.0 ? a0 : 0.0, a1 > 0.0 ? a1 : 0.0)); // (NaN never becomes the maximum)
 		}
-	}
-}
-// the block's scales from its lanes' (maximum, first index | sign)
-void xr_scales(uint cl, float a, uint ix, out float amax, out float d, out float id)
-{
-	for (uint s = 1u; s < cl; s <<= 1) {
-		float a2 = subgroupShuffleXor(a, s);
-		uint i2 = subgroupShuffleXor(ix, s);
-		if (a2 > a || (a2 == a && (i2 & 0xffffu) < (ix & 0xffffu))) {
-			a = a2;
-			ix = i2;
+	float d, id;
+	q8_scales(3u, a, a, d, id);
+	[[unroll]] for (uint t = 0u; t < 4u; t++)
+		[[unroll]] for (uint c = 0u; c < 4u; c++) {
+			x0[t][c] = q8_val(3u, x0[t][c], a, d, id);
+			x1[t][c] = q8_val(3u, x1[t][c], a, d, id);
 		}
-	}
-	amax = a;
-	q8_scales(uint(XR), a, (ix & 0x10000u) != 0u ? -a : a, d, id);
 }
-void xr_round(inout vec4 x[4], float amax, float d, float id)
-{
-	[[unroll]] for (uint t = 0u; t < 4u; t++)
-		[[unroll]] for (uint c = 0u; c < 4u; c++)
-			x[t][c] = q8_val(uint(XR), x[t][c], amax, d, id);
-}
-// runs of 16 values at block offsets o0, o1 (, o2, o3), rounded in place
-void xr2(uint cl, inout vec4 x0[4], uint o0, inout vec4 x1[4], uint o1)
-{
-	float a = 0.0, amax, d, id;
-	uint ix = 0xffffu;
-	[[unroll]] for (uint t = 0u; t < 4u; t++)
-		xr_scan(x0[t], o0 + 4u * t, a, ix);
-	[[unroll]] for (uint t = 0u; t < 4u; t++)
-		xr_scan(x1[t], o1 + 4u * t, a, ix);
-	xr_scales(cl, a, ix, amax, d, id);
-	xr_round(x0, amax, d, id);
-	xr_round(x1, amax, d, id);
-}
-void xr4(uint cl, inout vec4 x0[4], inout vec4 x1[4], inout vec4 x2[4], inout vec4 x3[4], uint o0)
-{
-	float a = 0.0, amax, d, id;
-	uint ix = 0xffffu;
-	[[unroll]] for (uint t = 0u; t < 4u; t++)
-		xr_scan(x0[t], o0 + 4u * t, a, ix);
-	[[unroll]] for (uint t = 0u; t < 4u; t++)
-		xr_scan(x1[t], o0 + 32u + 4u * t, a, ix);
-	[[unroll]] for (uint t = 0u; t < 4u; t++)
-		xr_scan(x2[t], o0 + 64u + 4u * t, a, ix);
-	[[unroll]] for (uint t = 0u; t < 4u; t++)
-		xr_scan(x3[t], o0 + 96u + 4u * t, a, ix);
-	xr_scales(cl, a, ix, amax, d, id);
-	xr_round(x0, amax, d, id);
-	xr_round(x1, amax, d, id);
-	xr_round(x2, amax, d, id);
-	xr_round(x3, amax, d, id);
-}
-// Q4_K: an item's two runs (sub-blocks 2c, 2c + 1), 8 items a block;
-// Q6_K: four runs 32 apart, 4 items a block; Q8_0: its own block of 32
-#define XR_Q4K(xl, xh, k0) xr2(8u, xl, (k0) & 255u, xh, ((k0) & 255u) + 32u);
-#define XR_Q6K(x0, x1, x2, x3, k0) xr4(4u, x0, x1, x2, x3, (k0) & 255u);
-#define XR_Q80(x0, x1) xr2(1u, x0, 0u, x1, 16u);
+#define XR_Q80(x0, x1) xr_round(x0, x1);
 #else
-#define XR_Q4K(xl, xh, k0)
-#define XR_Q6K(x0, x1, x2, x3, k0)
 #define XR_Q80(x0, x1)
 #endif
 
@@ -295,7 +241,6 @@ void main()
 #define ITEM_ACC(R, IT) { uint c_ = ((IT) >> 1) & 3u, k0_ = ((IT) >> 3) * 256u + c_ * 64u + ((IT) & 1u) * 16u; \
 		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 xl[4], xh[4]; \
 			ld_x16(xb0 + j * p.x_nb1 + k0_ * 4u, xl); ld_x16(xb0 + j * p.x_nb1 + (k0_ + 32u) * 4u, xh); \
-			XR_Q4K(xl, xh, k0_) \
 			[[unroll]] for (uint k = 0u; k < RW; k++) \
 				acc[k][j] += q4k_item(R.q[k], unpackHalf2x16(R.hd[k].x), R.hd[k].y, R.hd[k].z, R.hd[k].w, c_, xl, xh); } }
 #elif defined(WT_Q6_K) || defined(WT_Q6_KP)
@@ -334,7 +279,6 @@ void main()
 		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 x0[4], x1[4], x2[4], x3[4]; \
 			uint xb = xb0 + j * p.x_nb1 + k0_ * 4u; \
 			ld_x16(xb, x0); ld_x16(xb + 128u, x1); ld_x16(xb + 256u, x2); ld_x16(xb + 384u, x3); \
-			XR_Q6K(x0, x1, x2, x3, k0_) \
 			[[unroll]] for (uint k = 0u; k < RW; k++) \
 				acc[k][j] += ((R.ds[k].x * q6k_g(R.qa[k], 0u, R.qh[k], 0u, x0) + R.ds[k].y * q6k_g(R.qb2[k], 0u, R.qh[k], 2u, x1)) + \
 					      (R.ds[k].z * q6k_g(R.qa[k], 4u, R.qh[k], 4u, x2) + R.ds[k].w * q6k_g(R.qb2[k], 4u, R.qh[k], 6u, x3))); } }
