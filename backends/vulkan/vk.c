@@ -450,15 +450,27 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	if (ma && strtoull(ma, NULL, 10) >= 65536 && strtoull(ma, NULL, 10) < ctx->max_alloc)
 		ctx->max_weights = strtoull(ma, NULL, 10);
 	/* ALICE_VK_FUSE=0: every node its own dispatches (comparisons, tests);
-	 * a list of norm, normq, rope, mv: only those fusions */
+	 * a comma-separated list of norm, normq (norm with the rounded copy),
+	 * rope, mv, mvq: only those fusions */
 	const char *fz = getenv("ALICE_VK_FUSE");
 	ctx->fuse = VK_FUSE_ALL;
 	if (fz && fz[0] == '0')
 		ctx->fuse = 0;
-	else if (fz && *fz && strcmp(fz, "1"))
-		ctx->fuse = (strstr(fz, "norm") ? VK_FUSE_NORM : 0) | (strstr(fz, "normq") ? VK_FUSE_NORMQ : 0) |
-			    (strstr(fz, "rope") ? VK_FUSE_ROPE : 0) | (strstr(fz, "mv") ? VK_FUSE_MV : 0) |
-			    (strstr(fz, "mvq") ? VK_FUSE_MVQ : 0);
+	else if (fz && *fz && strcmp(fz, "1")) {
+		static const struct {
+			const char *name;
+			unsigned bits;
+		} fz_names[] = {{"norm", VK_FUSE_NORM}, {"normq", VK_FUSE_NORM | VK_FUSE_NORMQ}, {"rope", VK_FUSE_ROPE},
+				{"mv", VK_FUSE_MV}, {"mvq", VK_FUSE_MVQ}};
+		ctx->fuse = 0;
+		for (const char *t = fz; *t;) {
+			size_t n = strcspn(t, ",");
+			for (size_t k = 0; k < sizeof(fz_names) / sizeof(fz_names[0]); k++)
+				if (strlen(fz_names[k].name) == n && !strncmp(t, fz_names[k].name, n))
+					ctx->fuse |= fz_names[k].bits;
+			t += n + (t[n] == ',');
+		}
+	}
 	const char *nosg = getenv("ALICE_VK_NO_SUBGROUP");
 	ctx->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
 			      (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
