@@ -61,18 +61,15 @@ fi
 if has abv; then
   # pp512 / tg128 of this build's Vulkan backend, of an earlier commit's
   # (its .so in $b/old) and of this one with a comparison switch (ABV: nofa
-  # ALICE_VK_FA=0, fah ALICE_VK_FAH=1, mmch ALICE_VK_MMCH=1, nomvq: actq.comp
-  # rounds the decode products' activations), interleaved
+  # ALICE_VK_FA=0, nomvq: actq.comp rounds the decode products' activations),
+  # interleaved
   for pass in $(seq 1 ${PASSES:-2}); do
     for t in $types; do
       for v in ${ABV:-new old nofa}; do
         bp=$ALICE_BACKEND_PATH; e=
         [ $v = old ] && bp=$PWD/$b/old
         [ $v = nofa ] && e=ALICE_VK_FA=0
-        [ $v = fah ] && e=ALICE_VK_FAH=1
-        [ $v = mmch ] && e=ALICE_VK_MMCH=1
         [ $v = nomvq ] && e=ALICE_VK_FUSE=norm,normq,rope,mv
-        [ $v = mmca ] && e=ALICE_VK_MMC=A
         echo "== $t $v (pass $pass): $(env $e ALICE_BACKEND_PATH=$bp timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 128 -r 2 --warmup-ms 300 2>/dev/null | grep -E 'pp512|tg128' | awk -F'|' '{print $7 $8}' | tr '\n' ' ')"
       done
     done
