@@ -24,7 +24,7 @@ layout(push_constant) uniform PC {
 	uint d_nb0, d_nb1, d_nb2, n_cells;
 	float scale, cap;
 	uint t_off, tbl_n, bs_sh, n_blk; // block table: byte offset in f_, entries (0: none), log2 block, blocks
-	uint fa; // fa.comp takes the tokens of long runs (fa_token)
+	uint fa; // fa.comp takes the tokens of long runs (RUN_LEN >= 16)
 } p;
 
 shared float qs[DMAX];
@@ -74,17 +74,12 @@ void main()
 	uint tid = gl_LocalInvocationID.x;
 	uint h = wg % p.nh, t = wg / p.nh, hk = h / p.group;
 	if (p.fa != 0u) {
-		// fa_token(t) with its range reads made at once: cont(i), i = t - 14 .. t + 15
-		if (tid < 30u) {
-			int i = int(t) - 14 + int(tid);
-			rc[tid] = i > 0 && uint(i) < p.nt && rg_cont(uint(i));
-		}
+		// fa.comp's tokens are left to it
+		if (tid < 30u)
+			rc[tid] = rg_cont(int(t) - 14 + int(tid));
 		barrier();
-		uint len = 1u;
-		for (int j = 14; j >= 0 && len < 16u && rc[j]; j--)
-			len++;
-		for (uint j = 15u; j < 30u && len < 16u && rc[j]; j++)
-			len++;
+		uint len;
+		RUN_LEN(rc, 0u, len)
 		if (len >= 16u)
 			return;
 	}

@@ -24,13 +24,18 @@ uint pcell(uint c)
 // decode token's result does not depend on a prefill sharing its step.
 int rg0(uint t) { return e_i(p.r_off + t * p.r_nb1); }
 int rg1(uint t) { return e_i(p.r_off + p.r_nb0 + t * p.r_nb1); }
-bool rg_cont(uint i) { return rg1(i) == rg1(i - 1u) + 1 && (rg0(i) == rg0(i - 1u) || rg0(i) == rg0(i - 1u) + 1); }
-bool fa_token(uint t)
+// token i continues the run of token i - 1
+bool rg_cont(int i)
 {
-	uint len = 1u;
-	for (uint i = t; i > 0u && len < 16u && rg_cont(i); i--)
-		len++;
-	for (uint i = t + 1u; i < p.nt && len < 16u && rg_cont(i); i++)
-		len++;
-	return len >= 16u;
+	return i > 0 && uint(i) < p.nt && rg1(uint(i)) == rg1(uint(i - 1)) + 1 &&
+	       (rg0(uint(i)) == rg0(uint(i - 1)) || rg0(uint(i)) == rg0(uint(i - 1)) + 1);
 }
+// The run length (up to 16) of token t from c[o + k] = rg_cont(t - 14 + k),
+// k = 0 .. 29 (read at once by the workgroup: a serial walk was a chain of
+// dependent reads)
+#define RUN_LEN(c, o, len) { \
+	len = 1u; \
+	for (int k_ = 14; k_ >= 0 && len < 16u && c[(o) + uint(k_)]; k_--) \
+		len++; \
+	for (uint k_ = 15u; k_ < 30u && len < 16u && c[(o) + k_]; k_++) \
+		len++; }

@@ -12,7 +12,7 @@
 // scores of a block. q is rounded to F16 first, as
 // attn.comp does for an F16 cache.
 // Batch invariance: a token is taken here only when its sequence's run of
-// tokens in the op has at least 16 (fa_token, attn.glsl; attn.comp skips
+// tokens in the op has at least 16 (RUN_LEN, attn.glsl; attn.comp skips
 // those tokens), and its blocks are aligned, so its sums do not depend on
 // the other tokens of its workgroup (cells outside its range add exact
 // zeros). Paged cache: each row is fetched through the block table; a cell
@@ -60,6 +60,7 @@ shared uvec4 kv[2u * CB * ST8];
 shared uvec4 ps[NW * 16u * PS8];
 shared float ss[NW * 16u * SS];
 shared int sr0[TOK], sr1[TOK];
+shared bool cont[TOK + 29u]; // rg_cont of the tile's tokens and 14 / 15 neighbours
 shared bool taken[TOK]; // the token's output is written here
 shared bool mapped[CB];	// the block's cells the table maps
 shared float sl[TOK];
@@ -105,10 +106,15 @@ void main()
 		return;
 	uint tid = gl_LocalInvocationID.x, sg = tid >> 5, lane = tid & 31u;
 	uint h = wg % p.nh, tb = (wg / p.nh) * TOK, hk = h / p.group;
+	// which tokens continue a run, tb - 14 .. tb + 78, read at once
+	if (tid < TOK + 29u)
+		cont[tid] = rg_cont(int(tb) - 14 + int(tid));
+	barrier();
 	if (tid < TOK) {
-		uint t = tb + tid;
+		uint t = tb + tid, len;
+		RUN_LEN(cont, tid, len)
 		int r0 = 0, r1 = 0;
-		bool tk = t < p.nt && fa_token(t);
+		bool tk = t < p.nt && len >= 16u;
 		if (tk) {
 			r0 = rg0(t);
 			r1 = rg1(t);
