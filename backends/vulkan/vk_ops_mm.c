@@ -213,7 +213,7 @@ static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alic
 	 * already by an earlier product), else actq.comp does */
 	if (mm_coopmat(ctx, w, x, decode))
 		st = mm_raw(ctx, x, &xa);
-	else if ((ctx->fuse & VK_FUSE_MVQ) && w->type == ALICE_TYPE_Q8_0 && fmt == 3 && !mvx_env() &&
+	else if ((ctx->fuse & VK_FUSE_MVQ) && w->type == ALICE_TYPE_Q8_0 && !mvx_env() &&
 		 (decode || x->ne[1] < tiled_min_m()) && x->type == ALICE_TYPE_F32 && x->ne[0] % 32 == 0 &&
 		 actq_find(ctx, x, fmt) < 0 && mm_raw(ctx, x, &xa) == ALICE_OK && mv_takes(ctx, w, &xa)) {
 		xa.xr = fmt;

@@ -1,17 +1,26 @@
-// attn.glsl — what attn.comp and attnt.comp share: a virtual cell's
-// physical cell (paged cache) and the soft-cap's tanh (act.glsl's). Needs the push block
+// attn.glsl — what attn.comp, attnt.comp and fa.comp share: a virtual
+// cell's physical cell (paged cache), the soft-cap's tanh (act.glsl's) and
+// which tokens fa.comp takes. Needs the push block
 // p (tbl_n, t_off, bs_sh, n_blk) and f_ (the block table).
-// the physical cell of virtual cell c (in a range)
-uint pcell(uint c)
+// the physical cell of virtual cell c, or -1 where the block table maps none
+int pcell_or_none(uint c)
 {
 	if (p.tbl_n == 0u)
-		return c;
+		return int(c);
 	int b = int(f_[(p.t_off >> 2) + (c >> p.bs_sh)]);
-	if (b < 0 || uint(b) >= p.n_blk) {
-		report(ST_RANGE, uint(b));
-		b = 0;
-	}
-	return (uint(b) << p.bs_sh) | (c & ((1u << p.bs_sh) - 1u));
+	if (b < 0 || uint(b) >= p.n_blk)
+		return -1;
+	return int((uint(b) << p.bs_sh) | (c & ((1u << p.bs_sh) - 1u)));
+}
+// the physical cell of virtual cell c (in a range): an unmapped block is
+// reported (its table entry as the detail) and read as block 0
+uint pcell(uint c)
+{
+	int pc = pcell_or_none(c);
+	if (pc >= 0)
+		return uint(pc);
+	report(ST_RANGE, f_[(p.t_off >> 2) + (c >> p.bs_sh)]);
+	return c & ((1u << p.bs_sh) - 1u);
 }
 
 // the soft-cap's tanh (tanh_s), one definition with the activations'

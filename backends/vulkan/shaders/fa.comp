@@ -66,17 +66,6 @@ shared bool mapped[CB];	// the block's cells the table maps
 shared float sl[TOK];
 shared int span[2];
 
-// the physical cell of virtual cell c, or -1 where the table maps none
-int pcell_or_none(uint c)
-{
-	if (p.tbl_n == 0u)
-		return int(c);
-	int b = int(f_[(p.t_off >> 2) + (c >> p.bs_sh)]);
-	if (b < 0 || uint(b) >= p.n_blk)
-		return -1;
-	return int((uint(b) << p.bs_sh) | (c & ((1u << p.bs_sh) - 1u)));
-}
-
 // block c0's K rows (and V rows with both) into kv
 void load_block(uint c0, uint hi, uint hk, bool both)
 {
