@@ -87,6 +87,7 @@ struct mm_x {
 	uint32_t nb0, nb1, nb2, nb3;
 	uint32_t s_off; /* Q8_1 block sums, bytes from the binding's start */
 	uint32_t xr;	/* mv.comp rounds x itself as actq.comp's format xr would (0: x is as read) */
+	uint32_t xh;	/* x is packed F16 (tof16.comp), for mmc.comp */
 };
 
 /* The shaders' name for a weight's type: packed Q8_0 / Q6_K (vk_pack.c) have their own. */
@@ -114,11 +115,73 @@ static enum alice_status mm_raw(struct alice_backend_ctx *ctx, const struct alic
 {
 	xa->s_off = 0;
 	xa->xr = 0;
+	xa->xh = 0;
 	xa->nb0 = (uint32_t)x->nb[0];
 	xa->nb1 = (uint32_t)x->nb[1];
 	xa->nb2 = (uint32_t)x->nb[2];
 	xa->nb3 = (uint32_t)x->nb[3];
 	return vk_bind_tensor(ctx, x, &xa->b);
+}
+
+/* actq_find's format for x converted to packed F16 by tof16.comp (not
+ * one of actq.comp's) */
+#define ACT_F16_PACKED 100u
+
+struct tof16_push {
+	uint32_t K, M, ne2, n_chunks;
+	uint32_t x_off, x_nb0, x_nb1, x_nb2;
+	uint32_t x_nb3, xvec;
+};
+
+static int actq_find(struct alice_backend_ctx *ctx, const struct alice_tensor *x, uint32_t fmt);
+
+/* x as the cooperative-matrix GEMM reads it: converted once to packed F16
+ * (into a scratch region, shared by the products of the same x: Q/K/V,
+ * gate/up) where K % 8 == 0, else as it is; ALICE_VK_MMC_XH=0: always as
+ * it is (comparisons) */
+static enum alice_status mm_half(struct alice_backend_ctx *ctx, const struct alice_tensor *x, struct mm_x *xa)
+{
+	static int off = -1;
+	if (off < 0) {
+		const char *e = getenv("ALICE_VK_MMC_XH");
+		off = e && e[0] == '0' && e[1] == 0;
+	}
+	int64_t K = x->ne[0], M = x->ne[1];
+	uint64_t bytes = (uint64_t)vk_nelem(x) * 2;
+	if (off || K % 8 != 0 || !ctx->scratch || bytes > ctx->scratch_region)
+		return mm_raw(ctx, x, xa);
+	enum alice_status st;
+	int hit = actq_find(ctx, x, ACT_F16_PACKED);
+	uint32_t region = hit >= 0 ? (uint32_t)hit : ctx->scratch_next++ % VK_SCRATCH_RING;
+	struct vk_bind ab[2];
+	if ((st = vk_bind_raw(ctx, ctx->scratch, (uint64_t)region * ctx->scratch_region, bytes, &ab[0])) != ALICE_OK ||
+	    (st = vk_bind_tensor(ctx, x, &ab[1])) != ALICE_OK)
+		return st;
+	if (ab[0].rel != 0)
+		return vk_fail(ctx, ALICE_ERR_BACKEND, "scratch region misaligned");
+	if (hit < 0) {
+		uint64_t chunks = (uint64_t)vk_nelem(x) / 8;
+		struct tof16_push tp = {
+			.K = (uint32_t)K, .M = (uint32_t)M, .ne2 = (uint32_t)x->ne[2], .n_chunks = (uint32_t)chunks,
+			.x_off = ab[1].rel, .x_nb0 = (uint32_t)x->nb[0], .x_nb1 = (uint32_t)x->nb[1],
+			.x_nb2 = (uint32_t)x->nb[2], .x_nb3 = (uint32_t)x->nb[3],
+			.xvec = x->nb[0] == 4 && ((ab[1].rel | (uint64_t)x->nb[1] | (uint64_t)x->nb[2] | (uint64_t)x->nb[3]) & 15) == 0,
+		};
+		if ((st = vk_dispatch(ctx, "tof16", ab, 2, &tp, sizeof(tp), (uint32_t)((chunks + 255) / 256))) != ALICE_OK)
+			return st;
+		ctx->actq[region].valid = true;
+		ctx->actq[region].fmt = ACT_F16_PACKED;
+		ctx->actq[region].x = *x;
+	}
+	xa->b = ab[0];
+	xa->s_off = 0;
+	xa->xr = 0;
+	xa->xh = 1;
+	xa->nb0 = 2;
+	xa->nb1 = (uint32_t)(K * 2);
+	xa->nb2 = (uint32_t)(K * M * 2);
+	xa->nb3 = (uint32_t)(K * M * x->ne[2] * 2);
+	return ALICE_OK;
 }
 
 /* the scratch region holding x converted as fmt by an earlier product of this graph, or -1 */
@@ -212,7 +275,7 @@ static enum alice_status mm_run(struct alice_backend_ctx *ctx, const struct alic
 	 * itself; a Q8_0 decode mat-vec rounds x itself (where x was not rounded
 	 * already by an earlier product), else actq.comp does */
 	if (mm_coopmat(ctx, w, x, decode))
-		st = mm_raw(ctx, x, &xa);
+		st = mm_half(ctx, x, &xa);
 	else if ((ctx->fuse & VK_FUSE_MVQ) && w->type == ALICE_TYPE_Q8_0 && !mvx_env() &&
 		 (decode || x->ne[1] < tiled_min_m()) && x->type == ALICE_TYPE_F32 && x->ne[0] % 32 == 0 &&
 		 actq_find(ctx, x, fmt) < 0 && mm_raw(ctx, x, &xa) == ALICE_OK && mv_takes(ctx, w, &xa)) {
@@ -332,7 +395,54 @@ struct mmt_push {
 	uint32_t x_nb3, d_off, d_nb0, d_nb1;
 	uint32_t d_nb2, d_nb3, n_wg, s_off;
 	uint32_t xvec; /* mmc.comp: x rows as 16-byte vectors */
+	uint32_t wvec; /* mmc.comp: weight rows as 16-byte vectors (mmw.glsl) */
+	uint32_t xh;   /* mmc.comp: x is packed F16 (tof16.comp) */
 };
+
+/* A prefill GEMM's workgroup tile: weight rows x columns, and its shaders'
+ * name (CMakeLists.txt builds each for every weight type). */
+struct mmc_tile {
+	char key;
+	const char *name;
+	uint32_t bn, bm;
+};
+static const struct mmc_tile mmt_tile = {0, "mmt", 64, 64};
+enum { MMC_S, MMC_Y, MMC_Z, MMC_NT };
+static const struct mmc_tile mmc_tiles[MMC_NT] = {
+	[MMC_S] = {'S', "mmc", 64, 64},	  /* 4 subgroups of 2 x 2 fragments */
+	[MMC_Y] = {'Y', "mmcY", 128, 128}, /* 8 subgroups of 2 x 4 */
+	[MMC_Z] = {'Z', "mmcZ", 128, 64},  /* 8 subgroups of 2 x 2 */
+};
+
+static uint64_t mmc_wgs(const struct mmc_tile *t, int64_t N, int64_t M, int64_t batch)
+{
+	return (uint64_t)((N + t->bn - 1) / t->bn) * (uint64_t)((M + t->bm - 1) / t->bm) * (uint64_t)batch;
+}
+
+/* mmc.comp's tile for a product (the tiling changes no result): the
+ * largest whose workgroups still fill the GPU. H100, 512 columns, time a
+ * call (Q4_K; session 23): 2048 x 8192 rows Y 0.264 ms, Z 0.343; 2048 x
+ * 2048 Z 0.082, Y 0.118, S 0.087; 8192 x 2048 Z 0.309, S 0.345, Y 0.434
+ * (a 64 x 128 tile of 4 or 8 subgroups: slower everywhere). ALICE_VK_MMC=S
+ * / Y / Z: one tile for every shape (comparisons). */
+static const struct mmc_tile *mmc_tile_for(int64_t N, int64_t M, int64_t batch)
+{
+	static int forced = -1;
+	if (forced < 0) {
+		const char *e = getenv("ALICE_VK_MMC");
+		forced = 0;
+		for (int i = 0; e && i < MMC_NT; i++)
+			if (e[0] == mmc_tiles[i].key && e[1] == 0)
+				forced = i + 1;
+	}
+	if (forced)
+		return &mmc_tiles[forced - 1];
+	if (mmc_wgs(&mmc_tiles[MMC_Y], N, M, batch) >= 256)
+		return &mmc_tiles[MMC_Y];
+	if (mmc_wgs(&mmc_tiles[MMC_Z], N, M, batch) >= 128)
+		return &mmc_tiles[MMC_Z];
+	return &mmc_tiles[MMC_S];
+}
 
 /* Columns from which the 64 x 64 tiled kernel (mmt.comp) takes over. */
 static int64_t tiled_min_m(void)
@@ -368,6 +478,23 @@ static uint64_t vk_rel_of(struct alice_backend_ctx *ctx, const struct alice_tens
 	uint64_t align = ctx->props.limits.minStorageBufferOffsetAlignment;
 	uint64_t start = t->buf->base + t->offset;
 	return align ? start % align : 0;
+}
+
+/* mmc.comp reads the weight groups as 16-byte vectors (mmw.glsl: Q4_K,
+ * F16 and the packed Q8_0 / Q6_K) where the rows start 16-byte aligned and
+ * a step's two groups lie inside K; ALICE_VK_MMC_WVEC=0: never (comparisons) */
+static bool mmc_wvec(struct alice_backend_ctx *ctx, const struct alice_tensor *w)
+{
+	static int off = -1;
+	if (off < 0) {
+		const char *e = getenv("ALICE_VK_MMC_WVEC");
+		off = e && e[0] == '0' && e[1] == 0;
+	}
+	bool packed = (w->flags & ALICE_TENSOR_PACKED) != 0;
+	bool typed = w->type == ALICE_TYPE_Q4_K || w->type == ALICE_TYPE_F16 ||
+		     (packed && (w->type == ALICE_TYPE_Q8_0 || w->type == ALICE_TYPE_Q6_K));
+	return !off && typed && w->ne[0] % 32 == 0 &&
+	       ((vk_rel_of(ctx, w) | (uint64_t)w->nb[1] | (uint64_t)w->nb[2] | (uint64_t)w->nb[3]) & 15) == 0;
 }
 
 /* mv.comp's geometry for a weight type (the shader's RW_DEF / KS_DEF):
@@ -410,19 +537,9 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	const struct alice_type_info *ti = alice_type_info(w->type);
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
 	if (M >= tiled_min_m() && !decode) {
-		/* mmc.comp's 64 x 128 tile (W) where there are more than 64
-		 * columns, else 64 x 64 (the tiling changes no result); the H100:
-		 * 1B pp512 Q4_K_M 8.9k -> 12.0k t/s, Q8_0 9.1k -> 12.0k (session 18).
-		 * ALICE_VK_MMC=S / L / W: one tile for every shape (comparisons;
-		 * L: 128 x 64) */
-		static int mmc_v = -1;
-		if (mmc_v < 0) {
-			const char *e = getenv("ALICE_VK_MMC");
-			mmc_v = e && (e[0] == 'S' || e[0] == 'L' || e[0] == 'W') ? e[0] : 0;
-		}
 		bool cm = mm_coopmat(ctx, w, x, decode);
-		int v = !cm ? 0 : mmc_v ? (mmc_v == 'S' ? 0 : mmc_v) : M > 64 ? 'W' : 0;
-		uint64_t bn = v == 'L' ? 128 : 64, bm = v == 'W' ? 128 : 64;
+		const struct mmc_tile *tile = cm ? mmc_tile_for(N, M, x->ne[2] * x->ne[3]) : &mmt_tile;
+		uint64_t bn = tile->bn, bm = tile->bm;
 		uint64_t ntiles = ((uint64_t)N + bn - 1) / bn, mtiles = ((uint64_t)M + bm - 1) / bm;
 		uint64_t n_wg = ntiles * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
 		if (n_wg > 0xffffffffull / 2)
@@ -443,10 +560,12 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.x_nb3 = xa->nb3, .d_off = b[0].rel, .d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1],
 			.d_nb2 = (uint32_t)d->nb[2], .d_nb3 = (uint32_t)d->nb[3], .n_wg = (uint32_t)n_wg,
 			.s_off = xa->s_off,
-			.xvec = xa->nb0 == 4 && K % 4 == 0 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0,
+			.xvec = xa->nb0 == 4 && K % 8 == 0 && ((xa->b.rel | xa->nb1 | xa->nb2 | xa->nb3) & 15) == 0,
+			.xh = xa->xh,
+			.wvec = cm && mmc_wvec(ctx, w),
 		};
 		char name[32];
-		snprintf(name, sizeof(name), "%s_%s", cm ? (v == 'L' ? "mmcL" : v == 'W' ? "mmcW" : "mmc") : "mmt", vk_wtype_name(w));
+		snprintf(name, sizeof(name), "%s_%s", tile->name, vk_wtype_name(w));
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	bool mv = mv_takes(ctx, w, xa);

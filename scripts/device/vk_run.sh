@@ -4,9 +4,10 @@
 # alice-bench pp/tg on vulkan and, for the ratio, cuda; optionally the op test.
 # Here: scripts/device/pack.sh BUILD vocab/ggml-vocab-llama-bpe.gguf;
 # there: . scripts/device/setup.sh .devbuild && scripts/device/vk_run.sh [STAGES]
-# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "mmcl", "attn0" (the tiled attention), "q6x", "bench8b",
+# (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "attn0" (the tiled attention), "q6x", "bench8b",
 # "launch" (graph_launch test), "ab" (tg128 default / ALICE_PACK=0 / ALICE_VK_GATHER=0 / ALICE_VK_SPIN=0), "pgeom" (packed mat-vec geometries),
-# "abv" (this build's Vulkan backend against an earlier one in $BUILD/old, and ALICE_VK_FA=0)); carry .devbuild .devlibs .devfix .gl.
+# "abv" (this build's Vulkan backend against an earlier one in $BUILD/old, and ALICE_VK_FA=0; ABV also takes
+# nowvec, noxh and mmcS/Y/Z), "mmc" (the prefill GEMM's tiles: op test and one product's time)); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -70,8 +71,25 @@ if has abv; then
         [ $v = old ] && bp=$PWD/$b/old
         [ $v = nofa ] && e=ALICE_VK_FA=0
         [ $v = nomvq ] && e=ALICE_VK_FUSE=norm,normq,rope,mv
+        [ $v = nowvec ] && e=ALICE_VK_MMC_WVEC=0
+        [ $v = noxh ] && e=ALICE_VK_MMC_XH=0
+        case $v in mmc?) e=ALICE_VK_MMC=${v#mmc} ;; esac
         echo "== $t $v (pass $pass): $(env $e ALICE_BACKEND_PATH=$bp timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 128 -r 2 --warmup-ms 300 2>/dev/null | grep -E 'pp512|tg128' | awk -F'|' '{print $7 $8}' | tr '\n' ' ')"
       done
+    done
+  done
+fi
+if has mmc; then
+  # the prefill GEMM: MUL_MAT's op cases under each of mmc.comp's tiles
+  # (ALICE_VK_MMC) and without its vector weight loads (ALICE_VK_MMC_WVEC=0),
+  # then one product's time a call (weights cold: copies filling 64 MB)
+  for e in ALICE_VK_MMC=S ALICE_VK_MMC=Y ALICE_VK_MMC=Z ALICE_VK_MMC_WVEC=0 ALICE_VK_MMC_XH=0; do
+    env $e ALICE_TEST_OPS=MUL_MAT ALICE_TEST_BACKEND=vulkan timeout 200 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops-$e.log" 2>&1
+    echo "MUL_MAT ops on vulkan, $e: rc $? $(grep Synthesis "$out/ops-$e.log")"; grep -E "FAIL|fail" "$out/ops-$e.log" | head -4
+  done
+  for sh in "2048 2048 512" "2048 8192 512" "8192 2048 512" "4096 14336 512"; do
+    for e in ${MMC_VARIANTS:-ALICE_VK_MMC=S ALICE_VK_MMC=Y ALICE_VK_MMC=Z ALICE_VK_MMC_XH=0}; do
+      env $e ALICE_BENCH_COLD_MB=64 ALICE_BENCH_SECS=0.4 timeout 60 "$b/bin/bench_mul_mat" vulkan 0 $sh ${MMC_TYPES:-Q4_K F16} 2>&1 | sed "s/^/$e /" | grep -E "GFLOP|rror"
     done
   done
 fi
@@ -114,17 +132,6 @@ fi
 if has nocm; then
   for t in $types; do
     echo "== $t, ALICE_VK_COOPMAT=0: $(ALICE_VK_COOPMAT=0 timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 2 2>/dev/null | grep -E 'pp512')"
-  done
-fi
-if has mmcl; then
-  # mmc.comp's tiles for every shape (ALICE_VK_MMC=S: 64 x 64, L: 128 x 64,
-  # W: 64 x 128; default W above 64 columns): op test, then pp512
-  for v in S L; do
-    ALICE_VK_MMC=$v ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/backends_test_ops" --jobs=8 > "$out/ops-mmc$v.log" 2>&1
-    echo "ops on vulkan, ALICE_VK_MMC=$v: rc $? $(grep Synthesis "$out/ops-mmc$v.log")"
-    for t in $types; do
-      echo "== $t, ALICE_VK_MMC=$v: $(ALICE_VK_MMC=$v timeout 120 "$b/bin/alice-bench" -m /tmp/llama-1b-$t.gguf --backend vulkan -p 512 -n 0 -r 3 2>/dev/null | grep -E 'pp512')"
-    done
   done
 fi
 if has attn0; then

@@ -160,6 +160,8 @@ static void build_mul_mat(struct tcase **cs, int *n, struct rng *r)
 			{2048, 40, 8, 1, 1, 0, false, true},      /* batched decode columns, packed */
 			{2048, 48, 20, 1, 1, 0, false, true},     /* prefill, more columns, packed */
 			{2048, 33, 9, 1, 1, 0, false, true},      /* prefill, packed */
+			{8 * kq, 136, 144, 1, 1, 0, false, false}, /* prefill, several tiles both ways */
+			{2048, 136, 144, 1, 1, 0, false, true},   /* the same packed */
 			{bs == 32 ? 64 * kq : 0, 40, 1, 1, 1, 0, false, false}, /* decode, more than 32 blocks a lane set (split K) */
 			{2 * kq, 33, 7, 1, 1, 0, false, false},    /* odd N, prefill */
 			{4 * kq, 16, 17, 1, 1, 3, false, false},   /* strided activations, M > tile */
@@ -858,6 +860,17 @@ ParameterizedTest(struct op_param *p, ops, backend_op, .timeout = 600)
 	be->vt->device_info(0, &info);
 	bool can_import = be->vt->buffer_import && (info.flags & ALICE_DEVICE_HOST_IMPORT);
 
+	/* ALICE_TEST_OPS=MUL_MAT,ATTENTION: only those groups (device runs that
+	 * repeat one group under several settings) */
+	const char *only = getenv("ALICE_TEST_OPS");
+	if (only && *only) {
+		const char *nm = op_groups[p->group].name, *f = strstr(only, nm);
+		size_t l = strlen(nm);
+		while (f && !((f == only || f[-1] == ',') && (f[l] == 0 || f[l] == ',')))
+			f = strstr(f + 1, nm);
+		if (!f)
+			cr_skip_test("%s: not in ALICE_TEST_OPS", nm);
+	}
 	struct tcase *cs = NULL;
 	int nc = 0;
 	struct rng r = {0x9e3779b97f4a7c15ull ^ (uint64_t)(p->group + 1) * 0x100000001b3ull};
