@@ -7,7 +7,8 @@
  *   [ADD] + RMS_NORM (+ the rounding for the MUL_MATs that read the norm):
  *   addnorm.comp, a workgroup per 256 elements of a row.
  *   Q/K/V (2-3 MUL_MATs of one input, one weight type), gate/up + GLU: one
- *   mv.comp dispatch (vk_mm_multi), decode steps.
+ *   mv.comp dispatch (vk_mm_multi), decode steps; Q/K/V (and gate/up) of a
+ *   prefill: one mmc.comp dispatch.
  *   ROPE q, ROPE k, KV_WRITE k, KV_WRITE v: ropekv.comp. */
 #include <math.h>
 #include <string.h>

@@ -315,8 +315,9 @@ uint32_t vk_act_fmt(uint32_t type, uint32_t *bs) VK_HIDDEN;
  * offset; the MUL_MATs reading x take it from there. */
 uint64_t vk_actq_claim(struct alice_backend_ctx *ctx, const struct alice_tensor *x, uint32_t fmt) VK_HIDDEN;
 /* Consecutive MUL_MATs a[0..n) of one input (and glu, their GLU, n = 2)
- * as one mat-vec dispatch: whether mv.comp's MULTI / GLU form runs them as
- * their own dispatches would (the same rows, the same order), and doing it. */
+ * as one dispatch: whether mv.comp's MULTI / GLU form (decode) or mmc.comp's
+ * MULTI form (prefill, no GLU) runs them as their own dispatches would (the
+ * same rows, the same order), and doing it. */
 bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
 		    const struct alice_op_args *glu) VK_HIDDEN;
 enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,

@@ -726,11 +726,66 @@ static uint64_t rel_in(struct alice_backend_ctx *ctx, const struct alice_buffer 
 	return (align ? start % align : 0) + (off - lo);
 }
 
+/* MUL_MAT a as mm_run would run it whole on the cooperative-matrix GEMM:
+ * a prefill product (no src2, or one run of all its rows) of a 2-D weight
+ * in one slice, an F32 [N, M] output */
+static bool takes_mmc(struct alice_backend_ctx *ctx, const struct alice_op_args *a)
+{
+	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst;
+	const struct alice_type_info *ti = alice_type_info(w->type);
+	char err[8];
+	if (alice_bc_mul_mat_shape(w, x, d, err, sizeof(err)) != ALICE_OK || mm_decode_step(a) ||
+	    !mm_coopmat(ctx, w, x, false) || (ti->block_size == 1 && w->nb[0] != (int64_t)ti->type_size))
+		return false;
+	int64_t M = x->ne[1];
+	if (a->src[2] && a->node->ip[0] > 8) {
+		const int32_t *reg = mm_regime(ctx, a->src[2]);
+		if (!reg || reg[0] != M || reg[1] != 0 || reg[2 * (M - 1)] != M || reg[2 * (M - 1) + 1] != M - 1)
+			return false;
+	}
+	if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 ||
+	    (uint64_t)w->nb[1] * (uint64_t)w->ne[1] > ctx->max_range / 2)
+		return false;
+	return d->type == ALICE_TYPE_F32 && d->nb[0] == 4 && d->ne[0] == w->ne[1] && d->ne[1] == M &&
+	       d->nb[1] <= 0xffffffffll;
+}
+
+/* [lo, hi) of tensors t[0..n) in one buffer, if one binding can hold it */
+static bool span(struct alice_backend_ctx *ctx, const struct alice_tensor *const *t, int n, uint64_t *lo,
+		 uint64_t *hi);
+
+/* a[0..n) (2-3 MUL_MATs of one x, no GLU) as one dispatch of mmc.comp's
+ * MULTI form: the same tiles' products as their own dispatches (any tile
+ * gives the same bits) */
+static bool mmc_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n)
+{
+	const struct alice_tensor *w[3], *d[3];
+	for (int j = 0; j < n; j++) {
+		if (!takes_mmc(ctx, &a[j]) || a[j].node->src[1] != a[0].node->src[1] || a[j].src[0]->type != a[0].src[0]->type ||
+		    (a[j].src[0]->flags & ALICE_TENSOR_PACKED) != (a[0].src[0]->flags & ALICE_TENSOR_PACKED) ||
+		    a[j].src[0]->ne[0] != a[0].src[0]->ne[0] || a[j].src[0]->nb[1] != a[0].src[0]->nb[1] ||
+		    a[j].node->src[2] != a[0].node->src[2])
+			return false;
+		w[j] = a[j].src[0];
+		d[j] = a[j].dst;
+	}
+	uint64_t lo, hi;
+	if (!span(ctx, d, n, &lo, &hi) || !span(ctx, w, n, &lo, &hi))
+		return false;
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++)
+			if (d[i]->offset < d[j]->offset + alice_bc_extent(d[j]) && d[j]->offset < d[i]->offset + alice_bc_extent(d[i]))
+				return false;
+	return true;
+}
+
 bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
 		    const struct alice_op_args *glu)
 {
 	if (n < 2 || n > 3 || (glu && n != 2))
 		return false;
+	if (!glu && mmc_multi_ok(ctx, a, n))
+		return true;
 	const struct alice_tensor *w[3], *d[4];
 	for (int j = 0; j < n; j++) {
 		if (!takes_mv(ctx, &a[j]) || a[j].node->src[1] != a[0].node->src[1] || a[j].src[0]->type != a[0].src[0]->type ||
@@ -766,9 +821,71 @@ bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a
 	return true;
 }
 
+struct mmcf_push {
+	uint32_t K, M, mtiles, n_wg;
+	uint32_t x_off, x_nb1, w_nb1, flags;
+	uint32_t nt1, nt2, ntiles, pad;
+	uint32_t N[4], w_off[4], d_off[4], d_nb1[4];
+};
+
+static enum alice_status mmc_multi(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n)
+{
+	const struct alice_tensor *x = a[0].src[1], *w[3], *d[3];
+	int64_t Ntot = 0;
+	for (int j = 0; j < n; j++) {
+		w[j] = a[j].src[0];
+		d[j] = a[j].dst;
+		Ntot += w[j]->ne[1];
+	}
+	struct mm_x xa;
+	enum alice_status st = mm_half(ctx, x, &xa);
+	if (st != ALICE_OK)
+		return st;
+	uint64_t wlo, whi, dlo, dhi;
+	span(ctx, w, n, &wlo, &whi);
+	span(ctx, d, n, &dlo, &dhi);
+	struct vk_bind b[3];
+	if ((st = vk_bind_raw(ctx, d[0]->buf, dlo, dhi - dlo, &b[0])) != ALICE_OK ||
+	    (st = vk_bind_raw(ctx, w[0]->buf, wlo, whi - wlo, &b[1])) != ALICE_OK)
+		return st;
+	b[2] = xa.b;
+	int64_t K = w[0]->ne[0], M = x->ne[1];
+	const struct mmc_tile *tile = mmc_tile_for(Ntot, M, 1);
+	bool wvec = mmc_wvec(ctx, w[0]);
+	struct mmcf_push p = {
+		.K = (uint32_t)K, .M = (uint32_t)M, .mtiles = (uint32_t)((M + tile->bm - 1) / tile->bm),
+		.x_off = xa.b.rel, .x_nb1 = xa.nb1, .w_nb1 = (uint32_t)w[0]->nb[1], .nt2 = UINT32_MAX,
+	};
+	uint32_t nt = 0;
+	for (int j = 0; j < n; j++) {
+		if (j == 1)
+			p.nt1 = nt;
+		if (j == 2)
+			p.nt2 = nt;
+		nt += (uint32_t)((w[j]->ne[1] + tile->bn - 1) / tile->bn);
+		p.N[j] = (uint32_t)w[j]->ne[1];
+		p.w_off[j] = b[1].rel + (uint32_t)(w[j]->offset - wlo);
+		p.d_off[j] = b[0].rel + (uint32_t)(d[j]->offset - dlo);
+		p.d_nb1[j] = (uint32_t)d[j]->nb[1];
+		wvec = wvec && (p.w_off[j] & 15) == 0;
+	}
+	bool xvec = xa.nb0 == 4 && K % 8 == 0 && ((xa.b.rel | xa.nb1) & 15) == 0;
+	p.flags = (xvec ? 1u : 0u) | (wvec ? 2u : 0u) | (xa.xh ? 4u : 0u);
+	p.ntiles = nt;
+	uint64_t n_wg = (uint64_t)nt * p.mtiles;
+	if (n_wg > 0xffffffffull / 2)
+		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
+	p.n_wg = (uint32_t)n_wg;
+	char name[32];
+	snprintf(name, sizeof(name), "mmcf%s_%s", tile->name + 3, vk_wtype_name(w[0]));
+	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
+}
+
 enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
 			      const struct alice_op_args *glu)
 {
+	if (!glu && mmc_multi_ok(ctx, a, n))
+		return mmc_multi(ctx, a, n);
 	const struct alice_tensor *x = a[0].src[1], *w[3], *d[4];
 	for (int j = 0; j < n; j++) {
 		w[j] = a[j].src[0];

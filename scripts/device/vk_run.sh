@@ -34,7 +34,7 @@ if has inv; then
 fi
 if has fuse; then
   # fused == node by node, bit for bit (tests/core/test_fusion.c), on both GPU backends
-  for be in vulkan cuda; do
+  for be in ${FUSE_BACKENDS:-vulkan cuda}; do
     ALICE_TEST_BACKEND=$be timeout 240 "$b/bin/core_test_fusion" --jobs=4 > "$out/fuse-$be.log" 2>&1
     echo "fusion on $be: rc $? $(grep Synthesis "$out/fuse-$be.log")"; grep -E "differ|FAIL" "$out/fuse-$be.log" | head -6
   done

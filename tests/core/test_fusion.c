@@ -35,7 +35,9 @@ static void decode(struct alice_context *c, int n, const int32_t *t, const int32
 	cr_assert_eq(alice_context_decode(c, &b, &e), ALICE_OK, "%s", e.msg);
 }
 
-/* every logits row of: two prompts in one step, four steps of both, two of one */
+/* every logits row of: two prompts in one step, four steps of both, two of
+ * one, then a 20-token chunk of one (a prefill product of one run of rows,
+ * where Q/K/V fuse on the cooperative-matrix GEMM) */
 static float *run(const char *path, const char *fuse, size_t *n_out)
 {
 	setenv(fuse_var(), fuse, 1);
@@ -50,7 +52,7 @@ static float *run(const char *path, const char *fuse, size_t *n_out)
 	struct alice_context *c = NULL;
 	struct alice_error e = {{0}};
 	cr_assert_eq(alice_context_create(m, &cp, &c, &e), ALICE_OK, "%s", e.msg);
-	size_t cap = (size_t)nv * 40, n = 0;
+	size_t cap = (size_t)nv * 64, n = 0;
 	float *out = malloc(cap * sizeof(float));
 	cr_assert_not_null(out);
 	int32_t tok[21], pos[21], seq[21];
@@ -73,6 +75,17 @@ static float *run(const char *path, const char *fuse, size_t *n_out)
 		for (int r = 0; r < rows; r++, n += (size_t)nv)
 			memcpy(out + n, alice_context_logits(c, r), sizeof(float) * (size_t)nv);
 	}
+	int32_t ct[20], cpos[20], cs[20];
+	bool cw[20];
+	for (int i = 0; i < 20; i++) {
+		ct[i] = (400 + 13 * i) % nv;
+		cpos[i] = 18 + i;
+		cs[i] = 0;
+		cw[i] = true;
+	}
+	decode(c, 20, ct, cpos, cs, cw);
+	for (int r = 0; r < alice_context_n_logits(c); r++, n += (size_t)nv)
+		memcpy(out + n, alice_context_logits(c, r), sizeof(float) * (size_t)nv);
 	alice_context_free(c);
 	alice_model_free(m);
 	*n_out = n;

@@ -44,6 +44,21 @@ layout(local_size_x = NT) in;
 layout(std430, set = 0, binding = 2) readonly buffer BufB4 { vec4 b4_[]; };
 layout(std430, set = 0, binding = 2) readonly buffer BufBH { uvec4 bh_[]; };
 
+#ifdef MULTI
+// two or three products of one x in one dispatch (Q/K/V; vk_fuse.c): 2-D,
+// F32 outputs with contiguous rows; weight j's n-tiles start at nt_j
+layout(push_constant) uniform PC {
+	uint K, M, mtiles, n_wg;
+	uint x_off, x_nb1, w_nb1, flags; // flags: 1 xvec, 2 wvec, 4 xh
+	uint nt1, nt2, ntiles, pad;
+	uint N3[4], w_off3[4], d_off3[4], d_nb13[4];
+} p;
+#define P_XVEC ((p.flags & 1u) != 0u)
+#define P_WVEC ((p.flags & 2u) != 0u)
+#define P_XH ((p.flags & 4u) != 0u)
+#define X_NB0 4u
+#define D_NB0 4u
+#else
 layout(push_constant) uniform PC {
 	uint K, N, M, ne12;
 	uint r2, r3, ntiles, mtiles;
@@ -53,6 +68,14 @@ layout(push_constant) uniform PC {
 	uint d_nb2, d_nb3, n_wg, s_off;
 	uint xvec, wvec, xh;
 } p;
+#define P_XVEC (p.xvec != 0u)
+#define P_WVEC (p.wvec != 0u)
+#define P_XH (p.xh != 0u)
+#define X_NB0 p.x_nb0
+#define D_NB0 p.d_nb0
+#endif
+// this workgroup's product: weight rows and output column stride
+uint gN, gDnb1;
 
 // both buffers of both tiles ([n][k] weights, [m][k] activations), then
 // (after the last step) each subgroup's staged output fragment
@@ -82,9 +105,9 @@ void fetch(uint k0, uint wbase, uint xbase, uint n0, uint m0, uint tid, out Stag
 		[[unroll]] for (uint u = 0u; u < WPT; u++) {
 			uint r = w_row(tid, u), g = (tid + u * NT) & 1u;
 			// a row past N reads row N - 1 (its products land outside the output)
-			uint rb = wbase + min(n0 + r, p.N - 1u) * p.w_nb1;
+			uint rb = wbase + min(n0 + r, gN - 1u) * p.w_nb1;
 #ifdef MMW_VEC
-			if (p.wvec != 0u) {
+			if (P_WVEC) {
 				w_fetch(rb, (k0 >> 4) + g, s.w[u]);
 				continue;
 			}
@@ -93,7 +116,7 @@ void fetch(uint k0, uint wbase, uint xbase, uint n0, uint m0, uint tid, out Stag
 #if PLAIN
 			[[unroll]] for (uint i = 0u; i < 16u; i++) {
 				uint k = k0 + g * 16u + i;
-				v[i] = n0 + r < p.N && k < p.K ? a_ld(rb + k * WSIZE, WTYPE) : 0.0;
+				v[i] = n0 + r < gN && k < p.K ? a_ld(rb + k * WSIZE, WTYPE) : 0.0;
 			}
 #else
 			dq16(rb, (k0 >> 4) + g, v);
@@ -103,11 +126,11 @@ void fetch(uint k0, uint wbase, uint xbase, uint n0, uint m0, uint tid, out Stag
 	}
 	[[unroll]] for (uint e = 0u; e < CPT; e++) {
 		uint idx = tid + e * NT, c = idx >> 2, k = k0 + (idx & 3u) * 8u;
-		if (p.xh != 0u) {
+		if (P_XH) {
 			// K % 8 == 0; the halves ride in x[2e]'s bits
 			uint b = xbase + min(m0 + c, p.M - 1u) * p.x_nb1 + k * 2u;
 			s.x[2u * e] = uintBitsToFloat(k < p.K ? bh_[b >> 4] : uvec4(0u));
-		} else if (p.xvec != 0u) {
+		} else if (P_XVEC) {
 			// K % 8 == 0: a chunk is in or out whole
 			uint b = xbase + min(m0 + c, p.M - 1u) * p.x_nb1 + k * 4u;
 			s.x[2u * e] = k < p.K ? b4_[b >> 4] : vec4(0.0);
@@ -115,7 +138,7 @@ void fetch(uint k0, uint wbase, uint xbase, uint n0, uint m0, uint tid, out Stag
 		} else {
 			[[unroll]] for (uint i = 0u; i < 8u; i++)
 				s.x[2u * e + (i >> 2)][i & 3u] = m0 + c < p.M && k + i < p.K ?
-					b_f(xbase + (m0 + c) * p.x_nb1 + (k + i) * p.x_nb0) : 0.0;
+					b_f(xbase + (m0 + c) * p.x_nb1 + (k + i) * X_NB0) : 0.0;
 		}
 	}
 }
@@ -129,7 +152,7 @@ void put(uint buf, uint k0, uint tid, Stage s)
 			uint r = w_row(tid, u), g = (tid + u * NT) & 1u;
 			uvec4 h0 = s.w[u].a, h1 = s.w[u].b;
 #ifdef MMW_VEC
-			if (p.wvec != 0u)
+			if (P_WVEC)
 				w_decode(s.w[u], (k0 >> 4) + g, h0, h1);
 #endif
 			sm[WS(buf) + r * LDV + g * 2u] = h0;
@@ -140,7 +163,7 @@ void put(uint buf, uint k0, uint tid, Stage s)
 		uint idx = tid + e * NT;
 		vec4 x0 = s.x[2u * e], x1 = s.x[2u * e + 1u];
 		sm[XS(buf) + (idx >> 2) * LDV + (idx & 3u)] =
-			p.xh != 0u ? floatBitsToUint(x0) : uvec4(h2(x0.xy), h2(x0.zw), h2(x1.xy), h2(x1.zw));
+			P_XH ? floatBitsToUint(x0) : uvec4(h2(x0.xy), h2(x0.zw), h2(x1.xy), h2(x1.zw));
 	}
 }
 
@@ -165,12 +188,24 @@ void main()
 	if (wg >= p.n_wg)
 		return;
 	uint tid = gl_LocalInvocationID.x, sg = tid >> 5;
+#ifdef MULTI
+	uint nta = wg % p.ntiles, mt = wg / p.ntiles;
+	uint j = nta >= p.nt2 ? 2u : nta >= p.nt1 ? 1u : 0u;
+	uint nt = nta - (j == 2u ? p.nt2 : j == 1u ? p.nt1 : 0u);
+	gN = p.N3[j];
+	gDnb1 = p.d_nb13[j];
+	uint wbase = p.w_off3[j], xbase = p.x_off, dbase = p.d_off3[j];
+#else
 	uint nt = wg % p.ntiles, rest = wg / p.ntiles;
 	uint mt = rest % p.mtiles, b = rest / p.mtiles;
 	uint i2 = b % p.ne12, i3 = b / p.ne12;
-	uint n0 = nt * BN, m0 = mt * BM;
+	gN = p.N;
+	gDnb1 = p.d_nb1;
 	uint wbase = p.w_off + (i2 / p.r2) * p.w_nb2 + (i3 / p.r3) * p.w_nb3;
 	uint xbase = p.x_off + i2 * p.x_nb2 + i3 * p.x_nb3;
+	uint dbase = p.d_off + i2 * p.d_nb2 + i3 * p.d_nb3;
+#endif
+	uint n0 = nt * BN, m0 = mt * BM;
 	uint sr = (sg / WM) * (FN * 16u), sc = (sg % WM) * (FM * 16u); // this subgroup's block
 	fcoopmatNV<32, SCOPE, 16, 16> acc[FN][FM];
 	[[unroll]] for (uint i = 0u; i < FN; i++)
@@ -194,7 +229,6 @@ void main()
 	}
 	// the tiles are free (the last step ended with a barrier): each subgroup
 	// stages its fragments there one at a time
-	uint dbase = p.d_off + i2 * p.d_nb2 + i3 * p.d_nb3;
 	uint lane = tid & 31u, cb = sg * (16u * LDW / 4u);
 	[[unroll]] for (uint i = 0u; i < FN; i++)
 		[[unroll]] for (uint j = 0u; j < FM; j++) {
@@ -204,8 +238,8 @@ void main()
 			for (uint e = lane; e < 256u; e += 32u) {
 				uint n = sr + i * 16u + (e & 15u), m = sc + j * 16u + (e >> 4);
 				uint f = (e & 15u) * LDW + (e >> 4);
-				if (n0 + n < p.N && m0 + m < p.M)
-					d_stf(dbase + (n0 + n) * p.d_nb0 + (m0 + m) * p.d_nb1, uintBitsToFloat(sm[cb + (f >> 2)][f & 3u]));
+				if (n0 + n < gN && m0 + m < p.M)
+					d_stf(dbase + (n0 + n) * D_NB0 + (m0 + m) * gDnb1, uintBitsToFloat(sm[cb + (f >> 2)][f & 3u]));
 			}
 			subgroupBarrier();
 		}
