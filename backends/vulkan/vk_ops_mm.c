@@ -754,14 +754,15 @@ static bool takes_mmc(struct alice_backend_ctx *ctx, const struct alice_op_args 
 static bool span(struct alice_backend_ctx *ctx, const struct alice_tensor *const *t, int n, uint64_t *lo,
 		 uint64_t *hi);
 
-/* a[0..n) (2-3 MUL_MATs of one x, no GLU) as one dispatch of mmc.comp's
- * MULTI form: the same tiles' products as their own dispatches (any tile
- * gives the same bits) */
-static bool mmc_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n)
+/* a[0..n), each taken whole by `takes`, read one x (and one src2) with
+ * weights of one type, packing, K and row stride; w and d get their
+ * weights and outputs */
+static bool multi_alike(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
+			bool (*takes)(struct alice_backend_ctx *, const struct alice_op_args *),
+			const struct alice_tensor **w, const struct alice_tensor **d)
 {
-	const struct alice_tensor *w[3], *d[3];
 	for (int j = 0; j < n; j++) {
-		if (!takes_mmc(ctx, &a[j]) || a[j].node->src[1] != a[0].node->src[1] || a[j].src[0]->type != a[0].src[0]->type ||
+		if (!takes(ctx, &a[j]) || a[j].node->src[1] != a[0].node->src[1] || a[j].src[0]->type != a[0].src[0]->type ||
 		    (a[j].src[0]->flags & ALICE_TENSOR_PACKED) != (a[0].src[0]->flags & ALICE_TENSOR_PACKED) ||
 		    a[j].src[0]->ne[0] != a[0].src[0]->ne[0] || a[j].src[0]->nb[1] != a[0].src[0]->nb[1] ||
 		    a[j].node->src[2] != a[0].node->src[2])
@@ -769,14 +770,28 @@ static bool mmc_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_ar
 		w[j] = a[j].src[0];
 		d[j] = a[j].dst;
 	}
-	uint64_t lo, hi;
-	if (!span(ctx, d, n, &lo, &hi) || !span(ctx, w, n, &lo, &hi))
-		return false;
+	return true;
+}
+
+/* outputs written together: apart from each other */
+static bool apart(const struct alice_tensor *const *d, int n)
+{
 	for (int i = 0; i < n; i++)
 		for (int j = i + 1; j < n; j++)
 			if (d[i]->offset < d[j]->offset + alice_bc_extent(d[j]) && d[j]->offset < d[i]->offset + alice_bc_extent(d[i]))
 				return false;
 	return true;
+}
+
+/* a[0..n) (2-3 MUL_MATs of one x, no GLU) as one dispatch of mmc.comp's
+ * MULTI form: the same tiles' products as their own dispatches (any tile
+ * gives the same bits) */
+static bool mmc_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n)
+{
+	const struct alice_tensor *w[3], *d[3];
+	uint64_t lo, hi;
+	return multi_alike(ctx, a, n, takes_mmc, w, d) && span(ctx, d, n, &lo, &hi) && span(ctx, w, n, &lo, &hi) &&
+	       apart(d, n);
 }
 
 bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
@@ -787,15 +802,8 @@ bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a
 	if (!glu && mmc_multi_ok(ctx, a, n))
 		return true;
 	const struct alice_tensor *w[3], *d[4];
-	for (int j = 0; j < n; j++) {
-		if (!takes_mv(ctx, &a[j]) || a[j].node->src[1] != a[0].node->src[1] || a[j].src[0]->type != a[0].src[0]->type ||
-		    (a[j].src[0]->flags & ALICE_TENSOR_PACKED) != (a[0].src[0]->flags & ALICE_TENSOR_PACKED) ||
-		    a[j].src[0]->ne[0] != a[0].src[0]->ne[0] || a[j].src[0]->nb[1] != a[0].src[0]->nb[1] ||
-		    a[j].node->src[2] != a[0].node->src[2])
-			return false;
-		w[j] = a[j].src[0];
-		d[j] = a[j].dst;
-	}
+	if (!multi_alike(ctx, a, n, takes_mv, w, d))
+		return false;
 	int nd = n;
 	if (glu) {
 		const struct alice_tensor *h = glu->dst;
@@ -813,12 +821,8 @@ bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a
 	for (int j = 0; j < n && (w[0]->type == ALICE_TYPE_Q4_K || (w[0]->flags & ALICE_TENSOR_PACKED)); j++)
 		if (rel_in(ctx, w[j]->buf, lo, w[j]->offset) & 15)
 			return false;
-	/* outputs written together: apart from each other (x is read from scratch) */
-	for (int i = 0; i < nd; i++)
-		for (int j = i + 1; j < nd; j++)
-			if (d[i]->offset < d[j]->offset + alice_bc_extent(d[j]) && d[j]->offset < d[i]->offset + alice_bc_extent(d[i]))
-				return false;
-	return true;
+	/* x is read from scratch: only the outputs must be apart */
+	return apart(d, nd);
 }
 
 struct mmcf_push {
