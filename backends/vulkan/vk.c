@@ -497,6 +497,10 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		exts[n_ext++] = VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME;
 		exts[n_ext++] = VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME;
 	}
+	/* ALICE_VK_COOPMAT=emu, where the device has none: the prefill GEMM on
+	 * emulated fragments (its tiling, loads and decode tested on lavapipe) */
+	const char *cme = getenv("ALICE_VK_COOPMAT");
+	ctx->cm_emu = !ctx->coopmat && cme && strcmp(cme, "emu") == 0;
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
 		.pNext = ctx->coopmat ? &cmf.cm : NULL,
@@ -558,7 +562,7 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	       VK_API_VERSION_MINOR(ctx->props.apiVersion), ctx->subgroup_arith ? "on" : "off", sg.subgroupSize,
 	       ctx->unified ? "unified memory: weights held once in host-visible memory" : "discrete: weights uploaded through a bounded staging buffer",
 	       ctx->host_import ? ", host-pointer import on" : "",
-	       ctx->coopmat ? ", cooperative-matrix prefill GEMM" : "");
+	       ctx->coopmat ? ", cooperative-matrix prefill GEMM" : ctx->cm_emu ? ", prefill GEMM on emulated cooperative matrices" : "");
 	*out = ctx;
 	return ALICE_OK;
 }

@@ -96,6 +96,7 @@ struct alice_backend_ctx {
 	bool subgroup_arith;/* subgroupAdd/Max in compute shaders */
 	unsigned fuse;      /* chains of nodes as one dispatch (vk_fuse.c): VK_FUSE_* */
 	bool coopmat;       /* prefill GEMM on NV cooperative matrices (mmc.comp; ALICE_VK_COOPMAT=0: off) */
+	bool cm_emu;        /* ALICE_VK_COOPMAT=emu: mmc.comp with emulated cooperative matrices (cmemu.glsl; tests) */
 	bool host_import;   /* VK_EXT_external_memory_host enabled */
 	uint64_t import_align;
 	uint64_t max_range;  /* maxStorageBufferRange */

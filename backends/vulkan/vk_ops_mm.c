@@ -167,7 +167,8 @@ static enum alice_status mm_half(struct alice_backend_ctx *ctx, const struct ali
 			.x_nb2 = (uint32_t)x->nb[2], .x_nb3 = (uint32_t)x->nb[3],
 			.xvec = x->nb[0] == 4 && ((ab[1].rel | (uint64_t)x->nb[1] | (uint64_t)x->nb[2] | (uint64_t)x->nb[3]) & 15) == 0,
 		};
-		if ((st = vk_dispatch(ctx, "tof16", ab, 2, &tp, sizeof(tp), (uint32_t)((chunks + 255) / 256))) != ALICE_OK)
+		if ((st = vk_dispatch(ctx, ctx->cm_emu ? "tof16e" : "tof16", ab, 2, &tp, sizeof(tp),
+				      (uint32_t)((chunks + 255) / 256))) != ALICE_OK)
 			return st;
 		ctx->actq[region].valid = true;
 		ctx->actq[region].fmt = ACT_F16_PACKED;
@@ -425,7 +426,13 @@ static uint64_t mmc_wgs(const struct mmc_tile *t, int64_t N, int64_t M, int64_t 
  * 2048 Z 0.082, Y 0.118, S 0.087; 8192 x 2048 Z 0.309, S 0.345, Y 0.434
  * (a 64 x 128 tile of 4 or 8 subgroups: slower everywhere). ALICE_VK_MMC=S
  * / Y / Z: one tile for every shape (comparisons). */
-static const struct mmc_tile *mmc_tile_for(int64_t N, int64_t M, int64_t batch)
+/* a tile's shared memory: two buffers of both F16 tiles, rows of 80 bytes */
+static bool mmc_fits(struct alice_backend_ctx *ctx, const struct mmc_tile *t)
+{
+	return 2u * 80u * (t->bn + t->bm) <= ctx->props.limits.maxComputeSharedMemorySize;
+}
+
+static const struct mmc_tile *mmc_tile_for(struct alice_backend_ctx *ctx, int64_t N, int64_t M, int64_t batch)
 {
 	static int forced = -1;
 	if (forced < 0) {
@@ -435,11 +442,11 @@ static const struct mmc_tile *mmc_tile_for(int64_t N, int64_t M, int64_t batch)
 			if (e[0] == mmc_tiles[i].key && e[1] == 0)
 				forced = i + 1;
 	}
-	if (forced)
+	if (forced && mmc_fits(ctx, &mmc_tiles[forced - 1]))
 		return &mmc_tiles[forced - 1];
-	if (mmc_wgs(&mmc_tiles[MMC_Y], N, M, batch) >= 256)
+	if (mmc_fits(ctx, &mmc_tiles[MMC_Y]) && mmc_wgs(&mmc_tiles[MMC_Y], N, M, batch) >= 256)
 		return &mmc_tiles[MMC_Y];
-	if (mmc_wgs(&mmc_tiles[MMC_Z], N, M, batch) >= 128)
+	if (mmc_fits(ctx, &mmc_tiles[MMC_Z]) && mmc_wgs(&mmc_tiles[MMC_Z], N, M, batch) >= 128)
 		return &mmc_tiles[MMC_Z];
 	return &mmc_tiles[MMC_S];
 }
@@ -457,8 +464,24 @@ static int64_t tiled_min_m(void)
 static bool mm_coopmat(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const struct alice_tensor *x,
 		       bool decode)
 {
-	return ctx->coopmat && !decode && x->ne[1] >= tiled_min_m() && w->type != ALICE_TYPE_F32 &&
+	/* the emulated form (tests) is built for the types the models use most */
+	static const char *const emu_types[] = {"Q4_K", "Q6_K", "Q6_KP", "Q8_0", "Q8_0P", "Q4_0", "F16"};
+	bool emu = false;
+	for (size_t i = 0; ctx->cm_emu && !emu && i < sizeof(emu_types) / sizeof(emu_types[0]); i++)
+		emu = strcmp(vk_wtype_name(w), emu_types[i]) == 0;
+	return (ctx->coopmat || emu) && !decode && x->ne[1] >= tiled_min_m() && w->type != ALICE_TYPE_F32 &&
 	       w->type != ALICE_TYPE_BF16 && x->type == ALICE_TYPE_F32 && x->nb[0] == 4;
+}
+
+/* the shader of mmc.comp's tile t (MULTI: its fused form) for w */
+static void mmc_name(struct alice_backend_ctx *ctx, const struct mmc_tile *t, bool multi,
+		     const struct alice_tensor *w, char *name, size_t size)
+{
+	if (!t->key)
+		snprintf(name, size, "%s_%s", t->name, vk_wtype_name(w));
+	else
+		snprintf(name, size, "mmc%s%s%s_%s", ctx->cm_emu ? "e" : "", multi ? "f" : "", t->name + 3,
+			 vk_wtype_name(w));
 }
 
 /* ALICE_VK_MV=0: decode on mm.comp instead of mv.comp (comparisons) */
@@ -538,7 +561,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
 	if (M >= tiled_min_m() && !decode) {
 		bool cm = mm_coopmat(ctx, w, x, decode);
-		const struct mmc_tile *tile = cm ? mmc_tile_for(N, M, x->ne[2] * x->ne[3]) : &mmt_tile;
+		const struct mmc_tile *tile = cm ? mmc_tile_for(ctx, N, M, x->ne[2] * x->ne[3]) : &mmt_tile;
 		uint64_t bn = tile->bn, bm = tile->bm;
 		uint64_t ntiles = ((uint64_t)N + bn - 1) / bn, mtiles = ((uint64_t)M + bm - 1) / bm;
 		uint64_t n_wg = ntiles * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
@@ -565,7 +588,7 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			.wvec = cm && mmc_wvec(ctx, w),
 		};
 		char name[32];
-		snprintf(name, sizeof(name), "%s_%s", tile->name, vk_wtype_name(w));
+		mmc_name(ctx, tile, false, w, name, sizeof(name));
 		return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 	}
 	bool mv = mv_takes(ctx, w, xa);
@@ -854,7 +877,7 @@ static enum alice_status mmc_multi(struct alice_backend_ctx *ctx, const struct a
 		return st;
 	b[2] = xa.b;
 	int64_t K = w[0]->ne[0], M = x->ne[1];
-	const struct mmc_tile *tile = mmc_tile_for(Ntot, M, 1);
+	const struct mmc_tile *tile = mmc_tile_for(ctx, Ntot, M, 1);
 	bool wvec = mmc_wvec(ctx, w[0]);
 	struct mmcf_push p = {
 		.K = (uint32_t)K, .M = (uint32_t)M, .mtiles = (uint32_t)((M + tile->bm - 1) / tile->bm),
@@ -881,7 +904,7 @@ static enum alice_status mmc_multi(struct alice_backend_ctx *ctx, const struct a
 		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
 	p.n_wg = (uint32_t)n_wg;
 	char name[32];
-	snprintf(name, sizeof(name), "mmcf%s_%s", tile->name + 3, vk_wtype_name(w[0]));
+	mmc_name(ctx, tile, true, w[0], name, sizeof(name));
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
 

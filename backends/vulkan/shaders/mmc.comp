@@ -14,9 +14,14 @@
 // invariance): every output takes the same products in the same K order,
 // whatever the tiling.
 #extension GL_GOOGLE_include_directive : require
+#ifdef EMU_CM
+#define PACK2H(a, b) packHalf2x16(vec2(a, b))
+#else
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#define PACK2H(a, b) packFloat2x16(f16vec2(float16_t(a), float16_t(b)))
+#endif
 // the tile (CMakeLists.txt builds the variants vk_ops_mm.c chooses from)
 #ifndef TWN
 #define TWN 2u
@@ -84,6 +89,7 @@ uint gN, gDnb1;
 #define SM_TILES (2u * (BN + BM) * LDV)
 #define SM_STAGE (WN * WM * 16u * LDW / 4u)
 shared uvec4 sm[SM_TILES > SM_STAGE ? SM_TILES : SM_STAGE];
+#include "cmemu.glsl"
 
 // a step's share of a thread: weight groups of 16 (row, half) — WPT each,
 // or one for the first GW threads where there are fewer groups than
@@ -143,7 +149,7 @@ void fetch(uint k0, uint wbase, uint xbase, uint n0, uint m0, uint tid, out Stag
 	}
 }
 
-uint h2(vec2 v) { return packFloat2x16(f16vec2(float16_t(v.x), float16_t(v.y))); }
+uint h2(vec2 v) { return PACK2H(v.x, v.y); }
 
 void put(uint buf, uint k0, uint tid, Stage s)
 {
@@ -168,17 +174,17 @@ void put(uint buf, uint k0, uint tid, Stage s)
 }
 
 // one step's products of this subgroup's block from tile buffer buf
-void products(uint buf, uint sr, uint sc, inout fcoopmatNV<32, SCOPE, 16, 16> acc[FN][FM])
+void products(uint buf, uint sr, uint sc, inout CM_ACC acc[FN][FM])
 {
 	[[unroll]] for (uint kk = 0u; kk < BK / 8u; kk += 2u) {
-		fcoopmatNV<16, SCOPE, 16, 16> a[FN], bm[FM];
+		CM_OP a[FN], bm[FM];
 		[[unroll]] for (uint i = 0u; i < FN; i++)
-			coopMatLoadNV(a[i], sm, WS(buf) + (sr + i * 16u) * LDV + kk, LDV, false);
+			CM_LOAD(a[i], WS(buf) + (sr + i * 16u) * LDV + kk, LDV, false);
 		[[unroll]] for (uint j = 0u; j < FM; j++)
-			coopMatLoadNV(bm[j], sm, XS(buf) + (sc + j * 16u) * LDV + kk, LDV, true);
+			CM_LOAD(bm[j], XS(buf) + (sc + j * 16u) * LDV + kk, LDV, true);
 		[[unroll]] for (uint i = 0u; i < FN; i++)
 			[[unroll]] for (uint j = 0u; j < FM; j++)
-				acc[i][j] = coopMatMulAddNV(a[i], bm[j], acc[i][j]);
+				acc[i][j] = cm_mad(a[i], bm[j], acc[i][j]);
 	}
 }
 
@@ -207,10 +213,10 @@ void main()
 #endif
 	uint n0 = nt * BN, m0 = mt * BM;
 	uint sr = (sg / WM) * (FN * 16u), sc = (sg % WM) * (FM * 16u); // this subgroup's block
-	fcoopmatNV<32, SCOPE, 16, 16> acc[FN][FM];
+	CM_ACC acc[FN][FM];
 	[[unroll]] for (uint i = 0u; i < FN; i++)
 		[[unroll]] for (uint j = 0u; j < FM; j++)
-			acc[i][j] = fcoopmatNV<32, SCOPE, 16, 16>(0.0);
+			cm_zero(acc[i][j]);
 	Stage st;
 	fetch(0u, wbase, xbase, n0, m0, tid, st);
 	put(0u, 0u, tid, st);
@@ -232,15 +238,17 @@ void main()
 	uint lane = tid & 31u, cb = sg * (16u * LDW / 4u);
 	[[unroll]] for (uint i = 0u; i < FN; i++)
 		[[unroll]] for (uint j = 0u; j < FM; j++) {
-			coopMatStoreNV(acc[i][j], sm, cb, LDW / 4u, false);
+			cm_store(acc[i][j], cb, LDW / 4u);
+#ifndef EMU_CM
 			subgroupMemoryBarrierShared();
-			subgroupBarrier();
+#endif
+			CM_SYNC();
 			for (uint e = lane; e < 256u; e += 32u) {
 				uint n = sr + i * 16u + (e & 15u), m = sc + j * 16u + (e >> 4);
 				uint f = (e & 15u) * LDW + (e >> 4);
 				if (n0 + n < gN && m0 + m < p.M)
 					d_stf(dbase + (n0 + n) * D_NB0 + (m0 + m) * gDnb1, uintBitsToFloat(sm[cb + (f >> 2)][f & 3u]));
 			}
-			subgroupBarrier();
+			CM_SYNC();
 		}
 }

@@ -12,13 +12,13 @@ struct WRaw {
 
 layout(std430, set = 0, binding = 1) readonly buffer BufA4 { uvec4 a4_[]; };
 
-// 16 F32 values as 16 F16 (the conversion of float16_t(), as mmc.comp's
-// other paths round)
+// 16 F32 values as 16 F16 (PACK2H: the conversion of float16_t(), as
+// mmc.comp's other paths round)
 void h16(float v[16], out uvec4 h0, out uvec4 h1)
 {
 	[[unroll]] for (uint i = 0u; i < 4u; i++) {
-		h0[i] = packFloat2x16(f16vec2(float16_t(v[2u * i]), float16_t(v[2u * i + 1u])));
-		h1[i] = packFloat2x16(f16vec2(float16_t(v[8u + 2u * i]), float16_t(v[8u + 2u * i + 1u])));
+		h0[i] = PACK2H(v[2u * i], v[2u * i + 1u]);
+		h1[i] = PACK2H(v[8u + 2u * i], v[8u + 2u * i + 1u]);
 	}
 }
 

@@ -5,7 +5,12 @@
 // workgroup of weight rows: half the bytes, no conversions in its loop.
 // The conversion is float16_t's, as mmc.comp's own.
 #extension GL_GOOGLE_include_directive : require
+#ifdef EMU_CM
+#define PACK2H(a, b) packHalf2x16(vec2(a, b)) // no 16-bit types (cmemu.glsl)
+#else
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define PACK2H(a, b) packFloat2x16(f16vec2(float16_t(a), float16_t(b)))
+#endif
 layout(local_size_x = 256) in;
 #include "common.glsl"
 layout(std430, set = 0, binding = 0) buffer BufD4 { uvec4 d4_[]; };
@@ -17,7 +22,7 @@ layout(push_constant) uniform PC {
 	uint x_nb3, xvec;
 } p;
 
-uint h2(vec2 v) { return packFloat2x16(f16vec2(float16_t(v.x), float16_t(v.y))); }
+uint h2(vec2 v) { return PACK2H(v.x, v.y); }
 
 void main()
 {
