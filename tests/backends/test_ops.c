@@ -847,6 +847,17 @@ ParameterizedTestParameters(ops, backend_op)
 
 ParameterizedTest(struct op_param *p, ops, backend_op, .timeout = 600)
 {
+	/* ALICE_TEST_OPS=MUL_MAT,ATTENTION: only those groups (device runs that
+	 * repeat one group under several settings) */
+	const char *only = getenv("ALICE_TEST_OPS");
+	if (only && *only) {
+		const char *nm = op_groups[p->group].name, *f = strstr(only, nm);
+		size_t l = strlen(nm);
+		while (f && !((f == only || f[-1] == ',') && (f[l] == 0 || f[l] == ',')))
+			f = strstr(f + 1, nm);
+		if (!f)
+			cr_skip_test("%s: not in ALICE_TEST_OPS", nm);
+	}
 	struct alice_backend *be = NULL;
 	struct alice_error err = {{0}};
 	enum alice_status st = alice_backend_open(p->backend, NULL, &be, &err);
@@ -860,17 +871,6 @@ ParameterizedTest(struct op_param *p, ops, backend_op, .timeout = 600)
 	be->vt->device_info(0, &info);
 	bool can_import = be->vt->buffer_import && (info.flags & ALICE_DEVICE_HOST_IMPORT);
 
-	/* ALICE_TEST_OPS=MUL_MAT,ATTENTION: only those groups (device runs that
-	 * repeat one group under several settings) */
-	const char *only = getenv("ALICE_TEST_OPS");
-	if (only && *only) {
-		const char *nm = op_groups[p->group].name, *f = strstr(only, nm);
-		size_t l = strlen(nm);
-		while (f && !((f == only || f[-1] == ',') && (f[l] == 0 || f[l] == ',')))
-			f = strstr(f + 1, nm);
-		if (!f)
-			cr_skip_test("%s: not in ALICE_TEST_OPS", nm);
-	}
 	struct tcase *cs = NULL;
 	int nc = 0;
 	struct rng r = {0x9e3779b97f4a7c15ull ^ (uint64_t)(p->group + 1) * 0x100000001b3ull};
