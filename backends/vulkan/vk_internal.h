@@ -262,6 +262,7 @@ void vk_prof_start(struct alice_backend_ctx *ctx) VK_HIDDEN;
 void vk_prof_record(struct alice_backend_ctx *ctx, VkCommandBuffer cmd) VK_HIDDEN;
 void vk_prof_barrier(struct alice_backend_ctx *ctx) VK_HIDDEN;
 void vk_prof_dispatch(struct alice_backend_ctx *ctx, VkCommandBuffer cmd, const char *shader) VK_HIDDEN;
+void vk_prof_record_end(struct alice_backend_ctx *ctx, VkCommandBuffer cmd) VK_HIDDEN;
 void vk_prof_submit(struct alice_backend_ctx *ctx) VK_HIDDEN;
 void vk_prof_end(struct alice_backend_ctx *ctx) VK_HIDDEN;
 double vk_prof_now(const struct alice_backend_ctx *ctx) VK_HIDDEN;

@@ -3,7 +3,9 @@
  * shader; dispatches not separated by a barrier may overlap, so a shader's
  * share is approximate), and per graph the host's recording time and the
  * submit-to-fence wait. A table goes to the log when the context is freed.
- * For finding where time goes, not for reporting throughput. */
+ * For finding where time goes, not for reporting throughput.
+ * ALICE_VK_PROFILE=3: only a graph's first and last timestamps (its GPU
+ * span without the serializing timestamps between dispatches). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@ struct vk_prof {
 	long graphs, dispatches, barriers;
 	uint32_t graph_barriers;
 	int verbose; /* ALICE_VK_PROFILE=2: a line per graph */
+	int span; /* ALICE_VK_PROFILE=3: no timestamps between dispatches */
 	long syncs; /* submit-and-wait copies outside the steps (staged writes, reads, clears) */
 	double sync_ms;
 };
@@ -54,7 +57,8 @@ void vk_prof_init(struct alice_backend_ctx *ctx)
 		free(p);
 		return;
 	}
-	p->verbose = atoi(e) >= 2;
+	p->verbose = atoi(e) == 2;
+	p->span = atoi(e) >= 3;
 	ctx->prof = p;
 	vk_log(1, "vulkan profile on: a timestamp after every dispatch");
 }
@@ -86,7 +90,7 @@ void vk_prof_barrier(struct alice_backend_ctx *ctx)
 void vk_prof_dispatch(struct alice_backend_ctx *ctx, VkCommandBuffer cmd, const char *shader)
 {
 	struct vk_prof *p = ctx->prof;
-	if (!p || p->n >= PROF_QUERIES)
+	if (!p || p->n >= PROF_QUERIES || p->span)
 		return;
 	int l = 0;
 	while (l < p->n_labels && strcmp(p->labels[l], shader) != 0)
@@ -99,6 +103,17 @@ void vk_prof_dispatch(struct alice_backend_ctx *ctx, VkCommandBuffer cmd, const 
 	}
 	p->lab[p->n] = (uint16_t)l;
 	vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p->pool, p->n++);
+}
+
+/* the recording ends: in span mode the graph's closing timestamp */
+void vk_prof_record_end(struct alice_backend_ctx *ctx, VkCommandBuffer cmd)
+{
+	struct vk_prof *p = ctx->prof;
+	if (!p || !p->span)
+		return;
+	p->span = 0;
+	vk_prof_dispatch(ctx, cmd, "(graph span)");
+	p->span = 1;
 }
 
 void vk_prof_submit(struct alice_backend_ctx *ctx)

@@ -106,6 +106,7 @@ static enum alice_status record(struct alice_backend_ctx *ctx)
 		vkCmdDispatch(cmd, r->gx, r->gy, 1);
 		vk_prof_dispatch(ctx, cmd, r->name);
 	}
+	vk_prof_record_end(ctx, cmd);
 	mem_barrier(cmd, VK_ACCESS_SHADER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT,
 		    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT);
 	return vk_check(ctx, vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
