@@ -501,9 +501,17 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	 * emulated fragments (its tiling, loads and decode tested on lavapipe) */
 	const char *cme = getenv("ALICE_VK_COOPMAT");
 	ctx->cm_emu = !ctx->coopmat && cme && strcmp(cme, "emu") == 0;
+	/* doubles for the sampling ops' block sums (temp_sample.h's order) */
+	VkPhysicalDeviceFeatures have, feats;
+	memset(&feats, 0, sizeof(feats));
+	vkGetPhysicalDeviceFeatures(ctx->phys, &have);
+	const char *f64e = getenv("ALICE_VK_F64");
+	ctx->f64 = have.shaderFloat64 && !(f64e && f64e[0] == '0');
+	feats.shaderFloat64 = ctx->f64 ? VK_TRUE : VK_FALSE;
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
 		.pNext = ctx->coopmat ? &cmf.cm : NULL,
+		.pEnabledFeatures = &feats,
 		.queueCreateInfoCount = 1,
 		.pQueueCreateInfos = &qci,
 		.enabledExtensionCount = n_ext,

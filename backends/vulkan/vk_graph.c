@@ -19,6 +19,8 @@ static const vk_op_fn op_fns[ALICE_OP_COUNT_V1_6] = {
 	[ALICE_OP_SOFTCAP] = vk_op_ew,	      [ALICE_OP_COPY] = vk_op_ew,
 	[ALICE_OP_SSM_CONV] = vk_op_ssm_conv, [ALICE_OP_GATED_DELTA_NET] = vk_op_gated_delta_net,
 	[ALICE_OP_TOPK] = vk_op_topk,	      [ALICE_OP_TOKEN_MASK] = vk_op_token_mask,
+	[ALICE_OP_FEED] = vk_op_feed,	      [ALICE_OP_LOGIT_ADJUST] = vk_op_logit_adjust,
+	[ALICE_OP_SAMPLE_TEMP] = vk_op_sample_temp, [ALICE_OP_LOGSUMEXP] = vk_op_logsumexp,
 };
 
 /* The largest ne / nb per dim: shaders index with 32-bit element counts. */
@@ -98,7 +100,8 @@ static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, const str
 {
 	uint64_t need = 0;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
-		uint64_t n = vk_mm_scratch_need(g, &g->nodes[i]);
+		uint64_t n = vk_mm_scratch_need(g, &g->nodes[i]), t = vk_sample_scratch_need(g, &g->nodes[i]);
+		n = t > n ? t : n;
 		if (n > need)
 			need = n;
 	}
@@ -160,6 +163,9 @@ bool vk_supports_op(struct alice_backend_ctx *ctx, const struct alice_graph *g, 
 		ctx = &dummy;
 	}
 	if (!g || !node || node_args(ctx, g, node, &a) != ALICE_OK)
+		return false;
+	/* their block sums are doubles */
+	if ((node->op == ALICE_OP_SAMPLE_TEMP || node->op == ALICE_OP_LOGSUMEXP) && !ctx->f64)
 		return false;
 	return alice_bc_types_ok(node, a.dst, a.src) && shapes_ok(&a);
 }

@@ -96,6 +96,7 @@ struct alice_backend_ctx {
 	bool subgroup_arith;/* subgroupAdd/Max in compute shaders */
 	unsigned fuse;      /* chains of nodes as one dispatch (vk_fuse.c): VK_FUSE_* */
 	bool coopmat;       /* prefill GEMM on NV cooperative matrices (mmc.comp; ALICE_VK_COOPMAT=0: off) */
+	bool f64;           /* shaderFloat64 on: SAMPLE_TEMP and LOGSUMEXP (ALICE_VK_F64=0: off) */
 	bool cm_emu;        /* ALICE_VK_COOPMAT=emu: mmc.comp with emulated cooperative matrices (cmemu.glsl; tests) */
 	bool host_import;   /* VK_EXT_external_memory_host enabled */
 	uint64_t import_align;
@@ -301,6 +302,12 @@ enum alice_status vk_bind_raw(struct alice_backend_ctx *ctx, struct alice_buffer
 			      uint64_t size, struct vk_bind *b) VK_HIDDEN;
 /* Scratch bytes MUL_MAT node n needs for its rounded activations (0: none). */
 uint64_t vk_mm_scratch_need(const struct alice_graph *g, const struct alice_node *n) VK_HIDDEN;
+/* Scratch bytes a sampling node needs (TOPK: its chunks' candidates;
+ * SAMPLE_TEMP, LOGSUMEXP: block sums and maxima; 0: none). */
+uint64_t vk_sample_scratch_need(const struct alice_graph *g, const struct alice_node *n) VK_HIDDEN;
+/* A scratch region for an op's own intermediate: its byte offset (the
+ * rounded activations it held are forgotten). */
+uint64_t vk_scratch_claim(struct alice_backend_ctx *ctx) VK_HIDDEN;
 /* Bind tensor t (checking its extent fits one descriptor range). */
 enum alice_status vk_bind_tensor(struct alice_backend_ctx *ctx, const struct alice_tensor *t,
 				 struct vk_bind *b) VK_HIDDEN;
@@ -365,6 +372,10 @@ enum alice_status vk_op_ssm_conv(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_gated_delta_net(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_topk(const struct alice_op_args *a) VK_HIDDEN; /* vk_ops_sample.c */
 enum alice_status vk_op_token_mask(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_feed(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_logit_adjust(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_sample_temp(const struct alice_op_args *a) VK_HIDDEN;
+enum alice_status vk_op_logsumexp(const struct alice_op_args *a) VK_HIDDEN;
 
 static inline int64_t vk_nelem(const struct alice_tensor *t)
 {

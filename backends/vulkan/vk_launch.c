@@ -512,7 +512,7 @@ enum alice_status vk_graph_wait(struct alice_backend_ctx *ctx)
 	memcpy(&detail, l->rb->map + 4, 4);
 	if (code)
 		return vk_fail(ctx, ALICE_ERR_RANGE,
-			       "an index read by GET_ROWS, KV_WRITE or ATTENTION is out of range (value %d)",
+			       "an index read by GET_ROWS, KV_WRITE, ATTENTION or FEED is out of range (value %d)",
 			       (int32_t)detail);
 	for (uint32_t i = 0; i < l->n_late; i++)
 		if (!l->late[i].staged && l->late[i].size)

@@ -81,6 +81,13 @@ uint64_t vk_actq_claim(struct alice_backend_ctx *ctx, const struct alice_tensor 
 	return (uint64_t)region * ctx->scratch_region;
 }
 
+uint64_t vk_scratch_claim(struct alice_backend_ctx *ctx)
+{
+	uint32_t region = ctx->scratch_next++ % VK_SCRATCH_RING;
+	ctx->actq[region].valid = false;
+	return (uint64_t)region * ctx->scratch_region;
+}
+
 /* x as the product reads it: a binding and byte strides */
 struct mm_x {
 	struct vk_bind b;

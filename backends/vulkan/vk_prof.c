@@ -25,6 +25,8 @@ struct vk_prof {
 	long count[PROF_LABELS];
 	int n_labels;
 	double t0, t_submit, rec_ms, wait_ms, gpu_ms, rec_first, wait_first;
+	double t_end, gap_ms; /* the last graph's end; host time between graphs */
+	long gaps;
 	long graphs, dispatches, barriers;
 	uint32_t graph_barriers;
 	int verbose; /* ALICE_VK_PROFILE=2: a line per graph */
@@ -65,8 +67,14 @@ void vk_prof_init(struct alice_backend_ctx *ctx)
 
 void vk_prof_start(struct alice_backend_ctx *ctx)
 {
-	if (ctx->prof)
-		ctx->prof->t0 = now_ms();
+	struct vk_prof *p = ctx->prof;
+	if (!p)
+		return;
+	p->t0 = now_ms();
+	if (p->t_end > 0 && p->graphs > 1) { /* the first graphs build pipelines */
+		p->gap_ms += p->t0 - p->t_end;
+		p->gaps++;
+	}
 }
 
 /* a recording starts (a replayed one keeps its timestamps and counts) */
@@ -128,6 +136,7 @@ void vk_prof_end(struct alice_backend_ctx *ctx)
 	if (!p)
 		return;
 	double t = now_ms();
+	p->t_end = t;
 	if (p->graphs == 0) { /* the first graph builds the pipelines it uses */
 		p->rec_first = p->t_submit - p->t0;
 		p->wait_first = t - p->t_submit;
@@ -188,6 +197,8 @@ void vk_prof_free(struct alice_backend_ctx *ctx)
 			p->barriers / g, p->rec_ms / g, p->wait_ms / g, p->gpu_ms / g, p->rec_first, p->wait_first,
 			g > 1 ? (p->rec_ms - p->rec_first) / g1 : 0.0, g > 1 ? (p->wait_ms - p->wait_first) / g1 : 0.0);
 		fprintf(stderr, "vulkan profile: %ld copies outside the steps, %.3f ms waited for them\n", p->syncs, p->sync_ms);
+		fprintf(stderr, "vulkan profile: host time from a graph's fence to the next graph's launch %.3f ms (mean of %ld)\n",
+			p->gaps ? p->gap_ms / (double)p->gaps : 0.0, p->gaps);
 		for (int k = 0; k < p->n_labels; k++) { /* largest first */
 			int best = -1;
 			for (int l = 0; l < p->n_labels; l++)
