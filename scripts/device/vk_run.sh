@@ -7,7 +7,10 @@
 # (default "prof bench"; also "ops", "inv", "fuse", "nofuse", "parity", "nocm", "profp", "attn0" (the tiled attention), "q6x", "bench8b",
 # "launch" (graph_launch test), "ab" (tg128 default / ALICE_PACK=0 / ALICE_VK_GATHER=0 / ALICE_VK_SPIN=0), "pgeom" (packed mat-vec geometries),
 # "abv" (this build's Vulkan backend against an earlier one in $BUILD/old, and ALICE_VK_FA=0; ABV also takes
-# nowvec, noxh and mmcS/Y/Z), "mmc" (the prefill GEMM's tiles: op test and one product's time)); carry .devbuild .devlibs .devfix .gl.
+# nowvec, noxh and mmcS/Y/Z), "mmc" (the prefill GEMM's tiles: op test and one product's time),
+# "engine" (server_test_engine on vulkan: device sampling, pipelined steps), "batch" (alice-bench --batch,
+# greedy and T 0.8, vulkan and cuda), "server" (alice-llm-server on vulkan, this build against $BUILD/old:
+# loadgen at 1 and 16 clients; needs .devfix/loadgen.py)); carry .devbuild .devlibs .devfix .gl.
 set -u
 b=${BUILD:-.devbuild}
 out=${OUT:-/tmp/vk_out}
@@ -154,5 +157,32 @@ if has bench8b; then
   for be in vulkan cuda; do
     timeout 300 "$b/bin/alice-bench" -m "$m8" --backend $be -p 512 -n 128 -r 2 > "$out/b8-$be.log" 2>&1
     grep -E "pp512|tg128|failed|error" "$out/b8-$be.log" | head -4
+  done
+fi
+if has engine; then
+  ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/server_test_engine" --jobs=4 > "$out/engine.log" 2>&1
+  echo "engine on vulkan: rc $? $(grep Synthesis "$out/engine.log")"; grep -A3 "Assertion" "$out/engine.log" | head -10
+fi
+if has batch; then
+  for t in 0 0.8; do
+    timeout 200 "$b/bin/alice-bench" -m /tmp/llama-1b-Q4_K_M.gguf --backend vulkan,cuda --batch ${BATCHES:-1,16} -p 16 -n 128 --temp $t 2>/dev/null | grep "^| Llama" | sed "s/^/T $t /"
+  done
+fi
+if has server; then
+  # the server on vulkan, this build's backend against $b/old's: one client
+  # greedy and at T 0.8, 16 clients at T 0.8 (steps fed on the device: FEED)
+  mval() { curl -s localhost:8113/metrics | awk -v k="$1" '$1 == k {print $2}'; }
+  for v in new old new old; do
+    bp=$ALICE_BACKEND_PATH; [ $v = old ] && bp=$PWD/$b/old
+    ALICE_BACKEND_PATH=$bp "$b/bin/alice-llm-server" --model /tmp/llama-1b-Q4_K_M.gguf --backend vulkan --parallel 16 --port 8113 --ctx-size 512 > "$out/srv-$v.log" 2>&1 &
+    sp=$!
+    for i in $(seq 1 90); do curl -sf localhost:8113/health >/dev/null 2>&1 && break; sleep 1; done
+    timeout 60 python3 .devfix/loadgen.py --port 8113 --max-tokens 32 --prompt-words 100 --concurrency 4 --requests-per-client 1 > /dev/null 2>&1
+    echo "== vulkan server, $v backend: 1 client greedy, 1 client T 0.8, 16 clients T 0.8 (loadgen: clients | requests | tok/s | ...)"
+    for a in "1 3 0" "1 3 0.8" "16 2 0.8"; do
+      set -- $a; f0=$(mval alice_steps_fed_total)
+      echo "$(timeout 90 python3 .devfix/loadgen.py --port 8113 --max-tokens 128 --prompt-words 100 --concurrency $1 --requests-per-client $2 --extra "{\"temperature\": $3}" 2>&1 | tail -1) steps fed $(( $(mval alice_steps_fed_total) - ${f0:-0} ))"
+    done
+    kill $sp; wait $sp 2>/dev/null
   done
 fi
