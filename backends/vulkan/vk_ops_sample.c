@@ -147,19 +147,26 @@ struct adjust_push {
 	uint32_t r_off, cap;
 };
 
+/* LOGIT_ADJUST and TOKEN_MASK edit logits rows x in place from records r:
+ * the checks and the two bindings they share */
+static enum alice_status bind_rows_records(struct alice_backend_ctx *ctx, const char *op, const struct alice_tensor *x,
+					   const struct alice_tensor *r, uint64_t items, struct vk_bind b[2])
+{
+	if (x->nb[1] % 4 || x->ne[0] > UINT32_MAX / 4 || x->ne[1] > UINT32_MAX || items > UINT32_MAX / 2)
+		return vk_fail(ctx, ALICE_ERR_INVALID, "%s: rows must be 4-byte aligned, sizes below 2^31", op);
+	enum alice_status st = vk_bind_tensor(ctx, x, &b[0]);
+	return st != ALICE_OK ? st : vk_bind_tensor(ctx, r, &b[1]);
+}
+
 enum alice_status vk_op_logit_adjust(const struct alice_op_args *a)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *x = a->dst, *r = a->src[0];
-	const uint64_t cap = (uint64_t)r->ne[1] - 1;
 	if (r->ne[1] < 2)
 		return ALICE_OK;
-	if (x->nb[1] % 4 || x->ne[0] > UINT32_MAX / 4 || x->ne[1] > UINT32_MAX || cap > UINT32_MAX / 2)
-		return vk_fail(ctx, ALICE_ERR_INVALID, "LOGIT_ADJUST: rows must be 4-byte aligned, sizes below 2^31");
+	const uint64_t cap = (uint64_t)r->ne[1] - 1;
 	struct vk_bind b[2];
-	enum alice_status st = vk_bind_tensor(ctx, x, &b[0]);
-	if (st == ALICE_OK)
-		st = vk_bind_tensor(ctx, r, &b[1]);
+	enum alice_status st = bind_rows_records(ctx, "LOGIT_ADJUST", x, r, cap, b);
 	if (st != ALICE_OK)
 		return st;
 	struct adjust_push p = {
@@ -205,12 +212,8 @@ enum alice_status vk_op_token_mask(const struct alice_op_args *a)
 	const uint64_t W = (uint64_t)r->ne[0], cap = (uint64_t)r->ne[1] - 1, wgroups = (W - 1 + 255) / 256;
 	if (cap < 1)
 		return ALICE_OK;
-	if (x->nb[1] % 4 || x->ne[0] > UINT32_MAX / 4 || x->ne[1] > UINT32_MAX || cap * wgroups > UINT32_MAX)
-		return vk_fail(ctx, ALICE_ERR_INVALID, "TOKEN_MASK: rows must be 4-byte aligned, sizes below 2^32");
 	struct vk_bind b[2];
-	enum alice_status st = vk_bind_tensor(ctx, x, &b[0]);
-	if (st == ALICE_OK)
-		st = vk_bind_tensor(ctx, r, &b[1]);
+	enum alice_status st = bind_rows_records(ctx, "TOKEN_MASK", x, r, cap * wgroups, b);
 	if (st != ALICE_OK)
 		return st;
 	struct tokmask_push p = {
