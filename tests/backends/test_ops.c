@@ -1000,6 +1000,17 @@ ParameterizedTest(struct op_param *p, ops, rejects_bad_nodes)
 	for (int i = 0; i < nc; i++)
 		tc_free(&cs[i]);
 	free(cs);
+	/* FEED with a pick index past the picks (bad input data), then a good one */
+	cs = NULL;
+	nc = 0;
+	build_feed(&cs, &nc, &r);
+	set_el(&cs[1], 2, 5, (double)cs[1].t[3].ne[0]);
+	cr_assert_neq(run_case(vt, ctx, false, &cs[1], &nmse, msg, sizeof(msg)), OUT_PASS);
+	cr_log_info("[%s] bad pick index: %s", p->backend, msg);
+	cr_assert_eq(run_case(vt, ctx, false, &cs[0], &nmse, msg, sizeof(msg)), OUT_PASS, "%s", msg);
+	for (int i = 0; i < nc; i++)
+		tc_free(&cs[i]);
+	free(cs);
 	vt->free(ctx);
 	alice_backend_close(be);
 }
