@@ -274,6 +274,8 @@ enum alice_status vk_pipe_init(struct alice_backend_ctx *ctx) VK_HIDDEN;
 void vk_pipe_free(struct alice_backend_ctx *ctx) VK_HIDDEN;
 /* The pipeline for shader `name` (made on first use), or VK_NULL_HANDLE with ctx->err. */
 VkPipeline vk_pipe_get(struct alice_backend_ctx *ctx, const char *name) VK_HIDDEN;
+/* Whether the build embeds a shader of that name (without the _sg form). */
+bool vk_shader_built(const char *name) VK_HIDDEN;
 /* Make room for n descriptor sets in this graph (resets the pool). */
 enum alice_status vk_desc_reserve(struct alice_backend_ctx *ctx, uint32_t n) VK_HIDDEN;
 

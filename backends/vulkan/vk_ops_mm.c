@@ -471,11 +471,14 @@ static int64_t tiled_min_m(void)
 static bool mm_coopmat(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const struct alice_tensor *x,
 		       bool decode)
 {
-	/* the emulated form (tests) is built for the types the models use most */
-	static const char *const emu_types[] = {"Q4_K", "Q6_K", "Q6_KP", "Q8_0", "Q8_0P", "Q4_0", "F16"};
+	/* the emulated form (tests) is built for the types the models use most
+	 * (CMakeLists.txt's list) */
 	bool emu = false;
-	for (size_t i = 0; ctx->cm_emu && !emu && i < sizeof(emu_types) / sizeof(emu_types[0]); i++)
-		emu = strcmp(vk_wtype_name(w), emu_types[i]) == 0;
+	if (ctx->cm_emu) {
+		char name[32];
+		snprintf(name, sizeof(name), "mmce_%s", vk_wtype_name(w));
+		emu = vk_shader_built(name);
+	}
 	return (ctx->coopmat || emu) && !decode && x->ne[1] >= tiled_min_m() && w->type != ALICE_TYPE_F32 &&
 	       w->type != ALICE_TYPE_BF16 && x->type == ALICE_TYPE_F32 && x->nb[0] == 4;
 }

@@ -2,9 +2,9 @@
  * stages (a workgroup per chunk, then one per row over the chunks' best);
  * TOKEN_MASK (1.6, tokmask.comp): an invocation per 32-token mask word;
  * FEED (1.6, feed.comp): an invocation per token; LOGIT_ADJUST (1.5,
- * adjust.comp): an invocation per record.
- * SAMPLE_TEMP is not here (its block sums are doubles, which many of the
- * boards this backend is for cannot compute): those rows are read whole. */
+ * adjust.comp): an invocation per record; SAMPLE_TEMP (1.4) and LOGSUMEXP
+ * (1.6): ts.comp, where the device has doubles (many boards this backend is
+ * for have none: there the core reads those rows whole). */
 #include "vk_internal.h"
 
 struct topk_push {

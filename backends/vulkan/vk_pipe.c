@@ -66,6 +66,11 @@ static const struct vk_shader_blob *find_blob(const char *name)
 	return NULL;
 }
 
+bool vk_shader_built(const char *name)
+{
+	return find_blob(name) != NULL;
+}
+
 VkPipeline vk_pipe_get(struct alice_backend_ctx *ctx, const char *name)
 {
 	const struct vk_shader_blob *blob = NULL;

@@ -62,7 +62,7 @@ void vk_prof_init(struct alice_backend_ctx *ctx)
 	p->verbose = atoi(e) == 2;
 	p->span = atoi(e) >= 3;
 	ctx->prof = p;
-	vk_log(1, "vulkan profile on: a timestamp after every dispatch");
+	vk_log(1, "vulkan profile on: %s", p->span ? "each graph's first and last timestamps" : "a timestamp after every dispatch");
 }
 
 void vk_prof_start(struct alice_backend_ctx *ctx)

@@ -8,18 +8,12 @@ layout(local_size_x = 256) in;
 #include "common.glsl"
 #define ACTQ_NO_BLK 1
 #include "actq.glsl"
+#include "sample.glsl"
 
 layout(push_constant) uniform PC {
 	uint n, rows, x_off, x_nb1;
 	uint r_off, cap;
 } p;
-
-float clean_(float x)
-{
-	if (isnan(x))
-		return uintBitsToFloat(0xff800000u); // -inf
-	return x < 3.402823466e+38 ? x : 3.402823466e+38;
-}
 
 void main()
 {
@@ -41,7 +35,7 @@ void main()
 		x = clean_(y);
 	}
 	if ((flags & 2u) != 0u)
-		x = uintBitsToFloat(0xff800000u);
+		x = NEG_INF;
 	if ((flags & 4u) != 0u) {
 		// div_cr's split overflows past ~8e34: large quotients are taken
 		// scaled by 2^-32 (exact); an infinite or NaN quotient (rp 0,

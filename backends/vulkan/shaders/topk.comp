@@ -17,6 +17,7 @@
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;
 #include "common.glsl"
+#include "sample.glsl"
 #ifndef STAGE
 #define STAGE 0
 #endif
@@ -29,19 +30,11 @@ layout(push_constant) uniform PC {
 // stage 1 writes its candidates as dst (binding 0, at d_off)
 
 #define TK_SORT 128u
-#define FLT_MAX_ 3.402823466e+38
 
 shared uint hist[256];
 shared uint cnt[256];
 shared uint s_prefix, s_want, s_above;
 shared uint ek[TK_SORT], ei[TK_SORT]; // key, index
-
-float clean_(float x)
-{
-	if (isnan(x))
-		return uintBitsToFloat(0xff800000u); // -inf
-	return x < FLT_MAX_ ? x : FLT_MAX_;
-}
 
 uint key_of(float x)
 {

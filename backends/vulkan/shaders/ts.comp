@@ -19,6 +19,7 @@ layout(local_size_x = 256) in;
 #include "common.glsl"
 #define ACTQ_NO_BLK 1
 #include "actq.glsl"
+#include "sample.glsl"
 #ifndef STAGE
 #define STAGE 1
 #endif
@@ -34,14 +35,6 @@ layout(push_constant) uniform PC {
 
 #define TS_BLOCK 1024u
 #define TS_PER 8u
-#define NEG_INF uintBitsToFloat(0xff800000u)
-
-float clean_(float x)
-{
-	if (isnan(x))
-		return NEG_INF;
-	return x < 3.402823466e+38 ? x : 3.402823466e+38;
-}
 float xat(uint row, uint i) { return uintBitsToFloat(a_[(p.x_off + row * p.x_nb1) / 4u + i]); }
 
 // alice/vexp.h's alice_exp_neg
