@@ -138,12 +138,15 @@ static int usable_devices(VkInstance inst, VkPhysicalDevice *out, int max, char 
 	for (uint32_t i = 0; i < n && k < max; i++) {
 		VkPhysicalDeviceProperties p;
 		vkGetPhysicalDeviceProperties(all[i], &p);
-		bool ok = p.apiVersion >= VK_API_VERSION_1_1 && has_compute_queue(all[i], NULL);
+		bool binds = p.limits.maxPerStageDescriptorStorageBuffers >= VK_NBIND;
+		bool ok = p.apiVersion >= VK_API_VERSION_1_1 && has_compute_queue(all[i], NULL) && binds;
 		if (ok)
 			out[k++] = all[i];
 		else if (w < why_len)
 			w += (size_t)snprintf(why + w, why_len - w, "%s%s: %s", w ? "; " : "", p.deviceName,
-					      p.apiVersion < VK_API_VERSION_1_1 ? "Vulkan < 1.1" : "no compute queue");
+					      p.apiVersion < VK_API_VERSION_1_1 ? "Vulkan < 1.1"
+					      : !binds ? "fewer than 9 storage buffers per shader stage"
+						       : "no compute queue");
 	}
 	if (k == 0 && w == 0)
 		snprintf(why, why_len, "no Vulkan device with a compute queue");
@@ -369,6 +372,7 @@ static void ctx_destroy(struct alice_backend_ctx *ctx)
 		vk_buffer_free(ctx, ctx->scratch);
 		vk_buffer_free(ctx, ctx->status);
 		vk_buffer_free(ctx, ctx->dummy);
+		vk_buffer_free(ctx, ctx->gq_cnt);
 		vk_pipe_free(ctx);
 		if (ctx->fence)
 			vkDestroyFence(ctx->dev, ctx->fence, NULL);
@@ -451,7 +455,8 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		ctx->max_weights = strtoull(ma, NULL, 10);
 	/* ALICE_VK_FUSE=0: every node its own dispatches (comparisons, tests);
 	 * a comma-separated list of norm, normq (norm with the rounded copy),
-	 * rope, mv, mvq: only those fusions */
+	 * rope, mv, mvq, gq (gate/up + GLU and attention rounding for the next
+	 * mat-vec): only those fusions */
 	const char *fz = getenv("ALICE_VK_FUSE");
 	ctx->fuse = VK_FUSE_ALL;
 	if (fz && fz[0] == '0')
@@ -461,7 +466,7 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 			const char *name;
 			unsigned bits;
 		} fz_names[] = {{"norm", VK_FUSE_NORM}, {"normq", VK_FUSE_NORM | VK_FUSE_NORMQ}, {"rope", VK_FUSE_ROPE},
-				{"mv", VK_FUSE_MV}, {"mvq", VK_FUSE_MVQ}};
+				{"mv", VK_FUSE_MV}, {"mvq", VK_FUSE_MVQ}, {"gq", VK_FUSE_MV | VK_FUSE_GQ}};
 		ctx->fuse = 0;
 		for (const char *t = fz; *t;) {
 			size_t n = strcspn(t, ",");
@@ -556,6 +561,8 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		st = vk_buffer_host(ctx, 256, &ctx->status);
 	if (st == ALICE_OK)
 		st = vk_buffer_host(ctx, 256, &ctx->dummy);
+	if (st == ALICE_OK && (st = vk_buffer_alloc(ctx, VK_GQ_COUNTERS * 4ull, ALICE_BUFFER_COMPUTE, &ctx->gq_cnt)) == ALICE_OK)
+		st = vk_buffer_clear(ctx, ctx->gq_cnt, 0, VK_GQ_COUNTERS * 4ull);
 	if (st == ALICE_OK && !ctx->unified)
 		st = vk_buffer_host(ctx, VK_STAGING_BYTES, &ctx->staging);
 	if (st != ALICE_OK) {

@@ -7,9 +7,11 @@
  *   [ADD] + RMS_NORM (+ the rounding for the MUL_MATs that read the norm):
  *   addnorm.comp, a workgroup per 256 elements of a row.
  *   Q/K/V (2-3 MUL_MATs of one input, one weight type), gate/up + GLU: one
- *   mv.comp dispatch (vk_mm_multi), decode steps; Q/K/V (and gate/up) of a
+ *   mv.comp dispatch (vk_mm_multi), decode steps, the GLU output rounded
+ *   there for ffn_down where that takes Q8_K (GQ); Q/K/V (and gate/up) of a
  *   prefill: one mmc.comp dispatch.
- *   ROPE q, ROPE k, KV_WRITE k, KV_WRITE v: ropekv.comp. */
+ *   ROPE q, ROPE k, KV_WRITE k, KV_WRITE v: ropekv.comp.
+ *   ATTENTION with the rounding for the o-proj that reads it (attn.comp GQ). */
 #include <math.h>
 #include <string.h>
 
@@ -169,13 +171,18 @@ static enum alice_status try_multi(struct alice_backend_ctx *ctx, const struct a
 			n--;
 	if (n < 2)
 		return ALICE_OK;
-	enum alice_status st = vk_mm_multi(ctx, a, n, has_glu ? &glu : NULL);
-	if (st != ALICE_OK)
-		return st;
+	/* the GLU output rounded here for the matmul that reads it next */
+	struct alice_op_args mm;
+	bool gq = has_glu && i + 3 < g->n_nodes && g->nodes[i + 3].op == ALICE_OP_MUL_MAT &&
+		  vk_check_node(ctx, g, &g->nodes[i + 3], &mm) == ALICE_OK && vk_mm_gq_ok(ctx, a, &glu, &mm);
+	/* (before the dispatch: the rounded copy it registers stays valid) */
 	for (int j = 0; j < n; j++)
 		vk_actq_invalidate(ctx, &a[j]);
 	if (has_glu)
 		vk_actq_invalidate(ctx, &glu);
+	enum alice_status st = vk_mm_multi(ctx, a, n, has_glu ? &glu : NULL, gq);
+	if (st != ALICE_OK)
+		return st;
 	*used = (uint32_t)n + (has_glu ? 1 : 0);
 	return ALICE_OK;
 }
@@ -330,6 +337,35 @@ enum alice_status vk_norm_addnorm(const struct alice_op_args *a, bool *done)
 	return st;
 }
 
+/* ATTENTION whose output, seen as [nh * dv, tokens], is the next MUL_MAT's
+ * input rounded as Q8_K: the rounding in the attention dispatch (GQ) */
+static enum alice_status try_attnq(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
+				   const struct alice_op_args *a, uint32_t *used)
+{
+	struct alice_op_args mm;
+	const struct alice_tensor *d = a->dst, *v = a->src[2];
+	if (!ctx->gq_cnt || i + 1 >= g->n_nodes || g->nodes[i + 1].op != ALICE_OP_MUL_MAT ||
+	    vk_check_node(ctx, g, &g->nodes[i + 1], &mm) != ALICE_OK)
+		return ALICE_OK;
+	const struct alice_tensor *x = mm.src[1];
+	int64_t dv = v->ne[0], nh = d->ne[1], nt = d->ne[2], K = dv * nh;
+	uint32_t bs;
+	if (d->type != ALICE_TYPE_F32 || d->ne[0] != dv || d->ne[3] != 1 || d->nb[0] != 4 || d->nb[1] != 4 * dv ||
+	    d->nb[2] != 4 * K || x->buf != d->buf || x->offset != d->offset || x->type != ALICE_TYPE_F32 ||
+	    x->ne[0] != K || x->ne[1] != nt || x->ne[2] * x->ne[3] != 1 || x->nb[0] != 4 || x->nb[1] != 4 * K ||
+	    K % 256 || dv > 512 || (uint64_t)nt * (uint64_t)(K / 256) > VK_GQ_COUNTERS || K * nt > 0x3fffffff ||
+	    (uint64_t)K * (uint64_t)nt * 4 > ctx->scratch_region || vk_act_fmt(mm.src[0]->type, &bs) != 4 ||
+	    !vk_mm_reads_rounded(ctx, &mm))
+		return ALICE_OK;
+	bool gq;
+	enum alice_status st = vk_attention(a, x, &gq);
+	if (st == ALICE_OK && !gq)
+		vk_actq_invalidate(ctx, a); /* as vk_graph.c does after a node */
+	if (st == ALICE_OK)
+		*used = 1;
+	return st;
+}
+
 enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
 			  const struct alice_op_args *a, uint32_t *used)
 {
@@ -342,6 +378,8 @@ enum alice_status vk_fuse(struct alice_backend_ctx *ctx, const struct alice_grap
 	case ALICE_OP_ADD:
 	case ALICE_OP_RMS_NORM:
 		return ctx->fuse & VK_FUSE_NORM ? try_addnorm(ctx, g, i, a, used) : ALICE_OK;
+	case ALICE_OP_ATTENTION:
+		return ctx->fuse & VK_FUSE_GQ ? try_attnq(ctx, g, i, a, used) : ALICE_OK;
 	default:
 		return ALICE_OK;
 	}

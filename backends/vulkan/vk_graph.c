@@ -217,7 +217,7 @@ enum alice_status vk_dispatch_rw(struct alice_backend_ctx *ctx, const char *shad
 	for (int i = 0; i < VK_NBIND; i++) {
 		if (i < n_binds && binds[i].buf)
 			r.bi[i] = (VkDescriptorBufferInfo){binds[i].buf, binds[i].off, binds[i].range};
-		else if (i == VK_NBIND - 1)
+		else if (i == VK_SLOT_STATUS)
 			r.bi[i] = (VkDescriptorBufferInfo){ctx->status->buf, 0, VK_WHOLE_SIZE};
 		else
 			r.bi[i] = (VkDescriptorBufferInfo){ctx->dummy->buf, 0, VK_WHOLE_SIZE};

@@ -15,7 +15,9 @@
 #include "alice/quant.h"
 
 #define VK_HIDDEN __attribute__((visibility("hidden")))
-#define VK_NBIND 8        /* dst, src0..src5, status */
+#define VK_NBIND 9        /* dst, src0..src5, status, gq.glsl's counters */
+#define VK_SLOT_STATUS 7
+#define VK_SLOT_CNT 8
 #define VK_PUSH_BYTES 128 /* the minimum maxPushConstantsSize */
 #define VK_SCRATCH_RING 4
 #define VK_STAGING_BYTES (32u << 20) /* bounded staging buffer for discrete GPUs */
@@ -121,6 +123,7 @@ struct alice_backend_ctx {
 	struct alice_buffer *staging; /* host-visible, VK_STAGING_BYTES (discrete only) */
 	struct alice_buffer *status;  /* 16 bytes, host-visible: shader error reports */
 	struct alice_buffer *dummy;   /* bound to unused slots */
+	struct alice_buffer *gq_cnt;  /* VK_GQ_COUNTERS words, zero (mv.comp's GQ) */
 
 	/* MUL_MAT activations rounded for the weight type (actq.comp): a ring of
 	 * VK_SCRATCH_RING regions so neighbouring matmuls need no barrier */
@@ -332,7 +335,13 @@ uint64_t vk_actq_claim(struct alice_backend_ctx *ctx, const struct alice_tensor 
 bool vk_mm_multi_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
 		    const struct alice_op_args *glu) VK_HIDDEN;
 enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
-			      const struct alice_op_args *glu) VK_HIDDEN;
+			      const struct alice_op_args *glu, bool gq) VK_HIDDEN;
+/* gq for vk_mm_multi: the gate/up + GLU dispatch also rounds the GLU output
+ * for mm, the MUL_MAT reading it next (no actq dispatch before mm) */
+bool vk_mm_gq_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, const struct alice_op_args *glu,
+		 const struct alice_op_args *mm) VK_HIDDEN;
+/* forget a rounded copy of exactly x */
+void vk_actq_drop(struct alice_backend_ctx *ctx, const struct alice_tensor *x) VK_HIDDEN;
 /* Whether MUL_MAT a reads its whole x rounded by actq (where a fused shader
  * may round it instead): not its row runs, not the cooperative-matrix GEMM. */
 bool vk_mm_reads_rounded(struct alice_backend_ctx *ctx, const struct alice_op_args *a) VK_HIDDEN;
@@ -343,7 +352,10 @@ bool vk_mm_reads_rounded(struct alice_backend_ctx *ctx, const struct alice_op_ar
 #define VK_FUSE_ROPE 4u
 #define VK_FUSE_MV 8u
 #define VK_FUSE_MVQ 16u /* a decode mat-vec rounds its own activations (no actq dispatch) */
-#define VK_FUSE_ALL 31u
+#define VK_FUSE_GQ 32u	/* gate/up + GLU, attention round their output for the next mat-vec (no actq dispatch) */
+#define VK_FUSE_ALL 63u
+/* mv.comp GQ's block counters (one per 256-block and column), zero between dispatches */
+#define VK_GQ_COUNTERS 65536u
 /* vk_fuse.c: an RMS_NORM alone on the fused norm's shader where it fits
  * (*done), so a norm is the same code fused or not */
 enum alice_status vk_norm_addnorm(const struct alice_op_args *a, bool *done) VK_HIDDEN;
@@ -369,6 +381,9 @@ enum alice_status vk_op_ew(const struct alice_op_args *a) VK_HIDDEN; /* ADD MUL 
 enum alice_status vk_op_norm(const struct alice_op_args *a) VK_HIDDEN; /* RMS_NORM L2_NORM */
 enum alice_status vk_op_rope(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_attention(const struct alice_op_args *a) VK_HIDDEN;
+/* ATTENTION, its output also rounded for the MUL_MAT reading it as gqx
+ * where attn.comp takes it (*gq; vk_fuse.c) */
+enum alice_status vk_attention(const struct alice_op_args *a, const struct alice_tensor *gqx, bool *gq) VK_HIDDEN;
 enum alice_status vk_op_kv_write(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_ssm_conv(const struct alice_op_args *a) VK_HIDDEN;
 enum alice_status vk_op_gated_delta_net(const struct alice_op_args *a) VK_HIDDEN;

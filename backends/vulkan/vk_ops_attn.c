@@ -17,7 +17,8 @@ struct attn_push {
 	uint32_t d_nb0, d_nb1, d_nb2, n_cells;
 	float scale, cap;
 	uint32_t t_off, tbl_n, bs_sh, n_blk; /* block table (src4): tbl_n 0 = none */
-	uint32_t fa; /* attn.comp: fa.comp takes the tokens of runs of 16 or more */
+	uint32_t fa; /* attn.comp: fa.comp takes the tokens of runs of 16 or more; GQ: the rounded copy */
+	uint32_t c_off; /* attn.comp's GQ (UINT32_MAX: none): gq.glsl's counters */
 };
 
 /* attnt.comp's shapes: an F16 cache of word-aligned rows, d_k a multiple of
@@ -69,9 +70,14 @@ struct kvw_push {
 	uint32_t E, n, n_cells, dtype;
 };
 
-enum alice_status vk_op_attention(const struct alice_op_args *a)
+/* ATTENTION a; with gqx (a packed F32 view [nh * dv, nt] of its output,
+ * the next MUL_MAT's input; vk_fuse.c checks): where attn.comp takes every
+ * token, its output also rounded for that product as actq.comp would
+ * (attn.comp's GQ, gq.glsl), registered as gqx's rounded copy, and *gq set */
+enum alice_status vk_attention(const struct alice_op_args *a, const struct alice_tensor *gqx, bool *gq)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
+	*gq = false;
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;
 	int64_t dk = q->ne[0], nh = q->ne[1], nt = q->ne[2], nkv = k->ne[1];
 	enum alice_status st = alice_bc_attention_shape(q, k, v, r, d, ctx->err, sizeof(ctx->err));
@@ -85,7 +91,8 @@ enum alice_status vk_op_attention(const struct alice_op_args *a)
 		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: more than 2^32 cells");
 	if (!isfinite(a->node->fp[0]) || !isfinite(a->node->fp[1]) || a->node->fp[1] < 0.0f)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "bad scale %g or soft-cap %g", a->node->fp[0], a->node->fp[1]);
-	struct vk_bind b[6];
+	struct vk_bind b[VK_NBIND];
+	memset(b, 0, sizeof(b));
 	int nb = a->src[4] ? 6 : 5;
 	st = vk_bind_tensor(ctx, d, &b[0]);
 	for (int i = 0; i < nb - 1 && st == ALICE_OK; i++)
@@ -101,7 +108,7 @@ enum alice_status vk_op_attention(const struct alice_op_args *a)
 		.d_nb0 = (uint32_t)d->nb[0], .d_nb1 = (uint32_t)d->nb[1], .d_nb2 = (uint32_t)d->nb[2],
 		.n_cells = (uint32_t)ncell, .scale = a->node->fp[0], .cap = a->node->fp[1],
 		.t_off = nb == 6 ? b[5].rel : 0, .tbl_n = a->src[4] ? (uint32_t)a->src[4]->ne[0] : 0,
-		.bs_sh = (uint32_t)pg.bs_log2, .n_blk = (uint32_t)pg.n_blocks,
+		.bs_sh = (uint32_t)pg.bs_log2, .n_blk = (uint32_t)pg.n_blocks, .c_off = UINT32_MAX,
 	};
 	if (attn_fa(ctx, a, b)) {
 		uint64_t n_wg = (uint64_t)nh * (uint64_t)((nt + 63) / 64);
@@ -116,7 +123,26 @@ enum alice_status vk_op_attention(const struct alice_op_args *a)
 		p.k_type = qt;
 		return vk_dispatch(ctx, "attnt", b, nb, &p, sizeof(p), (uint32_t)(nh * ((nt + qt - 1) / qt)));
 	}
+	if (gqx && !p.fa) {
+		/* (invalidated before the claim: the copy registered stays valid) */
+		vk_actq_invalidate(ctx, a);
+		if ((st = vk_bind_raw(ctx, ctx->scratch, vk_actq_claim(ctx, gqx, 4), (uint64_t)vk_nelem(gqx) * 4, &b[6])) !=
+			    ALICE_OK ||
+		    (st = vk_bind_raw(ctx, ctx->gq_cnt, 0, (uint64_t)VK_GQ_COUNTERS * 4, &b[VK_SLOT_CNT])) != ALICE_OK)
+			return st;
+		p.fa = b[6].rel;
+		p.c_off = b[VK_SLOT_CNT].rel;
+		*gq = true;
+		return vk_dispatch_rw(ctx, "attn", b, VK_NBIND, (1u << 6) | (1u << VK_SLOT_CNT), &p, sizeof(p),
+				      (uint32_t)(nh * nt));
+	}
 	return vk_dispatch(ctx, "attn", b, nb, &p, sizeof(p), (uint32_t)(nh * nt));
+}
+
+enum alice_status vk_op_attention(const struct alice_op_args *a)
+{
+	bool gq;
+	return vk_attention(a, NULL, &gq);
 }
 
 enum alice_status vk_op_kv_write(const struct alice_op_args *a)

@@ -204,6 +204,13 @@ static int actq_find(struct alice_backend_ctx *ctx, const struct alice_tensor *x
 	return -1;
 }
 
+void vk_actq_drop(struct alice_backend_ctx *ctx, const struct alice_tensor *x)
+{
+	for (int i = 0; i < VK_SCRATCH_RING; i++)
+		if (ctx->actq[i].valid && actq_find(ctx, x, ctx->actq[i].fmt) == i)
+			ctx->actq[i].valid = false;
+}
+
 static enum alice_status mm_round(struct alice_backend_ctx *ctx, const struct alice_tensor *w,
 				  const struct alice_tensor *x, struct mm_x *xa_out)
 {
@@ -714,6 +721,7 @@ struct mvf_push {
 	uint32_t nrg, x_off, x_nb1, w_nb1;
 	uint32_t act, rg1, rg2, pad;
 	uint32_t N[4], w_off[4], d_off[4], d_nb1[4];
+	uint32_t q_off, c_off; /* GQ: the rounded copy, the block counters */
 };
 
 /* MUL_MAT a as mm_one would run it on mv.comp: a decode product of a
@@ -918,8 +926,26 @@ static enum alice_status mmc_multi(struct alice_backend_ctx *ctx, const struct a
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
 }
 
+/* gate/up + GLU (a, glu; vk_mm_multi_ok holds) rounding the GLU output
+ * for mm, the MUL_MAT that reads it next, as actq.comp would (mv.comp's
+ * GQ): mm rounds it as Q8_K, whole, and the counters cover its blocks */
+bool vk_mm_gq_ok(struct alice_backend_ctx *ctx, const struct alice_op_args *a, const struct alice_op_args *glu,
+		 const struct alice_op_args *mm)
+{
+	uint32_t bs, rw, ks;
+	const struct alice_tensor *h = glu->dst;
+	if (!(ctx->fuse & VK_FUSE_GQ) || !ctx->gq_cnt || a[0].src[0]->type != ALICE_TYPE_Q4_K ||
+	    mm->src[1] != h || vk_act_fmt(mm->src[0]->type, &bs) != 4 || !vk_mm_reads_rounded(ctx, mm))
+		return false;
+	mv_geom(a[0].src[0]->type, &rw, &ks);
+	uint32_t per = 4 / ks * (rw / 2);
+	int64_t N = h->ne[0], M = h->ne[1];
+	return N % 256 == 0 && 256 % per == 0 && (uint64_t)M * (uint64_t)(N / 256) <= VK_GQ_COUNTERS &&
+	       (uint64_t)vk_nelem(h) * 4 <= ctx->scratch_region && N * M <= 0x3fffffff;
+}
+
 enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
-			      const struct alice_op_args *glu)
+			      const struct alice_op_args *glu, bool gq)
 {
 	if (!glu && mmc_multi_ok(ctx, a, n))
 		return mmc_multi(ctx, a, n);
@@ -940,11 +966,28 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 	uint64_t wlo, whi, dlo, dhi;
 	span(ctx, w, n, &wlo, &whi);
 	span(ctx, d, nd, &dlo, &dhi);
-	struct vk_bind b[3];
+	struct vk_bind b[VK_NBIND];
+	memset(b, 0, sizeof(b));
 	if ((st = vk_bind_raw(ctx, d[0]->buf, dlo, dhi - dlo, &b[0])) != ALICE_OK ||
 	    (st = vk_bind_raw(ctx, w[0]->buf, wlo, whi - wlo, &b[1])) != ALICE_OK)
 		return st;
 	b[2] = xa.b;
+	if (gq) {
+		/* a scratch region for the rounded copy, not the one x is read from */
+		const struct alice_tensor *h = glu->dst;
+		uint64_t bytes = (uint64_t)vk_nelem(h) * 4;
+		for (int t = 0; t < 2; t++) {
+			if ((st = vk_bind_raw(ctx, ctx->scratch, vk_actq_claim(ctx, h, 4), bytes, &b[3])) != ALICE_OK)
+				return st;
+			if (b[3].buf != b[2].buf || b[3].off >= b[2].off + b[2].range || b[2].off >= b[3].off + b[3].range)
+				break;
+			vk_actq_drop(ctx, h);
+			if (t == 1)
+				return vk_fail(ctx, ALICE_ERR_BACKEND, "fused mat-vec: no free scratch region");
+		}
+		if ((st = vk_bind_raw(ctx, ctx->gq_cnt, 0, (uint64_t)VK_GQ_COUNTERS * 4, &b[VK_SLOT_CNT])) != ALICE_OK)
+			return st;
+	}
 	int64_t M = x->ne[1];
 	uint32_t rw, ks;
 	mv_geom(w[0]->type, &rw, &ks);
@@ -976,9 +1019,12 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 	if (n_wg > 0xffffffffull / 2)
 		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
 	p.n_wg = (uint32_t)n_wg;
+	p.q_off = b[3].rel;
+	p.c_off = b[VK_SLOT_CNT].rel;
 	char name[32];
-	snprintf(name, sizeof(name), "mv%s%s_%s", glu ? "g" : "f", M == 1 ? "1" : "", vk_wtype_name(w[0]));
-	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
+	snprintf(name, sizeof(name), "mv%s%s_%s", glu ? (gq ? "gq" : "g") : "f", M == 1 ? "1" : "", vk_wtype_name(w[0]));
+	return vk_dispatch_rw(ctx, name, b, gq ? VK_NBIND : 3, gq ? (1u << 3) | (1u << VK_SLOT_CNT) : 0, &p, sizeof(p),
+			      (uint32_t)n_wg);
 }
 
 bool vk_mm_reads_rounded(struct alice_backend_ctx *ctx, const struct alice_op_args *a)

@@ -24,7 +24,8 @@ layout(push_constant) uniform PC {
 	uint d_nb0, d_nb1, d_nb2, n_cells;
 	float scale, cap;
 	uint t_off, tbl_n, bs_sh, n_blk; // block table: byte offset in f_, entries (0: none), log2 block, blocks
-	uint fa; // fa.comp takes the tokens of long runs (RUN_LEN >= 16)
+	uint fa; // fa.comp takes the tokens of long runs (RUN_LEN >= 16); GQ: the rounded copy's offset (binding 6)
+	uint c_off; // GQ (where not ~0): the block counters' (binding 8)
 } p;
 
 shared float qs[DMAX];
@@ -65,6 +66,13 @@ float kdot(uint kr)
 }
 
 #include "attn.glsl"
+// GQ (c_off not ~0): each token's output row [nh * dv] (packed: the host
+// checks) also rounded for the Q8_K product that reads it next (gq.glsl).
+// One shader either way, so the attention's own arithmetic is the same
+// code with it or without.
+#define GQ_STORE(w, v) g_[w] = floatBitsToUint(v)
+#include "gq.glsl"
+shared uint gq_last[3];
 
 void main()
 {
@@ -73,7 +81,8 @@ void main()
 		return;
 	uint tid = gl_LocalInvocationID.x;
 	uint h = wg % p.nh, t = wg / p.nh, hk = h / p.group;
-	if (p.fa != 0u) {
+	bool gq = p.c_off != ~0u;
+	if (!gq && p.fa != 0u) { // (GQ runs where fa.comp does not)
 		// fa.comp's tokens are left to it
 		if (tid < 30u)
 			rc[tid] = rg_cont(int(t) - 14 + int(tid));
@@ -95,7 +104,7 @@ void main()
 	if (c0 < 0 || c1 < c0 || uint(c1) > p.n_cells) {
 		if (tid == 0u)
 			report(ST_RANGE, uint(c0));
-		return;
+		c0 = c1 = 0; // (the step fails; the row is written, zeros, and completes its GQ blocks)
 	}
 	uint kb = p.k_off + hk * p.k_nb1, vb = p.v_off + hk * p.v_nb1;
 	uint vsz = p.v_type == T_F32 ? 4u : 2u;
@@ -155,4 +164,22 @@ void main()
 		if (dcol < p.dv)
 			d_stf(dr + dcol * p.d_nb0, acc[j] * inv);
 	}
+	if (!gq)
+		return;
+	// the blocks of the row this head's [h dv, (h + 1) dv) touches (dv <= 512: at most 3)
+	uint nblk = p.nh * p.dv / 256u, e0 = h * p.dv, e1 = e0 + p.dv;
+	memoryBarrierBuffer(); // this invocation's outputs before the count
+	barrier();
+	if (tid == 0u)
+		for (uint k = 0u; k < 3u; k++) {
+			uint b = e0 / 256u + k, lo = max(e0, b * 256u), hi = min(e1, b * 256u + 256u);
+			gq_last[k] = lo < hi && gq_count((p.c_off >> 2) + t * nblk + b, hi - lo) ? 1u : 0u;
+		}
+	barrier();
+	for (uint k = 0u; k < 3u; k++)
+		if (gq_last[k] != 0u) { // (uniform: shared, after the barrier)
+			uint b = e0 / 256u + k;
+			gq_round(tid, (p.c_off >> 2) + t * nblk + b, ((p.d_off + t * p.d_nb2) >> 2) + b * 256u,
+				 (p.fa >> 2) + t * nblk * 256u + b * 256u);
+		}
 }

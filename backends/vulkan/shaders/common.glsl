@@ -1,11 +1,17 @@
 // common.glsl — bindings shared by every pipeline and byte-level access.
 // Binding 0 is dst, 1..6 are src0..src5, 7 a small status buffer where a
-// shader reports bad input (an out-of-range row id ...) instead of faulting.
+// shader reports bad input (an out-of-range row id ...) instead of faulting,
+// 8 the block counters of gq.glsl.
 // Every buffer is a uint array: any tensor type is read by byte offset, and
 // 16-bit stores go through atomics on their word (no 8/16-bit storage needed).
 #extension GL_EXT_control_flow_attributes : enable
 
+#ifndef DST_COHERENT
 layout(std430, set = 0, binding = 0) buffer BufD { uint d_[]; };
+#else
+// other workgroups of the same dispatch read what this one writes (mv.comp's GQ)
+layout(std430, set = 0, binding = 0) coherent buffer BufD { uint d_[]; };
+#endif
 layout(std430, set = 0, binding = 1) readonly buffer BufA { uint a_[]; };
 layout(std430, set = 0, binding = 2) readonly buffer BufB { uint b_[]; };
 #ifndef SRC2_RW
@@ -19,7 +25,11 @@ layout(std430, set = 0, binding = 5) readonly buffer BufF { uint f_[]; };
 #else
 layout(std430, set = 0, binding = 5) buffer BufF { uint f_[]; }; // GATED_DELTA_NET state, in place
 #endif
+#ifndef SRC5_RW
 layout(std430, set = 0, binding = 6) readonly buffer BufG { uint g_[]; };
+#else
+layout(std430, set = 0, binding = 6) buffer BufG { uint g_[]; }; // attn.comp's GQ: the rounded copy
+#endif
 layout(std430, set = 0, binding = 7) buffer BufS { uint st_[]; };
 
 #define T_F32 0u

@@ -36,6 +36,7 @@ layout(push_constant) uniform PC {
 	uint nrg, x_off, x_nb1, w_nb1;
 	uint act, rg1, rg2, pad;
 	uvec4 N, w_off, d_off, d_nb1;
+	uint q_off, c_off; // GQ: the rounded copy (binding 3), the block counters (binding 8)
 } p;
 #else
 layout(push_constant) uniform PC {
@@ -90,6 +91,13 @@ shared float ksum[4u * RW * MT];
 shared float red[MT * RW * 128u];
 #ifdef GLU
 #include "act.glsl"
+#endif
+#ifdef GQ
+// GQ (with GLU): the GLU output also rounded for the Q8_K product that
+// reads it next (gq.glsl), without an actq dispatch of its own
+#define GQ_STORE(w, v) c_[w] = floatBitsToUint(v)
+#include "gq.glsl"
+shared uint gq_last[MT];
 #endif
 
 uint byte_of(uint w, uint i) { return (w >> (8u * i)) & 0xffu; }
@@ -364,30 +372,55 @@ void main()
 		[[unroll]] for (uint i = 0u; i < RW * MT; i++)
 			ksum[team * RW * MT + i] = S[i / MT][i % MT];
 	barrier();
-	if (lane != 0u || ks != 0u)
+	bool writer = lane == 0u && ks == 0u;
+#ifndef GQ
+	if (!writer)
 		return;
-	[[unroll]] for (uint i = 0u; i < RW * MT; i++) {
-		uint b = team * RW * MT + i, st = RW * MT;
-#if KS == 2
-		S[i / MT][i % MT] = ksum[b] + ksum[b + st];
-#else
-		S[i / MT][i % MT] = (ksum[b] + ksum[b + st]) + (ksum[b + 2u * st] + ksum[b + 3u * st]);
 #endif
-	}
+	if (writer)
+		[[unroll]] for (uint i = 0u; i < RW * MT; i++) {
+			uint b = team * RW * MT + i, st = RW * MT;
+#if KS == 2
+			S[i / MT][i % MT] = ksum[b] + ksum[b + st];
 #else
-	if (lane != 0u)
+			S[i / MT][i % MT] = (ksum[b] + ksum[b + st]) + (ksum[b + 2u * st] + ksum[b + 3u * st]);
+#endif
+		}
+#else
+	bool writer = lane == 0u;
+#ifndef GQ
+	if (!writer)
 		return;
+#endif
 #endif
 #if defined(GLU)
-	[[unroll]] for (uint k = 0u; k < RH; k++)
+	if (writer)
+		[[unroll]] for (uint k = 0u; k < RH; k++)
+			[[unroll]] for (uint j = 0u; j < MT; j++)
+				if (j < mc && n0 + k < N) {
+					uint o = (n0 + k) * 4u, c = m0 + j;
+					float g = S[k][j], u = S[k + RH][j];
+					d_stf(p.d_off[0] + o + c * p.d_nb1[0], g);
+					d_stf(p.d_off[1] + o + c * p.d_nb1[1], u);
+					d_stf(p.d_off[2] + o + c * p.d_nb1[2], act(p.act, g) * u);
+				}
+#ifdef GQ
+	// (the host checks: N a multiple of 256, a workgroup's RGW * RH rows
+	// inside one block; every invocation gets here)
+	uint blk = rg * (RGW * RH) / 256u, nblk = N / 256u;
+	memoryBarrierBuffer(); // this invocation's outputs before the count
+	barrier();
+	if (tid == 0u)
 		[[unroll]] for (uint j = 0u; j < MT; j++)
-			if (j < mc && n0 + k < N) {
-				uint o = (n0 + k) * 4u, c = m0 + j;
-				float g = S[k][j], u = S[k + RH][j];
-				d_stf(p.d_off[0] + o + c * p.d_nb1[0], g);
-				d_stf(p.d_off[1] + o + c * p.d_nb1[1], u);
-				d_stf(p.d_off[2] + o + c * p.d_nb1[2], act(p.act, g) * u);
-			}
+			gq_last[j] = j < mc && gq_count((p.c_off >> 2) + (m0 + j) * nblk + blk, RGW * RH) ? 1u : 0u;
+	barrier();
+	[[unroll]] for (uint j = 0u; j < MT; j++)
+		if (gq_last[j] != 0u) { // (uniform: shared, after the barrier)
+			uint c = m0 + j;
+			gq_round(tid, (p.c_off >> 2) + c * nblk + blk, ((p.d_off[2] + c * p.d_nb1[2]) >> 2) + blk * 256u,
+				 (p.q_off >> 2) + c * N + blk * 256u);
+		}
+#endif
 #elif defined(MULTI)
 	[[unroll]] for (uint k = 0u; k < RW; k++)
 		[[unroll]] for (uint j = 0u; j < MT; j++)
