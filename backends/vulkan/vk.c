@@ -90,13 +90,23 @@ static bool has_compute_queue(VkPhysicalDevice pd, uint32_t *fam)
 	if (n > 32)
 		n = 32;
 	vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, qf);
+	/* ALICE_VK_QUEUE=compute: a family without graphics where there is one
+	 * (a comparison: the cost of a barrier between dispatches there) */
+	const char *qe = getenv("ALICE_VK_QUEUE");
+	bool conly = qe && strcmp(qe, "compute") == 0;
+	int first = -1;
 	for (uint32_t i = 0; i < n; i++)
 		if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && qf[i].queueCount > 0) {
-			if (fam)
-				*fam = i;
-			return true;
+			if (first < 0)
+				first = (int)i;
+			if (!conly || !(qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
+				first = (int)i;
+				break;
+			}
 		}
-	return false;
+	if (first >= 0 && fam)
+		*fam = (uint32_t)first;
+	return first >= 0;
 }
 
 static int type_rank(VkPhysicalDeviceType t)
@@ -491,10 +501,15 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
-	const char *exts[5];
+	const char *exts[6];
 	uint32_t n_ext = 0;
 	if (ctx->host_import)
 		exts[n_ext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	/* ALICE_VK_PUSH_DESC=0: descriptor sets instead (comparisons) */
+	const char *pde = getenv("ALICE_VK_PUSH_DESC");
+	bool push_desc = has_device_ext(ctx->phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && !(pde && pde[0] == '0');
+	if (push_desc)
+		exts[n_ext++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
 	struct vk_coopmat_feats cmf;
 	ctx->coopmat = coopmat_probe(ctx->inst, ctx->phys, sg.subgroupSize, &cmf);
 	if (ctx->coopmat) {
@@ -535,6 +550,8 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 			ctx->dev, "vkGetMemoryHostPointerPropertiesEXT");
 	if (!ctx->get_host_ptr_props)
 		ctx->host_import = false;
+	if (push_desc)
+		ctx->push_desc = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(ctx->dev, "vkCmdPushDescriptorSetKHR");
 
 	VkCommandPoolCreateInfo cpi = {
 		.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -572,9 +589,10 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	}
 	memset(ctx->status->map, 0, 256);
 	vk_prof_init(ctx);
-	vk_log(1, "vulkan backend: %s (%s, Vulkan %u.%u), subgroup ops %s (size %u), %s%s%s",
+	vk_log(1, "vulkan backend: %s (%s, Vulkan %u.%u, queue family %u, %s), subgroup ops %s (size %u), %s%s%s",
 	       ctx->props.deviceName, type_name(ctx->props.deviceType), VK_API_VERSION_MAJOR(ctx->props.apiVersion),
-	       VK_API_VERSION_MINOR(ctx->props.apiVersion), ctx->subgroup_arith ? "on" : "off", sg.subgroupSize,
+	       VK_API_VERSION_MINOR(ctx->props.apiVersion), ctx->qfam, ctx->push_desc ? "push descriptors" : "descriptor sets",
+	       ctx->subgroup_arith ? "on" : "off", sg.subgroupSize,
 	       ctx->unified ? "unified memory: weights held once in host-visible memory" : "discrete: weights uploaded through a bounded staging buffer",
 	       ctx->host_import ? ", host-pointer import on" : "",
 	       ctx->coopmat ? ", cooperative-matrix prefill GEMM" : ctx->cm_emu ? ", prefill GEMM on emulated cooperative matrices" : "");

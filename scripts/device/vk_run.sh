@@ -66,7 +66,8 @@ if has abv; then
   # pp512 / tg128 of this build's Vulkan backend, of an earlier commit's
   # (its .so in $b/old) and of this one with a comparison switch (ABV: nofa
   # ALICE_VK_FA=0, nomvq: actq.comp rounds the decode products' activations,
-  # nogq: actq.comp rounds the attention and GLU outputs for the next product),
+  # nogq: actq.comp rounds the attention and GLU outputs for the next product,
+  # cq: a queue family without graphics, nopd: descriptor sets, not pushed),
   # interleaved
   for pass in $(seq 1 ${PASSES:-2}); do
     for t in $types; do
@@ -76,6 +77,8 @@ if has abv; then
         [ $v = nofa ] && e=ALICE_VK_FA=0
         [ $v = nomvq ] && e=ALICE_VK_FUSE=norm,normq,rope,mv
         [ $v = nogq ] && e=ALICE_VK_FUSE=norm,normq,rope,mv,mvq
+        [ $v = cq ] && e=ALICE_VK_QUEUE=compute
+        [ $v = nopd ] && e=ALICE_VK_PUSH_DESC=0
         [ $v = nowvec ] && e=ALICE_VK_MMC_WVEC=0
         [ $v = noxh ] && e=ALICE_VK_MMC_XH=0
         case $v in mmc?) e=ALICE_VK_MMC=${v#mmc} ;; esac
