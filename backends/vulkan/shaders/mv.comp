@@ -101,21 +101,9 @@ shared uint gq_last[MT];
 #endif
 
 uint byte_of(uint w, uint i) { return (w >> (8u * i)) & 0xffu; }
-// Several columns convert every weight byte again for each column: there
-// the byte goes into the mantissa of 2^23 and 2^23 is subtracted (the same
-// value in two full-rate operations; int-to-float runs at a quarter rate).
-// One column keeps the conversions (measured slower the other way, H100).
-const bool XF = MT > 1u;
-vec4 u4(uint w)
-{
-	if (XF)
-		return uintBitsToFloat((uvec4(w, w >> 8, w >> 16, w >> 24) & 0xffu) | 0x4b000000u) - 8388608.0;
-	return vec4(float(w & 0xffu), float((w >> 8) & 0xffu), float((w >> 16) & 0xffu), float(w >> 24));
-}
+vec4 u4(uint w) { return vec4(float(w & 0xffu), float((w >> 8) & 0xffu), float((w >> 16) & 0xffu), float(w >> 24)); }
 vec4 s4(uint w)
 {
-	if (XF) // (byte ^ 0x80 = value + 128)
-		return uintBitsToFloat(((uvec4(w, w >> 8, w >> 16, w >> 24) & 0xffu) ^ 0x80u) | 0x4b000000u) - 8388736.0;
 	return vec4(float(int(w << 24) >> 24), float(int(w << 16) >> 24), float(int(w << 8) >> 24), float(int(w) >> 24));
 }
 #ifndef AV
@@ -179,12 +167,9 @@ void xr_round(inout vec4 x0[4], inout vec4 x1[4])
 #define XR_Q80(x0, x1)
 #endif
 
-// d * scale and dmin * min of sub-blocks 2c (low nibbles) and 2c + 1 (high
-// nibbles): once per row and item, whatever the columns
-vec4 q4k_scales(uvec4 hd, uint c)
+float q4k_item(uvec4 q, vec2 dm, uint s0, uint s1, uint s2, uint c, vec4 xl[4], vec4 xh[4])
 {
-	vec2 dm = unpackHalf2x16(hd.x);
-	uint s0 = hd.y, s1 = hd.z, s2 = hd.w;
+	// scale and min of sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles)
 	float sc[2], mn[2];
 	[[unroll]] for (uint e = 0u; e < 2u; e++) {
 		uint jj = 2u * c + e;
@@ -197,18 +182,11 @@ vec4 q4k_scales(uvec4 hd, uint c)
 			mn[e] = float((b2 >> 4) | ((byte_of(s1, jj - 4u) >> 6) << 4));
 		}
 	}
-	return vec4(dm.x * sc[0], dm.y * mn[0], dm.x * sc[1], dm.y * mn[1]);
-}
-
-// an item of 32 quants q with its scales f (q4k_scales) against the
-// column's 16 + 16 activations and their sums sl, sh (once per column)
-float q4k_item(uvec4 q, vec4 f, vec4 xl[4], vec4 xh[4], float sl, float sh)
-{
 	float ql = (dot(u4(q.x & 0x0f0f0f0fu), xl[0]) + dot(u4(q.y & 0x0f0f0f0fu), xl[1])) +
 		   (dot(u4(q.z & 0x0f0f0f0fu), xl[2]) + dot(u4(q.w & 0x0f0f0f0fu), xl[3]));
 	float qh = (dot(u4((q.x >> 4) & 0x0f0f0f0fu), xh[0]) + dot(u4((q.y >> 4) & 0x0f0f0f0fu), xh[1])) +
 		   (dot(u4((q.z >> 4) & 0x0f0f0f0fu), xh[2]) + dot(u4((q.w >> 4) & 0x0f0f0f0fu), xh[3]));
-	return (f.x * ql - f.y * sl) + (f.z * qh - f.w * sh);
+	return (dm.x * sc[0] * ql - dm.y * mn[0] * sum16(xl)) + (dm.x * sc[1] * qh - dm.y * mn[1] * sum16(xh));
 }
 
 // one group of 16 Q6_K values (low nibbles a, 2 high bits at shift sh of hh) - 32, dotted with x
@@ -269,12 +247,10 @@ void main()
 		[[unroll]] for (uint k = 0u; k < RW; k++) { uint bb = wrow[k] + sb_ * 144u; \
 			R.hd[k] = a4_[bb >> 4]; R.q[k] = a4_[(bb + o_) >> 4]; } }
 #define ITEM_ACC(R, IT) { uint c_ = ((IT) >> 1) & 3u, k0_ = ((IT) >> 3) * 256u + c_ * 64u + ((IT) & 1u) * 16u; \
-		vec4 fs_[RW]; [[unroll]] for (uint k = 0u; k < RW; k++) fs_[k] = q4k_scales(R.hd[k], c_); \
 		[[unroll]] for (uint j = 0u; j < MT; j++) if (j < mc) { vec4 xl[4], xh[4]; \
 			ld_x16(xb0 + j * p.x_nb1 + k0_ * 4u, xl); ld_x16(xb0 + j * p.x_nb1 + (k0_ + 32u) * 4u, xh); \
-			float sl_ = sum16(xl), sh_ = sum16(xh); \
 			[[unroll]] for (uint k = 0u; k < RW; k++) \
-				acc[k][j] += q4k_item(R.q[k], fs_[k], xl, xh, sl_, sh_); } }
+				acc[k][j] += q4k_item(R.q[k], unpackHalf2x16(R.hd[k].x), R.hd[k].y, R.hd[k].z, R.hd[k].w, c_, xl, xh); } }
 #elif defined(WT_Q6_K) || defined(WT_Q6_KP)
 	// an item: a quarter of a super-block (64 values), its scales and d
 	uint nit = p.K / 64u;
