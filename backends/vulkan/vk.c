@@ -90,10 +90,11 @@ static bool has_compute_queue(VkPhysicalDevice pd, uint32_t *fam)
 	if (n > 32)
 		n = 32;
 	vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, qf);
-	/* ALICE_VK_QUEUE=compute: a family without graphics where there is one
-	 * (a comparison: the cost of a barrier between dispatches there) */
+	/* a family without graphics where there is one: on the H100's driver
+	 * pp512 +12-14% and tg128 +1% against the graphics family (1B Q4_K_M /
+	 * Q8_0, session 25); ALICE_VK_QUEUE=any: the first compute family */
 	const char *qe = getenv("ALICE_VK_QUEUE");
-	bool conly = qe && strcmp(qe, "compute") == 0;
+	bool conly = !(qe && strcmp(qe, "any") == 0);
 	int first = -1;
 	for (uint32_t i = 0; i < n; i++)
 		if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && qf[i].queueCount > 0) {
@@ -505,9 +506,11 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	uint32_t n_ext = 0;
 	if (ctx->host_import)
 		exts[n_ext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
-	/* ALICE_VK_PUSH_DESC=0: descriptor sets instead (comparisons) */
+	/* ALICE_VK_PUSH_DESC=1: bindings pushed into the command buffer
+	 * (VK_KHR_push_descriptor) instead of descriptor sets; opt-in: on the
+	 * H100's driver tg128 was 2-3% slower with it (session 25) */
 	const char *pde = getenv("ALICE_VK_PUSH_DESC");
-	bool push_desc = has_device_ext(ctx->phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && !(pde && pde[0] == '0');
+	bool push_desc = has_device_ext(ctx->phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && pde && pde[0] == '1';
 	if (push_desc)
 		exts[n_ext++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
 	struct vk_coopmat_feats cmf;

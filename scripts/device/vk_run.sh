@@ -8,7 +8,8 @@
 # "launch" (graph_launch test), "ab" (tg128 default / ALICE_PACK=0 / ALICE_VK_GATHER=0 / ALICE_VK_SPIN=0), "pgeom" (packed mat-vec geometries),
 # "abv" (this build's Vulkan backend against an earlier one in $BUILD/old, and ALICE_VK_FA=0; ABV also takes
 # nowvec, noxh and mmcS/Y/Z), "mmc" (the prefill GEMM's tiles: op test and one product's time),
-# "engine" (server_test_engine on vulkan: device sampling, pipelined steps), "batch" (alice-bench --batch,
+# "engine" (server_test_engine on vulkan: device sampling, pipelined steps), "batchab" (vulkan --batch against
+# $BUILD/old's backend), "batch" (alice-bench --batch,
 # greedy and T 0.8, vulkan and cuda), "server" (alice-llm-server on vulkan, this build against $BUILD/old:
 # loadgen at 1 and 16 clients; needs .devfix/loadgen.py)); carry .devbuild .devlibs .devfix .gl.
 set -u
@@ -67,7 +68,7 @@ if has abv; then
   # (its .so in $b/old) and of this one with a comparison switch (ABV: nofa
   # ALICE_VK_FA=0, nomvq: actq.comp rounds the decode products' activations,
   # nogq: actq.comp rounds the attention and GLU outputs for the next product,
-  # cq: a queue family without graphics, nopd: descriptor sets, not pushed),
+  # anyq: the first compute queue family (graphics too), pd: push descriptors),
   # interleaved
   for pass in $(seq 1 ${PASSES:-2}); do
     for t in $types; do
@@ -77,8 +78,8 @@ if has abv; then
         [ $v = nofa ] && e=ALICE_VK_FA=0
         [ $v = nomvq ] && e=ALICE_VK_FUSE=norm,normq,rope,mv
         [ $v = nogq ] && e=ALICE_VK_FUSE=norm,normq,rope,mv,mvq
-        [ $v = cq ] && e=ALICE_VK_QUEUE=compute
-        [ $v = nopd ] && e=ALICE_VK_PUSH_DESC=0
+        [ $v = anyq ] && e=ALICE_VK_QUEUE=any
+        [ $v = pd ] && e=ALICE_VK_PUSH_DESC=1
         [ $v = nowvec ] && e=ALICE_VK_MMC_WVEC=0
         [ $v = noxh ] && e=ALICE_VK_MMC_XH=0
         case $v in mmc?) e=ALICE_VK_MMC=${v#mmc} ;; esac
@@ -167,6 +168,13 @@ fi
 if has engine; then
   ALICE_TEST_BACKEND=vulkan timeout 300 "$b/bin/server_test_engine" --jobs=4 > "$out/engine.log" 2>&1
   echo "engine on vulkan: rc $? $(grep Synthesis "$out/engine.log")"; grep -A3 "Assertion" "$out/engine.log" | head -10
+fi
+if has batchab; then
+  # batched decode steps on vulkan, this build against $b/old's backend
+  for v in new old new old; do
+    bp=$ALICE_BACKEND_PATH; [ $v = old ] && bp=$PWD/$b/old
+    ALICE_BACKEND_PATH=$bp timeout 200 "$b/bin/alice-bench" -m /tmp/llama-1b-Q4_K_M.gguf --backend vulkan --batch ${BATCHES:-1,4,16} -p 16 -n 64 2>/dev/null | grep "^| Llama" | sed "s/^/$v /"
+  done
 fi
 if has batch; then
   for t in 0 0.8; do
