@@ -512,6 +512,25 @@ static bool mv_off(void)
 	return off;
 }
 
+/* columns a mat-vec workgroup takes (MT in mv.comp): 8, or 4 with
+ * ALICE_VK_MVT=4 (a comparison: fewer accumulators a thread); a column's
+ * result is the same either way */
+static uint32_t mv_tile(void)
+{
+	static int t = 0;
+	if (!t) {
+		const char *e = getenv("ALICE_VK_MVT");
+		t = e && strcmp(e, "4") == 0 ? 4 : 8;
+	}
+	return (uint32_t)t;
+}
+
+/* the shader name's column part: "1" (one column), "4" (MT 4), "" (MT 8) */
+static const char *mv_cols(int64_t M)
+{
+	return M == 1 ? "1" : mv_tile() == 4 ? "4" : "";
+}
+
 /* the byte offset of t's data inside the binding vk_bind_tensor makes */
 static uint64_t vk_rel_of(struct alice_backend_ctx *ctx, const struct alice_tensor *t)
 {
@@ -640,7 +659,8 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 			xav = 0;
 	}
 	uint64_t nrg = ((uint64_t)N + rows_per_wg - 1) / rows_per_wg;
-	uint64_t mtiles = (uint64_t)(M + MM_TILE - 1) / MM_TILE;
+	uint32_t tile = mv ? mv_tile() : MM_TILE;
+	uint64_t mtiles = (uint64_t)(M + tile - 1) / tile;
 	uint64_t n_wg = nrg * mtiles * (uint64_t)(x->ne[2] * x->ne[3]);
 	if (n_wg > 0xffffffffull / 2)
 		return vk_fail(ctx, ALICE_ERR_UNSUPPORTED, "matmul too large (%llu workgroups)", (unsigned long long)n_wg);
@@ -663,7 +683,8 @@ static enum alice_status mm_one(struct alice_backend_ctx *ctx, const struct alic
 	};
 	char name[32];
 	/* decode (one column): the variant with a single accumulator */
-	snprintf(name, sizeof(name), "%s%s_%s", mv ? (xa->xr ? "mvr" : "mv") : "mm", M == 1 ? "1" : "", vk_wtype_name(w));
+	snprintf(name, sizeof(name), "%s%s_%s", mv ? (xa->xr ? "mvr" : "mv") : "mm", mv ? mv_cols(M) : M == 1 ? "1" : "",
+		 vk_wtype_name(w));
 	if (xrw)
 		snprintf(name, sizeof(name), "mv1x%d%d%d%s_%s", xrw, xks, xu2, xav ? "a" : "", vk_wtype_name(w));
 	return vk_dispatch(ctx, name, b, 3, &p, sizeof(p), (uint32_t)n_wg);
@@ -993,7 +1014,7 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 	mv_geom(w[0]->type, &rw, &ks);
 	uint32_t per = 4 / ks * (glu ? rw / 2 : rw);
 	struct mvf_push p = {
-		.K = (uint32_t)w[0]->ne[0], .M = (uint32_t)M, .mtiles = (uint32_t)((M + MM_TILE - 1) / MM_TILE),
+		.K = (uint32_t)w[0]->ne[0], .M = (uint32_t)M, .mtiles = (uint32_t)((M + mv_tile() - 1) / mv_tile()),
 		.x_off = xa.b.rel, .x_nb1 = xa.nb1, .w_nb1 = (uint32_t)w[0]->nb[1],
 		.act = glu ? (uint32_t)glu->node->ip[0] : 0,
 	};
@@ -1022,7 +1043,7 @@ enum alice_status vk_mm_multi(struct alice_backend_ctx *ctx, const struct alice_
 	p.q_off = b[3].rel;
 	p.c_off = b[VK_SLOT_CNT].rel;
 	char name[32];
-	snprintf(name, sizeof(name), "mv%s%s_%s", glu ? (gq ? "gq" : "g") : "f", M == 1 ? "1" : "", vk_wtype_name(w[0]));
+	snprintf(name, sizeof(name), "mv%s%s_%s", glu ? (gq ? "gq" : "g") : "f", mv_cols(M), vk_wtype_name(w[0]));
 	return vk_dispatch_rw(ctx, name, b, gq ? VK_NBIND : 3, gq ? (1u << 3) | (1u << VK_SLOT_CNT) : 0, &p, sizeof(p),
 			      (uint32_t)n_wg);
 }

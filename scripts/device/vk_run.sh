@@ -171,9 +171,10 @@ if has engine; then
 fi
 if has batchab; then
   # batched decode steps on vulkan, this build against $b/old's backend
-  for v in new old new old; do
-    bp=$ALICE_BACKEND_PATH; [ $v = old ] && bp=$PWD/$b/old
-    ALICE_BACKEND_PATH=$bp timeout 200 "$b/bin/alice-bench" -m /tmp/llama-1b-Q4_K_M.gguf --backend vulkan --batch ${BATCHES:-1,4,16} -p 16 -n 64 2>/dev/null | grep "^| Llama" | sed "s/^/$v /"
+  # (BATCHAB="new mvt4": ALICE_VK_MVT=4, four columns a mat-vec workgroup)
+  for v in ${BATCHAB:-new old new old}; do
+    bp=$ALICE_BACKEND_PATH; e=; [ $v = old ] && bp=$PWD/$b/old; [ $v = mvt4 ] && e=ALICE_VK_MVT=4
+    env $e ALICE_BACKEND_PATH=$bp timeout 200 "$b/bin/alice-bench" -m /tmp/llama-1b-Q4_K_M.gguf --backend vulkan --batch ${BATCHES:-1,4,16} -p 16 -n 64 2>/dev/null | grep "^| Llama" | sed "s/^/$v /"
   done
 fi
 if has batch; then
