@@ -171,9 +171,9 @@ if has engine; then
 fi
 if has batchab; then
   # batched decode steps on vulkan, this build against $b/old's backend
-  # (BATCHAB="new mvt4": ALICE_VK_MVT=4, four columns a mat-vec workgroup)
+  # (BATCHAB="new mvt8": ALICE_VK_MVT=8, eight columns a mat-vec workgroup)
   for v in ${BATCHAB:-new old new old}; do
-    bp=$ALICE_BACKEND_PATH; e=; [ $v = old ] && bp=$PWD/$b/old; [ $v = mvt4 ] && e=ALICE_VK_MVT=4
+    bp=$ALICE_BACKEND_PATH; e=; [ $v = old ] && bp=$PWD/$b/old; [ $v = mvt8 ] && e=ALICE_VK_MVT=8
     env $e ALICE_BACKEND_PATH=$bp timeout 200 "$b/bin/alice-bench" -m /tmp/llama-1b-Q4_K_M.gguf --backend vulkan --batch ${BATCHES:-1,4,16} -p 16 -n 64 2>/dev/null | grep "^| Llama" | sed "s/^/$v /"
   done
 fi

@@ -10,7 +10,7 @@
 // column each lane keeps one float chain over its items (d * sc * sum(q x)
 // - dmin * m * sum(x) per sub-block), then the row's 32 lanes are summed
 // (subgroupAdd on 32-wide subgroups, else a shared-memory tree). A column's
-// result does not depend on how many columns the launch has (MT 1 or 8).
+// result does not depend on how many columns the launch has (MT 1, 4 or 8).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 128) in;
 #ifndef MT
