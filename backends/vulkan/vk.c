@@ -502,17 +502,10 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
-	const char *exts[6];
+	const char *exts[5];
 	uint32_t n_ext = 0;
 	if (ctx->host_import)
 		exts[n_ext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
-	/* ALICE_VK_PUSH_DESC=1: bindings pushed into the command buffer
-	 * (VK_KHR_push_descriptor) instead of descriptor sets; opt-in: on the
-	 * H100's driver tg128 was 2-3% slower with it (session 25) */
-	const char *pde = getenv("ALICE_VK_PUSH_DESC");
-	bool push_desc = has_device_ext(ctx->phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && pde && pde[0] == '1';
-	if (push_desc)
-		exts[n_ext++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
 	struct vk_coopmat_feats cmf;
 	ctx->coopmat = coopmat_probe(ctx->inst, ctx->phys, sg.subgroupSize, &cmf);
 	if (ctx->coopmat) {
@@ -553,8 +546,6 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 			ctx->dev, "vkGetMemoryHostPointerPropertiesEXT");
 	if (!ctx->get_host_ptr_props)
 		ctx->host_import = false;
-	if (push_desc)
-		ctx->push_desc = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(ctx->dev, "vkCmdPushDescriptorSetKHR");
 
 	VkCommandPoolCreateInfo cpi = {
 		.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -592,10 +583,9 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	}
 	memset(ctx->status->map, 0, 256);
 	vk_prof_init(ctx);
-	vk_log(1, "vulkan backend: %s (%s, Vulkan %u.%u, queue family %u, %s), subgroup ops %s (size %u), %s%s%s",
+	vk_log(1, "vulkan backend: %s (%s, Vulkan %u.%u, queue family %u), subgroup ops %s (size %u), %s%s%s",
 	       ctx->props.deviceName, type_name(ctx->props.deviceType), VK_API_VERSION_MAJOR(ctx->props.apiVersion),
-	       VK_API_VERSION_MINOR(ctx->props.apiVersion), ctx->qfam, ctx->push_desc ? "push descriptors" : "descriptor sets",
-	       ctx->subgroup_arith ? "on" : "off", sg.subgroupSize,
+	       VK_API_VERSION_MINOR(ctx->props.apiVersion), ctx->qfam, ctx->subgroup_arith ? "on" : "off", sg.subgroupSize,
 	       ctx->unified ? "unified memory: weights held once in host-visible memory" : "discrete: weights uploaded through a bounded staging buffer",
 	       ctx->host_import ? ", host-pointer import on" : "",
 	       ctx->coopmat ? ", cooperative-matrix prefill GEMM" : ctx->cm_emu ? ", prefill GEMM on emulated cooperative matrices" : "");

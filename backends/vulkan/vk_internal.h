@@ -106,9 +106,6 @@ struct alice_backend_ctx {
 	uint64_t max_alloc;  /* maxMemoryAllocationSize */
 	uint64_t max_weights; /* the same, or less for weight buffers and imports (ALICE_VK_MAX_ALLOC, tests) */
 	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
-	/* VK_KHR_push_descriptor: a dispatch's bindings pushed into the command
-	 * buffer (no descriptor set to allocate, write and bind) */
-	PFN_vkCmdPushDescriptorSetKHR push_desc;
 	uint64_t bytes_held[3]; /* per usage: device memory we allocated */
 	uint64_t bytes_imported;
 

@@ -2,8 +2,7 @@
  * src0..src3, status: storage buffers), the pipeline layout (128 bytes of
  * push constants), compute pipelines made on first use from the embedded
  * SPIR-V (the `_sg` variant, with subgroup arithmetic, where the device has
- * it; the shared-memory variant otherwise), and the per-graph descriptor pool
- * (where the bindings are not pushed: VK_KHR_push_descriptor). */
+ * it; the shared-memory variant otherwise), and the per-graph descriptor pool. */
 #include <stdio.h>
 #include <string.h>
 
@@ -22,7 +21,6 @@ enum alice_status vk_pipe_init(struct alice_backend_ctx *ctx)
 		};
 	VkDescriptorSetLayoutCreateInfo dli = {
 		.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-		.flags = ctx->push_desc ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0,
 		.bindingCount = VK_NBIND,
 		.pBindings = b,
 	};

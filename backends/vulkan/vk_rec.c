@@ -56,7 +56,7 @@ static enum alice_status record(struct alice_backend_ctx *ctx)
 	VkCommandBuffer cmd = ctx->gcmd;
 	/* a launch in flight may still run gcmd and its descriptor sets */
 	enum alice_status st = vk_launch_settle(ctx);
-	if (st != ALICE_OK || (!ctx->push_desc && (st = vk_desc_reserve(ctx, ctx->log_n)) != ALICE_OK))
+	if (st != ALICE_OK || (st = vk_desc_reserve(ctx, ctx->log_n)) != ALICE_OK)
 		return st;
 	if ((st = vk_check(ctx, vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer")) != ALICE_OK)
 		return st;
@@ -78,19 +78,16 @@ static enum alice_status record(struct alice_backend_ctx *ctx)
 				    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
 			vk_prof_barrier(ctx);
 		}
-		VkDescriptorSet set = VK_NULL_HANDLE;
-		if (!ctx->push_desc) {
-			VkDescriptorSetAllocateInfo dai = {
-				.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-				.descriptorPool = ctx->dpool,
-				.descriptorSetCount = 1,
-				.pSetLayouts = &ctx->dsl,
-			};
-			if ((st = vk_check(ctx, vkAllocateDescriptorSets(ctx->dev, &dai, &set), "vkAllocateDescriptorSets")) !=
-			    ALICE_OK) {
-				vkEndCommandBuffer(cmd);
-				return st;
-			}
+		VkDescriptorSetAllocateInfo dai = {
+			.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+			.descriptorPool = ctx->dpool,
+			.descriptorSetCount = 1,
+			.pSetLayouts = &ctx->dsl,
+		};
+		VkDescriptorSet set;
+		if ((st = vk_check(ctx, vkAllocateDescriptorSets(ctx->dev, &dai, &set), "vkAllocateDescriptorSets")) != ALICE_OK) {
+			vkEndCommandBuffer(cmd);
+			return st;
 		}
 		VkWriteDescriptorSet wr[VK_NBIND];
 		for (int b = 0; b < VK_NBIND; b++)
@@ -102,13 +99,9 @@ static enum alice_status record(struct alice_backend_ctx *ctx)
 				.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
 				.pBufferInfo = &r->bi[b],
 			};
+		vkUpdateDescriptorSets(ctx->dev, VK_NBIND, wr, 0, NULL);
 		vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, r->pipe);
-		if (ctx->push_desc) {
-			ctx->push_desc(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ctx->playout, 0, VK_NBIND, wr);
-		} else {
-			vkUpdateDescriptorSets(ctx->dev, VK_NBIND, wr, 0, NULL);
-			vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ctx->playout, 0, 1, &set, 0, NULL);
-		}
+		vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, ctx->playout, 0, 1, &set, 0, NULL);
 		vkCmdPushConstants(cmd, ctx->playout, VK_SHADER_STAGE_COMPUTE_BIT, 0, r->push_bytes, r->push);
 		vkCmdDispatch(cmd, r->gx, r->gy, 1);
 		vk_prof_dispatch(ctx, cmd, r->name);

@@ -68,7 +68,7 @@ if has abv; then
   # (its .so in $b/old) and of this one with a comparison switch (ABV: nofa
   # ALICE_VK_FA=0, nomvq: actq.comp rounds the decode products' activations,
   # nogq: actq.comp rounds the attention and GLU outputs for the next product,
-  # anyq: the first compute queue family (graphics too), pd: push descriptors),
+  # anyq: the first compute queue family (graphics too)),
   # interleaved
   for pass in $(seq 1 ${PASSES:-2}); do
     for t in $types; do
@@ -79,7 +79,6 @@ if has abv; then
         [ $v = nomvq ] && e=ALICE_VK_FUSE=norm,normq,rope,mv
         [ $v = nogq ] && e=ALICE_VK_FUSE=norm,normq,rope,mv,mvq
         [ $v = anyq ] && e=ALICE_VK_QUEUE=any
-        [ $v = pd ] && e=ALICE_VK_PUSH_DESC=1
         [ $v = nowvec ] && e=ALICE_VK_MMC_WVEC=0
         [ $v = noxh ] && e=ALICE_VK_MMC_XH=0
         case $v in mmc?) e=ALICE_VK_MMC=${v#mmc} ;; esac
