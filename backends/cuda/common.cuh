@@ -436,8 +436,10 @@ enum alice_status cu_xq_quant(struct alice_backend_ctx *ctx, const uint8_t *x, i
 			      int64_t M, int qk, int8_t **q, float **d) CU_HIDDEN;
 /* mmq.cu: prefill MUL_MAT (dst rows contiguous, column stride dcs) of
  * quantized weights on integer tensor cores; cu_mmq_ok: it takes w's type,
- * K and alignment (ALICE_CUDA_MMQ=0: never) */
-bool cu_mmq_ok(const struct alice_tensor *w, const uint8_t *wb) CU_HIDDEN;
+ * K and alignment, and a run of M columns (M == 0: some run) */
+bool cu_mmq_ok(const struct alice_tensor *w, const uint8_t *wb, int64_t M) CU_HIDDEN;
+/* scratch cu_mmq takes at ctx->scratch (its splits' sums) */
+size_t cu_mmq_scratch(const struct alice_backend_ctx *ctx, int64_t N, int64_t K, int64_t M) CU_HIDDEN;
 enum alice_status cu_mmq(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const uint8_t *wb,
 			 const uint8_t *x, int64_t xnb0, int64_t xnb1, float *dst, int64_t dcs, int64_t M) CU_HIDDEN;
 /* quantized types always copy x to scratch (int8) first; F16 does (as

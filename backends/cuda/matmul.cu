@@ -11,9 +11,9 @@
  * one input (Q/K/V, gate/up, with gate/up's GLU as the epilogue) can share
  * one launch (cu_mul_mat_multi).
  *
- * Prefill (M > MMV_MAX_M): with ALICE_CUDA_MMQ=1, quantized weights take
- * mmq.cu's integer tensor-core GEMM (the CPU's arithmetic); otherwise, and
- * for what it does not take: activations rounded as above; F16 weights are
+ * Prefill (M > MMV_MAX_M): quantized weights take mmq.cu's integer
+ * tensor-core GEMM (the CPU's arithmetic) for the column counts it is
+ * faster at (cu_mmq_ok); otherwise, and for what it does not take: activations rounded as above; F16 weights are
  * multiplied in place by cuBLAS (F16 inputs, F32 accumulation: exact
  * products); quantized weights are dequantized in row chunks into scratch
  * and multiplied in one F16 GEMM (11-bit operands, like llama.cpp's cuBLAS
@@ -520,8 +520,16 @@ size_t cu_mul_mat_scratch(const struct alice_op_args *a)
 	size_t q = cu_mmvq_scratch(w->type, K, M) + (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
 	size_t old = xr ? xr : (mm_x_dense(x) ? 0 : align256((size_t)(K * M * 4)));
 	size_t mv = q > old ? q : old;
-	if (mm_use_mmv(a) || cu_mmq_ok(w, tdata(w)))
+	if (mm_use_mmv(a))
 		return mv;
+	/* runs of at most cu_mmq_max_m columns take the integer GEMM (its
+	 * splits' sums), longer ones the F16 path */
+	if (cu_mmq_ok(w, tdata(w), 0)) {
+		size_t sp = cu_mmq_scratch(a->ctx, N, K, M);
+		mv = sp > mv ? sp : mv;
+		if (cu_mmq_ok(w, tdata(w), M))
+			return mv;
+	}
 	size_t es = gemm_f32(w->type) ? 4 : 2;
 	bool split = gemm_split(w);
 	size_t xs = xr + align256((size_t)(K * M) * es) * (split ? 2 : 1);
@@ -629,7 +637,7 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 			return cu_mmvq(ctx, set, 1, kt, xq, qnb0, qnb1, dcs, K, M, false, false);
 		}
 	}
-	if (!mmv && drs == 1 && cu_mmq_ok(w, wb))
+	if (!mmv && drs == 1 && cu_mmq_ok(w, wb, M))
 		return cu_mmq(ctx, w, wb, xb, xnb0, xnb1, db, dcs, M);
 	if (act_rounds(w)) {
 		launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (float *)ctx->scratch);

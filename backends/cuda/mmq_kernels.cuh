@@ -539,15 +539,17 @@ MQ_FN void mq_issue(mq_stage<BN> &st, const uint8_t *__restrict__ w, int64_t wnb
 	}
 }
 
-/* grid: x = BN-column tile, y = 64-row tile. 4 warps: warp w takes rows
- * 32 (w >> 1) .. + 32 and columns BN/2 (w & 1) .. + BN/2 of the tile.
- * Chunk ch + 1's bytes are copied by cp.async while chunk ch is unpacked
- * and multiplied (two stages; dynamic shared memory). */
+/* grid: x = BN-column tile, y = 64-row tile, z = split of K (cps chunks
+ * each; with more than one split, split z's sums go to dst + z * zs and
+ * k_mmq_reduce adds them). 4 warps: warp w takes rows 32 (w >> 1) .. + 32
+ * and columns BN/2 (w & 1) .. + BN/2 of the tile. Chunk ch + 1's bytes are
+ * copied by cp.async while chunk ch is unpacked and multiplied (two
+ * stages; dynamic shared memory). */
 template <int T, int BN>
 MQ_KERNEL k_mmq(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
 						   const int8_t *__restrict__ xq, const float *__restrict__ xdq,
 						   const float *__restrict__ xsq, int64_t K, int64_t M,
-						   float *__restrict__ dst, int64_t dcs)
+						   float *__restrict__ dst, int64_t dcs, int64_t cps, int64_t zs)
 {
 	constexpr int NT = BN / 16;
 	MQ_DYN_SMEM(mq_dyn);
@@ -556,22 +558,23 @@ MQ_KERNEL k_mmq(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
 	const int g = lane >> 2, t = lane & 3;
 	const int64_t row0 = (int64_t)blockIdx.y * MQ_BM, col0 = (int64_t)blockIdx.x * BN;
 	const int r0 = 32 * (warp >> 1), c0 = (BN / 2) * (warp & 1);
-	const int64_t nch = (K + 255) / 256, nkb = K / 32;
+	const int64_t ch0 = (int64_t)blockIdx.z * cps, nkb = K / 32;
+	const int64_t nch = (K + 255) / 256 < ch0 + cps ? (K + 255) / 256 : ch0 + cps;
 	const int ur = tid >> 1, uh = tid & 1;
 	const int64_t gr = row0 + ur < N ? row0 + ur : N - 1;
 	pdl_wait();
 	pdl_trigger();
 	float acc[2][NT][4];
 	mq_zero<NT>(acc);
-	mq_issue<T, BN>(sm.st[0], w, wnb1, N, row0, xq, xdq, xsq, K, M, col0, 0, tid);
+	mq_issue<T, BN>(sm.st[0], w, wnb1, N, row0, xq, xdq, xsq, K, M, col0, ch0, tid);
 	cp_commit();
-	for (int64_t ch = 0; ch < nch; ch++) {
+	for (int64_t ch = ch0; ch < nch; ch++) {
 		if (ch + 1 < nch)
-			mq_issue<T, BN>(sm.st[(ch + 1) & 1], w, wnb1, N, row0, xq, xdq, xsq, K, M, col0, ch + 1, tid);
+			mq_issue<T, BN>(sm.st[(ch + 1 - ch0) & 1], w, wnb1, N, row0, xq, xdq, xsq, K, M, col0, ch + 1, tid);
 		cp_commit();
 		cp_wait1();
 		__syncthreads();
-		mq_stage<BN> &st = sm.st[ch & 1];
+		mq_stage<BN> &st = sm.st[(ch - ch0) & 1];
 		const int nb = (int)(nkb - ch * 8 < 8 ? nkb - ch * 8 : 8);
 		const int o = (int)((uintptr_t)(w + gr * wnb1 + ch * mq_chunk_bytes<T>()) & 3);
 		mq_unpack<T>(st.raw[ur] + o, uh, nb, sm.W.w[ur] + 128 * uh, sm.W.sc[ur], sm.W.mn[ur], sm.W.wd[ur],
@@ -580,7 +583,23 @@ MQ_KERNEL k_mmq(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
 		mq_chunk<T, BN>(sm.W, st.x, st.xd, st.xs, r0, c0, g, t, acc);
 		__syncthreads();
 	}
-	mq_store<BN>(acc, row0, col0, r0, c0, g, t, N, M, dst, dcs);
+	mq_store<BN>(acc, row0, col0, r0, c0, g, t, N, M, dst + (int64_t)blockIdx.z * zs, dcs);
+}
+
+/* the splits' sums of element i (row i % N, column i / N; split stride
+ * N M), added in split order: a fixed order for a given split count */
+MQ_KERNEL k_mmq_reduce(const float *__restrict__ part, int S, int64_t N, int64_t M, float *__restrict__ dst,
+		       int64_t dcs)
+{
+	pdl_wait();
+	pdl_trigger();
+	const int64_t i = (int64_t)blockIdx.x * 128 + threadIdx.x;
+	if (i >= N * M)
+		return;
+	float v = part[i];
+	for (int z = 1; z < S; z++)
+		v = __fadd_rn(v, part[i + (int64_t)z * N * M]);
+	dst[i % N + i / N * dcs] = v;
 }
 
 

@@ -4,7 +4,7 @@
  * per warp from its PTX fragment layout (m16n8k32 / m16n8k16 .s8: lane
  * 4 g + t holds A rows g and g + 8 at k 4t.., 16 + 4t..; B column g at the
  * same k; C rows g, g + 8 x columns 2t, 2t + 1), cp.async is a copy.
- * Every weight type, both tile widths: each output
+ * Every weight type, both tile widths, K in splits: each output
  * within 3e-6 of sum |w x| of the double-precision sum of dequantized
  * weights x activations rounded as the CPU rounds them (the bound of
  * test_mm_prefill.c, which checks the real GPU), and a column's bits the
@@ -66,7 +66,7 @@ static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s)
 }
 
 /* ---- the block: 128 threads ---- */
-struct dim3e { unsigned x = 0, y = 0; };
+struct dim3e { unsigned x = 0, y = 0, z = 0; };
 static thread_local dim3e threadIdx, blockIdx;
 static std::barrier<> *g_block;
 static std::barrier<> *g_warp[4];
@@ -134,27 +134,43 @@ static void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32_t b0)
 #define MQ_HOST_EMU
 #include "../../backends/cuda/mmq_kernels.cuh"
 
+/* S splits of K as mmq.cu makes them (S == 1: none), then the reduce */
 template <int T, int BN>
 static void launch(const uint8_t *w, int64_t wnb1, int64_t N, const int8_t *xq, const float *xd, const float *xs,
-		   int64_t K, int64_t M, float *dst, int64_t dcs)
+		   int64_t K, int64_t M, float *dst, int64_t dcs, int64_t S = 1)
 {
 	static_assert(sizeof(mq_smem<64>) <= sizeof(mq_emu_dyn), "dynamic shared memory");
 	const unsigned gx = (unsigned)((M + BN - 1) / BN), gy = (unsigned)((N + MQ_BM - 1) / MQ_BM);
-	for (unsigned by = 0; by < gy; by++)
-		for (unsigned bx = 0; bx < gx; bx++) {
-			std::barrier<> bb(128), w0(32), w1(32), w2(32), w3(32);
-			g_block = &bb;
-			g_warp[0] = &w0, g_warp[1] = &w1, g_warp[2] = &w2, g_warp[3] = &w3;
-			std::vector<std::thread> th;
-			for (unsigned t = 0; t < 128; t++)
-				th.emplace_back([=]() {
-					threadIdx.x = t;
-					blockIdx.x = bx;
-					blockIdx.y = by;
-					k_mmq<T, BN>(w, wnb1, N, xq, xd, xs, K, M, dst, dcs);
-				});
-			for (auto &x : th)
-				x.join();
+	const int64_t nch = (K + 255) / 256, cps = (nch + S - 1) / S;
+	S = (nch + cps - 1) / cps;
+	std::vector<float> part(S > 1 ? S * N * M : 0);
+	float *out = S > 1 ? part.data() : dst;
+	const int64_t ocs = S > 1 ? N : dcs, zs = S > 1 ? N * M : 0;
+	for (unsigned bz = 0; bz < (unsigned)S; bz++)
+		for (unsigned by = 0; by < gy; by++)
+			for (unsigned bx = 0; bx < gx; bx++) {
+				std::barrier<> bb(128), w0(32), w1(32), w2(32), w3(32);
+				g_block = &bb;
+				g_warp[0] = &w0, g_warp[1] = &w1, g_warp[2] = &w2, g_warp[3] = &w3;
+				std::vector<std::thread> th;
+				for (unsigned t = 0; t < 128; t++)
+					th.emplace_back([=]() {
+						threadIdx.x = t;
+						blockIdx.x = bx;
+						blockIdx.y = by;
+						blockIdx.z = bz;
+						k_mmq<T, BN>(w, wnb1, N, xq, xd, xs, K, M, out, ocs, cps, zs);
+					});
+				for (auto &x : th)
+					x.join();
+			}
+	if (S == 1)
+		return;
+	for (unsigned b = 0; b < (unsigned)((N * M + 127) / 128); b++)
+		for (unsigned t = 0; t < 128; t++) {
+			threadIdx.x = t;
+			blockIdx.x = b;
+			k_mmq_reduce(part.data(), (int)S, N, M, dst, dcs);
 		}
 }
 
@@ -244,11 +260,12 @@ static int check(int64_t K, int64_t N)
 		v = gauss();
 	quant_acts(kq, x, K, M, q, d, s, xr);
 	int bad = 0;
-	for (int variant = 0; variant < 2; variant++) {
+	/* variants: 32- / 64-column tiles, and K in 2 splits (64-column) */
+	for (int variant = 0; variant < 3; variant++) {
 		std::vector<float> full(N * M), part(N * M);
 		auto go = [&](int64_t mm, float *dst) {
 			if (variant)
-				launch<T, 64>(w, rs, N, q.data(), d.data(), s.data(), K, mm, dst, N);
+				launch<T, 64>(w, rs, N, q.data(), d.data(), s.data(), K, mm, dst, N, variant == 2 ? 2 : 1);
 			else
 				launch<T, 32>(w, rs, N, q.data(), d.data(), s.data(), K, mm, dst, N);
 		};
@@ -280,10 +297,11 @@ static int check(int64_t K, int64_t N)
 			diff += memcmp(&full[i], &part[i], 4) != 0;
 		if (over || diff) {
 			bad++;
-			cr_log_error("%s K=%lld N=%lld, %d-column tiles: %lld outputs off (worst %.3g of sum |w x|), "
+			cr_log_error("%s K=%lld N=%lld, %d-column tiles%s: %lld outputs off (worst %.3g of sum |w x|), "
 				     "%lld differ between M = %lld and %lld",
-				     alice_type_name(T), (long long)K, (long long)N, variant ? 64 : 32, (long long)over, worst, (long long)diff, (long long)M,
-				     (long long)M2);
+				     alice_type_name(T), (long long)K, (long long)N, variant ? 64 : 32,
+				     variant == 2 ? ", K in 2 splits" : "", (long long)over, worst, (long long)diff,
+				     (long long)M, (long long)M2);
 		}
 	}
 	free(w);
