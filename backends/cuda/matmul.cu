@@ -389,11 +389,22 @@ static enum act_round act_round_of(uint32_t type)
 	}
 }
 
+__device__ static inline void st_act(float *p, float v)
+{
+	*p = v;
+}
+/* the F16 GEMM's operand: the rounded value, then to F16 (as a separate
+ * conversion of the rounded F32 would) */
+__device__ static inline void st_act(__half *p, float v)
+{
+	*p = __float2half_rn(v);
+}
+
 /* One warp per 32 (F16/BF16/Q8_0) or 256 (Q8_K) activations of a [K, M]
  * strided view; out is dense [M, K]. */
-template <int R>
+template <int R, typename O>
 __global__ void k_act_round(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
-			    float *__restrict__ out)
+			    O *__restrict__ out)
 {
 	constexpr int BS = R == AR_Q8_K ? 256 : 32, PER = BS / 32;
 	const int lane = threadIdx.x & 31;
@@ -406,14 +417,14 @@ __global__ void k_act_round(const uint8_t *__restrict__ x, int64_t nb0, int64_t 
 #pragma unroll
 	for (int i = 0; i < PER; i++)
 		v[i] = *(const float *)(x + (k0 + lane + 32 * i) * nb0 + m * nb1);
-	float *o = out + m * K + k0;
+	O *o = out + m * K + k0;
 	if constexpr (R == AR_F16 || R == AR_BF16) {
-		o[lane] = R == AR_F16 ? __half2float(__float2half_rn(v[0])) : __bfloat162float(__float2bfloat16_rn(v[0]));
+		st_act(o + lane, R == AR_F16 ? __half2float(__float2half_rn(v[0])) : __bfloat162float(__float2bfloat16_rn(v[0])));
 	} else if constexpr (R == AR_Q8_0) {
 		float amax = warp_max(fabsf(v[0]));
 		float d = __half2float(__float2half_rn(amax / 127.0f));
 		float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-		o[lane] = d * rintf(v[0] * id);
+		st_act(o + lane, d * rintf(v[0] * id));
 	} else {
 		/* the first (lowest index) element of largest magnitude, signed */
 		float amax = 0.f, mx = 0.f;
@@ -432,19 +443,21 @@ __global__ void k_act_round(const uint8_t *__restrict__ x, int64_t nb0, int64_t 
 		if (amax == 0.f) {
 #pragma unroll
 			for (int i = 0; i < PER; i++)
-				o[lane + 32 * i] = 0.f;
+				st_act(o + lane + 32 * i, 0.f);
 		} else {
 			float iscale = -127.0f / mx, d = 1.0f / iscale;
 #pragma unroll
 			for (int i = 0; i < PER; i++)
-				o[lane + 32 * i] = d * fminf(rintf(iscale * v[i]), 127.0f);
+				st_act(o + lane + 32 * i, d * fminf(rintf(iscale * v[i]), 127.0f));
 		}
 	}
 }
 
-/* Round the [K, M] view at x into dense out; false if no rounding applies. */
+/* Round the [K, M] view at x into dense out (F32, or F16 for the F16
+ * GEMM); false if no rounding applies. */
+template <typename O>
 static bool launch_act_round(cudaStream_t s, uint32_t wtype, const uint8_t *x, int64_t nb0, int64_t nb1, int64_t K,
-			     int64_t M, float *out)
+			     int64_t M, O *out)
 {
 	enum act_round r = act_round_of(wtype);
 	int64_t bs = r == AR_Q8_K ? 256 : 32;
@@ -453,10 +466,10 @@ static bool launch_act_round(cudaStream_t s, uint32_t wtype, const uint8_t *x, i
 	int64_t warps = K / bs * M;
 	unsigned grid = cu_blocks(warps, 8);
 	switch (r) {
-	case AR_F16: k_act_round<AR_F16><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
-	case AR_BF16: k_act_round<AR_BF16><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
-	case AR_Q8_0: k_act_round<AR_Q8_0><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
-	default: k_act_round<AR_Q8_K><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
+	case AR_F16: k_act_round<AR_F16, O><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
+	case AR_BF16: k_act_round<AR_BF16, O><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
+	case AR_Q8_0: k_act_round<AR_Q8_0, O><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
+	default: k_act_round<AR_Q8_K, O><<<grid, 256, 0, s>>>(x, nb0, nb1, K, M, out); break;
 	}
 	return true;
 }
@@ -639,7 +652,9 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 	}
 	if (!mmv && drs == 1 && cu_mmq_ok(w, wb, M))
 		return cu_mmq(ctx, w, wb, xb, xnb0, xnb1, db, dcs, M);
-	if (act_rounds(w)) {
+	/* the F16 GEMM's activations rounded and converted in one pass */
+	const bool round_h = !mmv && act_rounds(w) && !gemm_f32(w->type) && !gemm_split(w);
+	if (act_rounds(w) && !round_h) {
 		launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (float *)ctx->scratch);
 		CUDA_LAUNCH_CHECK(ctx, "act_round");
 		xb = ctx->scratch;
@@ -684,6 +699,8 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 		k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (float *)xs);
 	else if (split)
 		k_act_split<<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs, (__half *)xs2);
+	else if (round_h)
+		launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (__half *)xs);
 	else
 		k_act_dense<__half><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs);
 	CUDA_LAUNCH_CHECK(ctx, "act");
