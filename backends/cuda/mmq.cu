@@ -155,29 +155,30 @@ enum alice_status cu_mmq(struct alice_backend_ctx *ctx, const struct alice_tenso
 	cudaStream_t s = ctx->stream;
 	const int64_t wnb1 = w->nb[1];
 	bool ok = true;
+	size_t need = 0;
 	mq_dispatch(w->type, [&]<int T>() {
 		const float *dd = d;
 		/* more than the 48 KB of static shared memory: opted in once per kernel */
 		static bool opt64 = false, opt32 = false;
 		if (wide && !opt64)
 			opt64 = cudaFuncSetAttribute(k_mmq<T, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-						     (int)sizeof(mq_smem<64>)) == cudaSuccess;
+						     (int)sizeof(mq_smem<T, 64>)) == cudaSuccess;
 		if (!wide && !opt32)
 			opt32 = cudaFuncSetAttribute(k_mmq<T, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-						     (int)sizeof(mq_smem<32>)) == cudaSuccess;
+						     (int)sizeof(mq_smem<T, 32>)) == cudaSuccess;
 		ok = wide ? opt64 : opt32;
+		need = wide ? sizeof(mq_smem<T, 64>) : sizeof(mq_smem<T, 32>);
 		if (!ok)
 			return;
 		if (wide)
-			cu_launch_smem(k_mmq<T, 64>, grid, 128, sizeof(mq_smem<64>), s, wb, wnb1, N, q, dd, sums, K, M,
+			cu_launch_smem(k_mmq<T, 64>, grid, 128, sizeof(mq_smem<T, 64>), s, wb, wnb1, N, q, dd, sums, K, M,
 				       out, ocs, cps, zs);
 		else
-			cu_launch_smem(k_mmq<T, 32>, grid, 128, sizeof(mq_smem<32>), s, wb, wnb1, N, q, dd, sums, K, M,
+			cu_launch_smem(k_mmq<T, 32>, grid, 128, sizeof(mq_smem<T, 32>), s, wb, wnb1, N, q, dd, sums, K, M,
 				       out, ocs, cps, zs);
 	});
 	if (!ok)
-		return cu_fail(ctx, ALICE_ERR_BACKEND, "mmq: cannot opt in to %zu bytes of shared memory",
-			       sizeof(mq_smem<64>));
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "mmq: cannot opt in to %zu bytes of shared memory", need);
 	CUDA_LAUNCH_CHECK(ctx, "mmq");
 	if (S > 1) {
 		cu_launch(k_mmq_reduce, cu_blocks(N * M, 128), 128, s, (const float *)out, (int)S, N, M, dst, dcs);

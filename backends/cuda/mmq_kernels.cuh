@@ -466,24 +466,30 @@ MQ_FN void mq_store(const float (&acc)[2][BN / 16][4], int64_t row0, int64_t col
 
 /* ---- staging: cp.async into two stages ---- */
 
-/* a row's raw chunk in shared memory: the 4-byte words around its bytes
- * (blocks of 2-aligned types keep their address mod 4) */
-#define MQ_RAW 288
+/* a row's raw chunk in shared memory: Q4_K / Q5_K as 16-byte pieces, the
+ * others as the 4-byte words around its bytes (blocks of 2-aligned types
+ * keep their address mod 4); rows 16-byte aligned. Sized per type, so
+ * that three blocks fit an SM's shared memory where they can. */
+template <int T> MQ_HD constexpr int mq_raw_bytes()
+{
+	return T == ALICE_TYPE_Q4_K || T == ALICE_TYPE_Q5_K ? mq_chunk_bytes<T>()
+							    : ((mq_chunk_bytes<T>() + 2 + 3) / 4 * 4 + 15) / 16 * 16;
+}
 
-template <int BN> struct mq_stage {
-	uint8_t raw[MQ_BM][MQ_RAW];
+template <int T, int BN> struct mq_stage {
+	uint8_t raw[MQ_BM][mq_raw_bytes<T>()];
 	int8_t x[BN][MQ_ROW];
 	float xd[BN][8], xs[BN][8];
 };
 
-template <int BN> struct mq_smem {
-	mq_stage<BN> st[2];
+template <int T, int BN> struct mq_smem {
+	mq_stage<T, BN> st[2];
 	mq_wtile W;
 };
 
 /* chunk ch of the block's rows and columns into stage st, as cp.async */
 template <int T, int BN>
-MQ_FN void mq_issue(mq_stage<BN> &st, const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
+MQ_FN void mq_issue(mq_stage<T, BN> &st, const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
 				       int64_t row0, const int8_t *__restrict__ xq, const float *__restrict__ xdq,
 				       const float *__restrict__ xsq, int64_t K, int64_t M, int64_t col0, int64_t ch,
 				       int tid)
@@ -553,7 +559,7 @@ MQ_KERNEL k_mmq(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
 {
 	constexpr int NT = BN / 16;
 	MQ_DYN_SMEM(mq_dyn);
-	mq_smem<BN> &sm = *(mq_smem<BN> *)mq_dyn;
+	mq_smem<T, BN> &sm = *(mq_smem<T, BN> *)mq_dyn;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int g = lane >> 2, t = lane & 3;
 	const int64_t row0 = (int64_t)blockIdx.y * MQ_BM, col0 = (int64_t)blockIdx.x * BN;
@@ -574,7 +580,7 @@ MQ_KERNEL k_mmq(const uint8_t *__restrict__ w, int64_t wnb1, int64_t N,
 		cp_commit();
 		cp_wait1();
 		__syncthreads();
-		mq_stage<BN> &st = sm.st[(ch - ch0) & 1];
+		mq_stage<T, BN> &st = sm.st[(ch - ch0) & 1];
 		const int nb = (int)(nkb - ch * 8 < 8 ? nkb - ch * 8 : 8);
 		const int o = (int)((uintptr_t)(w + gr * wnb1 + ch * mq_chunk_bytes<T>()) & 3);
 		mq_unpack<T>(st.raw[ur] + o, uh, nb, sm.W.w[ur] + 128 * uh, sm.W.sc[ur], sm.W.mn[ur], sm.W.wd[ur],

@@ -139,7 +139,7 @@ template <int T, int BN>
 static void launch(const uint8_t *w, int64_t wnb1, int64_t N, const int8_t *xq, const float *xd, const float *xs,
 		   int64_t K, int64_t M, float *dst, int64_t dcs, int64_t S = 1)
 {
-	static_assert(sizeof(mq_smem<64>) <= sizeof(mq_emu_dyn), "dynamic shared memory");
+	static_assert(sizeof(mq_smem<T, 64>) <= sizeof(mq_emu_dyn), "dynamic shared memory");
 	const unsigned gx = (unsigned)((M + BN - 1) / BN), gy = (unsigned)((N + MQ_BM - 1) / MQ_BM);
 	const int64_t nch = (K + 255) / 256, cps = (nch + S - 1) / S;
 	S = (nch + cps - 1) / cps;
