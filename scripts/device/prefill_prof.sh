@@ -23,7 +23,9 @@ for m in ${MODELS:-llama-1b:Q4_K_M}; do
   if has rate; then
     for r in 1 2; do
       echo "$m round $r: pp$P F16 path $(ALICE_CUDA_MMQ=0 pp $f $P) | MMQ $(ALICE_CUDA_MMQ=1 pp $f $P) | MMQ unsplit $(ALICE_CUDA_MMQ_SPLIT=1 ALICE_CUDA_MMQ=1 pp $f $P)"
-      echo "$m round $r: pp512 F16 path $(ALICE_CUDA_MMQ=0 pp $f 512) | MMQ $(ALICE_CUDA_MMQ=1 pp $f 512) | MMQ unsplit $(ALICE_CUDA_MMQ_SPLIT=1 ALICE_CUDA_MMQ=1 pp $f 512)"
+      for p2 in ${P2:-256 512}; do
+        echo "$m round $r: pp$p2 F16 path $(ALICE_CUDA_MMQ=0 pp $f $p2) | MMQ $(ALICE_CUDA_MMQ=1 pp $f $p2)"
+      done
     done
   fi
   if has prof; then
