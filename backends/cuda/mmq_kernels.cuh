@@ -9,7 +9,8 @@
 #ifdef MQ_HOST_EMU
 /* the includer defines threadIdx, blockIdx, __syncthreads, pdl_wait,
  * pdl_trigger, kq_acc, ld_b2, the intrinsics used here, mma_k32 / mma_k16,
- * cp_async4 / cp_async16 / cp_commit / cp_wait1 and mq_emu_dyn */
+ * ldsm_x4 / ldsm_x2, cp_async4 / cp_async16 / cp_commit / cp_wait1 and
+ * mq_emu_dyn */
 #define MQ_FN static inline
 #define MQ_HD
 #define MQ_KERNEL void
@@ -319,6 +320,9 @@ MQ_FN void mq_chunk(const mq_wtile &W, const int8_t (*X)[MQ_ROW], const float (*
 				       const float (*XS)[8], int r0, int c0, int g, int t, float (&acc)[2][BN / 16][4])
 {
 	constexpr int FAM = mq_type<T>::fam, MIN = mq_type<T>::min, NT = BN / 16;
+	/* fragments by ldmatrix (mma.cuh): lane l = 4 g + t addresses row
+	 * l & 7 of matrix l >> 3 */
+	const int l = 4 * g + t, lr = l & 7, lq = l >> 3;
 	if constexpr (FAM == MQ_K32 || FAM == MQ_K16) {
 		int sumi[2][NT][4], summ[2][NT][4];
 #pragma unroll
@@ -333,22 +337,22 @@ MQ_FN void mq_chunk(const mq_wtile &W, const int8_t (*X)[MQ_ROW], const float (*
 		for (int j = 0; j < NS; j++) {
 			uint32_t b[NT][2];
 #pragma unroll
-			for (int nt = 0; nt < NT; nt++) {
-				const int8_t *xp = X[c0 + 8 * nt + g] + SW * j + 4 * t;
-				b[nt][0] = *(const uint32_t *)xp;
-				if constexpr (FAM == MQ_K32)
-					b[nt][1] = *(const uint32_t *)(xp + 16);
+			for (int nt = 0; nt < NT; nt += 2) {
+				if constexpr (FAM == MQ_K32) /* (nt, k 0-15), (nt, k 16-31), (nt + 1, ...) */
+					ldsm_x4(X[c0 + 8 * (nt + (lq >> 1)) + lr] + SW * j + 16 * (lq & 1), b[nt][0], b[nt][1],
+						b[nt + 1][0], b[nt + 1][1]);
+				else
+					ldsm_x2(X[c0 + 8 * (nt + (lq & 1)) + lr] + SW * j, b[nt][0], b[nt + 1][0]);
 			}
 #pragma unroll
 			for (int mt = 0; mt < 2; mt++) {
 				const int ra = r0 + 16 * mt + g, rb = ra + 8;
-				const int8_t *pa = W.w[ra] + SW * j + 4 * t, *pb = W.w[rb] + SW * j + 4 * t;
-				const uint32_t a0 = *(const uint32_t *)pa, a1 = *(const uint32_t *)pb;
-				uint32_t a2 = 0, a3 = 0;
-				if constexpr (FAM == MQ_K32) {
-					a2 = *(const uint32_t *)(pa + 16);
-					a3 = *(const uint32_t *)(pb + 16);
-				}
+				uint32_t a0, a1, a2 = 0, a3 = 0;
+				const int8_t *pl = W.w[r0 + 16 * mt + 8 * (lq & 1) + lr] + SW * j + 16 * (lq >> 1);
+				if constexpr (FAM == MQ_K32)
+					ldsm_x4(pl, a0, a1, a2, a3);
+				else
+					ldsm_x2(pl, a0, a1);
 				const int sa = W.sc[ra][j], sb = W.sc[rb][j];
 				uint32_t ma = 0, mb = 0;
 				if constexpr (MIN) {
@@ -394,10 +398,11 @@ MQ_FN void mq_chunk(const mq_wtile &W, const int8_t (*X)[MQ_ROW], const float (*
 			uint32_t b[NT][2];
 			float xa[NT], xb[NT], sa[NT], sb[NT];
 #pragma unroll
+			for (int nt = 0; nt < NT; nt += 2)
+				ldsm_x4(X[c0 + 8 * (nt + (lq >> 1)) + lr] + 32 * j + 16 * (lq & 1), b[nt][0], b[nt][1],
+					b[nt + 1][0], b[nt + 1][1]);
+#pragma unroll
 			for (int nt = 0; nt < NT; nt++) {
-				const int8_t *xp = X[c0 + 8 * nt + g] + 32 * j + 4 * t;
-				b[nt][0] = *(const uint32_t *)xp;
-				b[nt][1] = *(const uint32_t *)(xp + 16);
 				xa[nt] = XD[c0 + 8 * nt + 2 * t][j];
 				xb[nt] = XD[c0 + 8 * nt + 2 * t + 1][j];
 				if constexpr (MIN) {
@@ -408,9 +413,8 @@ MQ_FN void mq_chunk(const mq_wtile &W, const int8_t (*X)[MQ_ROW], const float (*
 #pragma unroll
 			for (int mt = 0; mt < 2; mt++) {
 				const int ra = r0 + 16 * mt + g, rb = ra + 8;
-				const int8_t *pa = W.w[ra] + 32 * j + 4 * t, *pb = W.w[rb] + 32 * j + 4 * t;
-				const uint32_t a0 = *(const uint32_t *)pa, a1 = *(const uint32_t *)pb;
-				const uint32_t a2 = *(const uint32_t *)(pa + 16), a3 = *(const uint32_t *)(pb + 16);
+				uint32_t a0, a1, a2, a3;
+				ldsm_x4(W.w[r0 + 16 * mt + 8 * (lq & 1) + lr] + 32 * j + 16 * (lq >> 1), a0, a1, a2, a3);
 				const float da = W.wd[ra][j], db = W.wd[rb][j];
 				const float ma = W.wm[ra][j], mb = W.wm[rb][j];
 #pragma unroll

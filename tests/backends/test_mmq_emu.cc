@@ -3,7 +3,8 @@
  * block is 128 threads with a barrier for __syncthreads, mma is emulated
  * per warp from its PTX fragment layout (m16n8k32 / m16n8k16 .s8: lane
  * 4 g + t holds A rows g and g + 8 at k 4t.., 16 + 4t..; B column g at the
- * same k; C rows g, g + 8 x columns 2t, 2t + 1), cp.async is a copy.
+ * same k; C rows g, g + 8 x columns 2t, 2t + 1), ldmatrix from its
+ * lane layout, cp.async is a copy.
  * Every weight type, both tile widths, K in splits: each output
  * within 3e-6 of sum |w x| of the double-precision sum of dequantized
  * weights x activations rounded as the CPU rounds them (the bound of
@@ -129,6 +130,31 @@ static void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32_t b0)
 	const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
 	g_frag[w].a[l][0] = a0, g_frag[w].a[l][1] = a1, g_frag[w].b[l][0] = b0;
 	mma_emu(c, 16);
+}
+
+/* ldmatrix: every lane posts its row address, then takes bytes 4t .. 4t + 3
+ * of row g of each matrix (lanes 8 q .. 8 q + 7 address matrix q) */
+static const int8_t *g_ldsm[4][32];
+static void ldsm_emu(const void *p, uint32_t *r, int nm)
+{
+	const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+	g_ldsm[w][l] = (const int8_t *)p;
+	g_warp[w]->arrive_and_wait();
+	for (int q = 0; q < nm; q++)
+		memcpy(&r[q], g_ldsm[w][8 * q + (l >> 2)] + 4 * (l & 3), 4);
+	g_warp[w]->arrive_and_wait();
+}
+static void ldsm_x4(const void *p, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3)
+{
+	uint32_t r[4];
+	ldsm_emu(p, r, 4);
+	r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+}
+static void ldsm_x2(const void *p, uint32_t &r0, uint32_t &r1)
+{
+	uint32_t r[2];
+	ldsm_emu(p, r, 2);
+	r0 = r[0], r1 = r[1];
 }
 
 #define MQ_HOST_EMU
