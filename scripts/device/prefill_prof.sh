@@ -56,7 +56,7 @@ if has ncu; then
     for s in ${NCU_SHAPES:-2048:2048:114:Q4_K 2048:8192:512:Q4_K 8192:2048:114:Q6_K}; do
       IFS=: read -r K N M T <<< "$s"
       echo "== ncu k_mmq K=$K N=$N M=$M $T"
-      ALICE_CUDA_MMQ=1 ALICE_BENCH_SECS=0.2 timeout 120 "$ncu" --kernel-name regex:k_mmq --launch-skip 3 --launch-count 1 \
+      ALICE_CUDA_MMQ=1 ALICE_BENCH_SECS=0.2 timeout 120 "$ncu" --kernel-name-base mangled --kernel-name regex:k_mmqILi --launch-skip 3 --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
         --section MemoryWorkloadAnalysis "$b/bin/bench_mul_mat" cuda 0 $K $N $M $T > "$out/ncu_${K}_${N}_${M}_${T}.log" 2>&1
       grep -E "Duration|Throughput|Occupancy|Registers Per|Shared Memory Config|Dynamic Shared|Block Limit|Warp Cycles Per Issued|Issue Slot|No Eligible|Active Warps|Eligible Warps|Stall|stall|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth" "$out/ncu_${K}_${N}_${M}_${T}.log" | grep -v "^==PROF==" | cut -c1-150 | head -40
