@@ -783,7 +783,7 @@ static enum alice_status validate_and_size(struct alice_backend_ctx *ctx, const 
 		if (scr > need)
 			need = scr;
 		if (g->nodes[i].op == ALICE_OP_MUL_MAT) {
-			size_t xq = cu_mul_mat_staged(&a);
+			size_t xq = cu_mmvq_scratch(a.src[0]->type, a.src[0]->ne[0], a.src[1]->ne[1]);
 			need_xq = xq > need_xq ? xq : need_xq;
 		}
 		if (g->nodes[i].op == ALICE_OP_ATTENTION) {

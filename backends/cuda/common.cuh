@@ -288,7 +288,6 @@ static inline unsigned cu_blocks(int64_t n, int threads)
 /* Scratch bytes each op needs (0 for most); computed before any launch so
  * the scratch region is stable while a graph is captured. */
 size_t cu_mul_mat_scratch(const struct alice_op_args *a) CU_HIDDEN;
-size_t cu_mul_mat_staged(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_attention_scratch(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_topk_scratch(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_sample_temp_scratch(const struct alice_op_args *a) CU_HIDDEN;

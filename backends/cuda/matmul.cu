@@ -519,20 +519,6 @@ static bool gemm_split(const struct alice_tensor *w)
 	return !gemm_f32(w->type) && w->type != ALICE_TYPE_F16 && gemm_precise();
 }
 
-/* the staged region (cu_xq) a MUL_MAT takes: its mat-vec's quantized
- * activations, or the F16 GEMM's rounded F16 activations */
-size_t cu_mul_mat_staged(const struct alice_op_args *a)
-{
-	const struct alice_tensor *w = a->src[0], *x = a->src[1];
-	int64_t K = w->ne[0], M = x->ne[1];
-	size_t q = cu_mmvq_scratch(w->type, K, M);
-	if (!mm_plain_odd(w) && !mm_use_mmv(a) && act_rounds(w) && !gemm_f32(w->type) && !gemm_split(w)) {
-		size_t h = align256((size_t)(K * M) * 2);
-		q = h > q ? h : q;
-	}
-	return q;
-}
-
 size_t cu_mul_mat_scratch(const struct alice_op_args *a)
 {
 	const struct alice_tensor *w = a->src[0], *x = a->src[1];
@@ -709,27 +695,13 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 	uint8_t *xs = ctx->scratch + xr;
 	uint8_t *xs2 = xs + align256((size_t)(K * M) * es); /* split: the activations' lo halves */
 	uint8_t *ws = split ? xs2 + align256((size_t)(K * M) * es) : xs2;
-	/* rounded F16 activations go to the staged region (cu_xq), where
-	 * the next products of the same tensor (K and V after Q, up after
-	 * gate) find them */
-	const int xh_code = 1000 + (int)act_round_of(w->type);
-	if (round_h) {
-		if (ctx->scratch_size < ctx->xq_off + (size_t)(K * M) * 2)
-			return cu_fail(ctx, ALICE_ERR_BACKEND, "MUL_MAT: scratch not sized for staged K %lld M %lld",
-				       (long long)K, (long long)M);
-		ws = xs;
-		xs = (uint8_t *)cu_xq_q(ctx);
-	}
-	if (round_h && cu_xq_has(ctx, xb, xnb0, xnb1, K, M, xh_code))
-		; /* staged by the previous product of this tensor */
-	else if (f32)
+	if (f32)
 		k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (float *)xs);
 	else if (split)
 		k_act_split<<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs, (__half *)xs2);
-	else if (round_h) {
+	else if (round_h)
 		launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (__half *)xs);
-		cu_xq_set(ctx, xb, xnb0, xnb1, K, M, xh_code, ctx->xq_cur);
-	} else
+	else
 		k_act_dense<__half><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs);
 	CUDA_LAUNCH_CHECK(ctx, "act");
 	cudaDataType_t ct = f32 ? CUDA_R_32F : CUDA_R_16F;
