@@ -340,6 +340,7 @@ Test(mmq_emu, every_type_every_variant, .timeout = 600)
 	/* K: whole chunks, several chunks, and (32-blocks) a partial last
 	 * chunk; N: a partial row tile */
 	bad += check<ALICE_TYPE_Q4_K>(512, 100);
+	bad += check<ALICE_TYPE_Q4_K>(768, 64); /* 3 chunks: splits of 2 and 1 */
 	bad += check<ALICE_TYPE_Q5_K>(256, 70);
 	bad += check<ALICE_TYPE_Q6_K>(512, 70);
 	bad += check<ALICE_TYPE_Q3_K>(256, 64);
