@@ -12,8 +12,10 @@
  * one launch (cu_mul_mat_multi).
  *
  * Prefill (M > MMV_MAX_M): quantized weights take mmq.cu's integer
- * tensor-core GEMM (the CPU's arithmetic) for the column counts it is
- * faster at (cu_mmq_ok); otherwise, and for what it does not take: activations rounded as above; F16 weights are
+ * tensor-core GEMM (the CPU's arithmetic) for the column runs it is set to
+ * take (cu_mmq_ok: none by default, ALICE_CUDA_MMQ=1 all); otherwise, and
+ * for what it does not take: activations rounded as above (for the F16
+ * GEMM, rounded and converted to F16 in one launch); F16 weights are
  * multiplied in place by cuBLAS (F16 inputs, F32 accumulation: exact
  * products); quantized weights are dequantized in row chunks into scratch
  * and multiplied in one F16 GEMM (11-bit operands, like llama.cpp's cuBLAS
@@ -535,8 +537,8 @@ size_t cu_mul_mat_scratch(const struct alice_op_args *a)
 	size_t mv = q > old ? q : old;
 	if (mm_use_mmv(a))
 		return mv;
-	/* runs of at most cu_mmq_max_m columns take the integer GEMM (its
-	 * splits' sums), longer ones the F16 path */
+	/* column runs the integer GEMM takes need its splits' sums; longer
+	 * ones (past ALICE_CUDA_MMQ_MAXM) the F16 path's scratch */
 	if (cu_mmq_ok(w, tdata(w), 0)) {
 		size_t sp = cu_mmq_scratch(a->ctx, N, K, M);
 		mv = sp > mv ? sp : mv;
