@@ -69,9 +69,11 @@ static bool mq_kquant(uint32_t type)
 bool cu_mmq_ok(const struct alice_tensor *w, const uint8_t *wb, int64_t M)
 {
 	/* packed weights (pack.cu) keep the dequantize + GEMM path */
-	if (mmq_max_m() == 0 || M > mmq_max_m() || (w->flags & ALICE_TENSOR_PACKED) || !(mq_kquant(w->type) || w->type == ALICE_TYPE_Q4_0 || w->type == ALICE_TYPE_Q4_1 ||
-			   w->type == ALICE_TYPE_Q5_0 || w->type == ALICE_TYPE_Q5_1 || w->type == ALICE_TYPE_Q8_0 ||
-			   w->type == ALICE_TYPE_IQ4_NL))
+	if (mmq_max_m() == 0 || M > mmq_max_m() || (w->flags & ALICE_TENSOR_PACKED))
+		return false;
+	if (!(mq_kquant(w->type) || w->type == ALICE_TYPE_Q4_0 || w->type == ALICE_TYPE_Q4_1 ||
+	      w->type == ALICE_TYPE_Q5_0 || w->type == ALICE_TYPE_Q5_1 || w->type == ALICE_TYPE_Q8_0 ||
+	      w->type == ALICE_TYPE_IQ4_NL))
 		return false;
 	const int64_t K = w->ne[0];
 	if (K % (mq_kquant(w->type) ? 256 : 32) != 0)

@@ -12,7 +12,7 @@ P=${P:-114}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 if has check; then # the integer GEMM on the GPU: K split and not, against the CPU arithmetic
   for sp in 0 1; do
-    ALICE_CUDA_MMQ_SPLIT=$([ $sp = 1 ] && echo 1 || echo 0) ALICE_CUDA_MMQ=1 ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/backends_test_mm_prefill" > "$out/mmp$sp.log" 2>&1
+    ALICE_CUDA_MMQ_SPLIT=$sp ALICE_CUDA_MMQ=1 ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/backends_test_mm_prefill" > "$out/mmp$sp.log" 2>&1
     echo "mm_prefill cuda MMQ=1 (split off: $sp): rc $? $(syn "$out/mmp$sp.log")"; grep -E "FAIL|off|worst" "$out/mmp$sp.log" | head -5
   done
   ALICE_CUDA_MMQ=1 timeout 120 "$b/bin/backends_test_mm_invariance" > "$out/mmi.log" 2>&1; echo "mm_invariance MMQ=1: rc $? $(syn "$out/mmi.log")"
