@@ -37,6 +37,7 @@ struct opts {
 	int n_backends;
 	const char *backend_dir;
 	int p, n, r, threads;
+	int d;         /* -d: tokens already in the sequence before each timed test */
 	int warmup_ms; /* --warmup-ms: decode steps for this long before timing */
 	int json;
 	int batch[BATCH_MAX]; /* --batch: B values; 0 entries = plain pp/tg */
@@ -99,6 +100,21 @@ static void device_desc(const struct opts *o, const char *backend, struct result
 	alice_backend_close(be);
 }
 
+/* -d: the sequence's first depth tokens, untimed (llama-bench's -d) */
+static int fill_depth(struct alice_context *c, int depth, int32_t *tok, int32_t *pos, int32_t *seq,
+		      struct result *res)
+{
+	if (depth <= 0)
+		return 0;
+	struct alice_error err = {{0}};
+	struct alice_batch b = {depth, tok, pos, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	if (alice_context_decode(c, &b, &err) != ALICE_OK) {
+		snprintf(res->error, sizeof res->error, "%s", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
 static void run_one(const struct opts *o, const char *path, const char *backend, struct result *res)
 {
 	struct alice_model_params mp;
@@ -139,10 +155,10 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 	}
 	struct alice_context_params cp;
 	alice_context_params_default(&cp);
-	int maxp = o->p > o->n ? o->p : o->n;
+	int maxp = o->d + (o->p > o->n ? o->p : o->n);
 	cp.n_ctx = (uint32_t)(maxp + 16);
 	cp.n_seq = 1;
-	cp.n_batch = (uint32_t)(o->p > 0 ? o->p : 1);
+	cp.n_batch = (uint32_t)(o->p > o->d ? o->p : (o->d > 0 ? o->d : 1));
 	if (alice_context_create(m, &cp, &c, &err) != ALICE_OK) {
 		snprintf(res->error, sizeof res->error, "%s", err.msg);
 		goto out;
@@ -194,7 +210,9 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 	alice_context_seq_clear(c, 0);
 	for (int rep = 0; rep < o->r && o->p > 0; rep++) {
 		alice_context_seq_clear(c, 0);
-		struct alice_batch b = {o->p, tok, pos, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+		if (fill_depth(c, o->d, tok, pos, seq, res) != 0)
+			goto out;
+		struct alice_batch b = {o->p, tok + o->d, pos + o->d, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 		double t0 = now_s();
 		if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 			snprintf(res->error, sizeof res->error, "%s", err.msg);
@@ -204,8 +222,10 @@ static void run_one(const struct opts *o, const char *path, const char *backend,
 	}
 	for (int rep = 0; rep < o->r && o->n > 0; rep++) {
 		alice_context_seq_clear(c, 0);
+		if (fill_depth(c, o->d, tok, pos, seq, res) != 0)
+			goto out;
 		double t0 = now_s();
-		for (int i = 0; i < o->n; i++) {
+		for (int i = o->d; i < o->d + o->n; i++) {
 			struct alice_batch b = {1, tok + i, pos + i, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 			if (alice_context_decode(c, &b, &err) != ALICE_OK) {
 				snprintf(res->error, sizeof res->error, "%s", err.msg);
@@ -227,7 +247,8 @@ out:
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: alice-bench -m MODEL.gguf [-m ...] [--backend cpu,cuda,vulkan] [-p 512] [-n 128] "
-		   "[-r 5] [-t THREADS] [--backend-dir DIR] [--batch 1,4,16,64] [--warmup-ms 0] [--json]\n"
+		   "[-d 0] [-r 5] [-t THREADS] [--backend-dir DIR] [--batch 1,4,16,64] [--warmup-ms 0] [--json]\n"
+		   "  -d D:          D tokens in the sequence (untimed) before each pp / tg test (llama-bench's -d)\n"
 		   "  --warmup-ms N: decode steps for N ms before the timed runs (default: llama-bench's\n"
 		   "                 warm-up only, one prefill and one decode step)\n"
 		   "  --batch B,...: B sequences prefill -p tokens each, then decode -n tokens together;\n"
@@ -317,6 +338,7 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--backend")) backend_list = strdup(v);
 		else if (!strcmp(a, "--backend-dir")) o.backend_dir = v;
 		else if (!strcmp(a, "-p")) o.p = atoi(v);
+		else if (!strcmp(a, "-d")) o.d = atoi(v);
 		else if (!strcmp(a, "-n")) o.n = atoi(v);
 		else if (!strcmp(a, "-r")) o.r = atoi(v);
 		else if (!strcmp(a, "-t")) o.threads = atoi(v);
@@ -336,7 +358,7 @@ int main(int argc, char **argv)
 		else { fprintf(stderr, "alice-bench: unknown option %s\n", a); usage(stderr); return 2; }
 		i++;
 	}
-	if (!o.n_models || o.r < 1 || o.p < 0 || o.n < 0 || o.warmup_ms < 0) { usage(stderr); return 2; }
+	if (!o.n_models || o.r < 1 || o.p < 0 || o.n < 0 || o.d < 0 || o.warmup_ms < 0) { usage(stderr); return 2; }
 	if (!backend_list) backend_list = strdup("cpu");
 	if (so.spec.mode != ALICE_SPEC_NONE) {
 		struct alice_error err = {{0}};
@@ -407,9 +429,9 @@ int main(int argc, char **argv)
 			printf("  {\"model\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", \"isa\": \"%s\", "
 			       "\"cpu_flags\": \"%s\", \"ok\": %s, \"size_gib\": %.4f, \"params_b\": %.4f, \"threads\": %d, "
 			       "\"pp\": %d, \"pp_tps\": %.3f, \"pp_sd\": %.3f, \"tg\": %d, \"tg_tps\": %.3f, "
-			       "\"tg_sd\": %.3f, \"peak_rss_mib\": %.1f, \"weights_mib\": %.1f}%s\n",
+			       "\"tg_sd\": %.3f, \"depth\": %d, \"peak_rss_mib\": %.1f, \"weights_mib\": %.1f}%s\n",
 			       r->model_name, r->backend, r->device, r->isa, r->flags, r->ok ? "true" : "false", r->size_gib,
-			       r->params_b, o.threads, o.p, r->pp_mean, r->pp_sd, o.n, r->tg_mean, r->tg_sd,
+			       r->params_b, o.threads, o.p, r->pp_mean, r->pp_sd, o.n, r->tg_mean, r->tg_sd, o.d,
 			       r->peak_rss_mib, r->weight_mib, i + 1 < nres ? "," : "");
 		}
 		printf("]\n");
@@ -423,13 +445,16 @@ int main(int argc, char **argv)
 				       o.threads, r->error);
 				continue;
 			}
+			char at[32] = "";
+			if (o.d > 0)
+				snprintf(at, sizeof at, " @ d%d", o.d);
 			if (o.p > 0)
-				printf("| %s | %.2f GiB | %.2f B | %s | %d | pp%d | %.2f ± %.2f | %.0f MiB |\n",
-				       r->model_name, r->size_gib, r->params_b, r->backend, o.threads, o.p,
+				printf("| %s | %.2f GiB | %.2f B | %s | %d | pp%d%s | %.2f ± %.2f | %.0f MiB |\n",
+				       r->model_name, r->size_gib, r->params_b, r->backend, o.threads, o.p, at,
 				       r->pp_mean, r->pp_sd, r->peak_rss_mib);
 			if (o.n > 0)
-				printf("| %s | %.2f GiB | %.2f B | %s | %d | tg%d | %.2f ± %.2f | %.0f MiB |\n",
-				       r->model_name, r->size_gib, r->params_b, r->backend, o.threads, o.n,
+				printf("| %s | %.2f GiB | %.2f B | %s | %d | tg%d%s | %.2f ± %.2f | %.0f MiB |\n",
+				       r->model_name, r->size_gib, r->params_b, r->backend, o.threads, o.n, at,
 				       r->tg_mean, r->tg_sd, r->peak_rss_mib);
 		}
 	}
