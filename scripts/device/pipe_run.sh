@@ -39,6 +39,9 @@ if has tprof; then # where a one-row step's time goes, greedy against drawn
     ALICE_CUDA_PROFILE=2 timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch 1 --temp $t 2>&1 | grep -iE "profile|step" | head -8
   done
 fi
+if has tg; then
+  timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
+fi
 if has bench; then
   timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
   timeout 150 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,16,64} 2>/dev/null | grep "^| Llama"
@@ -94,4 +97,25 @@ if has server; then
     lg --concurrency 64 --requests-per-client 2
     kill $sp; wait $sp 2>/dev/null
   done
+fi
+if has snsys; then # one client: the server's GPU timeline against alice-bench tg's (nsys, graph nodes traced)
+  nsys=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
+  [ -n "$nsys" ] || echo "nsys: not found"
+  gpu_sum() { # $1 report: kernel table; gaps between kernels on the GPU
+    timeout 120 "$nsys" stats --report cuda_gpu_kern_sum --format csv "$1.nsys-rep" 2>/dev/null | head -22 | awk -F'","' '{gsub(/"/,""); print $2, $3, $4, $9}' | cut -c1-150
+    timeout 120 "$nsys" stats --report cuda_gpu_trace --format csv "$1.nsys-rep" 2>/dev/null > "$1.trace.csv"
+    awk -F'","' 'NR > 1 && $0 !~ /Memcpy|Memset/ {gsub(/"/,""); s = $1; d = $2; if (e) { g = s - e; if (g < 2e6) { gs += g; if (g > 3000) { nb++; bs += g } } } e = s + d; k += d; n++}
+      END {printf "kernels %d, busy %.2f ms, gaps under 2 ms %.2f ms, of which %d over 3 us: %.2f ms\n", n, k / 1e6, gs / 1e6, nb, bs / 1e6}' "$1.trace.csv"
+  }
+  if [ -n "$nsys" ]; then
+    timeout 120 "$nsys" profile -o "$out/tg" --force-overwrite true -t cuda --cuda-graph-trace=node "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 128 -r 3 > "$out/nsys_tg.log" 2>&1
+    echo "== nsys alice-bench tg128 x 3 (+ warm-up): $(grep tg128 "$out/nsys_tg.log" | awk -F'|' '{print $8}')"; gpu_sum "$out/tg"
+    timeout 150 "$nsys" profile -o "$out/srv" --force-overwrite true -t cuda --cuda-graph-trace=node "$b/bin/alice-llm-server" --model "$m1" --backend cuda --parallel 1 --port 8113 --ctx-size 512 > "$out/nsys_srv.log" 2>&1 &
+    for i in $(seq 1 90); do curl -sf localhost:8113/health >/dev/null 2>&1 && break; sleep 1; done
+    timeout 60 python3 .devfix/loadgen.py --port 8113 --concurrency 1 --requests-per-client 3 --max-tokens 128 --prompt-words 100 | tail -1
+    echo "steps $(curl -s localhost:8113/metrics | awk '$1 == "alice_engine_steps_total" {print $2}')"
+    pkill -TERM -x alice-llm-server; wait
+    echo "== nsys server, one client, 3 requests T 0.8"; gpu_sum "$out/srv"
+    rm -f "$out"/*.nsys-rep "$out"/*.sqlite
+  fi
 fi
