@@ -359,6 +359,11 @@ int main(int argc, char **argv)
 		i++;
 	}
 	if (!o.n_models || o.r < 1 || o.p < 0 || o.n < 0 || o.d < 0 || o.warmup_ms < 0) { usage(stderr); return 2; }
+	if (o.d > 0 && (o.n_batch || so.spec.mode != ALICE_SPEC_NONE)) {
+		fprintf(stderr, "alice-bench: -d applies to the pp / tg tests, not to --batch or speculation\n");
+		free(backend_list);
+		return 2;
+	}
 	if (!backend_list) backend_list = strdup("cpu");
 	if (so.spec.mode != ALICE_SPEC_NONE) {
 		struct alice_error err = {{0}};

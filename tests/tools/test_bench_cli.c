@@ -1,6 +1,6 @@
 /* test_bench_cli.c — bin/alice-bench as a user runs it: pp / tg at a depth
- * (-d, llama-bench's) in the table and in --json, and a bad value refused
- * with the usage. On the tiny-tolstoy model, CPU backend. */
+ * (-d, llama-bench's) in the table and in --json; a negative depth, or one
+ * with --batch (where it does not apply), refused. tiny-tolstoy, CPU backend. */
 #include <criterion/criterion.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -43,9 +43,11 @@ Test(bench_cli, depth_in_table_and_json, .timeout = 120)
 	json_object_put(j);
 }
 
-Test(bench_cli, negative_depth_refused)
+Test(bench_cli, bad_depth_refused)
 {
 	static char cmd[8192], out[1 << 12];
 	bench_cmd(cmd, sizeof cmd, "-p 16 -n 8 -d -3 -r 1");
-	cr_expect_eq(run(cmd, out, sizeof out), 2);
+	cr_expect_eq(run(cmd, out, sizeof out), 2, "a negative depth");
+	bench_cmd(cmd, sizeof cmd, "-p 16 -n 8 -d 8 --batch 1,2");
+	cr_expect_eq(run(cmd, out, sizeof out), 2, "a depth with --batch (not applied there)");
 }
