@@ -39,11 +39,10 @@ if has tprof; then # where a one-row step's time goes, greedy against drawn
     ALICE_CUDA_PROFILE=2 timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch 1 --temp $t 2>&1 | grep -iE "profile|step" | head -8
   done
 fi
-if has tg; then
+if has tg || has bench; then
   timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
 fi
 if has bench; then
-  timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
   timeout 150 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch ${BATCHES:-1,16,64} 2>/dev/null | grep "^| Llama"
   timeout 60 "$b/bin/alice-bench" -m "$m1" --backend cuda -p 128 -n 128 --batch 1,64 --temp 0.8 2>/dev/null | grep "^| Llama"
 fi
