@@ -3,8 +3,8 @@
  * sub-block dots) and M_b (mins x bsums), acc = fma(d_w d_a, S_b, acc),
  * accm = fma(dmin_w d_a, M_b, accm), result acc - accm. A mat-vec and a
  * prefill GEMM with that arithmetic, so a row's bits do not depend on the
- * launch; registered for the default mode only (ALICE_CPU_EXACT keeps the
- * AVX2 dot of ggml's order).
+ * launch; registered for the default mode only (ALICE_CPU_EXACT takes
+ * vec_llorder.c's Q4_K: llama.cpp's gemm order for grouped rows).
  *
  * The GEMM takes its 16 weight rows as two halves of 8: each half is
  * unpacked once into the thread's scratch with 4 nibbles of each row per

@@ -1,7 +1,7 @@
 /* vec_llorder.c — quantized dots with llama.cpp's exact float arithmetic
  * (its x86 AVX-512 build, the one the parity references were made with) for
  * the types whose order only llama.cpp's own kernels define: Q2_K, Q3_K,
- * Q5_K, IQ4_XS and Q4_0. Integer block sums are exact whatever the method;
+ * Q5_K, IQ4_XS, Q4_0 and (ALICE_CPU_EXACT, AVX2 tables) Q4_K. Integer block sums are exact whatever the method;
  * what must match is which integers are converted to float and in which
  * order they are accumulated:
  *  - Q3_K, Q5_K, IQ4_XS (fewer than 8 rows of a sequence), Q4_0 (N % 8 != 0):
@@ -17,8 +17,10 @@
  * The row's place (rows of its sequence in the op, index among them) comes
  * from MUL_MAT src2 (backend.h). AVX2 kernels (target clones) with a
  * portable fallback of the same arithmetic; installed per type (table at the
- * end) once within ~15% of the speed of the kernels they replace. */
+ * end) once within ~15% of the speed of the kernels they replace, and all
+ * of them under ALICE_CPU_EXACT. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -200,6 +202,67 @@ static void p_q2_k(int64_t k, const void *w, const void *act, int32_t count, int
 			for (int s = 0; s < 8; s++)
 				M += (b[8 * h + s] >> 4) * a->bsums[8 * h + s];
 			if (gemm) {
+				acc = fmaf((float)S, dd, acc);
+				accm = fmaf((float)M, dm, accm);
+				S = M = 0;
+			}
+		}
+		if (!gemm) {
+			acc = fmaf((float)S, dd, acc);
+			accm = fmaf((float)M, dm, accm);
+		}
+	}
+	*out = acc - accm;
+}
+
+/* Q4_K, ALICE_CPU_EXACT only (the default kernels already give a
+ * sequence's single row this gemv order). llama.cpp repacks Q4_K weights
+ * with N % 8 == 0: its gemv adds one fma per superblock (S_b, and M_b in a
+ * second chain subtracted last), its gemm (a sequence's rows in groups of
+ * 4) one per pair of sub-blocks. Other N: ggml's AVX2 vec_dot, 8 lanes
+ * (elements 4l..4l+3 of each 32) with one fma per superblock, the mins in
+ * 4 lanes (sub-blocks 2i, 2i+1), hsum8(acc) + ((m0 + m2) + (m1 + m3)). */
+static void p_q4_k(int64_t k, const void *w, const void *act, int32_t count, int32_t index, int64_t nw, float *out)
+{
+	const uint8_t *b = w;
+	const struct act_q8_k *a = act;
+	if (nw % 8 != 0) {
+		float lanes[8] = {0}, ml[4] = {0};
+		for (int64_t i = 0; i < k / QKK; i++, b += 144, a++) {
+			int32_t ln[8] = {0}, pm[4] = {0};
+			for (int sub = 0; sub < 8; sub++) {
+				int sc, mn;
+				k4_sm(b + 4, sub, &sc, &mn);
+				for (int e = 0; e < 32; e++) {
+					int q = sub % 2 ? b[16 + 32 * (sub / 2) + e] >> 4 : b[16 + 32 * (sub / 2) + e] & 0xF;
+					ln[e / 4] += sc * q * a->q[32 * sub + e];
+				}
+				pm[sub / 2] += mn * (a->bsums[2 * sub] + a->bsums[2 * sub + 1]);
+			}
+			float d = a->d * h2f(b), dmin = -a->d * h2f(b + 2);
+			for (int l = 0; l < 8; l++)
+				lanes[l] = fmaf(d, (float)ln[l], lanes[l]);
+			for (int l = 0; l < 4; l++)
+				ml[l] = fmaf(dmin, (float)pm[l], ml[l]);
+		}
+		*out = hsum8(lanes) + ((ml[0] + ml[2]) + (ml[1] + ml[3]));
+		return;
+	}
+	bool gemm = rep_gemm(count, index);
+	float acc = 0.0f, accm = 0.0f;
+	for (int64_t i = 0; i < k / QKK; i++, b += 144, a++) {
+		float dd = h2f(b) * a->d, dm = h2f(b + 2) * a->d;
+		int32_t S = 0, M = 0;
+		for (int sub = 0; sub < 8; sub++) {
+			int sc, mn, t = 0;
+			k4_sm(b + 4, sub, &sc, &mn);
+			for (int e = 0; e < 32; e++) {
+				int q = sub % 2 ? b[16 + 32 * (sub / 2) + e] >> 4 : b[16 + 32 * (sub / 2) + e] & 0xF;
+				t += q * a->q[32 * sub + e];
+			}
+			S += sc * t;
+			M += mn * (a->bsums[2 * sub] + a->bsums[2 * sub + 1]);
+			if (gemm && sub % 2) {
 				acc = fmaf((float)S, dd, acc);
 				accm = fmaf((float)M, dm, accm);
 				S = M = 0;
@@ -462,6 +525,56 @@ LLO_AVX2 static void v_q2_k(int64_t k, const void *w, const void *act, int32_t c
 	}
 	*out = acc - accm;
 }
+
+/* p_q4_k's arithmetic: vec_dot's 8 lanes are the madd lanes below, and S_b /
+ * the pair sums are exact integers however they are summed */
+LLO_AVX2 static void v_q4_k(int64_t k, const void *w, const void *act, int32_t count, int32_t index, int64_t nw,
+			    float *out)
+{
+	const uint8_t *b = w;
+	const struct act_q8_k *a = act;
+	const __m256i m4 = _mm256_set1_epi8(0xF);
+	const bool lanes8 = nw % 8 != 0, gemm = !lanes8 && rep_gemm(count, index);
+	__m256 lanes = _mm256_setzero_ps();
+	float acc = 0.0f, accm = 0.0f, ml[4] = {0};
+	for (int64_t i = 0; i < k / QKK; i++, b += 144, a++) {
+		int sc[8], mn[8];
+		for (int sub = 0; sub < 8; sub++)
+			k4_sm(b + 4, sub, &sc[sub], &mn[sub]);
+		float dd = h2f_v(b) * a->d, dm = h2f_v(b + 2) * a->d;
+		__m256i sumi = _mm256_setzero_si256();
+		int32_t S = 0, M = 0;
+		for (int p = 0; p < 4; p++) {
+			__m256i q4 = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * p));
+			__m256i pl = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4),
+							  _mm256_loadu_si256((const __m256i *)(a->q + 64 * p)));
+			__m256i ph = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+							  _mm256_loadu_si256((const __m256i *)(a->q + 64 * p + 32)));
+			__m256i sj = _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_set1_epi16((int16_t)sc[2 * p])),
+						      _mm256_madd_epi16(ph, _mm256_set1_epi16((int16_t)sc[2 * p + 1])));
+			int32_t mp = mn[2 * p] * (a->bsums[4 * p] + a->bsums[4 * p + 1]) +
+				     mn[2 * p + 1] * (a->bsums[4 * p + 2] + a->bsums[4 * p + 3]);
+			if (lanes8) {
+				sumi = _mm256_add_epi32(sumi, sj);
+				ml[p] = fmaf(-a->d * h2f_v(b + 2), (float)mp, ml[p]);
+			} else if (gemm) {
+				acc = fmaf((float)hsum_i32(sj), dd, acc);
+				accm = fmaf((float)mp, dm, accm);
+			} else {
+				S += hsum_i32(sj);
+				M += mp;
+			}
+		}
+		if (lanes8)
+			lanes = _mm256_fmadd_ps(_mm256_set1_ps(a->d * h2f_v(b)), _mm256_cvtepi32_ps(sumi), lanes);
+		else if (!gemm) {
+			acc = fmaf((float)S, dd, acc);
+			accm = fmaf((float)M, dm, accm);
+		}
+	}
+	*out = lanes8 ? hsum8_v(lanes) + ((ml[0] + ml[2]) + (ml[1] + ml[3])) : acc - accm;
+}
+
 #endif
 
 /* dot[] entries for the single-row callers (a sequence's only row) */
@@ -475,9 +588,11 @@ ONE_ROW(p1_q3_k, p_q3_k)
 ONE_ROW(p1_q5_k, p_q5_k)
 ONE_ROW(p1_iq4_xs, p_iq4_xs)
 ONE_ROW(p1_q2_k, p_q2_k)
+ONE_ROW(p1_q4_k, p_q4_k)
 #if defined(__x86_64__) && defined(__GNUC__)
 ONE_ROW(v1_q4_0, v_q4_0)
 ONE_ROW(v1_q3_k, v_q3_k)
+ONE_ROW(v1_q4_k, v_q4_k)
 ONE_ROW(v1_q5_k, v_q5_k)
 ONE_ROW(v1_iq4_xs, v_iq4_xs)
 ONE_ROW(v1_q2_k, v_q2_k)
@@ -524,7 +639,21 @@ void cpu_kernels_llorder(struct cpu_kernels *k, bool avx2)
 #else
 	(void)avx2;
 #endif
+	/* ALICE_CPU_EXACT: every entry, however slow */
+	const char *ex = getenv("ALICE_CPU_EXACT");
+	const bool exact = ex && *ex && strcmp(ex, "0") != 0;
 	for (size_t i = 0; i < n; i++)
-		if (t[i].on)
+		if (t[i].on || exact)
 			set_type(k, t[i].type, t[i].x, t[i].one);
+	/* Q4_K: under ALICE_CPU_EXACT where the table has no exact kernel of
+	 * its own (the AVX-512 and AMX tables do: vec_kseq.h) */
+	if (exact && !k->dotx[ALICE_TYPE_Q4_K]) {
+#if defined(__x86_64__) && defined(__GNUC__)
+		if (avx2) {
+			set_type(k, ALICE_TYPE_Q4_K, v_q4_k, v1_q4_k);
+			return;
+		}
+#endif
+		set_type(k, ALICE_TYPE_Q4_K, p_q4_k, p1_q4_k);
+	}
 }

@@ -209,3 +209,190 @@ Test(mul_mat_rows, float_sequence_rows_in_the_gemm_order, .init = setup, .fini =
 			free(out);
 		}
 }
+
+/* ---- llama.cpp's orders for Q4_K and Q6_K (its x86 build: Q4_K weights
+ * with N % 8 == 0 repacked, Q6_K through ggml's AVX2 vec_dot). Integer sums
+ * are exact however they are formed; these specs fix which integers become
+ * floats and in which order those are added. ---- */
+struct q8k_ref {
+	float d;
+	const int8_t *q;
+	int16_t bs[16];
+};
+
+static struct q8k_ref q8k_at(const uint8_t *a)
+{
+	struct q8k_ref r;
+	memcpy(&r.d, a, 4);
+	r.q = (const int8_t *)(a + 4);
+	memcpy(r.bs, a + 4 + 256, 32);
+	return r;
+}
+
+static float hsum8_ref(const float *a)
+{
+	float t[4];
+	for (int i = 0; i < 4; i++)
+		t[i] = a[i + 4] + a[i];
+	return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+static void q4k_sm(const uint8_t *s12, int j, int *sc, int *mn)
+{
+	if (j < 4) {
+		*sc = s12[j] & 63;
+		*mn = s12[j + 4] & 63;
+	} else {
+		*sc = (s12[j + 4] & 0xF) | ((s12[j - 4] >> 6) << 4);
+		*mn = (s12[j + 4] >> 4) | ((s12[j] >> 6) << 4);
+	}
+}
+
+static int q4k_q(const uint8_t *blk, int e)
+{
+	uint8_t b = blk[16 + 32 * (e / 64) + e % 32];
+	return (e % 64) < 32 ? b & 0xF : b >> 4;
+}
+
+enum q4k_order { Q4K_GEMV, Q4K_GEMM, Q4K_LANES };
+
+/* GEMV: acc = fma(S_b, d_w d_a) per superblock, the mins M_b in a second
+ * chain, acc - accm; GEMM (a sequence's rows in groups of 4): the same per
+ * pair of sub-blocks; LANES (vec_dot, N % 8 != 0): lane l sums elements
+ * 4l..4l+3 of every 32 times their scale, one fma per superblock, the mins
+ * in 4 lanes, hsum8(acc) + ((m0 + m2) + (m1 + m3)). */
+static float q4k_ref(enum q4k_order o, const uint8_t *w, const uint8_t *act, int64_t K)
+{
+	float acc = 0.0f, accm = 0.0f, lanes[8] = {0}, ml[4] = {0};
+	for (int64_t i = 0; i < K / 256; i++) {
+		const uint8_t *b = w + i * 144;
+		struct q8k_ref a = q8k_at(act + i * 292);
+		float dw = alice_fp16_to_fp32((uint16_t)(b[0] | b[1] << 8));
+		float dm = alice_fp16_to_fp32((uint16_t)(b[2] | b[3] << 8));
+		int32_t S = 0, Mb = 0, ln[8] = {0}, pm[4] = {0};
+		for (int sub = 0; sub < 8; sub++) {
+			int sc, mn, t = 0;
+			q4k_sm(b + 4, sub, &sc, &mn);
+			for (int e = 32 * sub; e < 32 * sub + 32; e++) {
+				t += q4k_q(b, e) * a.q[e];
+				ln[(e % 32) / 4] += sc * q4k_q(b, e) * a.q[e];
+			}
+			S += sc * t;
+			Mb += mn * (a.bs[2 * sub] + a.bs[2 * sub + 1]);
+			pm[sub / 2] += mn * (a.bs[2 * sub] + a.bs[2 * sub + 1]);
+			if (o == Q4K_GEMM && sub % 2) {
+				acc = fmaf((float)S, dw * a.d, acc);
+				accm = fmaf((float)Mb, dm * a.d, accm);
+				S = Mb = 0;
+			}
+		}
+		if (o == Q4K_GEMV) {
+			acc = fmaf((float)S, dw * a.d, acc);
+			accm = fmaf((float)Mb, dm * a.d, accm);
+		}
+		for (int l = 0; l < 8; l++)
+			lanes[l] = fmaf(a.d * dw, (float)ln[l], lanes[l]);
+		for (int l = 0; l < 4; l++)
+			ml[l] = fmaf(-a.d * dm, (float)pm[l], ml[l]);
+	}
+	return o == Q4K_LANES ? hsum8_ref(lanes) + ((ml[0] + ml[2]) + (ml[1] + ml[3])) : acc - accm;
+}
+
+/* ggml's AVX2 Q6_K vec_dot: lane l of a superblock = its 6-bit values
+ * (unsigned, 0..63) times the activations over elements 4l..4l+3 of every
+ * 32 with their 16-element scales, minus 32 (sc[2l] bsum[2l] + sc[2l+1]
+ * bsum[2l+1]); acc_l = fma(d_a d_w, lane, acc_l); hsum8. */
+static float q6k_ref(const uint8_t *w, const uint8_t *act, int64_t K)
+{
+	float acc[8] = {0};
+	for (int64_t i = 0; i < K / 256; i++) {
+		const uint8_t *b = w + i * 210, *ql = b, *qh = b + 128;
+		const int8_t *sc = (const int8_t *)(b + 192);
+		struct q8k_ref a = q8k_at(act + i * 292);
+		int32_t L[8] = {0};
+		for (int e = 0; e < 256; e++) {
+			int h = e / 128, c = (e % 128) / 32, j = e % 32;
+			uint8_t lo = ql[64 * h + 32 * (c % 2) + j];
+			int q = (c < 2 ? lo & 0xF : lo >> 4) | (((qh[32 * h + j] >> (2 * c)) & 3) << 4);
+			L[j % 32 / 4] += q * a.q[e] * sc[e / 16];
+		}
+		float d = a.d * alice_fp16_to_fp32((uint16_t)(b[208] | b[209] << 8));
+		for (int l = 0; l < 8; l++) {
+			L[l] -= 32 * (a.bs[2 * l] * sc[2 * l] + a.bs[2 * l + 1] * sc[2 * l + 1]);
+			acc[l] = fmaf(d, (float)L[l], acc[l]);
+		}
+	}
+	return hsum8_ref(acc);
+}
+
+static bool env_on(const char *v)
+{
+	const char *e = getenv(v);
+	return e && *e && strcmp(e, "0") != 0;
+}
+
+/* Q4_K / Q6_K outputs against the specs: M = 9 rows of one sequence (two
+ * groups of 4 and one left over) and the same rows each its own sequence.
+ * Default kernels: Q4_K every row in the gemv order (Q6_K's default AVX2
+ * order is its own). ALICE_CPU_EXACT=1: Q4_K grouped rows in the gemm
+ * order, Q6_K in ggml's, and (at the AVX2 tables, named by ALICE_CPU_ISA)
+ * Q4_K with N % 8 != 0 in vec_dot's lanes. */
+Test(mul_mat_rows, q4_k_q6_k_rows_in_llama_cpp_orders, .init = setup, .fini = teardown)
+{
+#if !defined(__x86_64__)
+	cr_skip_test("llama.cpp's x86 orders: x86-64 only");
+#endif
+	const char *isa = getenv("ALICE_CPU_ISA");
+	if (isa && strcmp(isa, "scalar") == 0)
+		cr_skip_test("the scalar table keeps its own orders");
+	const bool exact = env_on("ALICE_CPU_EXACT"), avx2 = isa && strncmp(isa, "avx", 3) == 0 && strcmp(isa, "avx512");
+	const int64_t K = 1024, M = 9;
+	const struct {
+		uint32_t type;
+		int64_t N;
+	} cases[] = {{ALICE_TYPE_Q4_K, 40}, {ALICE_TYPE_Q4_K, 36}, {ALICE_TYPE_Q6_K, 40}};
+	int checked = 0;
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+		uint32_t type = cases[ci].type;
+		int64_t N = cases[ci].N;
+		bool q6 = type == ALICE_TYPE_Q6_K, lanes = N % 8 != 0;
+		if ((q6 && !exact) || (lanes && exact && !avx2))
+			continue;
+		size_t rs = alice_row_size(type, K), ra = alice_row_size(ALICE_TYPE_Q8_K, K);
+		uint8_t *w = malloc(rs * (size_t)N), *aq = malloc(ra * (size_t)M);
+		float *row = malloc((size_t)K * 4), *x = malloc((size_t)(K * M) * 4), *out = malloc((size_t)(N * M) * 4);
+		unsigned s = 23u + (unsigned)ci;
+		for (int64_t n = 0; n < N; n++) {
+			for (int64_t k = 0; k < K; k++)
+				row[k] = frand(&s);
+			cr_assert(alice_quantize(type, row, w + rs * (size_t)n, K));
+		}
+		for (int64_t m = 0; m < M; m++) {
+			for (int64_t k = 0; k < K; k++)
+				x[m * K + k] = 3.0f * frand(&s);
+			cr_assert(alice_quantize(ALICE_TYPE_Q8_K, x + m * K, aq + ra * (size_t)m, K));
+		}
+		for (int one = 0; one < 2; one++) {
+			mul_mat_seq(type, w, K, N, x, M, out, one);
+			for (int64_t m = 0; m < M; m++) {
+				bool grouped = one && m < M - M % 4;
+				enum q4k_order o = exact && lanes ? Q4K_LANES : exact && grouped ? Q4K_GEMM : Q4K_GEMV;
+				for (int64_t n = 0; n < N; n++) {
+					const uint8_t *wr = w + rs * (size_t)n, *ar = aq + ra * (size_t)m;
+					float ref = q6 ? q6k_ref(wr, ar, K) : q4k_ref(o, wr, ar, K);
+					cr_expect(!memcmp(&ref, &out[m * N + n], 4),
+						  "%s N=%lld, %s: row %lld col %lld: %.9g, llama.cpp's order %.9g",
+						  alice_type_name(type), (long long)N, one ? "one sequence" : "rows alone",
+						  (long long)m, (long long)n, (double)out[m * N + n], (double)ref);
+					checked++;
+				}
+			}
+		}
+		free(w);
+		free(aq);
+		free(row);
+		free(x);
+		free(out);
+	}
+	cr_expect_gt(checked, 0);
+}

@@ -13,7 +13,9 @@ struct alice_parity_bound {
 	/* The cpu backend reproduces llama.cpp's arithmetic for this type
 	 * (issues #4, #9): there (x86-64, default kernels) top-1 must equal the
 	 * reference's at every position and the 24-token greedy continuation
-	 * of every prompt must be identical, near-ties included. */
+	 * of every prompt must be identical, near-ties included. With
+	 * ALICE_CPU_EXACT=1 every type is held to more: logits equal to the
+	 * references' bits (parity_run.c). */
 	bool cpu_exact;
 };
 
