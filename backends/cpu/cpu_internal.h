@@ -269,6 +269,11 @@ void cpu_kernels_amx(struct cpu_kernels *k) CPU_HIDDEN; /* avx512 + AMX-INT8 */
 void cpu_kernels_kgemm512(struct cpu_kernels *k, bool exact) CPU_HIDDEN;
 /* the same on AVX2 (vec_kgemm2.c): Q4_K mat-vec and GEMM in that order */
 void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact, bool vnni) CPU_HIDDEN;
+/* one Q4_K row in llama.cpp's repacked gemv order (AVX2; vec_llorder.c's
+ * exact Q4_K takes it and the next for N % 8 == 0) */
+void cpu_q4k_gemv_avx2(int64_t k, const void *w, const void *act, float *out) CPU_HIDDEN;
+/* the same row in llama.cpp's repacked gemm order (a row of a group of 4) */
+void cpu_q4k_gemm_row_avx2(int64_t k, const void *w, const void *act, float *out) CPU_HIDDEN;
 #endif
 #if defined(__aarch64__)
 void cpu_kernels_neon(struct cpu_kernels *k) CPU_HIDDEN;

@@ -67,7 +67,7 @@ static inline void sums_1(const uint8_t *blk, const struct act_q8_k *a, int32_t 
 
 /* decode: S_b and M_b as sums_1 forms them (exact integers, so the same
  * values), the scales broadcast by one vpshufb each and M_b by one madd */
-static void v_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
+void cpu_q4k_gemv_avx2(int64_t k, const void *w, const void *act, float *out)
 {
 	const uint8_t *wb = w;
 	const struct act_q8_k *a = act;
@@ -98,6 +98,45 @@ static void v_dot_q4_k(int64_t k, const void *w, const void *act, float *out)
 		t = _mm_hadd_epi32(t, t);
 		acc = fmaf(ld_fp16(wb) * a->d, (float)_mm_cvtsi128_si32(t), acc);
 		accm = fmaf(ld_fp16(wb + 2) * a->d, (float)_mm_extract_epi32(t, 1), accm);
+	}
+	*out = acc - accm;
+}
+
+/* llama.cpp's repacked gemm order (a sequence's rows in groups of 4,
+ * ALICE_CPU_EXACT): the same integers per pair of sub-blocks p, S_p and M_p,
+ * one fma each per pair instead of per superblock */
+void cpu_q4k_gemm_row_avx2(int64_t k, const void *w, const void *act, float *out)
+{
+	const uint8_t *wb = w;
+	const struct act_q8_k *a = act;
+	const __m256i m4 = _mm256_set1_epi8(0xf);
+	float acc = 0.0f, accm = 0.0f;
+	for (int64_t b = 0; b < k / QKK; b++, wb += Q4K_BYTES, a++) {
+		__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
+		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
+					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
+		__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs); /* M_p */
+		__m128i sc128 = _mm256_castsi256_si128(ms);
+		__m256i sc = _mm256_set_m128i(sc128, sc128), v[4];
+		for (int j = 0; j < 4; j++) {
+			__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
+			__m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4), _mm256_loadu_si256((const __m256i *)(a->q + 64 * j)));
+			__m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+							  _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32)));
+			__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+			__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+			v[j] = _mm256_add_epi32(_mm256_madd_epi16(lo, sl), _mm256_madd_epi16(hi, sh));
+		}
+		__m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+		__m128i sp = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)); /* S_p */
+		int32_t S[4], M[4];
+		_mm_storeu_si128((__m128i *)S, sp);
+		_mm_storeu_si128((__m128i *)M, pm);
+		const float dd = ld_fp16(wb) * a->d, dm = ld_fp16(wb + 2) * a->d;
+		for (int p = 0; p < 4; p++) {
+			acc = fmaf((float)S[p], dd, acc);
+			accm = fmaf((float)M[p], dm, accm);
+		}
 	}
 	*out = acc - accm;
 }
@@ -192,7 +231,7 @@ static void v_dotn_q4_k(int64_t k, const void *w, size_t ws, int64_t n, const vo
 		if (nsb <= V4K_SB)
 			v = v4k_row(nsb, (const uint8_t *)w + (size_t)r * ws, act, &A);
 		else
-			v_dot_q4_k(k, (const uint8_t *)w + (size_t)r * ws, act, &v);
+			cpu_q4k_gemv_avx2(k, (const uint8_t *)w + (size_t)r * ws, act, &v);
 		memcpy(out + (size_t)r * os, &v, 4);
 	}
 }
@@ -736,7 +775,7 @@ void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact, bool vnni)
 	k->dot[ALICE_TYPE_Q6_K] = v_dot_q6_k;
 	k->gemm[ALICE_TYPE_Q6_K] = v_gemm_q6_k;
 	k->gemm_rows[ALICE_TYPE_Q6_K] = true;
-	k->dot[ALICE_TYPE_Q4_K] = v_dot_q4_k;
+	k->dot[ALICE_TYPE_Q4_K] = cpu_q4k_gemv_avx2;
 	k->dotn[ALICE_TYPE_Q4_K] = v_dotn_q4_k;
 	k->gemm[ALICE_TYPE_Q4_K] = v_gemm_q4_k;
 	k->gemm_rows[ALICE_TYPE_Q4_K] = true;

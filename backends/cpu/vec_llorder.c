@@ -526,53 +526,40 @@ LLO_AVX2 static void v_q2_k(int64_t k, const void *w, const void *act, int32_t c
 	*out = acc - accm;
 }
 
-/* p_q4_k's arithmetic: vec_dot's 8 lanes are the madd lanes below, and S_b /
- * the pair sums are exact integers however they are summed */
+/* p_q4_k's arithmetic: the repacked orders from vec_kgemm2.c; vec_dot's 8
+ * lanes are the madd lanes below */
 LLO_AVX2 static void v_q4_k(int64_t k, const void *w, const void *act, int32_t count, int32_t index, int64_t nw,
 			    float *out)
 {
+	if (nw % 8 == 0) {
+		(rep_gemm(count, index) ? cpu_q4k_gemm_row_avx2 : cpu_q4k_gemv_avx2)(k, w, act, out);
+		return;
+	}
 	const uint8_t *b = w;
 	const struct act_q8_k *a = act;
 	const __m256i m4 = _mm256_set1_epi8(0xF);
-	const bool lanes8 = nw % 8 != 0, gemm = !lanes8 && rep_gemm(count, index);
 	__m256 lanes = _mm256_setzero_ps();
-	float acc = 0.0f, accm = 0.0f, ml[4] = {0};
+	float ml[4] = {0};
 	for (int64_t i = 0; i < k / QKK; i++, b += 144, a++) {
 		int sc[8], mn[8];
 		for (int sub = 0; sub < 8; sub++)
 			k4_sm(b + 4, sub, &sc[sub], &mn[sub]);
-		float dd = h2f_v(b) * a->d, dm = h2f_v(b + 2) * a->d;
 		__m256i sumi = _mm256_setzero_si256();
-		int32_t S = 0, M = 0;
 		for (int p = 0; p < 4; p++) {
 			__m256i q4 = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * p));
 			__m256i pl = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4),
 							  _mm256_loadu_si256((const __m256i *)(a->q + 64 * p)));
 			__m256i ph = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
 							  _mm256_loadu_si256((const __m256i *)(a->q + 64 * p + 32)));
-			__m256i sj = _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_set1_epi16((int16_t)sc[2 * p])),
-						      _mm256_madd_epi16(ph, _mm256_set1_epi16((int16_t)sc[2 * p + 1])));
+			sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_set1_epi16((int16_t)sc[2 * p])),
+								       _mm256_madd_epi16(ph, _mm256_set1_epi16((int16_t)sc[2 * p + 1]))));
 			int32_t mp = mn[2 * p] * (a->bsums[4 * p] + a->bsums[4 * p + 1]) +
 				     mn[2 * p + 1] * (a->bsums[4 * p + 2] + a->bsums[4 * p + 3]);
-			if (lanes8) {
-				sumi = _mm256_add_epi32(sumi, sj);
-				ml[p] = fmaf(-a->d * h2f_v(b + 2), (float)mp, ml[p]);
-			} else if (gemm) {
-				acc = fmaf((float)hsum_i32(sj), dd, acc);
-				accm = fmaf((float)mp, dm, accm);
-			} else {
-				S += hsum_i32(sj);
-				M += mp;
-			}
+			ml[p] = fmaf(-a->d * h2f_v(b + 2), (float)mp, ml[p]);
 		}
-		if (lanes8)
-			lanes = _mm256_fmadd_ps(_mm256_set1_ps(a->d * h2f_v(b)), _mm256_cvtepi32_ps(sumi), lanes);
-		else if (!gemm) {
-			acc = fmaf((float)S, dd, acc);
-			accm = fmaf((float)M, dm, accm);
-		}
+		lanes = _mm256_fmadd_ps(_mm256_set1_ps(a->d * h2f_v(b)), _mm256_cvtepi32_ps(sumi), lanes);
 	}
-	*out = lanes8 ? hsum8_v(lanes) + ((ml[0] + ml[2]) + (ml[1] + ml[3])) : acc - accm;
+	*out = hsum8_v(lanes) + ((ml[0] + ml[2]) + (ml[1] + ml[3]));
 }
 
 #endif
