@@ -32,8 +32,7 @@
 
 static const struct alice_backend_host *g_host;
 
-static void cu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-ALICE_BACKEND_DEFINE_LOG(static, cu_log, g_host)
+ALICE_BACKEND_DEFINE_LOG(, cu_log, g_host)
 ALICE_BACKEND_DEFINE_FAIL(, cu_fail)
 
 /* Errors after which the CUDA context is unusable (a kernel fault). */
@@ -146,6 +145,7 @@ static void cu_free(struct alice_backend_ctx *ctx)
 	cu_graph_reset(&ctx->gc);
 	for (int i = 0; i < CU_GRAPHS; i++)
 		free(ctx->gc.e[i].sig);
+	cu_wcache_free(ctx);
 	if (ctx->cublas)
 		cublasDestroy(ctx->cublas);
 	cudaFree(ctx->cublas_ws);
@@ -261,6 +261,10 @@ static enum alice_status cu_buffer_alloc(struct alice_backend_ctx *ctx, uint64_t
 	if (!b)
 		return cu_fail(ctx, ALICE_ERR_NOMEM, "out of host memory");
 	cudaError_t e = cudaMalloc((void **)&b->dev, size ? (size_t)size : 256);
+	if (e != cudaSuccess && cu_wcache_release(ctx)) {
+		cudaGetLastError();
+		e = cudaMalloc((void **)&b->dev, size ? (size_t)size : 256);
+	}
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		size_t fr = 0, tot = 0;
@@ -287,6 +291,8 @@ static void cu_buffer_free(struct alice_backend_ctx *ctx, struct alice_buffer *b
 		ctx->stage_used = 0;
 		/* a captured graph may point into this buffer */
 		cu_graph_reset(&ctx->gc);
+		if (buf->usage == ALICE_BUFFER_WEIGHTS)
+			cu_wcache_drop(ctx, buf->dev, buf->size);
 	}
 	cudaFree(buf->dev);
 	cudaGetLastError();
@@ -317,6 +323,8 @@ static enum alice_status cu_buffer_write(struct alice_backend_ctx *ctx, struct a
 	if (st != ALICE_OK || !size)
 		return st;
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
+	if (buf->usage == ALICE_BUFFER_WEIGHTS)
+		cu_wcache_drop(ctx, buf->dev + offset, size);
 	/* a persistent buffer's write (the KV block table: written on the steps
 	 * where a sequence gets or drops blocks) stays out of the gathered
 	 * inputs, whose records are part of a captured graph's signature: the
@@ -396,6 +404,8 @@ static enum alice_status cu_buffer_clear(struct alice_backend_ctx *ctx, struct a
 	CUDA_CHECK(ctx, cudaSetDevice(ctx->device));
 	if ((st = cu_inputs_flush(ctx)) != ALICE_OK)
 		return st;
+	if (buf->usage == ALICE_BUFFER_WEIGHTS)
+		cu_wcache_drop(ctx, buf->dev + offset, size);
 	CUDA_CHECK(ctx, cudaMemsetAsync(buf->dev + offset, 0, (size_t)size, ctx->stream));
 	return cu_sync(ctx);
 }
@@ -545,6 +555,10 @@ static enum alice_status ensure_scratch(struct alice_backend_ctx *ctx, size_t ne
 	ctx->scratch_gen++;
 	cu_graph_reset(&ctx->gc);
 	cudaError_t e = cudaMalloc((void **)&ctx->scratch, need);
+	if (e != cudaSuccess && cu_wcache_release(ctx)) {
+		cudaGetLastError();
+		e = cudaMalloc((void **)&ctx->scratch, need);
+	}
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		size_t fr = 0, tot = 0;

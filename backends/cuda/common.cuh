@@ -136,10 +136,26 @@ struct alice_backend_ctx {
 	struct cu_launch lq[2];
 	int lq_n, lq_old;
 	size_t stage_off;
+	struct cu_wcache *wc; /* wcache.cu: F16 copies of quantized weights, or NULL */
 };
 
 enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4))) CU_HIDDEN;
+/* a line through the host's log (level 1: info) */
+void cu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3))) CU_HIDDEN;
+
+/* wcache.cu: F16 copies of quantized weights for the prefill GEMM. find: the
+ * copy of (w, nb1, N, K, kt) or NULL; add: room for a new one (the caller
+ * fills it) or NULL (not a weight buffer's tensor, past the budget); drop:
+ * the copies of weights overlapping a byte range; release: all of them, no
+ * more made (true if any were held: memory to retry an allocation with). */
+const __half *cu_wcache_find(struct alice_backend_ctx *ctx, const uint8_t *w, int64_t nb1, int64_t N, int64_t K,
+			     uint32_t kt) CU_HIDDEN;
+__half *cu_wcache_add(struct alice_backend_ctx *ctx, const struct alice_tensor *t, const uint8_t *w, int64_t nb1,
+		      int64_t N, int64_t K, uint32_t kt) CU_HIDDEN;
+void cu_wcache_drop(struct alice_backend_ctx *ctx, const uint8_t *lo, uint64_t len) CU_HIDDEN;
+bool cu_wcache_release(struct alice_backend_ctx *ctx) CU_HIDDEN;
+void cu_wcache_free(struct alice_backend_ctx *ctx) CU_HIDDEN;
 
 /* inputs.cu: cu_inputs_take records a small write (false: write it
  * otherwise); cu_inputs_prepare makes the records ctx->gather, the copy at

@@ -611,6 +611,26 @@ static void launch_dequant_t(cudaStream_t s, const uint8_t *w, int64_t wnb1, O *
 	k_dequant_rows<T, O><<<cu_blocks(n, 256), 256, 0, s>>>(w, wnb1, out, rows, K / 32);
 }
 
+/* The kept F16 copy of quantized weights wb (wcache.cu), made now on first
+ * use, or NULL (the product dequantizes them in chunks as before). */
+static const __half *wcache_f16(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const uint8_t *wb,
+				uint32_t kt)
+{
+	int64_t K = w->ne[0], N = w->ne[1];
+	const __half *h = cu_wcache_find(ctx, wb, w->nb[1], N, K, kt);
+	if (h)
+		return h;
+	__half *d = cu_wcache_add(ctx, w, wb, w->nb[1], N, K, kt);
+	if (!d)
+		return NULL;
+	auto l = [&]<int T>() { launch_dequant_t<T, __half>(ctx->stream, wb, w->nb[1], d, N, K); };
+	if (!dispatch_type(kt, l) || cudaPeekAtLastError() != cudaSuccess) {
+		cu_wcache_drop(ctx, wb, 1);
+		return NULL;
+	}
+	return d;
+}
+
 /* One [K, M] block of activations (a batch slice, or one part of it) times
  * the weights at wb: the mat-vec when mmv, else the GEMM. */
 static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct alice_tensor *w, const uint8_t *wb,
@@ -708,6 +728,12 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 	CUDA_LAUNCH_CHECK(ctx, "act");
 	cudaDataType_t ct = f32 ? CUDA_R_32F : CUDA_R_16F;
 	const float one = 1.f, zero = 0.f, lof = 1.0f / 2048.0f;
+	const __half *wh = direct || f32 || split ? NULL : wcache_f16(ctx, w, wb, kt);
+	if (wh) { /* the kept F16 copy is multiplied as F16 weights are */
+		wb = (const uint8_t *)wh;
+		direct = true;
+	}
+	const int64_t wnb1 = wh ? K * 2 : w->nb[1];
 	int64_t chunk = direct ? N : gemm_chunk_rows(N, K, split ? 2 * es : es);
 	uint8_t *ws2 = ws + align256((size_t)chunk * (size_t)K * es); /* split: the weights' lo halves */
 	for (int64_t n0 = 0; n0 < N; n0 += chunk) {
@@ -715,8 +741,8 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 		const void *A;
 		int64_t lda;
 		if (direct) {
-			A = wb + n0 * w->nb[1];
-			lda = w->nb[1] / (int64_t)es;
+			A = wb + n0 * wnb1;
+			lda = wnb1 / (int64_t)es;
 		} else {
 			const uint8_t *wr = wb + n0 * w->nb[1];
 			int64_t nb1 = w->nb[1];

@@ -58,6 +58,7 @@ enum alice_status cu_tensor_pack(struct alice_backend_ctx *ctx, struct alice_ten
 	enum alice_status st = cu_inputs_flush(ctx); /* a small write may still be gathered */
 	if (st != ALICE_OK)
 		return st;
+	cu_wcache_drop(ctx, tdata(t), (uint64_t)(tnelem(t) / (q80 ? 32 : 256)) * (q80 ? 34 : 210));
 	const int64_t runs = tnelem(t) / (q80 ? 256 : 2048);
 	if (runs > 0x7fffffff)
 		return ALICE_OK;
