@@ -38,4 +38,8 @@ if has server; then
   M=$m OUT=$out/p0 ALICE_CUDA_WCACHE_MB=0 scripts/device/pipe_run.sh server1 2>&1 | tail -8
   timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
 fi
+if has steps; then # a one-row step: bench tg at depth 0 / 114, the engine's B = 1 (greedy, T 0.8)
+  for d in 0 114; do timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 128 -d $d -r 3 2>/dev/null | grep tg128; done
+  for t in 0 0.8; do timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 114 -n 128 --batch 1 --temp $t 2>/dev/null | grep -E "^\| (model|Llama)"; done
+fi
 if has snsys; then M=$m OUT=$out/sn scripts/device/pipe_run.sh snsys 2>&1 | tail -60; fi
