@@ -29,19 +29,6 @@ struct wc_run {
 	bool packed;
 };
 
-static void set_t(struct alice_tensor *t, uint32_t type, int64_t ne0, int64_t ne1, struct alice_buffer *buf)
-{
-	memset(t, 0, sizeof(*t));
-	t->type = type;
-	t->ne[0] = ne0;
-	t->ne[1] = ne1;
-	t->ne[2] = t->ne[3] = 1;
-	t->nb[0] = alice_type_info(type)->type_size;
-	t->nb[1] = (int64_t)alice_row_size(type, ne0);
-	t->nb[2] = t->nb[3] = t->nb[1] * ne1;
-	t->buf = buf;
-}
-
 static void wc_open(struct wc_run *w, const char *env_mb)
 {
 	if (env_mb)
@@ -68,7 +55,7 @@ static void wc_weights(struct wc_run *w, uint32_t type, const uint8_t *q, bool k
 	}
 	cr_assert_eq(vt->buffer_write(w->r.ctx, w->wbuf, 0, q, w->wbytes), ALICE_OK);
 	struct alice_tensor t;
-	set_t(&t, type, K, N, w->wbuf);
+	mm_set_tensor(&t, type, K, N, w->wbuf, 0);
 	if (ALICE_VT_HAS(vt, tensor_pack))
 		cr_assert_eq(vt->tensor_pack(w->r.ctx, &t), ALICE_OK, "%s", vt->last_error(w->r.ctx));
 	w->packed = t.flags & ALICE_TENSOR_PACKED;
@@ -80,19 +67,12 @@ static void wc_mul(struct wc_run *w, const float *x, float *d)
 	const uint64_t o_d = ((uint64_t)K * M * 4 + 255) & ~(uint64_t)255;
 	cr_assert_eq(vt->buffer_write(w->r.ctx, w->cbuf, 0, x, (uint64_t)K * M * 4), ALICE_OK);
 	struct alice_tensor t[3];
-	set_t(&t[0], ALICE_TYPE_F32, N, M, w->cbuf);
-	t[0].offset = o_d;
-	set_t(&t[1], w->type, K, N, w->wbuf);
+	mm_set_tensor(&t[0], ALICE_TYPE_F32, N, M, w->cbuf, o_d);
+	mm_set_tensor(&t[1], w->type, K, N, w->wbuf, 0);
 	t[1].flags = w->packed ? ALICE_TENSOR_PACKED : 0;
-	set_t(&t[2], ALICE_TYPE_F32, K, M, w->cbuf);
+	mm_set_tensor(&t[2], ALICE_TYPE_F32, K, M, w->cbuf, 0);
 	struct alice_node nd;
-	memset(&nd, 0, sizeof(nd));
-	nd.op = ALICE_OP_MUL_MAT;
-	nd.dst = 0;
-	nd.src[0] = 1;
-	nd.src[1] = 2;
-	for (int i = 2; i < ALICE_MAX_SRC; i++)
-		nd.src[i] = -1;
+	mm_node_mul_mat(&nd);
 	struct alice_graph g = {.n_tensors = 3, .n_nodes = 1, .tensors = t, .nodes = &nd};
 	cr_assert_eq(vt->graph_compute(w->r.ctx, &g), ALICE_OK, "%s", vt->last_error(w->r.ctx));
 	cr_assert_eq(vt->buffer_read(w->r.ctx, w->cbuf, o_d, d, (uint64_t)N * M * 4), ALICE_OK);

@@ -54,8 +54,8 @@ void mm_run_close(struct mm_run *r)
 	alice_backend_close(r->be);
 }
 
-static void set_tensor(struct alice_tensor *t, uint32_t type, int64_t ne0, int64_t ne1, struct alice_buffer *buf,
-		       uint64_t off)
+void mm_set_tensor(struct alice_tensor *t, uint32_t type, int64_t ne0, int64_t ne1, struct alice_buffer *buf,
+		   uint64_t off)
 {
 	memset(t, 0, sizeof(*t));
 	t->type = type;
@@ -67,6 +67,17 @@ static void set_tensor(struct alice_tensor *t, uint32_t type, int64_t ne0, int64
 	t->nb[2] = t->nb[3] = t->nb[1] * ne1;
 	t->buf = buf;
 	t->offset = off;
+}
+
+void mm_node_mul_mat(struct alice_node *nd)
+{
+	memset(nd, 0, sizeof(*nd));
+	nd->op = ALICE_OP_MUL_MAT;
+	nd->dst = 0;
+	nd->src[0] = 1;
+	nd->src[1] = 2;
+	for (int i = 2; i < ALICE_MAX_SRC; i++)
+		nd->src[i] = -1;
 }
 
 void mm_run_mul_mat(struct mm_run *r, uint32_t type, const uint8_t *w, int64_t K, int64_t N, const float *x,
@@ -82,19 +93,13 @@ void mm_run_mul_mat(struct mm_run *r, uint32_t type, const uint8_t *w, int64_t K
 	cr_assert_eq(r->vt->buffer_write(r->ctx, buf, o_w, w, wb), ALICE_OK);
 	cr_assert_eq(r->vt->buffer_write(r->ctx, buf, o_x, x, xb), ALICE_OK);
 	struct alice_tensor t[4];
-	set_tensor(&t[0], ALICE_TYPE_F32, N, M, buf, o_d);
-	set_tensor(&t[1], type, K, N, buf, o_w);
-	set_tensor(&t[2], ALICE_TYPE_F32, K, M, buf, o_x);
+	mm_set_tensor(&t[0], ALICE_TYPE_F32, N, M, buf, o_d);
+	mm_set_tensor(&t[1], type, K, N, buf, o_w);
+	mm_set_tensor(&t[2], ALICE_TYPE_F32, K, M, buf, o_x);
 	if (r->pack && ALICE_VT_HAS(r->vt, tensor_pack))
 		cr_assert_eq(r->vt->tensor_pack(r->ctx, &t[1]), ALICE_OK, "tensor_pack: %s", r->vt->last_error(r->ctx));
 	struct alice_node nd;
-	memset(&nd, 0, sizeof(nd));
-	nd.op = ALICE_OP_MUL_MAT;
-	nd.dst = 0;
-	nd.src[0] = 1;
-	nd.src[1] = 2;
-	for (int i = 2; i < ALICE_MAX_SRC; i++)
-		nd.src[i] = -1;
+	mm_node_mul_mat(&nd);
 	if (each_own_seq) {
 		int32_t *ids = malloc(ib);
 		cr_assert_not_null(ids);
@@ -104,7 +109,7 @@ void mm_run_mul_mat(struct mm_run *r, uint32_t type, const uint8_t *w, int64_t K
 		}
 		cr_assert_eq(r->vt->buffer_write(r->ctx, buf, o_i, ids, ib), ALICE_OK);
 		free(ids);
-		set_tensor(&t[3], ALICE_TYPE_I32, 2, M, buf, o_i);
+		mm_set_tensor(&t[3], ALICE_TYPE_I32, 2, M, buf, o_i);
 		nd.src[2] = 3;
 		nd.ip[0] = 1;
 	}

@@ -29,6 +29,13 @@ struct mm_run {
 void mm_run_open(struct mm_run *r, const char *backend);
 void mm_run_close(struct mm_run *r);
 
+/* a dense 2-D tensor [ne0, ne1] of type at buf + off */
+void mm_set_tensor(struct alice_tensor *t, uint32_t type, int64_t ne0, int64_t ne1, struct alice_buffer *buf,
+		   uint64_t off);
+
+/* a MUL_MAT node: dst tensor 0, weights 1, activations 2, no src2 */
+void mm_node_mul_mat(struct alice_node *nd);
+
 /* dst [N, M] = w [K, N] . x [K, M]. each_own_seq: every column is its own
  * sequence's one row (src2, ip[0] = 1: a batched decode step); otherwise
  * the M columns are one sequence's prefill. */
