@@ -23,7 +23,7 @@ if has check; then
   echo "batch invariance cuda (1B model file and the rest): rc $? $(syn "$out/inv.log")"; grep -E "differ|FAIL" "$out/inv.log" | head -5
 fi
 if has rate; then
-  for r in 1 2; do
+  for r in $(seq 1 ${ROUNDS:-2}); do
     for mb in "" 0; do
       for p in 114 512; do
         v=$(ALICE_CUDA_WCACHE_MB=$mb timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p $p -n 0 -r 5 --warmup-ms 300 2>/dev/null | grep "pp$p" | awk -F'|' '{print $8}')
