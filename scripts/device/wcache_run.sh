@@ -11,9 +11,11 @@ stages=${*:-check rate server}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 mk llama-1b Q4_K_M
 m=/tmp/llama-1b-Q4_K_M.gguf
-if has check; then
+if has check || has wtest; then
   timeout 120 "$b/bin/backends_test_wcache_cuda" --verbose > "$out/wc.log" 2>&1; echo "wcache test: rc $? $(syn "$out/wc.log")"
   grep -E "differ|fell|copy|FAIL" "$out/wc.log" | head -8
+fi
+if has check; then
   for f in .devfix/models/*.gguf; do
     id=$(basename "$f" .gguf | tr '-' '_')
     ALICE_TEST_BACKEND=cuda timeout 120 "$b/bin/core_test_parity" --filter="parity/$id" > "$out/par_$id.log" 2>&1
