@@ -65,34 +65,40 @@ static inline void sums_1(const uint8_t *blk, const struct act_q8_k *a, int32_t 
 	*Mb = m;
 }
 
+/* One superblock's integers: v[p] (8 lanes) sums sub-blocks 2p and 2p + 1
+ * times their scales; the return holds M_p, the pairs' mins x bsums */
+static inline __attribute__((always_inline)) __m128i q4k_pairs(const uint8_t *wb, const struct act_q8_k *a, __m256i v[4])
+{
+	const __m256i m4 = _mm256_set1_epi8(0xf);
+	__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
+	__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
+				    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
+	__m128i sc128 = _mm256_castsi256_si128(ms);
+	__m256i sc = _mm256_set_m128i(sc128, sc128);
+	for (int j = 0; j < 4; j++) {
+		__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
+		__m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4), _mm256_loadu_si256((const __m256i *)(a->q + 64 * j)));
+		__m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
+						  _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32)));
+		__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+		__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+		v[j] = _mm256_add_epi32(_mm256_madd_epi16(lo, sl), _mm256_madd_epi16(hi, sh));
+	}
+	return _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
+}
+
 /* decode: S_b and M_b as sums_1 forms them (exact integers, so the same
  * values), the scales broadcast by one vpshufb each and M_b by one madd */
 void cpu_q4k_gemv_avx2(int64_t k, const void *w, const void *act, float *out)
 {
 	const uint8_t *wb = w;
 	const struct act_q8_k *a = act;
-	const __m256i m4 = _mm256_set1_epi8(0xf);
 	float acc = 0.0f, accm = 0.0f;
 	for (int64_t b = 0; b < k / QKK; b++, wb += Q4K_BYTES, a++) {
 		prefetch_ahead(wb, Q4K_BYTES);
-		__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
-		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
-					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
-		__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
-		__m128i sc128 = _mm256_castsi256_si128(ms);
-		__m256i sc = _mm256_set_m128i(sc128, sc128);
-		__m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-		for (int j = 0; j < 4; j++) {
-			__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
-			__m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4), _mm256_loadu_si256((const __m256i *)(a->q + 64 * j)));
-			__m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
-							  _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32)));
-			__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
-			__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
-			s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(lo, sl));
-			s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(hi, sh));
-		}
-		__m256i s8 = _mm256_add_epi32(s0, s1);
+		__m256i v[4];
+		__m128i pm = q4k_pairs(wb, a, v);
+		__m256i s8 = _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
 		__m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
 		__m128i t = _mm_hadd_epi32(s, pm); /* S_b pairs, then M_b pairs */
 		t = _mm_hadd_epi32(t, t);
@@ -109,24 +115,10 @@ void cpu_q4k_gemm_row_avx2(int64_t k, const void *w, const void *act, float *out
 {
 	const uint8_t *wb = w;
 	const struct act_q8_k *a = act;
-	const __m256i m4 = _mm256_set1_epi8(0xf);
 	float acc = 0.0f, accm = 0.0f;
 	for (int64_t b = 0; b < k / QKK; b++, wb += Q4K_BYTES, a++) {
-		__m256i ms = _mm256_cvtepu8_epi16(k4_scales_mins_v(wb + 4));
-		__m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a->bsums),
-					    _mm_loadu_si128((const __m128i *)(a->bsums + 8)));
-		__m128i pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs); /* M_p */
-		__m128i sc128 = _mm256_castsi256_si128(ms);
-		__m256i sc = _mm256_set_m128i(sc128, sc128), v[4];
-		for (int j = 0; j < 4; j++) {
-			__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
-			__m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4), _mm256_loadu_si256((const __m256i *)(a->q + 64 * j)));
-			__m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
-							  _mm256_loadu_si256((const __m256i *)(a->q + 64 * j + 32)));
-			__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
-			__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
-			v[j] = _mm256_add_epi32(_mm256_madd_epi16(lo, sl), _mm256_madd_epi16(hi, sh));
-		}
+		__m256i v[4];
+		__m128i pm = q4k_pairs(wb, a, v); /* M_p */
 		__m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
 		__m128i sp = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)); /* S_p */
 		int32_t S[4], M[4];
