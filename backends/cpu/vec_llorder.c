@@ -48,6 +48,15 @@ static inline bool rep_gemm(int32_t count, int32_t index)
 	return count >= 4 && index < count - count % 4;
 }
 
+/* the repacked kernels' two chains: acc += S dd, accm += M dm (one fma each
+ * per super-block, or per part of one in their gemm), the sums restarted */
+static inline void chains_add(float *acc, float *accm, int32_t *S, int32_t *M, float dd, float dm)
+{
+	*acc = fmaf((float)*S, dd, *acc);
+	*accm = fmaf((float)*M, dm, *accm);
+	*S = *M = 0;
+}
+
 /* ---- decoders shared by both versions ---- */
 
 static inline void q3k_scales(const uint8_t *s12, int *sc)
@@ -201,16 +210,11 @@ static void p_q2_k(int64_t k, const void *w, const void *act, int32_t count, int
 			}
 			for (int s = 0; s < 8; s++)
 				M += (b[8 * h + s] >> 4) * a->bsums[8 * h + s];
-			if (gemm) {
-				acc = fmaf((float)S, dd, acc);
-				accm = fmaf((float)M, dm, accm);
-				S = M = 0;
-			}
+			if (gemm)
+				chains_add(&acc, &accm, &S, &M, dd, dm);
 		}
-		if (!gemm) {
-			acc = fmaf((float)S, dd, acc);
-			accm = fmaf((float)M, dm, accm);
-		}
+		if (!gemm)
+			chains_add(&acc, &accm, &S, &M, dd, dm);
 	}
 	*out = acc - accm;
 }
@@ -262,16 +266,11 @@ static void p_q4_k(int64_t k, const void *w, const void *act, int32_t count, int
 			}
 			S += sc * t;
 			M += mn * (a->bsums[2 * sub] + a->bsums[2 * sub + 1]);
-			if (gemm && sub % 2) {
-				acc = fmaf((float)S, dd, acc);
-				accm = fmaf((float)M, dm, accm);
-				S = M = 0;
-			}
+			if (gemm && sub % 2)
+				chains_add(&acc, &accm, &S, &M, dd, dm);
 		}
-		if (!gemm) {
-			acc = fmaf((float)S, dd, acc);
-			accm = fmaf((float)M, dm, accm);
-		}
+		if (!gemm)
+			chains_add(&acc, &accm, &S, &M, dd, dm);
 	}
 	*out = acc - accm;
 }
@@ -512,16 +511,11 @@ LLO_AVX2 static void v_q2_k(int64_t k, const void *w, const void *act, int32_t c
 			S += hsum_i32(hv);
 			for (int s = 0; s < 8; s++)
 				M += (b[8 * h + s] >> 4) * a->bsums[8 * h + s];
-			if (gemm) {
-				acc = fmaf((float)S, dd, acc);
-				accm = fmaf((float)M, dm, accm);
-				S = M = 0;
-			}
+			if (gemm)
+				chains_add(&acc, &accm, &S, &M, dd, dm);
 		}
-		if (!gemm) {
-			acc = fmaf((float)S, dd, acc);
-			accm = fmaf((float)M, dm, accm);
-		}
+		if (!gemm)
+			chains_add(&acc, &accm, &S, &M, dd, dm);
 	}
 	*out = acc - accm;
 }
