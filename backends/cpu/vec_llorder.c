@@ -219,62 +219,6 @@ static void p_q2_k(int64_t k, const void *w, const void *act, int32_t count, int
 	*out = acc - accm;
 }
 
-/* Q4_K, ALICE_CPU_EXACT only (the default kernels already give a
- * sequence's single row this gemv order). llama.cpp repacks Q4_K weights
- * with N % 8 == 0: its gemv adds one fma per superblock (S_b, and M_b in a
- * second chain subtracted last), its gemm (a sequence's rows in groups of
- * 4) one per pair of sub-blocks. Other N: ggml's AVX2 vec_dot, 8 lanes
- * (elements 4l..4l+3 of each 32) with one fma per superblock, the mins in
- * 4 lanes (sub-blocks 2i, 2i+1), hsum8(acc) + ((m0 + m2) + (m1 + m3)). */
-static void p_q4_k(int64_t k, const void *w, const void *act, int32_t count, int32_t index, int64_t nw, float *out)
-{
-	const uint8_t *b = w;
-	const struct act_q8_k *a = act;
-	if (nw % 8 != 0) {
-		float lanes[8] = {0}, ml[4] = {0};
-		for (int64_t i = 0; i < k / QKK; i++, b += 144, a++) {
-			int32_t ln[8] = {0}, pm[4] = {0};
-			for (int sub = 0; sub < 8; sub++) {
-				int sc, mn;
-				k4_sm(b + 4, sub, &sc, &mn);
-				for (int e = 0; e < 32; e++) {
-					int q = sub % 2 ? b[16 + 32 * (sub / 2) + e] >> 4 : b[16 + 32 * (sub / 2) + e] & 0xF;
-					ln[e / 4] += sc * q * a->q[32 * sub + e];
-				}
-				pm[sub / 2] += mn * (a->bsums[2 * sub] + a->bsums[2 * sub + 1]);
-			}
-			float d = a->d * h2f(b), dmin = -a->d * h2f(b + 2);
-			for (int l = 0; l < 8; l++)
-				lanes[l] = fmaf(d, (float)ln[l], lanes[l]);
-			for (int l = 0; l < 4; l++)
-				ml[l] = fmaf(dmin, (float)pm[l], ml[l]);
-		}
-		*out = hsum8(lanes) + ((ml[0] + ml[2]) + (ml[1] + ml[3]));
-		return;
-	}
-	bool gemm = rep_gemm(count, index);
-	float acc = 0.0f, accm = 0.0f;
-	for (int64_t i = 0; i < k / QKK; i++, b += 144, a++) {
-		float dd = h2f(b) * a->d, dm = h2f(b + 2) * a->d;
-		int32_t S = 0, M = 0;
-		for (int sub = 0; sub < 8; sub++) {
-			int sc, mn, t = 0;
-			k4_sm(b + 4, sub, &sc, &mn);
-			for (int e = 0; e < 32; e++) {
-				int q = sub % 2 ? b[16 + 32 * (sub / 2) + e] >> 4 : b[16 + 32 * (sub / 2) + e] & 0xF;
-				t += q * a->q[32 * sub + e];
-			}
-			S += sc * t;
-			M += mn * (a->bsums[2 * sub] + a->bsums[2 * sub + 1]);
-			if (gemm && sub % 2)
-				chains_add(&acc, &accm, &S, &M, dd, dm);
-		}
-		if (!gemm)
-			chains_add(&acc, &accm, &S, &M, dd, dm);
-	}
-	*out = acc - accm;
-}
-
 /* ---- AVX2 (the same arithmetic; integer lane sums with maddubs/madd) ---- */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -520,8 +464,15 @@ LLO_AVX2 static void v_q2_k(int64_t k, const void *w, const void *act, int32_t c
 	*out = acc - accm;
 }
 
-/* p_q4_k's arithmetic: the repacked orders from vec_kgemm2.c; vec_dot's 8
- * lanes are the madd lanes below */
+/* Q4_K, ALICE_CPU_EXACT only (the default kernels already give a
+ * sequence's single row this gemv order). llama.cpp repacks Q4_K weights
+ * with N % 8 == 0: its gemv adds one fma per superblock (S_b, and M_b in a
+ * second chain subtracted last), its gemm (a sequence's rows in groups of
+ * 4) one per pair of sub-blocks. Other N: ggml's AVX2 vec_dot, 8 lanes
+ * (elements 4l..4l+3 of each 32) with one fma per superblock, the mins in
+ * 4 lanes (sub-blocks 2i, 2i+1), hsum8(acc) + ((m0 + m2) + (m1 + m3)).
+ * AVX2 only, as every table that installs it: the repacked orders from
+ * vec_kgemm2.c; vec_dot's 8 lanes are the madd lanes below. */
 LLO_AVX2 static void v_q4_k(int64_t k, const void *w, const void *act, int32_t count, int32_t index, int64_t nw,
 			    float *out)
 {
@@ -569,7 +520,6 @@ ONE_ROW(p1_q3_k, p_q3_k)
 ONE_ROW(p1_q5_k, p_q5_k)
 ONE_ROW(p1_iq4_xs, p_iq4_xs)
 ONE_ROW(p1_q2_k, p_q2_k)
-ONE_ROW(p1_q4_k, p_q4_k)
 #if defined(__x86_64__) && defined(__GNUC__)
 ONE_ROW(v1_q4_0, v_q4_0)
 ONE_ROW(v1_q3_k, v_q3_k)
@@ -628,13 +578,8 @@ void cpu_kernels_llorder(struct cpu_kernels *k, bool avx2)
 			set_type(k, t[i].type, t[i].x, t[i].one);
 	/* Q4_K: under ALICE_CPU_EXACT where the table has no exact kernel of
 	 * its own (the AVX-512 and AMX tables do: vec_kseq.h) */
-	if (exact && !k->dotx[ALICE_TYPE_Q4_K]) {
 #if defined(__x86_64__) && defined(__GNUC__)
-		if (avx2) {
-			set_type(k, ALICE_TYPE_Q4_K, v_q4_k, v1_q4_k);
-			return;
-		}
+	if (exact && avx2 && !k->dotx[ALICE_TYPE_Q4_K])
+		set_type(k, ALICE_TYPE_Q4_K, v_q4_k, v1_q4_k);
 #endif
-		set_type(k, ALICE_TYPE_Q4_K, p_q4_k, p1_q4_k);
-	}
 }
