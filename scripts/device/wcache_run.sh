@@ -5,6 +5,8 @@
 # against tg128 (pipe_run.sh server1). Here: scripts/device/pack.sh BUILD
 # vocab/ggml-vocab-llama-bpe.gguf models/<fixtures> refs/<their refs>; there:
 # . scripts/device/setup.sh .devbuild && scripts/device/wcache_run.sh [STAGES]
+# (wtest check rate server steps prof snsys; snsys needs nsys, which the
+# device image lacked on 2026-12-07)
 set -u
 stages=${*:-check rate server}
 . "$(dirname "$0")/lib.sh" wcache
@@ -43,5 +45,15 @@ fi
 if has steps; then # a one-row step: bench tg at depth 0 / 114, the engine's B = 1 (greedy, T 0.8)
   for d in 0 114; do timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 128 -d $d -r 3 2>/dev/null | grep tg128; done
   for t in 0 0.8; do timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 114 -n 128 --batch 1 --temp $t 2>/dev/null | grep -E "^\| (model|Llama)"; done
+fi
+if has prof; then # per-op times (ALICE_CUDA_PROFILE=1, no graph replay): a B = 1 step greedy / T 0.8, tg at d0 / d114
+  for t in 0 0.8; do
+    ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m" --backend cuda -p 114 -n 64 --batch 1 --temp $t > "$out/prof_t$t.log" 2>&1
+    echo "== engine B = 1, temperature $t (dec rows)"; grep -E "cuda profile|^  dec " "$out/prof_t$t.log" | head -16
+  done
+  for d in 0 114; do
+    ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 64 -d $d -r 1 > "$out/prof_d$d.log" 2>&1
+    echo "== tg64 at depth $d (dec rows)"; grep -E "cuda profile|^  dec " "$out/prof_d$d.log" | head -16
+  done
 fi
 if has snsys; then M=$m OUT=$out/sn scripts/device/pipe_run.sh snsys 2>&1 | tail -60; fi
