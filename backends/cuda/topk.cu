@@ -468,6 +468,7 @@ enum alice_status cu_op_topk(const struct alice_op_args *a)
  * recomputed into shared memory and walked in order. */
 
 #define TS_BLOCK 1024
+static_assert(TS_BLOCK == TOPK_THREADS, "k_ts_pick: a token of a block per thread");
 
 __device__ static inline float ts_exp_neg(float x)
 {
@@ -502,7 +503,8 @@ __device__ static inline float ts_weight(float x, float mx, float floor, float i
  * z over the blocks in order and the walk. The sums and the walk are those
  * of temp_sample.h, bit for bit. */
 
-#define TS_PER 8 /* 1024-token blocks per CTA */
+#define TS_PER 1 /* 1024-token blocks per CTA of k_ts_max: one, so each
+		  * thread's loads are one round trip (8 took 8: ~5 us) */
 
 struct ts_scr {
 	float *mx;  /* [rows * S] */
@@ -533,6 +535,7 @@ __global__ void __launch_bounds__(256) k_ts_max(const uint8_t *__restrict__ src,
 	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
 	const int i0 = blockIdx.y * TS_PER * TS_BLOCK, i1 = min(i0 + TS_PER * TS_BLOCK, n);
 	float m = -INFINITY;
+#pragma unroll 4
 	for (int i = i0 + tid; i < i1; i += 256)
 		m = fmaxf(m, topk_clean(x[i]));
 #pragma unroll
@@ -548,12 +551,23 @@ __global__ void __launch_bounds__(256) k_ts_max(const uint8_t *__restrict__ src,
 	}
 }
 
-/* the row's max from its CTAs' maxima (a max is exact in any order) */
-__device__ static inline float ts_row_max(const struct ts_scr &sc, int64_t row, int S)
+/* The row's max from its CTAs' maxima (a max is exact in any order), by
+ * the whole CTA (every thread calls it): the maxima are loaded at once, not
+ * one after another. */
+__device__ static inline float ts_row_max_blk(const struct ts_scr &sc, int64_t row, int S)
 {
+	__shared__ float red[32];
 	float m = -INFINITY;
-	for (int k = 0; k < S; k++)
+	for (int k = threadIdx.x; k < S; k += blockDim.x)
 		m = fmaxf(m, sc.mx[row * S + k]);
+#pragma unroll
+	for (int off = 16; off > 0; off >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+	if ((threadIdx.x & 31) == 0)
+		red[threadIdx.x >> 5] = m;
+	__syncthreads();
+	for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+		m = fmaxf(m, red[w]);
 	return m;
 }
 
@@ -577,7 +591,7 @@ __global__ void __launch_bounds__(TS_SUM_THREADS) k_ts_sums(const uint8_t *__res
 	if (!(t > 0))
 		return;
 	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
-	const float mx = ts_row_max(sc, row, S);
+	const float mx = ts_row_max_blk(sc, row, S);
 	if (!(mx > -INFINITY))
 		return;
 	const float floor = __fsub_rn(mx, __fmul_rn(30.0f, t > 1.0f ? t : 1.0f));
@@ -621,6 +635,51 @@ __global__ void __launch_bounds__(TS_SUM_THREADS) k_ts_sums(const uint8_t *__res
 	}
 }
 
+/* The block's weights w (one per thread, 0 past the row) as an inclusive
+ * double prefix sum over the block (warp scans, then the warp totals):
+ * not the walk's order, so within a known error of its sums. */
+__device__ static inline double ts_block_scan(float w, double *wsum /* [32] */)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	double v = (double)w;
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		const double y = __shfl_up_sync(0xffffffffu, v, o);
+		if (lane >= o)
+			v += y;
+	}
+	if (lane == 31)
+		wsum[warp] = v;
+	__syncthreads();
+	if (warp == 0) {
+		double t = wsum[lane];
+#pragma unroll
+		for (int o = 1; o < 32; o <<= 1) {
+			const double y = __shfl_up_sync(0xffffffffu, t, o);
+			if (lane >= o)
+				t += y;
+		}
+		wsum[lane] = t;
+	}
+	__syncthreads();
+	return warp ? v + wsum[warp - 1] : v;
+}
+
+/* The draw of temp_sample.h's alice_ts_draw. Serial there (the walk's cum
+ * is a chain of double adds); here the chain's links are found in
+ * parallel where that gives the same token:
+ * - the block sums' prefixes pre[b] come from the z chain (thread 0, the
+ *   same adds), so the block entered first is the first b with u <
+ *   pre[b + 1] or b == last, found by all threads at once;
+ * - in that block, an inclusive prefix sum A_j of its weights (another
+ *   order) is within E = (pre + block sum) * 2^-38 of the walk's cum_j
+ *   (each of <= 1024 links rounds by <= 2^-53 of its value, the scan's
+ *   <= 16 adds likewise: 2^-42 would do). When no A_j lies within E of
+ *   u, the walk's token is the first j with A_j > u + E (every earlier
+ *   cum is <= u, this one > u, so its weight is > 0), or with none and b
+ *   the last live block, its last live token;
+ * - otherwise (u within E of a link, or past the block's walk sum into
+ *   the next block) thread 0 walks in the original order from there. */
 __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restrict__ src, int64_t nb1, int n,
 							  const int32_t *__restrict__ prm, uint8_t *scr, int S, int nblk,
 							  int32_t *__restrict__ dst)
@@ -628,15 +687,17 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restr
 	pdl_wait();
 	__shared__ float wblk[TS_BLOCK];
 	__shared__ double bs[ALICE_SAMPLE_TEMP_MAX / TS_BLOCK];
+	__shared__ double pre[ALICE_SAMPLE_TEMP_MAX / TS_BLOCK + 1];
 	__shared__ int lvb[ALICE_SAMPLE_TEMP_MAX / TS_BLOCK];
+	__shared__ double wsum[32];
 	__shared__ double s_z, s_cum;
-	__shared__ int s_live, s_last, s_b, s_tok, s_state;
+	__shared__ int s_live, s_last, s_b, s_tok, s_state, s_first, s_hit;
 	const int tid = threadIdx.x, row = blockIdx.x;
 	const int32_t *p = prm + 4 * (int64_t)row;
 	int32_t *o = dst + 2 * (int64_t)row;
 	const float t = __int_as_float(p[0]);
 	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
-	const float mx = t > 0 ? ts_row_max(sc, row, S) : -INFINITY;
+	const float mx = t > 0 ? ts_row_max_blk(sc, row, S) : -INFINITY; /* t: the same in the whole CTA */
 	if (!(t > 0) || !(mx > -INFINITY)) {
 		if (tid == 0) {
 			o[0] = -1;
@@ -647,8 +708,8 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restr
 	const float *x = (const float *)(src + (int64_t)row * nb1);
 	const float floor = __fsub_rn(mx, __fmul_rn(30.0f, t > 1.0f ? t : 1.0f));
 	const float inv_t = __fdiv_rn(1.0f, t);
-	/* the block sums into shared memory first: thread 0's walks below are
-	 * dependent chains, each global load in them a round trip */
+	/* the block sums into shared memory first: thread 0's chain below
+	 * waits on its adds only */
 	for (int b = tid; b < nblk; b += TOPK_THREADS) {
 		bs[b] = sc.bs[(int64_t)row * nblk + b];
 		lvb[b] = sc.live[(int64_t)row * nblk + b];
@@ -657,8 +718,11 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restr
 	if (tid == 0) {
 		double z = 0.0;
 		int live = 0, last = -1;
+		pre[0] = 0.0;
+#pragma unroll 8
 		for (int b = 0; b < nblk; b++) {
 			z = __dadd_rn(z, bs[b]);
+			pre[b + 1] = z;
 			live += lvb[b];
 			if (lvb[b])
 				last = b;
@@ -667,6 +731,9 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restr
 		s_live = live;
 		s_last = last;
 		s_tok = 0x7fffffff;
+		s_b = nblk;
+		s_first = TOPK_THREADS;
+		s_hit = -1;
 	}
 	__syncthreads();
 	if (s_live == 1) { /* the one live token, no draw */
@@ -683,13 +750,49 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restr
 	const uint64_t rb = (uint64_t)(uint32_t)p[1] | ((uint64_t)(uint32_t)p[2] << 32);
 	const double u = __dmul_rn(__longlong_as_double((long long)rb), s_z);
 	const int last = s_last;
+	/* the block the walk enters first */
+	for (int b = tid; b < nblk; b += TOPK_THREADS)
+		if (u < pre[b + 1] || b == last)
+			atomicMin(&s_b, b);
+	__syncthreads();
+	const int b0 = s_b;
+	if (b0 >= nblk) {
+		if (tid == 0) {
+			o[0] = -1;
+			o[1] = 1;
+		}
+		return;
+	}
+	const int i0 = b0 * TS_BLOCK, i1 = min(i0 + TS_BLOCK, n);
+	const int i = i0 + tid; /* TOPK_THREADS == TS_BLOCK: a token per thread */
+	const float wv = i < i1 ? ts_weight(topk_clean(x[i]), mx, floor, inv_t) : 0.0f;
+	wblk[tid] = wv;
+	const double base = pre[b0];
+	const double A = __dadd_rn(base, ts_block_scan(wv, wsum));
+	const double E = __dmul_rn(__dadd_rn(base, wsum[31]), 0x1p-38);
+	const bool above = i < i1 && A > __dadd_rn(u, E);
+	const bool near = i < i1 && !above && A >= __dsub_rn(u, E);
+	if (above)
+		atomicMin(&s_first, tid);
+	if (wv > 0)
+		atomicMax(&s_hit, i);
+	const bool amb = __syncthreads_or(near);
 	if (tid == 0) {
-		s_cum = 0.0;
-		s_b = 0;
 		s_state = 0; /* 0 walking, 1 done */
+		if (!amb && s_first < TOPK_THREADS) {
+			s_tok = i0 + s_first;
+			s_state = 1;
+		} else if (!amb && b0 == last) {
+			s_tok = s_hit; /* u landed in the rounding slack */
+			s_state = 1;
+		}
+		s_cum = base;
+		s_b = b0;
 	}
 	__syncthreads();
-	for (;;) {
+	/* the walk in the original order, from block b0 at cum pre[b0] (where
+	 * it would enter b0: u < pre[b0 + 1] or b0 == last) */
+	for (bool done = s_state; !done;) {
 		if (tid == 0) { /* skip whole blocks */
 			int b = s_b;
 			double cum = s_cum;
@@ -707,30 +810,30 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restr
 		__syncthreads();
 		if (s_state)
 			break;
-		const int b = s_b, i0 = b * TS_BLOCK, i1 = min(i0 + TS_BLOCK, n);
-		for (int i = i0 + tid; i < i1; i += TOPK_THREADS)
-			wblk[i - i0] = ts_weight(topk_clean(x[i]), mx, floor, inv_t);
+		const int b = s_b, j0 = b * TS_BLOCK, j1 = min(j0 + TS_BLOCK, n);
+		for (int j = j0 + tid; j < j1; j += TOPK_THREADS)
+			wblk[j - j0] = ts_weight(topk_clean(x[j]), mx, floor, inv_t);
 		__syncthreads();
 		if (tid == 0) {
 			double cum = s_cum;
 			int hit = -1, tok = -1;
 			/* 8 weights loaded ahead of their adds: the chain waits on
 			 * the adds only */
-			for (int j0 = i0; j0 < i1 && tok < 0; j0 += 8) {
-				float wv[8];
+			for (int k0 = j0; k0 < j1 && tok < 0; k0 += 8) {
+				float wk[8];
 #pragma unroll
 				for (int k = 0; k < 8; k++)
-					wv[k] = j0 + k < i1 ? wblk[j0 + k - i0] : 0.0f;
+					wk[k] = k0 + k < j1 ? wblk[k0 + k - j0] : 0.0f;
 #pragma unroll
 				for (int k = 0; k < 8; k++) {
-					const float w = wv[k];
-					if (tok >= 0 || j0 + k >= i1)
+					const float w = wk[k];
+					if (tok >= 0 || k0 + k >= j1)
 						break;
 					if (w > 0)
-						hit = j0 + k;
+						hit = k0 + k;
 					cum = __dadd_rn(cum, (double)w);
 					if (w > 0 && u < cum)
-						tok = j0 + k;
+						tok = k0 + k;
 				}
 			}
 			s_cum = cum;
@@ -742,8 +845,8 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restr
 			}
 		}
 		__syncthreads();
-		if (s_state)
-			break;
+		done = s_state;
+		__syncthreads(); /* read by all before thread 0's next skip may write it */
 	}
 	if (tid == 0) {
 		o[0] = s_tok;
@@ -867,7 +970,7 @@ __global__ void __launch_bounds__(TS_SUM_THREADS) k_lse_sums(const uint8_t *__re
 	__shared__ double part[8];
 	const int row = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
 	const struct ts_scr sc = ts_scr_of(scr, gridDim.x, S, nblk);
-	const float mx = ts_row_max(sc, row, S);
+	const float mx = ts_row_max_blk(sc, row, S);
 	if (!(mx > -INFINITY)) {
 		if (tid == 0)
 			sc.bs[(int64_t)row * nblk + b] = 0.0;
@@ -907,13 +1010,14 @@ __global__ void k_lse_out(const uint8_t *__restrict__ src, int64_t nb1, int n, c
 			  uint8_t *scr, int S, int nblk, int64_t rows, int32_t *__restrict__ dst)
 {
 	pdl_wait();
-	const int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (row >= rows)
-		return;
+	const int64_t row = blockIdx.x; /* a warp per row */
 	const struct ts_scr sc = ts_scr_of(scr, rows, S, nblk);
-	const float mx = ts_row_max(sc, row, S);
+	const float mx = ts_row_max_blk(sc, row, S);
+	if (threadIdx.x != 0)
+		return;
 	double z = 0.0;
 	if (mx > -INFINITY)
+#pragma unroll 8
 		for (int b = 0; b < nblk; b++)
 			z = __dadd_rn(z, sc.bs[row * nblk + b]);
 	const float *x = (const float *)(src + row * nb1);
@@ -945,7 +1049,7 @@ enum alice_status cu_op_logsumexp(const struct alice_op_args *a)
 		  (const int32_t *)NULL, ctx->scratch, S, nblk);
 	cu_launch(k_lse_sums, dim3(rows, (unsigned)nblk), TS_SUM_THREADS, ctx->stream, tdata(s), s->nb[1],
 		  (int)s->ne[0], ctx->scratch, S, nblk);
-	cu_launch(k_lse_out, (rows + 63) / 64, 64, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
+	cu_launch(k_lse_out, rows, 32, ctx->stream, tdata(s), s->nb[1], (int)s->ne[0],
 		  tk ? (const int32_t *)tdata(tk) : (const int32_t *)NULL, ctx->scratch, S, nblk, (int64_t)rows,
 		  (int32_t *)tdata(d));
 	CUDA_LAUNCH_CHECK(ctx, "logsumexp");

@@ -5,7 +5,7 @@
 # against tg128 (pipe_run.sh server1). Here: scripts/device/pack.sh BUILD
 # vocab/ggml-vocab-llama-bpe.gguf models/<fixtures> refs/<their refs>; there:
 # . scripts/device/setup.sh .devbuild && scripts/device/wcache_run.sh [STAGES]
-# (wtest check rate server steps prof snsys; snsys needs nsys, which the
+# (wtest check rate server steps prof chunk snsys; snsys needs nsys, which the
 # device image lacked on 2026-12-07)
 set -u
 stages=${*:-check rate server}
@@ -55,5 +55,9 @@ if has prof; then # per-op times (ALICE_CUDA_PROFILE=1, no graph replay): a B = 
     ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 64 -d $d -r 1 > "$out/prof_d$d.log" 2>&1
     echo "== tg64 at depth $d (dec rows)"; grep -E "cuda profile|^  dec " "$out/prof_d$d.log" | head -16
   done
+fi
+if has chunk; then # decode attention's cells per split (ALICE_CUDA_ATT_CHUNK) at depth 114, and the generic kernel
+  for c in 16 32 64 128; do echo "chunk $c: $(ALICE_CUDA_ATT_CHUNK=$c timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 128 -d 114 -r 3 2>/dev/null | grep tg128 | awk -F'|' '{print $8}')"; done
+  echo "generic k_attn: $(ALICE_CUDA_ATT_DEC=0 timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 128 -d 114 -r 3 2>/dev/null | grep tg128 | awk -F'|' '{print $8}')"
 fi
 if has snsys; then M=$m OUT=$out/sn scripts/device/pipe_run.sh snsys 2>&1 | tail -60; fi

@@ -62,19 +62,37 @@ void build_topk(struct tcase **cs, int *n, struct rng *r)
 	}
 }
 
+/* The walk's cum after token j (alice_ts_draw's order: whole blocks
+ * before j's block by their sums, then its tokens one by one). */
+static double ts_cum_at(const float *w, const double *bs, int32_t j)
+{
+	const int32_t b = j / ALICE_TS_BLOCK;
+	double cum = 0;
+	for (int32_t k = 0; k < b; k++)
+		cum += bs[k];
+	for (int32_t i = b * ALICE_TS_BLOCK; i <= j; i++)
+		cum += w[i];
+	return cum;
+}
+
 /* SAMPLE_TEMP: rows drawn at several temperatures (0: skipped), a row with
- * one live token, an all -inf row, ties, NaN and +inf; the reference is
+ * one live token, an all -inf row, ties, NaN and +inf; with "edges", each
+ * draw's r puts u = r * z within a few ulps of the walk's cum at a token
+ * (a block's last one every third row), where a backend that finds the
+ * token by other sums must fall back to the walk's order. The reference is
  * alice/temp_sample.h itself (the sampler's code); exact. */
 void build_sample_temp(struct tcase **cs, int *n, struct rng *r)
 {
-	struct { int64_t n, rows; float grid; } v[] = {
-		{1000, 6, 0}, {32000, 5, 2}, {128256, 4, 0}, {152064, 3, 0}, {300, 8, 1}, {4097, 64, 0},
+	struct { int64_t n, rows; float grid; bool edge; } v[] = {
+		{1000, 6, 0, false},   {32000, 5, 2, false}, {128256, 4, 0, false}, {152064, 3, 0, false},
+		{300, 8, 1, false},    {4097, 64, 0, false}, {4097, 40, 0, true},    {128256, 24, 0, true},
+		{32000, 16, 4, true},
 	};
 	const float temps[] = {0.8f, 1.0f, 0.0f, 0.3f, 1.7f, 0.05f, 2.0f, 0.8f};
 	for (size_t s = 0; s < sizeof(v) / sizeof(v[0]); s++) {
 		int64_t nv = v[s].n, rows = v[s].rows;
-		struct tcase *c = new_case(cs, n, "SAMPLE_TEMP [%lld,%lld]%s", (long long)nv, (long long)rows,
-					   v[s].grid ? " ties" : "");
+		struct tcase *c = new_case(cs, n, "SAMPLE_TEMP [%lld,%lld]%s%s", (long long)nv, (long long)rows,
+					   v[s].grid ? " ties" : "", v[s].edge ? " edges" : "");
 		c->node.op = ALICE_OP_SAMPLE_TEMP;
 		tc_tensor(c, ALICE_TYPE_I32, 2, rows, 1, 1, 0);
 		int x = tc_tensor(c, ALICE_TYPE_F32, nv, rows, 1, 1, 0);
@@ -101,6 +119,31 @@ void build_sample_temp(struct tcase **cs, int *n, struct rng *r)
 				w[i] = f != f ? -INFINITY : f > FLT_MAX ? FLT_MAX : f;
 			}
 			double u01 = (double)(rng_u64(r) >> 11) * 0x1.0p-53;
+			int32_t tok = -1, used = 0;
+			float mx = -INFINITY;
+			for (int64_t i = 0; i < nv; i++)
+				mx = w[i] > mx ? w[i] : mx;
+			if (t > 0 && mx > -INFINITY) {
+				int32_t live, last;
+				double z = alice_ts_weigh(w, (int32_t)nv, mx, alice_ts_floor(mx, t), 1.0f / t, bs, &live, &last);
+				if (v[s].edge && live > 1) {
+					int32_t j = (int32_t)(rng_u64(r) % (uint64_t)nv);
+					if (row % 3 == 0) /* a block's last token */
+						j = j / ALICE_TS_BLOCK * ALICE_TS_BLOCK + ALICE_TS_BLOCK - 1 < nv
+							    ? j / ALICE_TS_BLOCK * ALICE_TS_BLOCK + ALICE_TS_BLOCK - 1
+							    : (int32_t)nv - 1;
+					u01 = ts_cum_at(w, bs, j) / z;
+					for (int k = (int)(row % 5) - 2; k != 0; k += k > 0 ? -1 : 1)
+						u01 = nextafter(u01, k > 0 ? 1.0 : 0.0);
+					u01 = u01 < 1 ? u01 : nextafter(1.0, 0.0);
+				}
+				if (live == 1) {
+					tok = alice_ts_single(w, (int32_t)nv);
+				} else {
+					tok = alice_ts_draw(w, (int32_t)nv, bs, last, u01 * z);
+					used = 1;
+				}
+			}
 			uint64_t ub;
 			memcpy(&ub, &u01, 8);
 			int32_t tb;
@@ -110,20 +153,6 @@ void build_sample_temp(struct tcase **cs, int *n, struct rng *r)
 			pp[1] = (int32_t)(uint32_t)ub;
 			pp[2] = (int32_t)(uint32_t)(ub >> 32);
 			pp[3] = 0;
-			int32_t tok = -1, used = 0;
-			float mx = -INFINITY;
-			for (int64_t i = 0; i < nv; i++)
-				mx = w[i] > mx ? w[i] : mx;
-			if (t > 0 && mx > -INFINITY) {
-				int32_t live, last;
-				double z = alice_ts_weigh(w, (int32_t)nv, mx, alice_ts_floor(mx, t), 1.0f / t, bs, &live, &last);
-				if (live == 1) {
-					tok = alice_ts_single(w, (int32_t)nv);
-				} else {
-					tok = alice_ts_draw(w, (int32_t)nv, bs, last, u01 * z);
-					used = 1;
-				}
-			}
 			ref[2 * row] = tok;
 			ref[2 * row + 1] = used;
 		}

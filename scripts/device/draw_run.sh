@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The temperature draw (SAMPLE_TEMP, backends/cuda/topk.cu) on the GPU: its
+# op cases (edges included) and the engine's device == host sampling, then
+# where a one-client step's time goes, greedy against T 0.8 (bench B = 1,
+# per-op profile), and one server client, also with 16 cells per attention
+# split (ALICE_CUDA_ATT_CHUNK). Here: scripts/device/pack.sh BUILD
+# vocab/ggml-vocab-llama-bpe.gguf; there: . scripts/device/setup.sh .devbuild
+# && scripts/device/draw_run.sh [STAGES] (ops steps prof server chunk16)
+set -u
+stages=${*:-ops steps prof server}
+. "$(dirname "$0")/lib.sh" draw
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+mk llama-1b Q4_K_M
+m=/tmp/llama-1b-Q4_K_M.gguf
+if has ops; then
+  ALICE_TEST_OPS=SAMPLE_TEMP,LOGSUMEXP,TOPK timeout 200 "$b/bin/backends_test_ops" --verbose > "$out/ops.log" 2>&1
+  echo "ops SAMPLE_TEMP/LOGSUMEXP/TOPK: rc $? $(syn "$out/ops.log")"; grep -E "\[cuda\].*(FAIL|fail|differ)" "$out/ops.log" | head -8
+  grep -cE "\[cuda\] (SAMPLE_TEMP|LOGSUMEXP).* ok" "$out/ops.log"
+  ALICE_TEST_BACKEND=cuda timeout 200 "$b/bin/server_test_engine" --filter='engine/backend_sampling*' > "$out/engine.log" 2>&1
+  echo "engine backend == host sampling on cuda: rc $? $(syn "$out/engine.log")"; grep -E "FAIL|Assert" "$out/engine.log" | head -5
+fi
+if has steps; then # greedy / T 0.8 alternating, and tg128
+  for r in 1 2; do for t in 0 0.8; do
+    timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 114 -n 128 --batch 1 --temp $t 2>/dev/null | grep -E "^\| Llama" | awk -F'|' -v t=$t '{print "B = 1, temp " t ": step ms " $10 ", pipelined " $12 " (" $13 " t/s)"}'
+  done; done
+  timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
+fi
+if has prof; then
+  for t in 0 0.8; do
+    ALICE_CUDA_PROFILE=1 timeout 120 "$b/bin/alice-bench" -m "$m" --backend cuda -p 114 -n 64 --batch 1 --temp $t > "$out/prof_t$t.log" 2>&1
+    echo "== engine B = 1, temperature $t: $(grep -E '^  dec (TOPK|SAMPLE_TEMP)' "$out/prof_t$t.log")"
+  done
+fi
+if has server; then M=$m OUT=$out/p1 scripts/device/pipe_run.sh server1 2>&1 | tail -8; fi
+if has chunk16; then M=$m OUT=$out/p16 ALICE_CUDA_ATT_CHUNK=16 scripts/device/pipe_run.sh server1 2>&1 | tail -8; fi
+timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128
