@@ -61,6 +61,44 @@ __device__ static inline void att_merge_splits(const float *__restrict__ part, i
 	}
 }
 
+/* att_merge_splits for one warp (ns <= 32): the same values in the same
+ * order (so the same bits), with each split's weight computed once and
+ * every split's partial loaded at once, not one L2 round trip after
+ * another (the merge is on each decode attention's critical path, and its
+ * split count grows with the context). */
+__device__ static inline void att_merge_warp(const float *__restrict__ part, int ns, const struct att_params &p, int h,
+					     int t, uint8_t *__restrict__ dst, int lane)
+{
+	const int st = p.dv + 2;
+	const float *pp = part + ((int64_t)t * p.n_head + h) * p.n_split * st;
+	const float ms = lane < ns ? __ldcg(pp + lane * st) : -INFINITY;
+	const float ls = lane < ns ? __ldcg(pp + lane * st + 1) : 0.f;
+	const float GM = warp_max(ms);
+	const bool on = lane < ns && ms != -INFINITY;
+	const float f = on ? expf(ms - GM) : 0.f;
+	const unsigned onm = __ballot_sync(0xffffffffu, on);
+	float GL = 0.f;
+	for (int s2 = 0; s2 < ns; s2++) {
+		const float fs = __shfl_sync(0xffffffffu, f, s2), lv = __shfl_sync(0xffffffffu, ls, s2);
+		if (onm >> s2 & 1u)
+			GL += lv * fs;
+	}
+	for (int e = lane; e < p.dv; e += 32) {
+		float v[32];
+#pragma unroll
+		for (int s2 = 0; s2 < 32; s2++)
+			v[s2] = s2 < ns && (onm >> s2 & 1u) ? __ldcg(pp + s2 * st + 2 + e) : 0.f;
+		float a = 0.f;
+#pragma unroll
+		for (int s2 = 0; s2 < 32; s2++) {
+			const float fs = __shfl_sync(0xffffffffu, f, s2);
+			if (s2 < ns && (onm >> s2 & 1u))
+				a += v[s2] * fs;
+		}
+		*(float *)(dst + e * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = GL > 0.f ? a / GL : 0.f;
+	}
+}
+
 template <int J>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
@@ -311,7 +349,7 @@ k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const 
 	if (!last)
 		return;
 	__threadfence();
-	att_merge_splits(part, ns, p, h, t, dst, lane, 32);
+	att_merge_warp(part, ns, p, h, t, dst, lane);
 	if (threadIdx.x == 0)
 		cnt[(int64_t)t * p.n_head + hk * G] = 0;
 }
@@ -355,7 +393,8 @@ enum alice_status cu_attention_pages(const struct alice_op_args *a, struct cu_pa
 
 /* Cells per split of a decode token (k_attn_dec): ALICE_CUDA_ATT_CHUNK
  * (16..1024), else 32 (H200, 1B: tg +5 %, one-row batched steps +11 %
- * over 64). */
+ * over 64; 16 gives one-row steps +6 % but B = 16 and 64 -1 to -4 % on an
+ * H100, and the B = 64 bar has less margin than the one-row ones). */
 static int att_chunk(void)
 {
 	static int v = 0;
