@@ -6,7 +6,8 @@
 # split (ALICE_CUDA_ATT_CHUNK). Here: scripts/device/pack.sh BUILD
 # vocab/ggml-vocab-llama-bpe.gguf; there: . scripts/device/setup.sh .devbuild
 # && scripts/device/draw_run.sh [STAGES] (ops attn steps prof tg batch pprof
-# server chunk16 chunk32); attn needs core_test_parity, backends_test_ops,
+# server chunk16 chunk32 suite ab); ab compares against the CUDA backend in
+# $BUILD/old (an earlier commit's .so); attn needs core_test_parity, backends_test_ops,
 # core_test_batch_invariance and the llama-spm-Q4_K_M fixture in .devfix
 set -u
 stages=${*:-ops steps prof server}
@@ -45,6 +46,25 @@ if has pprof; then # where a 114-token prefill's time goes (graphs off: groups i
   grep -E "cuda profile|^  pre " "$out/pprof.log" | head -24
   for p in 114 512; do timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p $p -n 0 -r 5 2>/dev/null | grep -E "pp$p"; done
 fi
+if has suite; then # the CUDA backend's op, engine and error tests (the CUDA .so alone on the path)
+  mkdir -p "$b/cudaonly" && ln -sf "$PWD/$b/lib/libalice-backend-cuda.so" "$b/cudaonly/"
+  ALICE_BACKEND_PATH=$PWD/$b/cudaonly timeout 400 "$b/bin/backends_test_ops" --jobs=8 > "$out/opsall.log" 2>&1
+  echo "ops (cuda): rc $? $(syn "$out/opsall.log")"; grep -E "FAIL|differ" "$out/opsall.log" | head -8
+  ALICE_TEST_BACKEND=cuda timeout 300 "$b/bin/server_test_engine" > "$out/engine.log" 2>&1
+  echo "engine on cuda: rc $? $(syn "$out/engine.log")"; grep -E "FAIL|Assert" "$out/engine.log" | head -5
+  ALICE_TEST_BACKEND=cuda ALICE_INV_MODEL="$m" timeout 200 "$b/bin/core_test_batch_invariance" --filter="batch/decode_many_rows_model" > "$out/inv.log" 2>&1
+  echo "batch invariance cuda (1B, 64 rows): rc $? $(syn "$out/inv.log")"
+fi
+if has ab; then # this build against $b/old: engine steps greedy / T 0.8, tg128
+  for r in 1 2; do for v in new old; do
+    bp=${ALICE_BACKEND_PATH:-}; [ $v = old ] && bp=$PWD/$b/old
+    for t in 0 0.8; do
+      echo "$v r$r temp $t: $(ALICE_BACKEND_PATH=$bp timeout 150 "$b/bin/alice-bench" -m "$m" --backend cuda -p 128 -n 128 --batch 1,64 --temp $t 2>/dev/null | grep "^| Llama" | awk -F'|' '{printf "B=%s %s (pipelined %s); ", $4, $8, $13}')"
+    done
+    echo "$v r$r: $(ALICE_BACKEND_PATH=$bp timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 0 -n 128 -r 3 2>/dev/null | grep tg128 | awk -F'|' '{print $7 $8}')"
+  done; done
+fi
+if has serverold; then M=$m OUT=$out/pold ALICE_BACKEND_PATH=$PWD/$b/old scripts/device/pipe_run.sh server1 2>&1 | tail -8; fi
 if has steps; then # greedy / T 0.8 alternating, and tg128
   for r in 1 2; do for t in 0 0.8; do
     timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 114 -n 128 --batch 1 --temp $t 2>/dev/null | grep -E "^\| Llama" | awk -F'|' -v t=$t '{print "B = 1, temp " t ": step ms " $10 ", pipelined " $12 " (" $13 " t/s)"}'
