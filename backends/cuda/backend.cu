@@ -891,11 +891,11 @@ static void capture(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 static enum alice_status replay(struct alice_backend_ctx *ctx)
 {
 	if (ctx->steps)
-		cu_steps_launch(ctx->steps, ctx->stream, true);
+		cu_steps_launch(ctx->steps, ctx->stream, true, false);
 	cudaError_t le = cudaGraphLaunch(ctx->gc.e[ctx->gc.cur].exec, ctx->stream);
 	ctx->gather_n = 0;
 	if (ctx->steps)
-		cu_steps_launch(ctx->steps, ctx->stream, false);
+		cu_steps_launch(ctx->steps, ctx->stream, false, false);
 	if (le != cudaSuccess) {
 		cudaGetLastError();
 		cu_graph_reset(&ctx->gc);
@@ -908,7 +908,11 @@ static enum alice_status replay(struct alice_backend_ctx *ctx)
 /* Enqueue g's kernels one launch group at a time. */
 static enum alice_status launch_plain(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
+	if (ctx->steps)
+		cu_steps_launch(ctx->steps, ctx->stream, true, true);
 	enum alice_status st = launch_all(ctx, g);
+	if (ctx->steps)
+		cu_steps_launch(ctx->steps, ctx->stream, false, true);
 	ctx->gather_n = 0;
 	if (st != ALICE_OK) {
 		cudaStreamSynchronize(ctx->stream);

@@ -485,7 +485,7 @@ void cu_prof_free(struct cu_prof *p) CU_HIDDEN;
 struct cu_steps;
 struct cu_steps *cu_steps_new(void) CU_HIDDEN;
 void cu_steps_entry(struct cu_steps *s) CU_HIDDEN;
-void cu_steps_launch(struct cu_steps *s, cudaStream_t st, bool begin) CU_HIDDEN;
+void cu_steps_launch(struct cu_steps *s, cudaStream_t st, bool begin, bool plain) CU_HIDDEN;
 void cu_steps_done(struct cu_steps *s) CU_HIDDEN;
 void cu_steps_free(struct cu_steps *s) CU_HIDDEN;
 

@@ -147,14 +147,17 @@ void cu_prof_free(struct cu_prof *p)
 	free(p);
 }
 
-/* ---- ALICE_CUDA_PROFILE=2: per decode step (graphs on) ---- */
+/* ---- ALICE_CUDA_PROFILE=2: per decode step (graphs on), and per graph
+ * launched plainly (prefills): how long the host takes to enqueue it
+ * against its span on the GPU (a launch-bound graph has the two close) ---- */
 #include <time.h>
 
 struct cu_steps {
 	cudaEvent_t e0, e1;
 	double t_entry, t_launch, t_done, t_prev_done;
 	double host_pre, gpu, wait, between, n;
-	bool timed;
+	double t_enq, p_enq, p_gpu, p_wait, p_n; /* plain launches */
+	bool timed, plain;
 };
 
 static double now_us(void)
@@ -180,14 +183,16 @@ void cu_steps_entry(struct cu_steps *s)
 	s->timed = false;
 }
 
-/* just before a decode graph's replay: record the GPU span around it */
-void cu_steps_launch(struct cu_steps *s, cudaStream_t st, bool begin)
+/* around a decode graph's replay or a plain launch: record the GPU span */
+void cu_steps_launch(struct cu_steps *s, cudaStream_t st, bool begin, bool plain)
 {
 	if (begin) {
 		s->t_launch = now_us();
+		s->plain = plain;
 		cudaEventRecord(s->e0, st);
 	} else {
 		cudaEventRecord(s->e1, st);
+		s->t_enq = now_us();
 		s->timed = true;
 	}
 }
@@ -197,7 +202,12 @@ void cu_steps_done(struct cu_steps *s)
 	double t = now_us();
 	if (s->timed) {
 		float ms = 0.f;
-		if (cudaEventElapsedTime(&ms, s->e0, s->e1) == cudaSuccess) {
+		if (cudaEventElapsedTime(&ms, s->e0, s->e1) == cudaSuccess && s->plain) {
+			s->p_enq += s->t_enq - s->t_launch;
+			s->p_gpu += 1000.0 * ms;
+			s->p_wait += t - s->t_launch;
+			s->p_n++;
+		} else if (cudaEventElapsedTime(&ms, s->e0, s->e1) == cudaSuccess) {
 			s->host_pre += s->t_launch - s->t_entry;
 			s->gpu += 1000.0 * ms;
 			s->wait += t - s->t_launch;
@@ -207,7 +217,8 @@ void cu_steps_done(struct cu_steps *s)
 		}
 		cudaGetLastError();
 	}
-	s->t_prev_done = s->timed ? t : 0;
+	s->t_prev_done = s->timed && !s->plain ? t : 0;
+	s->timed = false;
 }
 
 void cu_steps_free(struct cu_steps *s)
@@ -219,6 +230,11 @@ void cu_steps_free(struct cu_steps *s)
 			"cuda steps: %.0f replayed decode steps, per step: host before launch %.1f us, graph on gpu %.1f us, "
 			"launch to sync return %.1f us, host between steps %.1f us\n",
 			s->n, s->host_pre / s->n, s->gpu / s->n, s->wait / s->n, s->between / (s->n > 1 ? s->n - 1 : 1));
+	if (s->p_n > 0)
+		fprintf(stderr,
+			"cuda steps: %.0f graphs launched plainly (prefills), per graph: host enqueue %.1f us, on gpu %.1f us, "
+			"launch to sync return %.1f us\n",
+			s->p_n, s->p_enq / s->p_n, s->p_gpu / s->p_n, s->p_wait / s->p_n);
 	cudaEventDestroy(s->e0);
 	cudaEventDestroy(s->e1);
 	free(s);

@@ -6,7 +6,7 @@
 # split (ALICE_CUDA_ATT_CHUNK). Here: scripts/device/pack.sh BUILD
 # vocab/ggml-vocab-llama-bpe.gguf; there: . scripts/device/setup.sh .devbuild
 # && scripts/device/draw_run.sh [STAGES] (ops attn steps prof tg batch pprof
-# server chunk16 chunk32 suite ab); ab compares against the CUDA backend in
+# server chunk16 chunk32 suite ab pphost final); ab compares against the CUDA backend in
 # $BUILD/old (an earlier commit's .so); attn needs core_test_parity, backends_test_ops,
 # core_test_batch_invariance and the llama-spm-Q4_K_M fixture in .devfix
 set -u
@@ -65,6 +65,17 @@ if has ab; then # this build against $b/old: engine steps greedy / T 0.8, tg128
   done; done
 fi
 if has serverold; then M=$m OUT=$out/pold ALICE_BACKEND_PATH=$PWD/$b/old scripts/device/pipe_run.sh server1 2>&1 | tail -8; fi
+if has pphost; then # is a short prefill launch-bound? host enqueue time against its GPU span
+  for p in 114 512; do
+    ALICE_CUDA_PROFILE=2 timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p $p -n 0 -r 10 > "$out/pphost$p.log" 2>&1
+    echo "pp$p: $(grep -E "pp$p" "$out/pphost$p.log" | awk -F'|' '{print $8}') $(grep 'launched plainly' "$out/pphost$p.log")"
+  done
+fi
+if has final; then # the bars' measures: one client (a second server: the first after heavy work ran slow), tg, batches
+  for r in 1 2; do M=$m OUT=$out/f$r scripts/device/pipe_run.sh server1 2>&1 | tail -8; done
+  for p in 0 512; do timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p $p -n 128 -r 3 2>/dev/null | grep -E "pp512|tg128"; done
+  for t in 0 0.8; do echo "temp $t: $(timeout 200 "$b/bin/alice-bench" -m "$m" --backend cuda -p 128 -n 128 --batch 1,16,64 --temp $t 2>/dev/null | grep "^| Llama" | awk -F'|' '{printf "B=%s %s (pipelined %s); ", $4, $8, $13}')"; done
+fi
 if has steps; then # greedy / T 0.8 alternating, and tg128
   for r in 1 2; do for t in 0 0.8; do
     timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p 114 -n 128 --batch 1 --temp $t 2>/dev/null | grep -E "^\| Llama" | awk -F'|' -v t=$t '{print "B = 1, temp " t ": step ms " $10 ", pipelined " $12 " (" $13 " t/s)"}'
