@@ -156,7 +156,8 @@ struct cu_steps {
 	cudaEvent_t e0, e1;
 	double t_entry, t_launch, t_done, t_prev_done;
 	double host_pre, gpu, wait, between, n;
-	double t_enq, p_enq, p_gpu, p_wait, p_n; /* plain launches */
+	double t_enq, p_enq[256], p_gpu[256], p_wait[256]; /* plain launches (the first 256) */
+	int p_n;
 	bool timed, plain;
 };
 
@@ -203,10 +204,12 @@ void cu_steps_done(struct cu_steps *s)
 	if (s->timed) {
 		float ms = 0.f;
 		if (cudaEventElapsedTime(&ms, s->e0, s->e1) == cudaSuccess && s->plain) {
-			s->p_enq += s->t_enq - s->t_launch;
-			s->p_gpu += 1000.0 * ms;
-			s->p_wait += t - s->t_launch;
-			s->p_n++;
+			if (s->p_n < 256) {
+				s->p_enq[s->p_n] = s->t_enq - s->t_launch;
+				s->p_gpu[s->p_n] = 1000.0 * ms;
+				s->p_wait[s->p_n] = t - s->t_launch;
+				s->p_n++;
+			}
 		} else if (cudaEventElapsedTime(&ms, s->e0, s->e1) == cudaSuccess) {
 			s->host_pre += s->t_launch - s->t_entry;
 			s->gpu += 1000.0 * ms;
@@ -221,6 +224,18 @@ void cu_steps_done(struct cu_steps *s)
 	s->timed = false;
 }
 
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	return v[n / 2];
+}
+
 void cu_steps_free(struct cu_steps *s)
 {
 	if (!s)
@@ -230,11 +245,11 @@ void cu_steps_free(struct cu_steps *s)
 			"cuda steps: %.0f replayed decode steps, per step: host before launch %.1f us, graph on gpu %.1f us, "
 			"launch to sync return %.1f us, host between steps %.1f us\n",
 			s->n, s->host_pre / s->n, s->gpu / s->n, s->wait / s->n, s->between / (s->n > 1 ? s->n - 1 : 1));
-	if (s->p_n > 0)
+	if (s->p_n > 0) /* medians: the first graphs set up (weight copies, cuBLAS) */
 		fprintf(stderr,
-			"cuda steps: %.0f graphs launched plainly (prefills), per graph: host enqueue %.1f us, on gpu %.1f us, "
-			"launch to sync return %.1f us\n",
-			s->p_n, s->p_enq / s->p_n, s->p_gpu / s->p_n, s->p_wait / s->p_n);
+			"cuda steps: %d graphs launched plainly (prefills), median per graph: host enqueue %.1f us, on gpu "
+			"%.1f us, launch to sync return %.1f us\n",
+			s->p_n, median(s->p_enq, s->p_n), median(s->p_gpu, s->p_n), median(s->p_wait, s->p_n));
 	cudaEventDestroy(s->e0);
 	cudaEventDestroy(s->e1);
 	free(s);
