@@ -487,6 +487,8 @@ struct cu_steps *cu_steps_new(void) CU_HIDDEN;
 void cu_steps_entry(struct cu_steps *s) CU_HIDDEN;
 void cu_steps_launch(struct cu_steps *s, cudaStream_t st, bool begin, bool plain) CU_HIDDEN;
 void cu_steps_done(struct cu_steps *s) CU_HIDDEN;
+void cu_steps_blas(struct cu_steps *s, double us) CU_HIDDEN;
+double cu_now_us(void) CU_HIDDEN;
 void cu_steps_free(struct cu_steps *s) CU_HIDDEN;
 
 

@@ -736,6 +736,7 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 	const int64_t wnb1 = wh ? K * 2 : w->nb[1];
 	int64_t chunk = direct ? N : gemm_chunk_rows(N, K, split ? 2 * es : es);
 	uint8_t *ws2 = ws + align256((size_t)chunk * (size_t)K * es); /* split: the weights' lo halves */
+	const double t_blas = ctx->steps ? cu_now_us() : 0; /* ALICE_CUDA_PROFILE=2 */
 	for (int64_t n0 = 0; n0 < N; n0 += chunk) {
 		int64_t rows = N - n0 < chunk ? N - n0 : chunk;
 		const void *A;
@@ -780,6 +781,8 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 			return cu_fail(ctx, ALICE_ERR_BACKEND, "cublasGemmEx failed: %s (N %lld, M %lld, K %lld)",
 				       cublasGetStatusString(cs), (long long)rows, (long long)M, (long long)K);
 	}
+	if (ctx->steps)
+		cu_steps_blas(ctx->steps, cu_now_us() - t_blas);
 	return ALICE_OK;
 }
 

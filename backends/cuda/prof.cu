@@ -157,15 +157,24 @@ struct cu_steps {
 	double t_entry, t_launch, t_done, t_prev_done;
 	double host_pre, gpu, wait, between, n;
 	double t_enq, p_enq[256], p_gpu[256], p_wait[256]; /* plain launches (the first 256) */
-	int p_n;
+	double blas, p_blas[256]; /* host time in cuBLAS calls: this graph's, each graph's */
+	int p_n, n_blas, p_nblas[256];
 	bool timed, plain;
 };
 
-static double now_us(void)
+double cu_now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+#define now_us cu_now_us
+
+/* host time a GEMM spent in its cuBLAS calls (matmul.cu) */
+void cu_steps_blas(struct cu_steps *s, double us)
+{
+	s->blas += us;
+	s->n_blas++;
 }
 
 struct cu_steps *cu_steps_new(void)
@@ -190,6 +199,8 @@ void cu_steps_launch(struct cu_steps *s, cudaStream_t st, bool begin, bool plain
 	if (begin) {
 		s->t_launch = now_us();
 		s->plain = plain;
+		s->blas = 0;
+		s->n_blas = 0;
 		cudaEventRecord(s->e0, st);
 	} else {
 		cudaEventRecord(s->e1, st);
@@ -208,6 +219,8 @@ void cu_steps_done(struct cu_steps *s)
 				s->p_enq[s->p_n] = s->t_enq - s->t_launch;
 				s->p_gpu[s->p_n] = 1000.0 * ms;
 				s->p_wait[s->p_n] = t - s->t_launch;
+				s->p_blas[s->p_n] = s->blas;
+				s->p_nblas[s->p_n] = s->n_blas;
 				s->p_n++;
 			}
 		} else if (cudaEventElapsedTime(&ms, s->e0, s->e1) == cudaSuccess) {
@@ -247,9 +260,10 @@ void cu_steps_free(struct cu_steps *s)
 			s->n, s->host_pre / s->n, s->gpu / s->n, s->wait / s->n, s->between / (s->n > 1 ? s->n - 1 : 1));
 	if (s->p_n > 0) /* medians: the first graphs set up (weight copies, cuBLAS) */
 		fprintf(stderr,
-			"cuda steps: %d graphs launched plainly (prefills), median per graph: host enqueue %.1f us, on gpu "
-			"%.1f us, launch to sync return %.1f us\n",
-			s->p_n, median(s->p_enq, s->p_n), median(s->p_gpu, s->p_n), median(s->p_wait, s->p_n));
+			"cuda steps: %d graphs launched plainly (prefills), median per graph: host enqueue %.1f us (in %d "
+			"GEMMs' cuBLAS calls %.1f us), on gpu %.1f us, launch to sync return %.1f us\n",
+			s->p_n, median(s->p_enq, s->p_n), s->p_nblas[s->p_n - 1], median(s->p_blas, s->p_n),
+			median(s->p_gpu, s->p_n), median(s->p_wait, s->p_n));
 	cudaEventDestroy(s->e0);
 	cudaEventDestroy(s->e1);
 	free(s);

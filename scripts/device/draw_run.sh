@@ -69,6 +69,7 @@ if has pphost; then # is a short prefill launch-bound? host enqueue time against
   for p in 114 512; do
     ALICE_CUDA_PROFILE=2 timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p $p -n 0 -r 10 > "$out/pphost$p.log" 2>&1
     echo "pp$p: $(grep -E "pp$p" "$out/pphost$p.log" | awk -F'|' '{print $8}') $(grep 'launched plainly' "$out/pphost$p.log")"
+    echo "pp$p, ALICE_CUDA_PDL=0: $(ALICE_CUDA_PDL=0 ALICE_CUDA_PROFILE=2 timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p $p -n 0 -r 10 2>&1 | grep -E "pp$p|launched plainly" | awk -F'|' '{print $8 $0}' | cut -c1-260 | tr '\n' ' ')"
   done
 fi
 if has final; then # the bars' measures: one client (a second server: the first after heavy work ran slow), tg, batches
