@@ -469,6 +469,7 @@ enum alice_status cu_op_topk(const struct alice_op_args *a)
 
 #define TS_BLOCK 1024
 static_assert(TS_BLOCK == TOPK_THREADS, "k_ts_pick: a token of a block per thread");
+static_assert(ALICE_SAMPLE_TEMP_MAX / TS_BLOCK <= TOPK_THREADS, "k_ts_pick: a block per thread");
 
 __device__ static inline float ts_exp_neg(float x)
 {
@@ -750,10 +751,11 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restr
 	const uint64_t rb = (uint64_t)(uint32_t)p[1] | ((uint64_t)(uint32_t)p[2] << 32);
 	const double u = __dmul_rn(__longlong_as_double((long long)rb), s_z);
 	const int last = s_last;
-	/* the block the walk enters first */
-	for (int b = tid; b < nblk; b += TOPK_THREADS)
-		if (u < pre[b + 1] || b == last)
-			atomicMin(&s_b, b);
+	/* the block the walk enters first (nblk <= 256: a block per thread);
+	 * each warp's candidates reduced first, one shared atomic a warp */
+	const int bc = __reduce_min_sync(0xffffffffu, tid < nblk && (u < pre[tid + 1] || tid == last) ? tid : nblk);
+	if ((tid & 31) == 0 && bc < nblk)
+		atomicMin(&s_b, bc);
 	__syncthreads();
 	const int b0 = s_b;
 	if (b0 >= nblk) {
@@ -772,10 +774,14 @@ __global__ void __launch_bounds__(TOPK_THREADS) k_ts_pick(const uint8_t *__restr
 	const double E = __dmul_rn(__dadd_rn(base, wsum[31]), 0x1p-38);
 	const bool above = i < i1 && A > __dadd_rn(u, E);
 	const bool near = i < i1 && !above && A >= __dsub_rn(u, E);
-	if (above)
-		atomicMin(&s_first, tid);
-	if (wv > 0)
-		atomicMax(&s_hit, i);
+	const int fw = __reduce_min_sync(0xffffffffu, above ? tid : TOPK_THREADS);
+	const int hw = __reduce_max_sync(0xffffffffu, wv > 0 ? i : -1);
+	if ((tid & 31) == 0) {
+		if (fw < TOPK_THREADS)
+			atomicMin(&s_first, fw);
+		if (hw >= 0)
+			atomicMax(&s_hit, hw);
+	}
 	const bool amb = __syncthreads_or(near);
 	if (tid == 0) {
 		s_state = 0; /* 0 walking, 1 done */
