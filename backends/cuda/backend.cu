@@ -200,6 +200,8 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	ctx->use_graphs = !(g && g[0] == '0');
 	const char *fz = getenv("ALICE_CUDA_FUSE");
 	ctx->fuse = !(fz && fz[0] == '0');
+	const char *gg = getenv("ALICE_CUDA_GEMM_GROUP");
+	ctx->gemm_group = !(gg && gg[0] == '0');
 	const char *fi = getenv("ALICE_CUDA_INJECT_FAULT");
 	ctx->fault_at = fi ? strtoull(fi, NULL, 10) : 0;
 	const char *pf = getenv("ALICE_CUDA_PROFILE");
@@ -625,27 +627,31 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 		if (ctx->xq_cur < 0 || ctx->xq_cur != ctx->xq.tid)
 			ctx->xq.x = NULL;
 		enum alice_status st = prepare_node(ctx, g, &g->nodes[i], &a[0], &scr);
-		if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_MUL_MAT && ctx->fuse) {
-			/* Q/K/V or gate/up: consecutive mat-vecs of one input */
+		if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_MUL_MAT) {
+			/* Q/K/V or gate/up: consecutive products of one input */
 			int n = 1;
 			while (n < 3 && i + n < g->n_nodes && g->nodes[i + n].op == ALICE_OP_MUL_MAT &&
 			       prepare_node(ctx, g, &g->nodes[i + n], &a[n], &scr) == ALICE_OK)
 				n++;
-			n = cu_mul_mat_fusable(a, n);
-			while (n > 1 && !group_safe(a, n, cu_mul_mat_stages_x(a, n)))
+			n = cu_mul_mat_group(a, n, ctx->fuse);
+			/* a prefill group's parts write outputs before later parts
+			 * read their activations: nothing may overlap them */
+			const bool staged = cu_mm_decode(a[0].node, a[0].src[1]->ne[1]) && cu_mul_mat_stages_x(a, n);
+			while (n > 1 && !group_safe(a, n, staged))
 				n--;
 			/* gate/up followed by their GLU: one launch for all three */
 			struct alice_op_args ga;
-			bool glu = n == 2 && i + 2 < g->n_nodes && g->nodes[i + 2].op == ALICE_OP_GLU &&
+			bool glu = ctx->fuse && n == 2 && i + 2 < g->n_nodes && g->nodes[i + 2].op == ALICE_OP_GLU &&
 				   prepare_node(ctx, g, &g->nodes[i + 2], &ga, &scr) == ALICE_OK &&
 				   cu_mul_mat_glu_fusable(a, &ga);
 			if (glu) {
 				struct alice_op_args all[3] = { a[0], a[1], ga };
-				glu = group_safe(all, 3, cu_mul_mat_stages_x(a, 2));
+				glu = group_safe(all, 3, staged);
 			}
-			st = cu_mul_mat_multi(a, n, glu ? &ga : NULL);
+			bool glu_done = false;
+			st = cu_mul_mat_multi(a, n, glu ? &ga : NULL, &glu_done);
 			if (st == ALICE_OK) {
-				i += (uint32_t)(n - 1 + (glu ? 1 : 0));
+				i += (uint32_t)(n - 1 + (glu_done ? 1 : 0));
 				continue;
 			}
 		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ADD && ctx->fuse && i + 1 < g->n_nodes &&
@@ -797,8 +803,17 @@ static enum alice_status validate_and_size(struct alice_backend_ctx *ctx, const 
 		if (scr > need)
 			need = scr;
 		if (g->nodes[i].op == ALICE_OP_MUL_MAT) {
-			size_t xq = cu_mmvq_scratch(a.src[0]->type, a.src[0]->ne[0], a.src[1]->ne[1]);
+			size_t xq = cu_mul_mat_staged(&a);
 			need_xq = xq > need_xq ? xq : need_xq;
+			/* a group of products of one input from here (launch_all):
+			 * their rows together in scratch */
+			int64_t rows = 0;
+			for (uint32_t j = i; j < i + 3 && j < g->n_nodes && g->nodes[j].op == ALICE_OP_MUL_MAT &&
+					     g->nodes[j].src[1] == g->nodes[i].src[1] && g->nodes[j].src[0] >= 0 &&
+					     (uint32_t)g->nodes[j].src[0] < g->n_tensors; j++)
+				rows += g->tensors[g->nodes[j].src[0]].ne[1];
+			size_t gs = cu_mul_mat_group_scratch(&a, rows);
+			need = gs > need ? gs : need;
 		}
 		if (g->nodes[i].op == ALICE_OP_ATTENTION) {
 			size_t c = cu_attention_counters(&a);

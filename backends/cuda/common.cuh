@@ -137,6 +137,7 @@ struct alice_backend_ctx {
 	int lq_n, lq_old;
 	size_t stage_off;
 	struct cu_wcache *wc; /* wcache.cu: F16 copies of quantized weights, or NULL */
+	bool gemm_group; /* matmul.cu: a prefill's products of one input as one GEMM (ALICE_CUDA_GEMM_GROUP=0: off) */
 };
 
 enum alice_status cu_fail(struct alice_backend_ctx *ctx, enum alice_status st, const char *fmt, ...)
@@ -153,6 +154,19 @@ const __half *cu_wcache_find(struct alice_backend_ctx *ctx, const uint8_t *w, in
 			     uint32_t kt) CU_HIDDEN;
 __half *cu_wcache_add(struct alice_backend_ctx *ctx, const struct alice_tensor *t, const uint8_t *w, int64_t nb1,
 		      int64_t N, int64_t K, uint32_t kt) CU_HIDDEN;
+/* Groups: one buffer for members m[0..n) (rows in order); find_group: the
+ * copy of exactly these members; add_group: room for it (copies a member
+ * had alone are dropped first), or NULL. */
+#define CU_WC_GROUP 3
+struct cu_wc_member {
+	const uint8_t *w;
+	int64_t nb1, N;
+	uint32_t kt;
+};
+const __half *cu_wcache_find_group(struct alice_backend_ctx *ctx, const struct cu_wc_member *m, int n,
+				   int64_t K) CU_HIDDEN;
+__half *cu_wcache_add_group(struct alice_backend_ctx *ctx, const struct alice_tensor *const *t,
+			    const struct cu_wc_member *m, int n, int64_t K) CU_HIDDEN;
 void cu_wcache_drop(struct alice_backend_ctx *ctx, const uint8_t *lo, uint64_t len) CU_HIDDEN;
 bool cu_wcache_release(struct alice_backend_ctx *ctx) CU_HIDDEN;
 void cu_wcache_free(struct alice_backend_ctx *ctx) CU_HIDDEN;
@@ -304,6 +318,7 @@ static inline unsigned cu_blocks(int64_t n, int threads)
 /* Scratch bytes each op needs (0 for most); computed before any launch so
  * the scratch region is stable while a graph is captured. */
 size_t cu_mul_mat_scratch(const struct alice_op_args *a) CU_HIDDEN;
+size_t cu_mul_mat_staged(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_attention_scratch(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_topk_scratch(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_sample_temp_scratch(const struct alice_op_args *a) CU_HIDDEN;
@@ -336,9 +351,15 @@ size_t cu_logsumexp_scratch(const struct alice_op_args *a) CU_HIDDEN;
 void cu_stage_claim(struct alice_backend_ctx *ctx) CU_HIDDEN;
 
 /* How many of the n MUL_MAT nodes a[0..n) can run as one mat-vec launch
- * (>= 1), and that launch. */
+ * (>= 1); group: as one group, the decode's mat-vecs (fuse: launch fusion
+ * on) or a prefill's products of one input (one GEMM per run of rows);
+ * multi runs them, with the GLU after a gate/up pair where it can
+ * (*glu_done). */
 int cu_mul_mat_fusable(const struct alice_op_args *a, int n) CU_HIDDEN;
-enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const struct alice_op_args *glu) CU_HIDDEN;
+int cu_mul_mat_group(const struct alice_op_args *a, int n, bool fuse) CU_HIDDEN;
+size_t cu_mul_mat_group_scratch(const struct alice_op_args *a, int64_t sumN) CU_HIDDEN;
+enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const struct alice_op_args *glu,
+				   bool *glu_done) CU_HIDDEN;
 bool cu_mul_mat_glu_fusable(const struct alice_op_args *a, const struct alice_op_args *g) CU_HIDDEN;
 /* 256 / 32: this MUL_MAT runs as a quantized mat-vec with Q8_K / Q8_0
  * rounded activations; 0: anything else */

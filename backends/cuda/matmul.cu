@@ -521,6 +521,20 @@ static bool gemm_split(const struct alice_tensor *w)
 	return !gemm_f32(w->type) && w->type != ALICE_TYPE_F16 && gemm_precise();
 }
 
+/* the staged region (cu_xq) a MUL_MAT takes: its mat-vec's quantized
+ * activations, or the F16 GEMM's rounded F16 activations */
+size_t cu_mul_mat_staged(const struct alice_op_args *a)
+{
+	const struct alice_tensor *w = a->src[0], *x = a->src[1];
+	int64_t K = w->ne[0], M = x->ne[1];
+	size_t q = cu_mmvq_scratch(w->type, K, M);
+	if (!mm_plain_odd(w) && !mm_use_mmv(a) && act_rounds(w) && !gemm_f32(w->type) && !gemm_split(w)) {
+		size_t h = align256((size_t)(K * M) * 2);
+		q = h > q ? h : q;
+	}
+	return q;
+}
+
 size_t cu_mul_mat_scratch(const struct alice_op_args *a)
 {
 	const struct alice_tensor *w = a->src[0], *x = a->src[1];
@@ -717,13 +731,27 @@ static enum alice_status mm_block(struct alice_backend_ctx *ctx, const struct al
 	uint8_t *xs = ctx->scratch + xr;
 	uint8_t *xs2 = xs + align256((size_t)(K * M) * es); /* split: the activations' lo halves */
 	uint8_t *ws = split ? xs2 + align256((size_t)(K * M) * es) : xs2;
-	if (f32)
+	/* rounded F16 activations go to the staged region (cu_xq), where
+	 * the next products of the same tensor (K and V after Q, up after
+	 * gate) find them */
+	const int xh_code = 1000 + (int)act_round_of(w->type);
+	if (round_h) {
+		if (ctx->scratch_size < ctx->xq_off + (size_t)(K * M) * 2)
+			return cu_fail(ctx, ALICE_ERR_BACKEND, "MUL_MAT: scratch not sized for staged K %lld M %lld",
+				       (long long)K, (long long)M);
+		ws = xs;
+		xs = (uint8_t *)cu_xq_q(ctx);
+	}
+	if (round_h && cu_xq_has(ctx, xb, xnb0, xnb1, K, M, xh_code))
+		; /* staged by the previous product of this tensor */
+	else if (f32)
 		k_act_dense<float><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (float *)xs);
 	else if (split)
 		k_act_split<<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs, (__half *)xs2);
-	else if (round_h)
+	else if (round_h) {
 		launch_act_round(s, w->type, xb, xnb0, xnb1, K, M, (__half *)xs);
-	else
+		cu_xq_set(ctx, xb, xnb0, xnb1, K, M, xh_code, ctx->xq_cur);
+	} else
 		k_act_dense<__half><<<cu_blocks(K * M, 256), 256, 0, s>>>(xb, xnb0, xnb1, K, M, (__half *)xs);
 	CUDA_LAUNCH_CHECK(ctx, "act");
 	cudaDataType_t ct = f32 ? CUDA_R_32F : CUDA_R_16F;
@@ -828,6 +856,40 @@ static const int32_t *mm_regime(struct alice_backend_ctx *ctx, const struct alic
 	return g_rc.v;
 }
 
+/* src2 of a GEMM op checked and read (*reg: [M][2] on the host) */
+static enum alice_status mm_regime_check(struct alice_backend_ctx *ctx, const struct alice_tensor *x,
+					 const struct alice_tensor *rg, int64_t M, const int32_t **reg)
+{
+	if (rg->type != ALICE_TYPE_I32 || rg->ne[0] < 2 || rg->ne[1] != M || rg->nb[0] != 4 || x->ne[2] * x->ne[3] != 1)
+		return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: row regime (src2) must be I32 [2, %lld] with unbatched activations",
+			       (long long)M);
+	*reg = mm_regime(ctx, rg, M);
+	if (!*reg)
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "MUL_MAT: reading the row regime (src2) failed");
+	return ALICE_OK;
+}
+
+/* The part of a GEMM op's columns from m: [m, *e). true: a run of one
+ * sequence's rows (count > MMV_MAX_M), one GEMM of exactly its own M;
+ * false: mat-vec rows up to the next such run. Without src2, one run. */
+static bool mm_next_part(const int32_t *reg, int64_t M, int64_t m, int64_t *e)
+{
+	if (!reg) {
+		*e = M;
+		return true;
+	}
+	int64_t c = reg[2 * m];
+	*e = m + c;
+	if (c > MMV_MAX_M && reg[2 * m + 1] == 0 && *e <= M && reg[2 * (*e - 1) + 1] == c - 1 && reg[2 * (*e - 1)] == c)
+		return true;
+	for (*e = m + 1; *e < M; ++*e) {
+		int64_t c2 = reg[2 * *e];
+		if (c2 > MMV_MAX_M && reg[2 * *e + 1] == 0 && *e + c2 <= M && reg[2 * (*e + c2 - 1) + 1] == c2 - 1)
+			break;
+	}
+	return false;
+}
+
 /* Batch invariance: a sequence's rows get the kernel, and so the summation
  * order, they would get alone. With src2 (each row's sequence row count and
  * index) a run of one sequence's rows with count > MMV_MAX_M is one GEMM
@@ -860,13 +922,9 @@ enum alice_status cu_op_mul_mat(const struct alice_op_args *a)
 	bool mmv = mm_use_mmv(a);
 	const int32_t *reg = NULL;
 	if (!mmv && rg && !mm_plain_odd(w)) {
-		if (rg->type != ALICE_TYPE_I32 || rg->ne[0] < 2 || rg->ne[1] != M || rg->nb[0] != 4 ||
-		    x->ne[2] * x->ne[3] != 1)
-			return cu_fail(ctx, ALICE_ERR_INVALID, "MUL_MAT: row regime (src2) must be I32 [2, %lld] with unbatched activations",
-				       (long long)M);
-		reg = mm_regime(ctx, rg, M);
-		if (!reg)
-			return cu_fail(ctx, ALICE_ERR_BACKEND, "MUL_MAT: reading the row regime (src2) failed");
+		enum alice_status st = mm_regime_check(ctx, x, rg, M, &reg);
+		if (st != ALICE_OK)
+			return st;
 	}
 	for (int64_t i3 = 0; i3 < x->ne[3]; i3++) {
 		for (int64_t i2 = 0; i2 < x->ne[2]; i2++) {
@@ -879,27 +937,12 @@ enum alice_status cu_op_mul_mat(const struct alice_op_args *a)
 					return st;
 				continue;
 			}
-			/* parts: GEMM runs of one sequence, mat-vec rows between them */
-			int64_t m = 0;
-			while (m < M) {
-				int64_t c = reg[2 * m], e = m + c;
-				bool run = c > MMV_MAX_M && reg[2 * m + 1] == 0 && e <= M && reg[2 * (e - 1) + 1] == c - 1 &&
-					   reg[2 * (e - 1)] == c;
-				if (!run) {
-					e = m + 1;
-					while (e < M) {
-						int64_t c2 = reg[2 * e];
-						if (c2 > MMV_MAX_M && reg[2 * e + 1] == 0 && e + c2 <= M &&
-						    reg[2 * (e + c2 - 1) + 1] == c2 - 1)
-							break;
-						e++;
-					}
-				}
+			for (int64_t m = 0, e; m < M; m = e) {
+				const bool run = mm_next_part(reg, M, m, &e);
 				enum alice_status st = mm_block(ctx, w, wb, xb + m * x->nb[1], x->nb[0], x->nb[1],
 								db + m * dcs, drs, dcs, e - m, !run);
 				if (st != ALICE_OK)
 					return st;
-				m = e;
 			}
 		}
 	}
@@ -946,16 +989,16 @@ int cu_mul_mat_fusable(const struct alice_op_args *a, int n)
 	return k;
 }
 
-/* glu: the GLU node after a gate/up pair (n == 2), computed in the same
- * launch; NULL for none. */
-enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const struct alice_op_args *glu)
+/* The mat-vecs of a[0..n) (one input, one dst column stride) on columns
+ * [m0, m0 + Mp), with the GLU after a gate/up pair when glu. */
+static enum alice_status mmv_multi(const struct alice_op_args *a, int n, const struct alice_op_args *glu, int64_t m0,
+				   int64_t Mp)
 {
-	if (n == 1)
-		return cu_op_mul_mat(a);
 	struct alice_backend_ctx *ctx = a[0].ctx;
 	const struct alice_tensor *x = a[0].src[1];
 	struct mmv_set set;
 	memset(&set, 0, sizeof(set));
+	int64_t dcs = a[0].dst->nb[1] / 4;
 	for (int i = 0; i < n; i++) {
 		const struct alice_tensor *w = a[i].src[0], *d = a[i].dst;
 		if (w->ne[2] * w->ne[3] != 1 || d->ne[0] != w->ne[1])
@@ -965,17 +1008,18 @@ enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const s
 				       alice_type_name(w->type));
 		set.w[i] = tdata(w);
 		set.wnb1[i] = w->nb[1];
-		set.d[i] = (float *)tdata(d);
+		set.d[i] = (float *)tdata(d) + m0 * dcs;
 		set.drs[i] = d->nb[0] / 4;
 		set.N[i] = w->ne[1];
 	}
-	int64_t K = x->ne[0], M = x->ne[1], xcs = x->nb[1] / 4, dcs = a[0].dst->nb[1] / 4;
-	const float *xd = (const float *)tdata(x);
+	int64_t K = x->ne[0], xcs = x->nb[1] / 4;
+	const uint8_t *xb = tdata(x) + m0 * x->nb[1];
+	const float *xd = (const float *)xb;
 	cudaStream_t s = ctx->stream;
 	if (glu) {
-		set.h = (float *)tdata(glu->dst);
 		set.hrs = glu->dst->nb[0] / 4;
 		set.hcs = glu->dst->nb[1] / 4;
+		set.h = (float *)tdata(glu->dst) + m0 * set.hcs;
 		set.act = glu->node->ip[0];
 	}
 	const uint32_t kt = cu_ktype(a[0].src[0]);
@@ -983,20 +1027,259 @@ enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const s
 		bool stage = glu && t_overlap(glu->dst, x);
 		for (int i = 0; i < n; i++)
 			stage = stage || t_overlap(a[i].dst, x);
-		return cu_mmvq(ctx, set, n, kt, tdata(x), x->nb[0], x->nb[1], dcs, K, M, glu != NULL,
-			       stage);
+		return cu_mmvq(ctx, set, n, kt, xb, x->nb[0], x->nb[1], dcs, K, Mp, glu != NULL, stage);
 	}
 	if (act_rounds(a[0].src[0])) {
-		launch_act_round(s, a[0].src[0]->type, tdata(x), x->nb[0], x->nb[1], K, M, (float *)ctx->scratch);
+		launch_act_round(s, a[0].src[0]->type, xb, x->nb[0], x->nb[1], K, Mp, (float *)ctx->scratch);
 		CUDA_LAUNCH_CHECK(ctx, "act_round");
 		xd = (const float *)ctx->scratch;
 		xcs = K;
 	}
-	auto l = [&]<int T>() { launch_mmv_t<T>(s, set, n, xd, xcs, dcs, K, M, glu != NULL); };
+	auto l = [&]<int T>() { launch_mmv_t<T>(s, set, n, xd, xcs, dcs, K, Mp, glu != NULL); };
 	if (!dispatch_type(kt, l))
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "MUL_MAT: weight type %s", alice_type_name(a[0].src[0]->type));
 	CUDA_LAUNCH_CHECK(ctx, "mmv multi");
 	return ALICE_OK;
+}
+
+/* ---- one prefill GEMM for the products of one input ----
+ * Q, K and V (gate and up) read the same activations. On a run of one
+ * sequence's rows they multiply their F16 copies, kept as one buffer
+ * (wcache.cu groups), in one GEMM into scratch; one pass then puts each
+ * member's rows in its dst (after gate/up with the GLU folded in: also
+ * h = act(gate) * up, as the GLU op computes it). A short prompt's
+ * products are few blocks each; together they fill the GPU better, with
+ * a third of the launches. One GEMM over the members' rows may take
+ * another cuBLAS kernel than each alone, so this is the product's shape
+ * for such groups whether launch fusion is on or not (ALICE_CUDA_FUSE
+ * compares bits); ALICE_CUDA_GEMM_GROUP=0 multiplies them one by one. */
+
+/* a member of a GEMM group: quantized weights that take the rounded F16
+ * path (not the integer GEMM at this M), one matrix, contiguous dst rows */
+static bool gemm_group_member(const struct alice_op_args *a, int64_t M)
+{
+	const struct alice_tensor *w = a->src[0], *d = a->dst;
+	const uint32_t t = w->type;
+	return !mm_plain_odd(w) && act_rounds(w) && !gemm_f32(t) && t != ALICE_TYPE_F16 && !gemm_split(w) &&
+	       !cu_mmq_ok(w, tdata(w), M) && w->ne[2] * w->ne[3] == 1 && d->nb[0] == 4 && d->ne[0] == w->ne[1] &&
+	       cu_packed_view_ok(w);
+}
+
+struct mm_scatter {
+	float *d[CU_WC_GROUP];
+	int64_t dcs[CU_WC_GROUP], row0[CU_WC_GROUP + 1];
+	float *h; /* GLU: h [row0[1], M] = act(Y rows of member 0) * (rows of member 1) */
+	int64_t hrs, hcs;
+	int act;
+};
+
+/* Y [Ntot, Mp] (column-major) to the members' dsts */
+__global__ void k_mm_scatter(const float *__restrict__ Y, struct mm_scatter sc, int64_t Ntot, int64_t Mp)
+{
+	pdl_wait();
+	pdl_trigger();
+	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= Ntot * Mp)
+		return;
+	const int64_t r = i % Ntot, c = i / Ntot;
+	const int j = r < sc.row0[1] ? 0 : r < sc.row0[2] ? 1 : 2;
+	const float v = Y[i];
+	sc.d[j][(r - sc.row0[j]) + c * sc.dcs[j]] = v;
+	if (sc.h && j == 0)
+		sc.h[r * sc.hrs + c * sc.hcs] = act_apply(sc.act, v) * Y[sc.row0[1] + r + c * Ntot];
+}
+
+/* The group's F16 copy (made now on first use), or NULL. */
+static const __half *gemm_group_copy(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n)
+{
+	struct cu_wc_member m[CU_WC_GROUP];
+	const struct alice_tensor *t[CU_WC_GROUP];
+	const int64_t K = a[0].src[0]->ne[0];
+	for (int i = 0; i < n; i++) {
+		t[i] = a[i].src[0];
+		m[i] = (struct cu_wc_member){tdata(t[i]), t[i]->nb[1], t[i]->ne[1], cu_ktype(t[i])};
+	}
+	const __half *h = cu_wcache_find_group(ctx, m, n, K);
+	if (h)
+		return h;
+	__half *d = cu_wcache_add_group(ctx, t, m, n, K);
+	if (!d)
+		return NULL;
+	int64_t row0 = 0;
+	bool ok = true;
+	for (int i = 0; i < n && ok; i++) {
+		__half *o = d + row0 * K;
+		auto l = [&]<int T>() { launch_dequant_t<T, __half>(ctx->stream, m[i].w, m[i].nb1, o, m[i].N, K); };
+		ok = dispatch_type(m[i].kt, l) && cudaPeekAtLastError() == cudaSuccess;
+		row0 += m[i].N;
+	}
+	if (!ok) {
+		cu_wcache_drop(ctx, m[0].w, 1);
+		return NULL;
+	}
+	cu_log(0, "cuda backend: one F16 copy for %d products of one input (%lld rows, K %lld), one GEMM per run of rows",
+	       n, (long long)row0, (long long)K);
+	return d;
+}
+
+/* Columns [m0, m0 + Mp) of the group's products: one GEMM. */
+static enum alice_status gemm_group(struct alice_backend_ctx *ctx, const struct alice_op_args *a, int n,
+				    const struct alice_op_args *glu, const __half *wh, int64_t m0, int64_t Mp)
+{
+	const struct alice_tensor *x = a[0].src[1], *w0 = a[0].src[0];
+	const int64_t K = w0->ne[0];
+	struct mm_scatter sc;
+	memset(&sc, 0, sizeof(sc));
+	int64_t Ntot = 0;
+	for (int i = 0; i < n; i++) {
+		sc.row0[i] = Ntot;
+		sc.dcs[i] = a[i].dst->nb[1] / 4;
+		sc.d[i] = (float *)tdata(a[i].dst) + m0 * sc.dcs[i];
+		Ntot += a[i].src[0]->ne[1];
+	}
+	for (int i = n; i <= CU_WC_GROUP; i++)
+		sc.row0[i] = Ntot;
+	if (glu) {
+		sc.hrs = glu->dst->nb[0] / 4;
+		sc.hcs = glu->dst->nb[1] / 4;
+		sc.h = (float *)tdata(glu->dst) + m0 * sc.hcs;
+		sc.act = glu->node->ip[0];
+	}
+	if (ctx->xq_off < align256((size_t)(Ntot * Mp) * 4) ||
+	    ctx->scratch_size < ctx->xq_off + align256((size_t)(K * Mp) * 2))
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "MUL_MAT: scratch not sized for a group of %lld rows, M %lld",
+			       (long long)Ntot, (long long)Mp);
+	/* the rounded F16 activations, staged where the members' own products
+	 * would look for them */
+	const uint8_t *xb = tdata(x) + m0 * x->nb[1];
+	__half *xs = (__half *)cu_xq_q(ctx);
+	const int xh_code = 1000 + (int)act_round_of(w0->type);
+	if (!cu_xq_has(ctx, xb, x->nb[0], x->nb[1], K, Mp, xh_code)) {
+		launch_act_round(ctx->stream, w0->type, xb, x->nb[0], x->nb[1], K, Mp, xs);
+		CUDA_LAUNCH_CHECK(ctx, "act");
+		cu_xq_set(ctx, xb, x->nb[0], x->nb[1], K, Mp, xh_code, ctx->xq_cur);
+	}
+	float *Y = (float *)ctx->scratch;
+	const float one = 1.f, zero = 0.f;
+	const double t_blas = ctx->steps ? cu_now_us() : 0; /* ALICE_CUDA_PROFILE=2 */
+	cublasStatus_t cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)Ntot, (int)Mp, (int)K, &one, wh,
+					 CUDA_R_16F, (int)K, xs, CUDA_R_16F, (int)K, &zero, Y, CUDA_R_32F, (int)Ntot,
+					 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	if (ctx->steps)
+		cu_steps_blas(ctx->steps, cu_now_us() - t_blas);
+	if (cs != CUBLAS_STATUS_SUCCESS)
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "cublasGemmEx failed: %s (N %lld, M %lld, K %lld)",
+			       cublasGetStatusString(cs), (long long)Ntot, (long long)Mp, (long long)K);
+	cu_launch(k_mm_scatter, cu_blocks(Ntot * Mp, 256), 256, ctx->stream, (const float *)Y, sc, Ntot, Mp);
+	CUDA_LAUNCH_CHECK(ctx, "mm_scatter");
+	return ALICE_OK;
+}
+
+/* Member a's product on columns [m0, m0 + Mp) (unbatched activations). */
+static enum alice_status mm_cols(const struct alice_op_args *a, int64_t m0, int64_t Mp, bool mmv)
+{
+	const struct alice_tensor *w = a->src[0], *x = a->src[1], *d = a->dst;
+	const int64_t dcs = d->nb[1] / 4;
+	return mm_block(a->ctx, w, tdata(w), tdata(x) + m0 * x->nb[1], x->nb[0], x->nb[1],
+			(float *)tdata(d) + m0 * dcs, d->nb[0] / 4, dcs, Mp, mmv);
+}
+
+/* a[0..n) as one group: GEMM runs grouped, mat-vec columns between them
+ * as the members' own products (or their fused mat-vec where launch
+ * fusion is on). glu (a gate/up pair's GLU, with fusion on): folded in
+ * when every part can take it; *glu_done says whether it was. */
+static enum alice_status gemm_multi(const struct alice_op_args *a, int n, const struct alice_op_args *glu,
+				    bool *glu_done)
+{
+	struct alice_backend_ctx *ctx = a[0].ctx;
+	const struct alice_tensor *x = a[0].src[1], *rg = a[0].src[2];
+	const int64_t M = x->ne[1];
+	*glu_done = false;
+	const int32_t *reg = NULL;
+	if (rg) {
+		enum alice_status st = mm_regime_check(ctx, x, rg, M, &reg);
+		if (st != ALICE_OK)
+			return st;
+	}
+	/* mat-vec parts fuse as the decode's members do: one dst column stride */
+	bool fuse = ctx->fuse && mm_x_dense(x);
+	for (int i = 1; i < n; i++)
+		fuse = fuse && a[i].dst->nb[1] == a[0].dst->nb[1] && cu_ktype(a[i].src[0]) == cu_ktype(a[0].src[0]);
+	const __half *wh = NULL;
+	bool any_run = false, all_group = true, any_mmv = false;
+	for (int64_t m = 0, e; m < M; m = e) {
+		const bool run = mm_next_part(reg, M, m, &e);
+		any_run = any_run || run;
+		any_mmv = any_mmv || !run;
+		for (int i = 0; i < n && run; i++)
+			all_group = all_group && gemm_group_member(&a[i], e - m);
+	}
+	if (any_run && all_group)
+		wh = gemm_group_copy(ctx, a, n);
+	*glu_done = glu && (!any_run || wh) && (!any_mmv || fuse);
+	for (int64_t m = 0, e; m < M; m = e) {
+		const bool run = mm_next_part(reg, M, m, &e);
+		enum alice_status st = ALICE_OK;
+		if (run && wh)
+			st = gemm_group(ctx, a, n, *glu_done ? glu : NULL, wh, m, e - m);
+		else if (!run && fuse)
+			st = mmv_multi(a, n, *glu_done ? glu : NULL, m, e - m);
+		else
+			for (int i = 0; i < n && st == ALICE_OK; i++)
+				st = mm_cols(&a[i], m, e - m, !run);
+		if (st != ALICE_OK)
+			return st;
+	}
+	return ALICE_OK;
+}
+
+/* How many of the consecutive MUL_MATs a[0..n) run as one group: the
+ * decode's mat-vecs with launch fusion on (cu_mul_mat_fusable), else
+ * products of one input and one row regime, each a single matrix of one
+ * K with the same activation rounding, none reading what an earlier one
+ * writes. */
+int cu_mul_mat_group(const struct alice_op_args *a, int n, bool fuse)
+{
+	if (mm_use_mmv(&a[0]))
+		return fuse ? cu_mul_mat_fusable(a, n) : 1;
+	const struct alice_tensor *w0 = a[0].src[0], *x = a[0].src[1];
+	if (!a[0].ctx->gemm_group || x->ne[2] * x->ne[3] != 1 || w0->ne[2] * w0->ne[3] != 1 || !act_rounds(w0))
+		return 1;
+	int k = 1;
+	while (k < n && k < CU_WC_GROUP) {
+		const struct alice_tensor *w = a[k].src[0], *d = a[k].dst;
+		if (a[k].node->src[1] != a[0].node->src[1] || a[k].node->src[2] != a[0].node->src[2] ||
+		    w->ne[0] != w0->ne[0] || w->ne[2] * w->ne[3] != 1 || !act_rounds(w) ||
+		    act_round_of(w->type) != act_round_of(w0->type) || d->ne[1] != x->ne[1])
+			break;
+		bool dep = false;
+		for (int j = 0; j < k; j++)
+			dep = dep || t_overlap(w, a[j].dst) || t_overlap(d, a[j].dst);
+		if (dep)
+			break;
+		k++;
+	}
+	return k;
+}
+
+/* scratch for a group of products with sumN output rows in all */
+size_t cu_mul_mat_group_scratch(const struct alice_op_args *a, int64_t sumN)
+{
+	return mm_use_mmv(a) || !a->ctx->gemm_group ? 0 : align256((size_t)(sumN * a->src[1]->ne[1]) * 4);
+}
+
+/* glu: the GLU node after a gate/up pair (n == 2), computed in the same
+ * launch where it can be (*glu_done); NULL for none. */
+enum alice_status cu_mul_mat_multi(const struct alice_op_args *a, int n, const struct alice_op_args *glu,
+				   bool *glu_done)
+{
+	*glu_done = false;
+	if (n == 1)
+		return cu_op_mul_mat(a);
+	if (!mm_use_mmv(&a[0]))
+		return gemm_multi(a, n, glu, glu_done);
+	*glu_done = glu != NULL;
+	return mmv_multi(a, n, glu, 0, a[0].src[1]->ne[1]);
 }
 
 bool cu_mul_mat_stages_x(const struct alice_op_args *a, int n)

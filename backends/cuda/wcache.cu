@@ -12,15 +12,19 @@
  * 0 turns the cache off). Weights past the budget keep the per-product
  * pass. Only tensors of weight buffers are kept; an entry is dropped when
  * its bytes are freed, written, cleared or repacked, and all of them when
- * a device allocation would otherwise fail. */
+ * a device allocation would otherwise fail.
+ *
+ * Groups: the products of one input (Q, K and V; gate and up) keep their
+ * copies as one [sum N][K] buffer, members in order, so the prefill
+ * multiplies them in one GEMM (matmul.cu); a member alone is found inside
+ * its group's buffer. */
 #include "common.cuh"
 
 struct cu_wc_entry {
-	const uint8_t *w; /* the weight's device bytes */
-	int64_t nb1, N, K;
-	uint32_t kt;
-	uint64_t ext; /* bytes of the weight's rows: N x nb1 */
-	__half *h;    /* [N][K] */
+	struct cu_wc_member m[CU_WC_GROUP];
+	int n;
+	int64_t K;
+	__half *h; /* the members' rows in order: [sum N][K] */
 	size_t bytes;
 };
 
@@ -46,23 +50,50 @@ static bool wc_ensure(struct alice_backend_ctx *ctx)
 	return ctx->wc != NULL;
 }
 
+static bool wc_same(const struct cu_wc_member *a, const struct cu_wc_member *b)
+{
+	return a->w == b->w && a->nb1 == b->nb1 && a->N == b->N && a->kt == b->kt;
+}
+
 const __half *cu_wcache_find(struct alice_backend_ctx *ctx, const uint8_t *w, int64_t nb1, int64_t N, int64_t K,
 			     uint32_t kt)
 {
 	struct cu_wcache *wc = ctx->wc;
+	const struct cu_wc_member want = {w, nb1, N, kt};
 	for (int i = 0; wc && i < wc->n; i++) {
 		const struct cu_wc_entry *x = &wc->e[i];
-		if (x->w == w && x->nb1 == nb1 && x->N == N && x->K == K && x->kt == kt)
+		int64_t row0 = 0;
+		for (int j = 0; j < x->n && x->K == K; j++) {
+			if (wc_same(&x->m[j], &want))
+				return x->h + row0 * K;
+			row0 += x->m[j].N;
+		}
+	}
+	return NULL;
+}
+
+const __half *cu_wcache_find_group(struct alice_backend_ctx *ctx, const struct cu_wc_member *m, int n, int64_t K)
+{
+	struct cu_wcache *wc = ctx->wc;
+	for (int i = 0; wc && i < wc->n; i++) {
+		const struct cu_wc_entry *x = &wc->e[i];
+		bool same = x->n == n && x->K == K;
+		for (int j = 0; same && j < n; j++)
+			same = wc_same(&x->m[j], &m[j]);
+		if (same)
 			return x->h;
 	}
 	return NULL;
 }
 
-__half *cu_wcache_add(struct alice_backend_ctx *ctx, const struct alice_tensor *t, const uint8_t *w, int64_t nb1,
-		      int64_t N, int64_t K, uint32_t kt)
+__half *cu_wcache_add_group(struct alice_backend_ctx *ctx, const struct alice_tensor *const *t,
+			    const struct cu_wc_member *m, int n, int64_t K)
 {
-	if (!t->buf || t->buf->usage != ALICE_BUFFER_WEIGHTS || !wc_ensure(ctx))
+	if (n < 1 || n > CU_WC_GROUP || !wc_ensure(ctx))
 		return NULL;
+	for (int j = 0; j < n; j++)
+		if (!t[j]->buf || t[j]->buf->usage != ALICE_BUFFER_WEIGHTS)
+			return NULL;
 	struct cu_wcache *wc = ctx->wc;
 	if (!wc->budget_set) {
 		bool env;
@@ -80,7 +111,14 @@ __half *cu_wcache_add(struct alice_backend_ctx *ctx, const struct alice_tensor *
 			cu_log(1, "cuda backend: F16 copies of quantized weights for prefill, up to %.0f MiB (ALICE_CUDA_WCACHE_MB)",
 			       wc->budget / 1048576.0);
 	}
-	size_t bytes = (size_t)N * (size_t)K * 2;
+	/* a member's copy made alone before gives way to the group's */
+	if (n > 1)
+		for (int j = 0; j < n; j++)
+			if (cu_wcache_find(ctx, m[j].w, m[j].nb1, m[j].N, K, m[j].kt))
+				cu_wcache_drop(ctx, m[j].w, 1);
+	size_t bytes = 0;
+	for (int j = 0; j < n; j++)
+		bytes += (size_t)m[j].N * (size_t)K * 2;
 	if (wc->used + bytes > wc->budget) {
 		if (wc->budget && !wc->full_noted)
 			cu_log(1, "cuda backend: F16 weight copies at %.0f of %.0f MiB; further weights are dequantized per product",
@@ -102,13 +140,27 @@ __half *cu_wcache_add(struct alice_backend_ctx *ctx, const struct alice_tensor *
 		wc->budget = wc->used; /* the device is fuller than the budget assumed */
 		return NULL;
 	}
-	wc->e[wc->n++] = (struct cu_wc_entry){w, nb1, N, K, kt, (uint64_t)N * (uint64_t)nb1, h, bytes};
+	struct cu_wc_entry *x = &wc->e[wc->n++];
+	memset(x, 0, sizeof(*x));
+	for (int j = 0; j < n; j++)
+		x->m[j] = m[j];
+	x->n = n;
+	x->K = K;
+	x->h = h;
+	x->bytes = bytes;
 	wc->used += bytes;
 	return h;
 }
 
-/* The entries whose weight bytes overlap [lo, lo + len). Work in flight
- * may still read them: the stream is drained first. */
+__half *cu_wcache_add(struct alice_backend_ctx *ctx, const struct alice_tensor *t, const uint8_t *w, int64_t nb1,
+		      int64_t N, int64_t K, uint32_t kt)
+{
+	const struct cu_wc_member m = {w, nb1, N, kt};
+	return cu_wcache_add_group(ctx, &t, &m, 1, K);
+}
+
+/* The entries with a member whose weight bytes overlap [lo, lo + len).
+ * Work in flight may still read them: the stream is drained first. */
 void cu_wcache_drop(struct alice_backend_ctx *ctx, const uint8_t *lo, uint64_t len)
 {
 	struct cu_wcache *wc = ctx->wc;
@@ -118,7 +170,10 @@ void cu_wcache_drop(struct alice_backend_ctx *ctx, const uint8_t *lo, uint64_t l
 	int k = 0;
 	for (int i = 0; i < wc->n; i++) {
 		struct cu_wc_entry *x = &wc->e[i];
-		if (x->w < lo + len && lo < x->w + x->ext) {
+		bool hit = false;
+		for (int j = 0; j < x->n; j++)
+			hit = hit || (x->m[j].w < lo + len && lo < x->m[j].w + (uint64_t)x->m[j].N * (uint64_t)x->m[j].nb1);
+		if (hit) {
 			if (!synced)
 				cudaStreamSynchronize(ctx->stream);
 			synced = true;

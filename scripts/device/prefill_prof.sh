@@ -4,7 +4,7 @@
 # ALICE_CUDA_PROFILE=1 tables, and an nsys kernel / API summary (GPU busy
 # time against wall time) when nsys is there. Here: scripts/device/pack.sh
 # BUILD vocab/ggml-vocab-llama-bpe.gguf; there: . scripts/device/setup.sh
-# .devbuild && scripts/device/prefill_prof.sh [check rate prof nsys ncu]
+# .devbuild && scripts/device/prefill_prof.sh [check rate prof nsys kern ncu]
 set -u
 stages=${*:-check rate prof nsys}
 . "$(dirname "$0")/lib.sh" pprof
@@ -49,6 +49,22 @@ for m in ${MODELS:-llama-1b:Q4_K_M}; do
     done
   elif has nsys; then echo "nsys: not found"; fi
 done
+# kern: every kernel of one prefill forward timed by Nsight Compute (no
+# cache flush, clocks as they are): GPU busy time against the forward's span
+if has kern; then
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  if [ -z "$ncu" ]; then echo "ncu: not found"; else
+    for m in ${MODELS:-llama-1b:Q4_K_M}; do
+      mk ${m%%:*} ${m##*:}; f=/tmp/${m%%:*}-${m##*:}.gguf
+      for q in ${KERN_MMQ:-0}; do
+        timeout 400 "$ncu" --metrics gpu__time_duration.sum --cache-control none --clock-control none --csv \
+          --print-units base env ALICE_CUDA_MMQ=$q "$b/bin/alice-bench" -m $f --backend cuda -p $P -n 0 -r 2 \
+          > "$out/kern_$q.csv" 2> "$out/kern_$q.err"
+        echo "== ncu $m pp$P ALICE_CUDA_MMQ=$q: rc $?"; python3 scripts/device/ncu_fwd.py "$out/kern_$q.csv"
+      done
+    done
+  fi
+fi
 # Nsight Compute on the integer GEMM: one launch each of (K N M type) shapes
 if has ncu; then
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
