@@ -665,7 +665,7 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			if (i + 2 < g->n_nodes && g->nodes[i + 2].op == ALICE_OP_MUL_MAT &&
 			    g->nodes[i + 2].src[1] == g->nodes[i + 1].dst &&
 			    prepare_node(ctx, g, &g->nodes[i + 2], &a[2], &scr) == ALICE_OK)
-				qk = cu_mul_mat_xq(&a[2]);
+				qk = cu_mul_mat_xq(&a[2]) ? cu_mul_mat_xq(&a[2]) : -cu_mul_mat_xh(&a[2]);
 			st = cu_add_rms_norm(&a[0], &a[1], qk);
 			if (st == ALICE_OK) {
 				i++;

@@ -402,6 +402,14 @@ static inline void cu_xq_set(struct alice_backend_ctx *ctx, const uint8_t *x, in
 	ctx->xq = c;
 }
 
+/* The staged F16 GEMM operand's codes (cu_xq qk): activations rounded as
+ * Q8_0 / Q8_K blocks, then to F16 (matmul.cu's act_round + 1000). */
+#define CU_XH_Q8_0 1003
+#define CU_XH_Q8_K 1004
+/* CU_XH_*: this MUL_MAT runs as one F16 GEMM (or group) that takes its
+ * activations rounded so, from the staged region when there; 0: not */
+int cu_mul_mat_xh(const struct alice_op_args *a) CU_HIDDEN;
+
 /* ADD whose result feeds the next node, an RMS_NORM: one pass. */
 bool cu_add_rms_fusable(const struct alice_op_args *add, const struct alice_op_args *norm) CU_HIDDEN;
 /* The fused pass stays right when its outputs alias its inputs row for row
@@ -409,7 +417,8 @@ bool cu_add_rms_fusable(const struct alice_op_args *add, const struct alice_op_a
  * block, completely, before that block writes it. */
 bool cu_add_rms_alias_ok(const struct alice_op_args *add, const struct alice_op_args *norm) CU_HIDDEN;
 /* qk 256 / 32: also writes the normalized rows quantized (Q8_K / Q8_0
- * rounding) where the next mat-vec looks for them (ctx->xq); 0: not */
+ * rounding) where the next mat-vec looks for them (ctx->xq); -CU_XH_*: the
+ * rounded rows as F16 where the next GEMM looks for them; 0: neither */
 enum alice_status cu_add_rms_norm(const struct alice_op_args *add, const struct alice_op_args *norm, int qk) CU_HIDDEN;
 
 /* Two consecutive ROPEs (q, k) or KV_WRITEs (K, V) as one launch. */

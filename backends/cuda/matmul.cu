@@ -1299,6 +1299,19 @@ bool cu_mul_mat_glu_fusable(const struct alice_op_args *a, const struct alice_op
 	       a[0].dst->nb[1] == a[1].dst->nb[1];
 }
 
+static_assert(1000 + AR_Q8_0 == CU_XH_Q8_0 && 1000 + AR_Q8_K == CU_XH_Q8_K, "staged F16 operand codes");
+
+int cu_mul_mat_xh(const struct alice_op_args *a)
+{
+	const struct alice_tensor *w = a->src[0], *x = a->src[1];
+	const int64_t M = x->ne[1];
+	if (mm_use_mmv(a) || mm_plain_odd(w) || x->ne[2] * x->ne[3] != 1 || w->ne[2] * w->ne[3] != 1 ||
+	    !act_rounds(w) || gemm_f32(w->type) || gemm_split(w) || cu_mmq_ok(w, tdata(w), M))
+		return 0;
+	const enum act_round r = act_round_of(w->type);
+	return r == AR_Q8_0 || r == AR_Q8_K ? 1000 + (int)r : 0;
+}
+
 int cu_mul_mat_xq(const struct alice_op_args *a)
 {
 	const struct alice_tensor *w = a->src[0], *x = a->src[1];

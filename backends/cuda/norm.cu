@@ -73,6 +73,8 @@ __device__ static inline void norm_out(const float *v, const uint8_t *__restrict
 		store8(dr, dnb0, k, n, vec & NORM_VEC_X, t);
 		if constexpr (QK > 0)
 			quant_regs<QK>(t, threadIdx.x & 31, k, q, qd, k < n);
+		else if constexpr (QK < 0)
+			quant_regs<-QK, true>(t, threadIdx.x & 31, k, NULL, NULL, k < n, NULL, (__half *)q);
 	}
 }
 
@@ -173,7 +175,9 @@ enum alice_status cu_op_l2_norm(const struct alice_op_args *a)
  * and the next sublayer's norm), in one pass: the sum is written out and
  * normalized from registers. Same float operations as the two ops apart.
  * QK > 0: the output also quantized for the mat-vec that reads it next
- * (mmvq.cu layout: column r at q + r*n, scales at qd + r*n/32). */
+ * (mmvq.cu layout: column r at q + r*n, scales at qd + r*n/32); QK < 0:
+ * rounded as for -QK blocks and stored as F16 [rows][n] at q, the F16
+ * GEMM's operand for the products that read it next (matmul.cu). */
 template <int QK, int R>
 __global__ void __launch_bounds__(NORM_THREADS)
 k_add_rms(uint8_t *__restrict__ s, struct cu_view sv, const uint8_t *__restrict__ a, struct cu_view av,
@@ -210,8 +214,8 @@ k_add_rms(uint8_t *__restrict__ s, struct cu_view sv, const uint8_t *__restrict_
 	}
 	float tot = block_sum(ss);
 	float scale = 1.f / sqrtf(tot / (float)n + eps);
-	norm_out<QK, R>(v, sr, sv.nb[0], scale, w, wnb0, dr, dv.nb[0], n, vec, QK ? q + r * n : NULL,
-			QK ? qd + r * (n / 32) : NULL);
+	norm_out<QK, R>(v, sr, sv.nb[0], scale, w, wnb0, dr, dv.nb[0], n, vec,
+			QK > 0 ? q + r * n : QK < 0 ? q + r * n * 2 : NULL, QK > 0 ? qd + r * (n / 32) : NULL);
 }
 
 static uint64_t view_span(const struct alice_tensor *t)
@@ -270,12 +274,20 @@ enum alice_status cu_add_rms_norm(const struct alice_op_args *add, const struct 
 				  *w = norm->src[1];
 	int64_t rows = s->ne[1] * s->ne[2] * s->ne[3], K = s->ne[0];
 	const uint8_t *wp = w ? tdata(w) : NULL;
-	/* quantized output only where the mat-vec's staging holds it */
-	if ((qk != 32 && qk != 256) || K % qk != 0 || s->ne[2] * s->ne[3] != 1 || rows > MMV_MAX_M ||
-	    ctx->scratch_size < ctx->xq_off + cu_mmvq_scratch(ALICE_TYPE_Q8_0, K, rows))
+	/* quantized output only where the mat-vec's staging holds it; F16
+	 * rounded output (qk < 0) where the GEMM's does */
+	const int xh = qk < 0 ? -qk : 0;
+	if (xh) {
+		qk = xh == CU_XH_Q8_K ? -256 : xh == CU_XH_Q8_0 ? -32 : 0;
+		if (qk && (K % -qk != 0 || s->ne[2] * s->ne[3] != 1 ||
+			   ctx->scratch_size < ctx->xq_off + (size_t)(K * rows) * 2))
+			qk = 0;
+	} else if ((qk != 32 && qk != 256) || K % qk != 0 || s->ne[2] * s->ne[3] != 1 || rows > MMV_MAX_M ||
+		   ctx->scratch_size < ctx->xq_off + cu_mmvq_scratch(ALICE_TYPE_Q8_0, K, rows)) {
 		qk = 0;
+	}
 	int8_t *q = qk ? cu_xq_q(ctx) : NULL;
-	float *qd = qk ? cu_xq_d(ctx, K, rows) : NULL;
+	float *qd = qk > 0 ? cu_xq_d(ctx, K, rows) : NULL;
 	int vec = (vec_rows(s) && vec_rows(a) && vec_rows(b) && vec_rows(d) ? NORM_VEC_X : 0) |
 		  (w && vec_rows(w) ? NORM_VEC_W : 0);
 	auto l = [&](auto kern) {
@@ -289,11 +301,15 @@ enum alice_status cu_add_rms_norm(const struct alice_op_args *add, const struct 
 			l(k_add_rms<256, R>);
 		else if (qk == 32)
 			l(k_add_rms<32, R>);
+		else if (qk == -256)
+			l(k_add_rms<-256, R>);
+		else if (qk == -32)
+			l(k_add_rms<-32, R>);
 		else
 			l(k_add_rms<0, R>);
 	});
 	CUDA_LAUNCH_CHECK(ctx, "add+rms_norm");
 	if (qk)
-		cu_xq_set(ctx, tdata(d), d->nb[0], d->nb[1], K, rows, qk, norm->node->dst);
+		cu_xq_set(ctx, tdata(d), d->nb[0], d->nb[1], K, rows, qk > 0 ? qk : xh, norm->node->dst);
 	return ALICE_OK;
 }

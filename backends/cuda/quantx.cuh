@@ -33,12 +33,15 @@ __device__ static inline void warp_amax_first(float &amax, float &mx, int &idx)
 
 /* v: this lane's 8 consecutive values, which start at value k of the
  * column (k % 8 == 0; QK = 256: k = k0 + 8*lane of a 256-aligned block k0).
- * Quants go to q[k ..], scales to d[k/32 ..]. Every lane of the warp must
+ * Quants go to q[k ..], scales to d[k/32 ..]; H: instead, the rounded
+ * values d q as F16 to h[k ..] (the F16 GEMM's operand, matmul.cu's
+ * k_act_round). Every lane of the warp must
  * call it (shuffles); lanes with present == false (past the column's end:
  * their whole group is) store nothing. */
-template <int QK>
+template <int QK, bool H = false>
 __device__ static inline void quant_regs(const float v[8], int lane, int64_t k, int8_t *__restrict__ q,
-					 float *__restrict__ d, bool present, float *__restrict__ s = nullptr)
+					 float *__restrict__ d, bool present, float *__restrict__ s = nullptr,
+					 __half *__restrict__ h = nullptr)
 {
 	uint32_t w[2] = { 0, 0 };
 	if constexpr (QK == 32) {
@@ -55,6 +58,14 @@ __device__ static inline void quant_regs(const float v[8], int lane, int64_t k, 
 			const int qi = (int)rintf(v[i] * id);
 			sum += qi;
 			w[i / 4] |= ((uint32_t)qi & 0xffu) << (8 * (i % 4));
+		}
+		if constexpr (H) { /* the rounded values as the F16 GEMM's operand */
+			const float dh = __half2float(__float2half_rn(dd));
+			if (present)
+#pragma unroll
+				for (int i = 0; i < 8; i++)
+					h[k + i] = __float2half_rn(dh * (float)(int8_t)(w[i / 4] >> (8 * (i % 4))));
+			return;
 		}
 		if (present && (lane & 3) == 0)
 			d[k / 32] = __half2float(__float2half_rn(dd));
@@ -84,6 +95,13 @@ __device__ static inline void quant_regs(const float v[8], int lane, int64_t k, 
 		for (int i = 0; i < 8; i++) {
 			int qi = amax == 0.f ? 0 : (int)fminf(rintf(iscale * v[i]), 127.0f);
 			w[i / 4] |= ((uint32_t)qi & 0xffu) << (8 * (i % 4));
+		}
+		if constexpr (H) {
+			if (present)
+#pragma unroll
+				for (int i = 0; i < 8; i++)
+					h[k + i] = __float2half_rn(dd * (float)(int8_t)(w[i / 4] >> (8 * (i % 4))));
+			return;
 		}
 		if (present && lane < 8)
 			d[(k - 8 * lane) / 32 + lane] = dd;
