@@ -696,6 +696,12 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 				i++;
 				continue;
 			}
+		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_GLU && ctx->fuse && i + 1 < g->n_nodes &&
+			   g->nodes[i + 1].op == ALICE_OP_MUL_MAT && g->nodes[i + 1].src[1] == g->nodes[i].dst &&
+			   cu_glu_round_ok(&a[0]) && group_safe(a, 1, false) &&
+			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK && cu_mul_mat_xh(&a[1])) {
+			/* the GLU, and its result rounded for the GEMM after it */
+			st = cu_glu_round(&a[0], cu_mul_mat_xh(&a[1]));
 		} else if (st == ALICE_OK) {
 			st = op_fns[g->nodes[i].op](&a[0]);
 		}

@@ -409,6 +409,10 @@ static inline void cu_xq_set(struct alice_backend_ctx *ctx, const uint8_t *x, in
 /* CU_XH_*: this MUL_MAT runs as one F16 GEMM (or group) that takes its
  * activations rounded so, from the staged region when there; 0: not */
 int cu_mul_mat_xh(const struct alice_op_args *a) CU_HIDDEN;
+/* GLU whose result the next node multiplies as an F16 GEMM (xh: its
+ * cu_mul_mat_xh): written out and staged rounded in one pass. */
+bool cu_glu_round_ok(const struct alice_op_args *glu) CU_HIDDEN;
+enum alice_status cu_glu_round(const struct alice_op_args *glu, int xh) CU_HIDDEN;
 
 /* ADD whose result feeds the next node, an RMS_NORM: one pass. */
 bool cu_add_rms_fusable(const struct alice_op_args *add, const struct alice_op_args *norm) CU_HIDDEN;

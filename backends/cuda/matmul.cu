@@ -402,24 +402,12 @@ __device__ static inline void st_act(__half *p, float v)
 	*p = __float2half_rn(v);
 }
 
-/* One warp per 32 (F16/BF16/Q8_0) or 256 (Q8_K) activations of a [K, M]
- * strided view; out is dense [M, K]. */
+/* A warp's block of activations (lane: v[i] = value lane + 32 i) rounded
+ * for weight rounding R, stored to o (the block's first value). */
 template <int R, typename O>
-__global__ void k_act_round(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
-			    O *__restrict__ out)
+__device__ static inline void act_round_store(const float *v, int lane, O *o)
 {
 	constexpr int BS = R == AR_Q8_K ? 256 : 32, PER = BS / 32;
-	const int lane = threadIdx.x & 31;
-	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-	const int64_t nb = K / BS;
-	if (blk >= nb * M)
-		return;
-	const int64_t m = blk / nb, k0 = (blk % nb) * BS;
-	float v[PER];
-#pragma unroll
-	for (int i = 0; i < PER; i++)
-		v[i] = *(const float *)(x + (k0 + lane + 32 * i) * nb0 + m * nb1);
-	O *o = out + m * K + k0;
 	if constexpr (R == AR_F16 || R == AR_BF16) {
 		st_act(o + lane, R == AR_F16 ? __half2float(__float2half_rn(v[0])) : __bfloat162float(__float2bfloat16_rn(v[0])));
 	} else if constexpr (R == AR_Q8_0) {
@@ -453,6 +441,52 @@ __global__ void k_act_round(const uint8_t *__restrict__ x, int64_t nb0, int64_t 
 				st_act(o + lane + 32 * i, d * fminf(rintf(iscale * v[i]), 127.0f));
 		}
 	}
+}
+
+/* One warp per 32 (F16/BF16/Q8_0) or 256 (Q8_K) activations of a [K, M]
+ * strided view; out is dense [M, K]. */
+template <int R, typename O>
+__global__ void k_act_round(const uint8_t *__restrict__ x, int64_t nb0, int64_t nb1, int64_t K, int64_t M,
+			    O *__restrict__ out)
+{
+	constexpr int BS = R == AR_Q8_K ? 256 : 32, PER = BS / 32;
+	const int lane = threadIdx.x & 31;
+	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+	const int64_t nb = K / BS;
+	if (blk >= nb * M)
+		return;
+	const int64_t m = blk / nb, k0 = (blk % nb) * BS;
+	float v[PER];
+#pragma unroll
+	for (int i = 0; i < PER; i++)
+		v[i] = *(const float *)(x + (k0 + lane + 32 * i) * nb0 + m * nb1);
+	act_round_store<R>(v, lane, out + m * K + k0);
+}
+
+/* The GLU h = act(g) * u ([K, M], rows of 4-byte values: the GLU op's
+ * arithmetic) written out and, rounded for R, as the F16 GEMM's operand
+ * (dense [M, K]) of the product that reads h next: one pass. */
+template <int R>
+__global__ void k_glu_round(const uint8_t *__restrict__ g, int64_t gnb1, const uint8_t *__restrict__ u, int64_t unb1,
+			    uint8_t *__restrict__ h, int64_t hnb1, int act, int64_t K, int64_t M, __half *__restrict__ out)
+{
+	pdl_wait();
+	pdl_trigger();
+	constexpr int BS = R == AR_Q8_K ? 256 : 32, PER = BS / 32;
+	const int lane = threadIdx.x & 31;
+	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+	const int64_t nb = K / BS;
+	if (blk >= nb * M)
+		return;
+	const int64_t m = blk / nb, k0 = (blk % nb) * BS;
+	float v[PER];
+#pragma unroll
+	for (int i = 0; i < PER; i++) {
+		const int64_t k = k0 + lane + 32 * i;
+		v[i] = act_apply(act, *(const float *)(g + k * 4 + m * gnb1)) * *(const float *)(u + k * 4 + m * unb1);
+		*(float *)(h + k * 4 + m * hnb1) = v[i];
+	}
+	act_round_store<R>(v, lane, out + m * K + k0);
 }
 
 /* Round the [K, M] view at x into dense out (F32, or F16 for the F16
@@ -1073,20 +1107,33 @@ struct mm_scatter {
 	int act;
 };
 
-/* Y [Ntot, Mp] (column-major) to the members' dsts */
-__global__ void k_mm_scatter(const float *__restrict__ Y, struct mm_scatter sc, int64_t Ntot, int64_t Mp)
+/* Y [Ntot, Mp] (column-major) to the members' dsts: block (x, c) takes
+ * 256 rows of column c */
+__global__ void k_mm_scatter(const float *__restrict__ Y, struct mm_scatter sc, int Ntot)
 {
 	pdl_wait();
 	pdl_trigger();
-	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= Ntot * Mp)
+	const int r = blockIdx.x * blockDim.x + threadIdx.x;
+	if (r >= Ntot)
 		return;
-	const int64_t r = i % Ntot, c = i / Ntot;
+	const int64_t c = blockIdx.y;
 	const int j = r < sc.row0[1] ? 0 : r < sc.row0[2] ? 1 : 2;
-	const float v = Y[i];
+	const float v = Y[r + c * Ntot];
 	sc.d[j][(r - sc.row0[j]) + c * sc.dcs[j]] = v;
 	if (sc.h && j == 0)
 		sc.h[r * sc.hrs + c * sc.hcs] = act_apply(sc.act, v) * Y[sc.row0[1] + r + c * Ntot];
+}
+
+/* One GEMM pays where the members' own GEMMs would leave the GPU short of
+ * work: their 64 x 64 output tiles together fewer than two per SM (Q, K
+ * and V of a short prompt; measured: gate and up of a 1B model at 114
+ * rows take as long as one GEMM as two, and the extra pass loses). */
+static bool gemm_group_pays(const struct alice_op_args *a, int n, int64_t Mp)
+{
+	int64_t tiles = 0;
+	for (int i = 0; i < n; i++)
+		tiles += (a[i].src[0]->ne[1] + 63) / 64 * ((Mp + 63) / 64);
+	return tiles < 2 * (int64_t)a[0].ctx->n_sm;
 }
 
 /* The group's F16 copy (made now on first use), or NULL. */
@@ -1170,7 +1217,8 @@ static enum alice_status gemm_group(struct alice_backend_ctx *ctx, const struct 
 	if (cs != CUBLAS_STATUS_SUCCESS)
 		return cu_fail(ctx, ALICE_ERR_BACKEND, "cublasGemmEx failed: %s (N %lld, M %lld, K %lld)",
 			       cublasGetStatusString(cs), (long long)Ntot, (long long)Mp, (long long)K);
-	cu_launch(k_mm_scatter, cu_blocks(Ntot * Mp, 256), 256, ctx->stream, (const float *)Y, sc, Ntot, Mp);
+	cu_launch(k_mm_scatter, dim3((unsigned)((Ntot + 255) / 256), (unsigned)Mp), 256, ctx->stream, (const float *)Y,
+		  sc, (int)Ntot);
 	CUDA_LAUNCH_CHECK(ctx, "mm_scatter");
 	return ALICE_OK;
 }
@@ -1205,22 +1253,31 @@ static enum alice_status gemm_multi(const struct alice_op_args *a, int n, const 
 	bool fuse = ctx->fuse && mm_x_dense(x);
 	for (int i = 1; i < n; i++)
 		fuse = fuse && a[i].dst->nb[1] == a[0].dst->nb[1] && cu_ktype(a[i].src[0]) == cu_ktype(a[0].src[0]);
+	/* which runs take one GEMM: a function of the run's own length */
+	auto grouped = [&](int64_t Mp) {
+		bool ok = gemm_group_pays(a, n, Mp);
+		for (int i = 0; i < n && ok; i++)
+			ok = gemm_group_member(&a[i], Mp);
+		return ok;
+	};
 	const __half *wh = NULL;
-	bool any_run = false, all_group = true, any_mmv = false;
+	bool any_group = false, all_group = true, any_mmv = false;
 	for (int64_t m = 0, e; m < M; m = e) {
 		const bool run = mm_next_part(reg, M, m, &e);
-		any_run = any_run || run;
 		any_mmv = any_mmv || !run;
-		for (int i = 0; i < n && run; i++)
-			all_group = all_group && gemm_group_member(&a[i], e - m);
+		if (run) {
+			const bool gp = grouped(e - m);
+			any_group = any_group || gp;
+			all_group = all_group && gp;
+		}
 	}
-	if (any_run && all_group)
+	if (any_group)
 		wh = gemm_group_copy(ctx, a, n);
-	*glu_done = glu && (!any_run || wh) && (!any_mmv || fuse);
+	*glu_done = glu && all_group && (!any_group || wh) && (!any_mmv || fuse);
 	for (int64_t m = 0, e; m < M; m = e) {
 		const bool run = mm_next_part(reg, M, m, &e);
 		enum alice_status st = ALICE_OK;
-		if (run && wh)
+		if (run && wh && grouped(e - m))
 			st = gemm_group(ctx, a, n, *glu_done ? glu : NULL, wh, m, e - m);
 		else if (!run && fuse)
 			st = mmv_multi(a, n, *glu_done ? glu : NULL, m, e - m);
@@ -1310,6 +1367,37 @@ int cu_mul_mat_xh(const struct alice_op_args *a)
 		return 0;
 	const enum act_round r = act_round_of(w->type);
 	return r == AR_Q8_0 || r == AR_Q8_K ? 1000 + (int)r : 0;
+}
+
+bool cu_glu_round_ok(const struct alice_op_args *glu)
+{
+	const struct alice_tensor *h = glu->dst, *g = glu->src[0], *u = glu->src[1];
+	for (int i = 0; i < 4; i++)
+		if (g->ne[i] != h->ne[i] || u->ne[i] != h->ne[i])
+			return false;
+	return h->ne[2] * h->ne[3] == 1 && h->nb[0] == 4 && g->nb[0] == 4 && u->nb[0] == 4 && alice_bc_act_ok(glu->node->ip[0]);
+}
+
+enum alice_status cu_glu_round(const struct alice_op_args *glu, int xh)
+{
+	struct alice_backend_ctx *ctx = glu->ctx;
+	const struct alice_tensor *h = glu->dst, *g = glu->src[0], *u = glu->src[1];
+	const int64_t K = h->ne[0], M = h->ne[1];
+	const int bs = xh == CU_XH_Q8_K ? 256 : 32;
+	if ((xh != CU_XH_Q8_K && xh != CU_XH_Q8_0) || K % bs != 0 ||
+	    ctx->scratch_size < ctx->xq_off + (size_t)(K * M) * 2)
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "GLU: staging not sized for K %lld M %lld", (long long)K, (long long)M);
+	__half *out = (__half *)cu_xq_q(ctx);
+	const unsigned grid = cu_blocks(K / bs * M, 8);
+	if (xh == CU_XH_Q8_K)
+		cu_launch(k_glu_round<AR_Q8_K>, grid, 256, ctx->stream, (const uint8_t *)tdata(g), g->nb[1],
+			  (const uint8_t *)tdata(u), u->nb[1], tdata(h), h->nb[1], glu->node->ip[0], K, M, out);
+	else
+		cu_launch(k_glu_round<AR_Q8_0>, grid, 256, ctx->stream, (const uint8_t *)tdata(g), g->nb[1],
+			  (const uint8_t *)tdata(u), u->nb[1], tdata(h), h->nb[1], glu->node->ip[0], K, M, out);
+	CUDA_LAUNCH_CHECK(ctx, "glu+round");
+	cu_xq_set(ctx, tdata(h), h->nb[0], h->nb[1], K, M, xh, glu->node->dst);
+	return ALICE_OK;
 }
 
 int cu_mul_mat_xq(const struct alice_op_args *a)

@@ -11,7 +11,7 @@ rows = []
 with open(sys.argv[1], newline="") as f:
     for r in csv.DictReader(l for l in f if l.startswith('"')):
         if r.get("Metric Name") == "gpu__time_duration.sum":
-            rows.append((int(r["ID"]), r["Kernel Name"], float(r["Metric Value"])))
+            rows.append((int(r["ID"]), r["Kernel Name"], float(r["Metric Value"].replace(",", ""))))
 rows.sort()
 names = [n for _, n, _ in rows]
 p = next((q for q in range(20, len(names) // 2 + 1) if names[-2 * q:-q] == names[-q:]), None)
