@@ -443,10 +443,15 @@ size_t cu_attention_counters(const struct alice_op_args *a)
 	return att_splits(a) > 1 ? (size_t)(a->src[0]->ne[1] * a->src[0]->ne[2]) : 0;
 }
 
-/* split partials, then (flash attention) one regime byte per token */
+/* split partials */
 size_t cu_attention_scratch(const struct alice_op_args *a)
 {
-	return att_part_bytes(a) + (cu_fattn_ok(a) ? (size_t)a->src[0]->ne[2] : 0);
+	return att_part_bytes(a);
+}
+
+size_t cu_attention_regime(const struct alice_op_args *a)
+{
+	return cu_fattn_ok(a) ? (size_t)a->src[0]->ne[2] : 0;
 }
 
 enum alice_status cu_op_attention(const struct alice_op_args *a)
@@ -474,7 +479,7 @@ enum alice_status cu_op_attention(const struct alice_op_args *a)
 		return cu_fail(ctx, ALICE_ERR_UNSUPPORTED, "ATTENTION: more than 65535 heads or tokens");
 	uint8_t *tiled = NULL;
 	if (cu_fattn_ok(a)) {
-		tiled = ctx->scratch + att_part_bytes(a);
+		tiled = ctx->fa_reg;
 		enum alice_status st = cu_fattn(a, tiled);
 		if (st != ALICE_OK)
 			return st;

@@ -150,6 +150,7 @@ static void cu_free(struct alice_backend_ctx *ctx)
 		cublasDestroy(ctx->cublas);
 	cudaFree(ctx->cublas_ws);
 	cudaFree(ctx->scratch);
+	cudaFree(ctx->fa_reg);
 	cudaFree(ctx->cnt);
 	cudaFree(ctx->dflag);
 	cudaFreeHost(ctx->hflag);
@@ -530,6 +531,7 @@ static enum alice_status ensure_counters(struct alice_backend_ctx *ctx, size_t n
 	cudaFree(ctx->cnt);
 	ctx->cnt = NULL;
 	ctx->cnt_n = 0;
+	ctx->fa_key.rng = NULL;
 	ctx->scratch_gen++; /* a captured graph holds the old address */
 	cu_graph_reset(&ctx->gc);
 	cudaError_t e = cudaMalloc((void **)&ctx->cnt, n * sizeof(unsigned));
@@ -543,6 +545,29 @@ static enum alice_status ensure_counters(struct alice_backend_ctx *ctx, size_t n
 	}
 	CUDA_CHECK(ctx, cudaMemsetAsync(ctx->cnt, 0, n * sizeof(unsigned), ctx->stream));
 	ctx->cnt_n = n;
+	return ALICE_OK;
+}
+
+/* ctx->fa_reg for n tokens (allocated before any launch of the graph) */
+static enum alice_status ensure_fa_reg(struct alice_backend_ctx *ctx, size_t n)
+{
+	if (n <= ctx->fa_reg_n)
+		return ALICE_OK;
+	n = (n + 4095) & ~(size_t)4095;
+	cudaFree(ctx->fa_reg);
+	ctx->fa_reg = NULL;
+	ctx->fa_reg_n = 0;
+	ctx->fa_key.rng = NULL;
+	ctx->scratch_gen++; /* a captured graph holds the old address */
+	cu_graph_reset(&ctx->gc);
+	cudaError_t e = cudaMalloc((void **)&ctx->fa_reg, n);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		ctx->fa_reg = NULL;
+		return cu_fail(ctx, ALICE_ERR_NOMEM, "out of device memory: %zu bytes of attention regime (%s)", n,
+			       cudaGetErrorString(e));
+	}
+	ctx->fa_reg_n = n;
 	return ALICE_OK;
 }
 
@@ -796,7 +821,7 @@ static int find_captured(struct alice_backend_ctx *ctx, const struct alice_graph
  * counters) for the whole graph, so it stays put while a graph is captured. */
 static enum alice_status validate_and_size(struct alice_backend_ctx *ctx, const struct alice_graph *g)
 {
-	size_t need = 0, need_cnt = 0, need_xq = 0;
+	size_t need = 0, need_cnt = 0, need_xq = 0, need_fa = 0;
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		struct alice_op_args a;
 		size_t scr = 0;
@@ -822,8 +847,9 @@ static enum alice_status validate_and_size(struct alice_backend_ctx *ctx, const 
 			need = gs > need ? gs : need;
 		}
 		if (g->nodes[i].op == ALICE_OP_ATTENTION) {
-			size_t c = cu_attention_counters(&a);
+			size_t c = cu_attention_counters(&a), f = cu_attention_regime(&a);
 			need_cnt = c > need_cnt ? c : need_cnt;
+			need_fa = f > need_fa ? f : need_fa;
 		}
 	}
 	/* the mat-vecs' quantized activations go past every op's own scratch */
@@ -831,6 +857,8 @@ static enum alice_status validate_and_size(struct alice_backend_ctx *ctx, const 
 	enum alice_status st = ensure_scratch(ctx, ctx->xq_off + need_xq);
 	if (st == ALICE_OK)
 		st = ensure_counters(ctx, need_cnt);
+	if (st == ALICE_OK)
+		st = ensure_fa_reg(ctx, need_fa);
 	if (st != ALICE_OK)
 		cu_inputs_flush(ctx);
 	return st;

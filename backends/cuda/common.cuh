@@ -94,6 +94,16 @@ struct alice_backend_ctx {
 	size_t scratch_size;
 	uint64_t scratch_gen; /* bumped on every reallocation */
 	unsigned *cnt;        /* zeroed counters; every user leaves them at 0 */
+	/* fattn.cu: the flash-attention regime byte per token, made by a
+	 * graph's first ATTENTION and kept for its other layers (same ranges
+	 * tensor, same graph_compute: fa_key) */
+	uint8_t *fa_reg;
+	size_t fa_reg_n;
+	struct {
+		const uint8_t *rng;
+		int64_t n, nb0, nb1;
+		uint64_t compute;
+	} fa_key;
 	/* kernels that meet bad input data (a row id, cell or cell range out
 	 * of range) set bits here; graph_compute fails the call then */
 	int *dflag, *hflag;
@@ -320,6 +330,8 @@ static inline unsigned cu_blocks(int64_t n, int threads)
 size_t cu_mul_mat_scratch(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_mul_mat_staged(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_attention_scratch(const struct alice_op_args *a) CU_HIDDEN;
+/* tokens of flash-attention regime bytes an ATTENTION needs (ctx->fa_reg) */
+size_t cu_attention_regime(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_topk_scratch(const struct alice_op_args *a) CU_HIDDEN;
 size_t cu_sample_temp_scratch(const struct alice_op_args *a) CU_HIDDEN;
 /* zeroed unsigned counters ATTENTION needs (ctx->cnt) */

@@ -294,8 +294,8 @@ __global__ void k_fa_regime(const uint8_t *__restrict__ rng, int64_t rnb0, int64
 	out[t] = len >= FA_MIN_TOKENS;
 }
 
-/* shapes were checked by cu_op_attention; tiled: n_tokens bytes of
- * device scratch, filled here with each token's regime */
+/* shapes were checked by cu_op_attention; tiled: ctx->fa_reg, each
+ * token's regime (filled here by a graph's first ATTENTION) */
 enum alice_status cu_fattn(const struct alice_op_args *a, uint8_t *tiled)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
@@ -315,8 +315,19 @@ enum alice_status cu_fattn(const struct alice_op_args *a, uint8_t *tiled)
 	if (st != ALICE_OK)
 		return st;
 	p.scale = a->node->fp[0];
-	cu_launch(k_fa_regime, cu_blocks(p.n_tokens, 256), 256, ctx->stream, p.rng, p.rnb0, p.rnb1, p.n_tokens, tiled);
-	CUDA_LAUNCH_CHECK(ctx, "attention regime");
+	/* the layers of a step share their ranges: one regime for all */
+	if (!tiled || ctx->fa_reg_n < (size_t)p.n_tokens)
+		return cu_fail(ctx, ALICE_ERR_BACKEND, "ATTENTION: regime bytes not sized for %lld tokens", (long long)p.n_tokens);
+	if (ctx->fa_key.rng != p.rng || ctx->fa_key.n != p.n_tokens || ctx->fa_key.nb0 != p.rnb0 ||
+	    ctx->fa_key.nb1 != p.rnb1 || ctx->fa_key.compute != ctx->n_compute) {
+		cu_launch(k_fa_regime, cu_blocks(p.n_tokens, 256), 256, ctx->stream, p.rng, p.rnb0, p.rnb1, p.n_tokens, tiled);
+		CUDA_LAUNCH_CHECK(ctx, "attention regime");
+		ctx->fa_key.rng = p.rng;
+		ctx->fa_key.n = p.n_tokens;
+		ctx->fa_key.nb0 = p.rnb0;
+		ctx->fa_key.nb1 = p.rnb1;
+		ctx->fa_key.compute = ctx->n_compute;
+	}
 	dim3 grid((unsigned)p.n_head, (unsigned)((p.n_tokens + FA_TOK - 1) / FA_TOK));
 	if (q->ne[0] == 64)
 		cu_launch(k_fattn<64>, grid, FA_WARPS * 32, ctx->stream, (const uint8_t *)tdata(q), (const uint8_t *)tdata(k),

@@ -1117,10 +1117,16 @@ __global__ void k_mm_scatter(const float *__restrict__ Y, struct mm_scatter sc, 
 	if (r >= Ntot)
 		return;
 	const int64_t c = blockIdx.y;
-	const int j = r < sc.row0[1] ? 0 : r < sc.row0[2] ? 1 : 2;
 	const float v = Y[r + c * Ntot];
-	sc.d[j][(r - sc.row0[j]) + c * sc.dcs[j]] = v;
-	if (sc.h && j == 0)
+	/* members by constant index: a parameter array indexed at run time
+	 * would be copied to local memory by every thread */
+	if (r < sc.row0[1])
+		sc.d[0][r + c * sc.dcs[0]] = v;
+	else if (r < sc.row0[2])
+		sc.d[1][(r - sc.row0[1]) + c * sc.dcs[1]] = v;
+	else
+		sc.d[2][(r - sc.row0[2]) + c * sc.dcs[2]] = v;
+	if (sc.h && r < sc.row0[1])
 		sc.h[r * sc.hrs + c * sc.hcs] = act_apply(sc.act, v) * Y[sc.row0[1] + r + c * Ntot];
 }
 

@@ -38,15 +38,16 @@ if has ab; then
 fi
 if has kern; then
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-  for v in 1 0; do
+  for v in ${KERN_GROUPS:-1 0}; do
     timeout 300 "$ncu" --metrics gpu__time_duration.sum --cache-control none --clock-control none --csv --print-units base \
       env ALICE_CUDA_GEMM_GROUP=$v "$b/bin/alice-bench" -m "$m" --backend cuda -p 114 -n 0 -r 2 > "$out/kern$v.csv" 2> "$out/kern$v.err"
     echo "== ncu pp114 ALICE_CUDA_GEMM_GROUP=$v: rc $?"; python3 scripts/device/ncu_fwd.py "$out/kern$v.csv" 2>&1 | head -22
   done
 fi
 if has server; then
-  M=$m OUT=$out/pnew scripts/device/pipe_run.sh server1 2>&1 | tail -7
-  M=$m OUT=$out/pold ALICE_BACKEND_PATH=$PWD/$b/old scripts/device/pipe_run.sh server1 2>&1 | tail -7
-  M=$m OUT=$out/pnew2 scripts/device/pipe_run.sh server1 2>&1 | tail -7
+  for v in ${SERVERS:-new old new}; do
+    bp=${ALICE_BACKEND_PATH:-}; [ $v = old ] && bp=$PWD/$b/old
+    echo "== server, $v build"; M=$m OUT=$out/p$v ALICE_BACKEND_PATH=$bp scripts/device/pipe_run.sh server1 2>&1 | tail -7
+  done
   for p in 0 512; do timeout 60 "$b/bin/alice-bench" -m "$m" --backend cuda -p $p -n 128 -r 3 2>/dev/null | grep -E "tg128"; done
 fi
