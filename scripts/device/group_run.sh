@@ -15,7 +15,7 @@ m=/tmp/llama-1b-Q4_K_M.gguf
 if has test; then
   timeout 300 "$b/bin/backends_test_gemm_group_cuda" > "$out/gg.log" 2>&1; echo "gemm_group: rc $? $(syn "$out/gg.log")"; grep -E "outside|no group|FAIL" "$out/gg.log" | head -6
   timeout 300 "$b/bin/backends_test_wcache_cuda" > "$out/wc.log" 2>&1; echo "wcache: rc $? $(syn "$out/wc.log")"; grep -E "differ|FAIL" "$out/wc.log" | head -4
-  ALICE_TEST_OPS=MUL_MAT timeout 300 "$b/bin/backends_test_ops" > "$out/ops.log" 2>&1; echo "ops MUL_MAT: rc $? $(syn "$out/ops.log")"; grep -E "\[cuda\].*(FAIL|fail)" "$out/ops.log" | head -4
+  ALICE_TEST_OPS=MUL_MAT,ATTENTION,GLU timeout 300 "$b/bin/backends_test_ops" > "$out/ops.log" 2>&1; echo "ops MUL_MAT,ATTENTION,GLU: rc $? $(syn "$out/ops.log")"; grep -E "\[cuda\].*(FAIL|fail)" "$out/ops.log" | head -4
   ALICE_TEST_BACKEND=cuda timeout 400 "$b/bin/core_test_fusion" > "$out/fu.log" 2>&1; echo "fusion (fixtures carried: Q4_K_M, Q8_0; the others fail to open): rc $? $(syn "$out/fu.log")"; grep -E "differ" "$out/fu.log" | head -6
   ALICE_TEST_BACKEND=cuda ALICE_INV_MODEL="$m" timeout 400 "$b/bin/core_test_batch_invariance" --filter='batch/decode_*' > "$out/inv.log" 2>&1; echo "batch invariance (decode beside prefill on the carried fixtures, 1B 64 rows): rc $? $(syn "$out/inv.log")"; grep -E "differ|llama-spm" "$out/inv.log" | grep -v "No such\|open" | head -6
   for f in llama-spm-Q4_K_M llama-spm-Q8_0; do
