@@ -15,7 +15,10 @@
  * input (+ GLU), residual ADD + RMS_NORM, the q/k ROPE pair with both
  * KV_WRITEs (or either pair alone) each run as one launch, when no output
  * shares memory with the group's inputs (the core's placer keeps a node's
- * output off its predecessor's inputs, so neighbours usually qualify).
+ * output off its predecessor's inputs, so neighbours usually qualify); an
+ * ADD + RMS_NORM or a GLU before a prefill GEMM also writes that GEMM's
+ * rounded F16 operand. A short prefill's Q/K/V products are one GEMM
+ * (mm_group.cuh) with fusion on or off.
  * Bad input data (row ids, cells, cell ranges out of range, SSM sequence
  * ids outside the state) sets a device flag that fails the call after it
  * ran.
@@ -531,7 +534,6 @@ static enum alice_status ensure_counters(struct alice_backend_ctx *ctx, size_t n
 	cudaFree(ctx->cnt);
 	ctx->cnt = NULL;
 	ctx->cnt_n = 0;
-	ctx->fa_key.rng = NULL;
 	ctx->scratch_gen++; /* a captured graph holds the old address */
 	cu_graph_reset(&ctx->gc);
 	cudaError_t e = cudaMalloc((void **)&ctx->cnt, n * sizeof(unsigned));
@@ -689,8 +691,11 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			int qk = 0;
 			if (i + 2 < g->n_nodes && g->nodes[i + 2].op == ALICE_OP_MUL_MAT &&
 			    g->nodes[i + 2].src[1] == g->nodes[i + 1].dst &&
-			    prepare_node(ctx, g, &g->nodes[i + 2], &a[2], &scr) == ALICE_OK)
-				qk = cu_mul_mat_xq(&a[2]) ? cu_mul_mat_xq(&a[2]) : -cu_mul_mat_xh(&a[2]);
+			    prepare_node(ctx, g, &g->nodes[i + 2], &a[2], &scr) == ALICE_OK) {
+				qk = cu_mul_mat_xq(&a[2]); /* a mat-vec's quants, else a GEMM's F16 operand */
+				if (!qk)
+					qk = -cu_mul_mat_xh(&a[2]);
+			}
 			st = cu_add_rms_norm(&a[0], &a[1], qk);
 			if (st == ALICE_OK) {
 				i++;
