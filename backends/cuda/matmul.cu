@@ -443,6 +443,17 @@ __device__ static inline void act_round_store(const float *v, int lane, O *o)
 	}
 }
 
+/* This warp's block of BS values of a [K, M] rounding: column m from
+ * value k0; false past the last block. */
+template <int BS>
+__device__ static inline bool act_block(int64_t K, int64_t M, int64_t &m, int64_t &k0)
+{
+	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), nb = K / BS;
+	m = blk / nb;
+	k0 = (blk % nb) * BS;
+	return blk < nb * M;
+}
+
 /* One warp per 32 (F16/BF16/Q8_0) or 256 (Q8_K) activations of a [K, M]
  * strided view; out is dense [M, K]. */
 template <int R, typename O>
@@ -451,11 +462,9 @@ __global__ void k_act_round(const uint8_t *__restrict__ x, int64_t nb0, int64_t 
 {
 	constexpr int BS = R == AR_Q8_K ? 256 : 32, PER = BS / 32;
 	const int lane = threadIdx.x & 31;
-	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-	const int64_t nb = K / BS;
-	if (blk >= nb * M)
+	int64_t m, k0;
+	if (!act_block<BS>(K, M, m, k0))
 		return;
-	const int64_t m = blk / nb, k0 = (blk % nb) * BS;
 	float v[PER];
 #pragma unroll
 	for (int i = 0; i < PER; i++)
@@ -474,11 +483,9 @@ __global__ void k_glu_round(const uint8_t *__restrict__ g, int64_t gnb1, const u
 	pdl_trigger();
 	constexpr int BS = R == AR_Q8_K ? 256 : 32, PER = BS / 32;
 	const int lane = threadIdx.x & 31;
-	const int64_t blk = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-	const int64_t nb = K / BS;
-	if (blk >= nb * M)
+	int64_t m, k0;
+	if (!act_block<BS>(K, M, m, k0))
 		return;
-	const int64_t m = blk / nb, k0 = (blk % nb) * BS;
 	float v[PER];
 #pragma unroll
 	for (int i = 0; i < PER; i++) {
@@ -999,6 +1006,15 @@ static bool t_overlap(const struct alice_tensor *a, const struct alice_tensor *b
 	return a->buf == b->buf && a->offset < b->offset + t_extent(b) && b->offset < a->offset + t_extent(a);
 }
 
+/* member k's weights or dst overlap what an earlier member writes */
+static bool reads_earlier(const struct alice_op_args *a, int k)
+{
+	bool dep = false;
+	for (int j = 0; j < k; j++)
+		dep = dep || t_overlap(a[k].src[0], a[j].dst) || t_overlap(a[k].dst, a[j].dst);
+	return dep;
+}
+
 int cu_mul_mat_fusable(const struct alice_op_args *a, int n)
 {
 	const struct alice_tensor *x = a[0].src[1];
@@ -1012,11 +1028,7 @@ int cu_mul_mat_fusable(const struct alice_op_args *a, int n)
 		    (d->nb[1] != a[0].dst->nb[1] && x->ne[1] > 1) || /* one column stride per launch */
 		    d->nb[0] % 4 != 0 || d->ne[0] != w->ne[1] || d->ne[1] != x->ne[1])
 			break;
-		/* no member may read what an earlier one writes */
-		bool dep = false;
-		for (int j = 0; j < k; j++)
-			dep = dep || t_overlap(w, a[j].dst) || t_overlap(d, a[j].dst);
-		if (dep)
+		if (reads_earlier(a, k))
 			break;
 		k++;
 	}

@@ -243,10 +243,7 @@ int cu_mul_mat_group(const struct alice_op_args *a, int n, bool fuse)
 		    w->ne[0] != w0->ne[0] || w->ne[2] * w->ne[3] != 1 || !act_rounds(w) ||
 		    act_round_of(w->type) != act_round_of(w0->type) || d->ne[1] != x->ne[1])
 			break;
-		bool dep = false;
-		for (int j = 0; j < k; j++)
-			dep = dep || t_overlap(w, a[j].dst) || t_overlap(d, a[j].dst);
-		if (dep)
+		if (reads_earlier(a, k))
 			break;
 		k++;
 	}
