@@ -9,9 +9,10 @@
  * sequence's rows they multiply their F16 copies, kept as one buffer
  * (wcache.cu groups), in one GEMM into scratch; one pass then puts each
  * member's rows in its dst (after gate/up with the GLU folded in: also
- * h = act(gate) * up, as the GLU op computes it). A short prompt's
- * products are few blocks each; together they fill the GPU better, with
- * a third of the launches. One GEMM over the members' rows may take
+ * h = act(gate) * up, as the GLU op computes it). Taken where the
+ * members' own GEMMs would leave the GPU short of work (gemm_group_pays:
+ * Q/K/V of a short prompt), which one GEMM fills better, with a third of
+ * the launches. One GEMM over the members' rows may take
  * another cuBLAS kernel than each alone, so this is the product's shape
  * for such groups whether launch fusion is on or not (ALICE_CUDA_FUSE
  * compares bits); ALICE_CUDA_GEMM_GROUP=0 multiplies them one by one. */
