@@ -469,6 +469,8 @@ struct mmv_set {
 	uint8_t split[MMV_MAX_SET]; /* mmvq.cu: warps per row of matrix m */
 	uint8_t prefetch;           /* mmvq.cu: weights to L2 before waiting on the previous kernel */
 	uint8_t ldna;               /* mmvq.cu: 16-byte weight loads bypass L1 */
+	uint8_t mix;                /* one-column Q4_K launch: members [mix, n) are mix_type (0: one type) */
+	uint32_t mix_type;          /* Q6_K or its packed form (cu_mmvq_mixable) */
 	/* GLU launches: h [N, M] = act(d[0]) * d[1] */
 	float *h;
 	int64_t hrs, hcs;
@@ -482,6 +484,8 @@ struct mmv_set {
  * K, alignment); cu_mmvq_scratch: scratch bytes for M columns; cu_mmvq:
  * the launches (x: F32 [K, M] view with strides nb0/nb1 bytes). */
 bool cu_mmvq_ok(uint32_t type, int64_t K, const struct mmv_set *set, int n) CU_HIDDEN;
+/* one-column products of types t0 then t1 can share a launch (set.mix) */
+bool cu_mmvq_mixable(uint32_t t0, uint32_t t1, int64_t M) CU_HIDDEN;
 /* mmvq_tc.cu: the first M / 16 * 16 columns of a batched Q4_K / Q6_K launch
  * on tensor cores (set.split[] filled as the mat-vec fills it; x, xd the
  * quantized activations); returns the columns it took, 0 if none. */

@@ -1021,9 +1021,13 @@ int cu_mul_mat_fusable(const struct alice_op_args *a, int n)
 	if (!mm_use_mmv(&a[0]) || !mm_x_dense(x) || x->ne[2] * x->ne[3] != 1 || mm_plain_odd(a[0].src[0]))
 		return 1;
 	int k = 1;
+	uint32_t kt = cu_ktype(a[0].src[0]); /* the type the next member must have */
 	while (k < n && k < MMV_MAX_SET) {
 		const struct alice_tensor *w = a[k].src[0], *d = a[k].dst;
-		if (a[k].node->src[1] != a[0].node->src[1] || cu_ktype(w) != cu_ktype(a[0].src[0]) ||
+		/* one switch of type where the launch can take it (Q4_K_M's Q6_K V) */
+		if (cu_ktype(w) != kt && kt == cu_ktype(a[0].src[0]) && cu_mmvq_mixable(kt, cu_ktype(w), x->ne[1]))
+			kt = cu_ktype(w);
+		if (a[k].node->src[1] != a[0].node->src[1] || cu_ktype(w) != kt ||
 		    w->ne[0] != a[0].src[0]->ne[0] || w->ne[2] * w->ne[3] != 1 ||
 		    (d->nb[1] != a[0].dst->nb[1] && x->ne[1] > 1) || /* one column stride per launch */
 		    d->nb[0] % 4 != 0 || d->ne[0] != w->ne[1] || d->ne[1] != x->ne[1])
@@ -1069,7 +1073,26 @@ static enum alice_status mmv_multi(const struct alice_op_args *a, int n, const s
 		set.act = glu->node->ip[0];
 	}
 	const uint32_t kt = cu_ktype(a[0].src[0]);
-	if (cu_mmvq_ok(kt, K, &set, n)) { /* x is dense here (cu_mul_mat_fusable) */
+	int mix = 1;
+	while (mix < n && cu_ktype(a[mix].src[0]) == kt)
+		mix++;
+	if (mix < n) { /* a second type (cu_mmvq_mixable): one launch where both take the mat-vec */
+		if (glu) /* cu_mul_mat_glu_fusable takes one type */
+			return cu_fail(ctx, ALICE_ERR_BACKEND, "MUL_MAT: a GLU pair of two weight types");
+		struct mmv_set tail = set;
+		for (int i = mix; i < n; i++) {
+			tail.w[i - mix] = set.w[i];
+			tail.wnb1[i - mix] = set.wnb1[i];
+		}
+		const uint32_t kt2 = cu_ktype(a[mix].src[0]);
+		if (!cu_mmvq_ok(kt, K, &set, mix) || !cu_mmvq_ok(kt2, K, &tail, n - mix)) {
+			enum alice_status st = mmv_multi(a, mix, NULL, m0, Mp);
+			return st != ALICE_OK ? st : mmv_multi(a + mix, n - mix, NULL, m0, Mp);
+		}
+		set.mix = (uint8_t)mix;
+		set.mix_type = kt2;
+	}
+	if (set.mix || cu_mmvq_ok(kt, K, &set, n)) { /* x is dense here (cu_mul_mat_fusable) */
 		bool stage = glu && t_overlap(glu->dst, x);
 		for (int i = 0; i < n; i++)
 			stage = stage || t_overlap(a[i].dst, x);
@@ -1102,6 +1125,7 @@ bool cu_mul_mat_glu_fusable(const struct alice_op_args *a, const struct alice_op
 {
 	const struct alice_tensor *h = g->dst;
 	return g->node->op == ALICE_OP_GLU && g->node->src[0] == a[0].node->dst && g->node->src[1] == a[1].node->dst &&
+	       cu_ktype(a[0].src[0]) == cu_ktype(a[1].src[0]) &&
 	       alice_bc_act_ok(g->node->ip[0]) && a[0].src[0]->ne[1] == a[1].src[0]->ne[1] && h->ne[0] == a[0].dst->ne[0] &&
 	       h->ne[1] == a[0].dst->ne[1] && h->ne[2] * h->ne[3] == 1 && h->nb[0] % 4 == 0 && h->nb[1] % 4 == 0 &&
 	       a[0].dst->nb[1] == a[1].dst->nb[1];

@@ -623,23 +623,46 @@ __device__ static inline void dot_q80p_rows(const uint8_t *__restrict__ row0, in
 	}
 }
 
+template <int T, int NC, int R>
+__device__ static inline void rows_dot(const uint8_t *w, int64_t wnb1, int nr, const int8_t *xc, const float *xdc,
+				       int64_t K, int lane, int part, int S, bool ldna, float (*acc)[NC])
+{
+	if constexpr (T == ALICE_TYPE_Q4_K)
+		dot_q4k_rows<NC, R>(w, wnb1, nr, K / 256, xc, xdc, K, lane, part, S, acc);
+	else if constexpr (T == T_Q8_0P)
+		dot_q80p_rows<NC, R>(w, wnb1, nr, K / 256, xc, xdc, K, lane, part, S, ldna, acc);
+	else
+		dot_q6k_rows<NC, R, T == T_Q6_KP>(w, wnb1, nr, K / 256, xc, xdc, K, lane, part, S, acc);
+}
+
 /* Like k_mmvq (same split S per matrix, same part order), R rows per warp
  * group. GLU: matrix 0 is gate, 1 up, the same R rows of each per warp
- * (each one's columns loaded once per R rows), and h = act(gate) * up. */
-template <int T, int NC, int R, bool GLU>
+ * (each one's columns loaded once per R rows), and h = act(gate) * up.
+ * T2 != T (one column, not GLU): members [set.mix, n) are of type T2 (a
+ * Q4_K_M layer's Q6_K V beside its Q4_K Q and K); each row's arithmetic is
+ * its own type's, as in a launch of its own. */
+template <int T, int NC, int R, bool GLU, int T2 = T>
 __global__ void __launch_bounds__(MMVQ_WARPS * 32)
 k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
 	    int64_t K, int ncols, int cpg)
 {
+	static_assert(T2 == T || (T == ALICE_TYPE_Q4_K && !GLU && (T2 == ALICE_TYPE_Q6_K || T2 == T_Q6_KP)),
+		      "mixed launches: Q4_K then Q6_K (one row_sum)");
 	const int m = GLU ? 0 : (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
+	const bool second = T2 != T && m >= set.mix;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int S = set.split[m], part = warp % S;
 	const int64_t row0 = ((int64_t)(blockIdx.x - set.bstart[m]) * (MMVQ_WARPS / S) + warp / S) * R;
 	const int nr = row0 >= set.N[m] ? 0 : (int)(set.N[m] - row0 < R ? set.N[m] - row0 : R);
 	if (nr > 0 && set.prefetch && blockIdx.y == 0) {
 		for (int g = 0; g < (GLU ? 2 : 1); g++)
-			for (int r = 0; r < nr; r++)
-				row_prefetch<T>(set.w[g ? 1 : m] + (row0 + r) * set.wnb1[g ? 1 : m], K, lane, part, S);
+			for (int r = 0; r < nr; r++) {
+				const uint8_t *rp = set.w[g ? 1 : m] + (row0 + r) * set.wnb1[g ? 1 : m];
+				if (second)
+					row_prefetch<T2>(rp, K, lane, part, S);
+				else
+					row_prefetch<T>(rp, K, lane, part, S);
+			}
 	}
 	pdl_wait();
 	pdl_trigger();
@@ -661,21 +684,12 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 		if (nr > 0) {
 			const int8_t *xc = x + (int64_t)c0 * K;
 			const float *xdc = xd + c0 * (K / 32);
-			if constexpr (T == ALICE_TYPE_Q4_K) {
-				dot_q4k_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, xc, xdc, K, lane, part, S, acc);
-				if constexpr (GLU)
-					dot_q4k_rows<NC, R>(w1, set.wnb1[1], nr, K / 256, xc, xdc, K, lane, part, S, acc2);
-			} else if constexpr (T == T_Q8_0P) {
-				dot_q80p_rows<NC, R>(w0, set.wnb1[m], nr, K / 256, xc, xdc, K, lane, part, S, set.ldna, acc);
-				if constexpr (GLU)
-					dot_q80p_rows<NC, R>(w1, set.wnb1[1], nr, K / 256, xc, xdc, K, lane, part, S, set.ldna,
-							     acc2);
-			} else {
-				dot_q6k_rows<NC, R, T == T_Q6_KP>(w0, set.wnb1[m], nr, K / 256, xc, xdc, K, lane, part, S, acc);
-				if constexpr (GLU)
-					dot_q6k_rows<NC, R, T == T_Q6_KP>(w1, set.wnb1[1], nr, K / 256, xc, xdc, K, lane, part,
-									  S, acc2);
-			}
+			if (second)
+				rows_dot<T2, NC, R>(w0, set.wnb1[m], nr, xc, xdc, K, lane, part, S, set.ldna, acc);
+			else
+				rows_dot<T, NC, R>(w0, set.wnb1[m], nr, xc, xdc, K, lane, part, S, set.ldna, acc);
+			if constexpr (GLU)
+				rows_dot<T, NC, R>(w1, set.wnb1[1], nr, xc, xdc, K, lane, part, S, set.ldna, acc2);
 		}
 #pragma unroll
 		for (int r = 0; r < R; r++)
@@ -902,14 +916,14 @@ static int64_t launch_rows_r(cudaStream_t s, struct mmv_set set, int n, const in
 /* Decode columns, R rows per warp: a column's quants are loaded once per R
  * rows (the one-row kernel loads them for every row). GLU: gate and up rows
  * in the same warp. */
-template <int T, int R>
+template <int T, int R, int T2 = T>
 static void launch_rows_dec(cudaStream_t s, struct mmv_set set, int n, const int8_t *x, const float *xd, int64_t dcs,
 			    int64_t K, int64_t M, bool glu)
 {
 	unsigned b = 0;
 	for (int i = 0; i < MMV_MAX_SET; i++) {
 		set.bstart[i] = b;
-		set.split[i] = (uint8_t)mmvq_split(T, i < n ? set.N[i] : 1, K);
+		set.split[i] = (uint8_t)mmvq_split(T2 != T && set.mix && i >= set.mix ? T2 : T, i < n ? set.N[i] : 1, K);
 		int64_t rpb = (int64_t)(MMVQ_WARPS / set.split[i]) * R;
 		if (i < (glu ? 1 : n))
 			b += (unsigned)((set.N[i] + rpb - 1) / rpb);
@@ -917,7 +931,9 @@ static void launch_rows_dec(cudaStream_t s, struct mmv_set set, int n, const int
 	set.bstart[MMV_MAX_SET] = b;
 	for (int i = n; i < MMV_MAX_SET; i++)
 		set.bstart[i] = b;
-	if (glu)
+	if constexpr (T2 != T)
+		cu_launch(k_mmvq_rows<T, 1, R, false, T2>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, 1, 1);
+	else if (glu)
 		cu_launch(k_mmvq_rows<T, 1, R, true>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, (int)M, (int)M);
 	else
 		cu_launch(k_mmvq_rows<T, 1, R, false>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, (int)M, (int)M);
@@ -1083,6 +1099,38 @@ enum alice_status cu_xq_quant(struct alice_backend_ctx *ctx, const uint8_t *x, i
 	return ALICE_OK;
 }
 
+/* a one-column launch of the rows kernel on staged quants q / d; members
+ * [set.mix, n) of type T2 */
+template <int T, int T2 = T>
+static void launch_one_col(cudaStream_t s, struct mmv_set set, int n, const void *q, const float *d, int64_t dcs,
+			   int64_t K)
+{
+	set.prefetch = (uint8_t)mmvq_prefetch();
+	set.ldna = (uint8_t)mmvq_ldna((uint32_t)T);
+	if (mmvq_rows1((uint32_t)T) == 2)
+		launch_rows_dec<T, 2, T2>(s, set, n, (const int8_t *)q, d, dcs, K, 1, false);
+	else
+		launch_rows_dec<T, 4, T2>(s, set, n, (const int8_t *)q, d, dcs, K, 1, false);
+}
+
+bool cu_mmvq_mixable(uint32_t t0, uint32_t t1, int64_t M)
+{
+	static int off = -1; /* ALICE_CUDA_MIX=0: apart (comparisons) */
+	return M == 1 && !cu_env_is("ALICE_CUDA_MIX", '0', &off) && t0 == ALICE_TYPE_Q4_K &&
+	       (t1 == ALICE_TYPE_Q6_K || t1 == T_Q6_KP) && !mmvq_off() && mmvq_rows1(t0) &&
+	       mmvq_rows1(t0) == mmvq_rows1(t1);
+}
+
+/* the one-column launch of a mixed set (Q4_K, then Q6_K or its packed form) */
+static void launch_mixed(cudaStream_t s, const struct mmv_set &set, int n, const void *q, const float *d, int64_t dcs,
+			 int64_t K)
+{
+	if (set.mix_type == ALICE_TYPE_Q6_K)
+		launch_one_col<ALICE_TYPE_Q4_K, ALICE_TYPE_Q6_K>(s, set, n, q, d, dcs, K);
+	else
+		launch_one_col<ALICE_TYPE_Q4_K, T_Q6_KP>(s, set, n, q, d, dcs, K);
+}
+
 enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int n, uint32_t type, const uint8_t *x,
 			  int64_t xnb0, int64_t xnb1, int64_t dcs, int64_t K, int64_t M, bool glu, bool stage)
 {
@@ -1097,6 +1145,11 @@ enum alice_status cu_mmvq(struct alice_backend_ctx *ctx, struct mmv_set set, int
 						   type == ALICE_TYPE_Q8_0 || type == T_Q8_0P ? 32 : 256, &q, &d);
 		if (st != ALICE_OK)
 			return st;
+		if (set.mix) {
+			launch_mixed(s, set, n, q, d, dcs, K);
+			CUDA_LAUNCH_CHECK(ctx, "mmvq mixed");
+			return ALICE_OK;
+		}
 		xv = q;
 		xd = d;
 		xcs = K;
