@@ -110,6 +110,7 @@ struct alice_backend_ctx {
 	size_t cnt_n;
 	bool use_graphs;
 	bool fuse; /* one launch for mat-vecs sharing their input */
+	bool mix_logged; /* matmul.cu: a launch of two weight types was logged */
 	struct cu_graph_cache gc;
 	/* pinned staging for small buffer_write / buffer_read: writes are
 	 * enqueued without a host sync (the stream orders them before the

@@ -1091,6 +1091,11 @@ static enum alice_status mmv_multi(const struct alice_op_args *a, int n, const s
 		}
 		set.mix = (uint8_t)mix;
 		set.mix_type = kt2;
+		if (!ctx->mix_logged) {
+			ctx->mix_logged = true;
+			cu_log(0, "cuda backend: %s and %s products of one input in one mat-vec launch", cu_ktype_name(kt),
+			       cu_ktype_name(kt2));
+		}
 	}
 	if (set.mix || cu_mmvq_ok(kt, K, &set, n)) { /* x is dense here (cu_mul_mat_fusable) */
 		bool stage = glu && t_overlap(glu->dst, x);
