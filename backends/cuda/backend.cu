@@ -32,6 +32,7 @@
 
 #include "alice/backend_log.h"
 #include "common.cuh"
+#include "rope.cuh"
 
 static const struct alice_backend_host *g_host;
 
@@ -204,6 +205,8 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	ctx->use_graphs = !(g && g[0] == '0');
 	const char *fz = getenv("ALICE_CUDA_FUSE");
 	ctx->fuse = !(fz && fz[0] == '0');
+	const char *rm = getenv("ALICE_CUDA_ROPE_MV");
+	ctx->rope_mv = !(rm && rm[0] == '0');
 	const char *gg = getenv("ALICE_CUDA_GEMM_GROUP");
 	ctx->gemm_group = !(gg && gg[0] == '0');
 	const char *fi = getenv("ALICE_CUDA_INJECT_FAULT");
@@ -630,6 +633,41 @@ static bool group_safe(const struct alice_op_args *a, int n, bool staged_x)
 	return true;
 }
 
+/* The one-token ROPE q, ROPE k, KV_WRITE k, KV_WRITE v at node i, after
+ * the Q/K/V products mm[0..3), in the products' launch (rope.cuh): it
+ * writes the products, the rotated q / k and both cache cells, and reads
+ * the staged quants of x, the positions, factors and cell ids. None of
+ * what it writes may overlap another of those or what it reads. Returns
+ * the nodes it would take (4), else 0. */
+static uint32_t rope_mv_nodes(struct alice_backend_ctx *ctx, const struct alice_graph *g, uint32_t i,
+			      const struct alice_op_args *mm, struct mmv_rope *rope)
+{
+	static const enum alice_op want[4] = { ALICE_OP_ROPE, ALICE_OP_ROPE, ALICE_OP_KV_WRITE, ALICE_OP_KV_WRITE };
+	struct alice_op_args r[4];
+	size_t scr;
+	if (!ctx->fuse || !ctx->rope_mv || i + 4 > g->n_nodes)
+		return 0;
+	for (int k = 0; k < 4; k++)
+		if (g->nodes[i + k].op != want[k] || prepare_node(ctx, g, &g->nodes[i + k], &r[k], &scr) != ALICE_OK)
+			return 0;
+	if (!cu_rope_mv_fusable(mm, r, rope))
+		return 0;
+	const struct alice_tensor *w[7] = { mm[0].dst, mm[1].dst, mm[2].dst, r[0].dst, r[1].dst, r[2].dst, r[3].dst };
+	const struct alice_tensor *rd[6] = { r[0].src[1], r[0].src[2], r[2].src[1], r[3].src[1], r[1].src[1], r[1].src[2] };
+	for (int a = 0; a < 7; a++) {
+		for (int b = a + 1; b < 7; b++)
+			if (overlaps(w[a], w[b]))
+				return 0;
+		for (int b = 0; b < 6; b++)
+			if (rd[b] && overlaps(w[a], rd[b]))
+				return 0;
+		for (int b = 0; b < 3; b++)
+			if (overlaps(w[a], mm[b].src[0]))
+				return 0;
+	}
+	return 4;
+}
+
 /* ALICE_CUDA_INJECT_FAULT=N (for tests of the error path): the context's
  * Nth graph_compute launches this with too many threads instead of its
  * nodes (plain, captured or replayed alike): a real, non-sticky CUDA error.
@@ -676,9 +714,20 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 				glu = group_safe(all, 3, staged);
 			}
 			bool glu_done = false;
+			struct mmv_rope rope;
+			uint32_t rope_n = !glu && n == 3 ? rope_mv_nodes(ctx, g, i + 3, a, &rope) : 0;
+			ctx->rope_req = rope_n ? &rope : NULL;
 			st = cu_mul_mat_multi(a, n, glu ? &ga : NULL, &glu_done);
+			ctx->rope_req = NULL;
 			if (st == ALICE_OK) {
 				i += (uint32_t)(n - 1 + (glu_done ? 1 : 0));
+				if (rope_n && rope.taken) {
+					if (!ctx->rope_logged) {
+						ctx->rope_logged = true;
+						cu_log(0, "cuda backend: q / k rotated and the KV cache written by the Q/K/V mat-vec");
+					}
+					i += rope_n;
+				}
 				continue;
 			}
 		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ADD && ctx->fuse && i + 1 < g->n_nodes &&

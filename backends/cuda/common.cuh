@@ -111,6 +111,11 @@ struct alice_backend_ctx {
 	bool use_graphs;
 	bool fuse; /* one launch for mat-vecs sharing their input */
 	bool mix_logged; /* matmul.cu: a launch of two weight types was logged */
+	bool rope_mv; /* ROPE / KV_WRITE in the Q/K/V mat-vec (ALICE_CUDA_ROPE_MV=0: apart) */
+	bool rope_logged; /* backend.cu: a Q/K/V launch that rotated q / k was logged */
+	/* backend.cu: the next Q/K/V mat-vec launch may take ROPE and KV_WRITE
+	 * (rope.cuh); NULL between those calls */
+	struct mmv_rope *rope_req;
 	struct cu_graph_cache gc;
 	/* pinned staging for small buffer_write / buffer_read: writes are
 	 * enqueued without a host sync (the stream orders them before the
@@ -445,6 +450,10 @@ bool cu_kv_pairable(const struct alice_op_args *a, const struct alice_op_args *b
 /* ROPE q, ROPE k, KV_WRITE K (of the rotated k), KV_WRITE V: one launch. */
 bool cu_rope_kv_fusable(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_rope_kv(const struct alice_op_args *a) CU_HIDDEN;
+/* ROPE q, ROPE k and both KV_WRITEs (r[0..4), as cu_rope_kv takes them) of
+ * one token can ride in the writer lanes of the Q/K/V mat-vec mm[0..3)
+ * fills *out */
+bool cu_rope_mv_fusable(const struct alice_op_args *mm, const struct alice_op_args *r, struct mmv_rope *out) CU_HIDDEN;
 enum alice_status cu_kv_write_multi(const struct alice_op_args *a, int n) CU_HIDDEN;
 
 /* Up to MMV_MAX_SET weight matrices multiplied with the same activations in
@@ -476,6 +485,9 @@ struct mmv_set {
 	float *h;
 	int64_t hrs, hcs;
 	int act;
+	/* host only: a one-column Q/K/V launch may also rotate q / k and fill
+	 * the KV cache cells (rope.cuh); the launch sets rope->taken */
+	struct mmv_rope *rope;
 };
 
 /* mmvq.cu: the decode mat-vec for Q4_K / Q6_K / Q8_0 (activations quantized

@@ -28,6 +28,7 @@
 #include "common.cuh"
 #include "quantx.cuh"
 #include "kquant.cuh"
+#include "rope.cuh"
 
 #define MMVQ_WARPS 4
 /* F16 weights with activations staged as F16 in scratch (fused launches) */
@@ -641,13 +642,14 @@ __device__ static inline void rows_dot(const uint8_t *w, int64_t wnb1, int nr, c
  * T2 != T (one column, not GLU): members [set.mix, n) are of type T2 (a
  * Q4_K_M layer's Q6_K V beside its Q4_K Q and K); each row's arithmetic is
  * its own type's, as in a launch of its own. */
-template <int T, int NC, int R, bool GLU, int T2 = T>
-__global__ void __launch_bounds__(MMVQ_WARPS * 32)
-k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
-	    int64_t K, int ncols, int cpg)
+template <int T, int NC, int R, bool GLU, int T2, bool ROPE>
+__device__ static __forceinline__ void mmvq_rows(const struct mmv_set &set, const struct mmv_rope *rp,
+						 const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
+						 int64_t K, int ncols, int cpg)
 {
 	static_assert(T2 == T || (T == ALICE_TYPE_Q4_K && !GLU && (T2 == ALICE_TYPE_Q6_K || T2 == T_Q6_KP)),
 		      "mixed launches: Q4_K then Q6_K (one row_sum)");
+	static_assert(!ROPE || (NC == 1 && !GLU && R % 2 == 0), "rope: one column, whole pairs in a warp");
 	const int m = GLU ? 0 : (blockIdx.x >= set.bstart[1]) + (blockIdx.x >= set.bstart[2]);
 	const bool second = T2 != T && m >= set.mix;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -740,9 +742,29 @@ k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float 
 							set.d[1][row * set.drs[1] + col * dcs] = acc2[r][c];
 							set.h[row * set.hrs + col * set.hcs] = act_apply(set.act, acc[r][c]) * acc2[r][c];
 						}
+						/* row0 and R are even: the pair's other row is this warp's */
+						if constexpr (ROPE)
+							rope_mv_out(*rp, m, row, acc[r][0], acc[r ^ 1][0]);
 					}
 		}
 	}
+}
+
+template <int T, int NC, int R, bool GLU, int T2 = T>
+__global__ void __launch_bounds__(MMVQ_WARPS * 32)
+k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
+	    int64_t K, int ncols, int cpg)
+{
+	mmvq_rows<T, NC, R, GLU, T2, false>(set, nullptr, x, xd, dcs, K, ncols, cpg);
+}
+
+/* the one-token Q/K/V launch that also does ROPE q, ROPE k and both KV_WRITEs */
+template <int T, int R, int T2 = T>
+__global__ void __launch_bounds__(MMVQ_WARPS * 32)
+k_mmvq_rows_rope(const struct mmv_set set, const struct mmv_rope rp, const int8_t *__restrict__ x,
+		 const float *__restrict__ xd, int64_t K)
+{
+	mmvq_rows<T, 1, R, false, T2, true>(set, &rp, x, xd, 1, K, 1, 1);
 }
 
 /* ---- host side ---- */
@@ -931,7 +953,10 @@ static void launch_rows_dec(cudaStream_t s, struct mmv_set set, int n, const int
 	set.bstart[MMV_MAX_SET] = b;
 	for (int i = n; i < MMV_MAX_SET; i++)
 		set.bstart[i] = b;
-	if constexpr (T2 != T)
+	if (set.rope && !glu && n == 3 && M == 1) {
+		set.rope->taken = 1;
+		cu_launch(k_mmvq_rows_rope<T, R, T2>, dim3(b), MMVQ_WARPS * 32, s, set, *set.rope, x, xd, K);
+	} else if constexpr (T2 != T)
 		cu_launch(k_mmvq_rows<T, 1, R, false, T2>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, 1, 1);
 	else if (glu)
 		cu_launch(k_mmvq_rows<T, 1, R, true>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, (int)M, (int)M);

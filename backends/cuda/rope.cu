@@ -2,14 +2,7 @@
  * i + n_dims/2) and IMROPE (NEOX pairing; pair i takes the t/h/w/e position
  * by the interleaved sections rule). theta_i = pos * freq_scale *
  * base^(-2i/n_dims) / factor[i]; dims past n_dims are copied. */
-#include "common.cuh"
-
-struct rope_params {
-	int n_dims, mode;
-	int sect[4];
-	float base, scale;
-	int64_t n_tokens;
-};
+#include "rope.cuh"
 
 /* blockIdx.y picks one of up to two tensors rotated with the same
  * positions and parameters (q and k of one layer). */
@@ -109,11 +102,8 @@ __global__ void k_rope(struct rope_job j0, struct rope_job j1, const int32_t *__
 	} else {
 		pv = (float)*(const int32_t *)(pb + t * pnb0);
 	}
-	float theta = pv * p.scale * powf(p.base, -2.f * (float)i / (float)p.n_dims);
-	if (ff)
-		theta /= *(const float *)((const uint8_t *)ff + i * fnb0);
 	float c, s;
-	sincosf(theta, &s, &c);
+	rope_cs(p, i, pv, ff, fnb0, &c, &s);
 	int64_t e0, e1;
 	if (p.mode == ALICE_ROPE_NORMAL) {
 		e0 = 2 * i;
@@ -123,7 +113,8 @@ __global__ void k_rope(struct rope_job j0, struct rope_job j1, const int32_t *__
 		e1 = i + nd2;
 	}
 	float x0 = *(const float *)(xr + e0 * xv.nb[0]), x1 = *(const float *)(xr + e1 * xv.nb[0]);
-	float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+	float y0, y1;
+	rope_rot(x0, x1, c, s, &y0, &y1);
 	*(float *)(dr + e0 * dv.nb[0]) = y0;
 	*(float *)(dr + e1 * dv.nb[0]) = y1;
 	int64_t cell;
@@ -284,4 +275,55 @@ enum alice_status cu_rope_kv(const struct alice_op_args *a)
 		  ff ? (const float *)tdata(ff) : (const float *)NULL, ff ? ff->nb[0] : 0, p, kv);
 	CUDA_LAUNCH_CHECK(ctx, "rope+kv_write");
 	return ALICE_OK;
+}
+
+/* x is exactly the contiguous [hd, heads, 1] view of the product d */
+static bool views_product(const struct alice_tensor *x, const struct alice_tensor *d)
+{
+	return x->buf == d->buf && x->offset == d->offset && x->nb[0] == 4 && x->nb[1] == 4 * x->ne[0] &&
+	       x->ne[0] * x->ne[1] == d->ne[0] && x->ne[2] == 1 && x->ne[3] == 1 && d->nb[0] == 4 && d->ne[1] == 1 &&
+	       d->type == ALICE_TYPE_F32 && x->type == ALICE_TYPE_F32;
+}
+
+bool cu_rope_mv_fusable(const struct alice_op_args *mm, const struct alice_op_args *r, struct mmv_rope *out)
+{
+	if (!cu_rope_kv_fusable(r))
+		return false;
+	struct rope_params p;
+	const struct alice_tensor *q = r[0].src[0], *k = r[1].src[0], *v = r[3].src[0];
+	const struct alice_tensor *qd = r[0].dst, *kd = r[1].dst, *pos = r[0].src[1], *ff = r[0].src[2];
+	/* NORMAL pairs (rows 2i, 2i + 1: one warp's) of one token, read from the products themselves */
+	if (r[0].node->ip[1] != ALICE_ROPE_NORMAL || rope_check(&r[0], &p) != ALICE_OK || !views_product(q, mm[0].dst) ||
+	    !views_product(k, mm[1].dst) || !views_product(v, mm[2].dst) || k->ne[0] != q->ne[0] || q->ne[0] % 2 ||
+	    qd->nb[0] % 4 || kd->nb[0] % 4 || qd->type != ALICE_TYPE_F32 || kd->type != ALICE_TYPE_F32 ||
+	    r[2].dst->ne[2] != r[3].dst->ne[2])
+		return false;
+	const struct alice_tensor *kc = r[2].dst, *vc = r[3].dst, *ids = r[2].src[1];
+	memset(out, 0, sizeof(*out));
+	out->qd = tdata(qd);
+	out->kd = tdata(kd);
+	out->kc = tdata(kc);
+	out->vc = tdata(vc);
+	out->qnb0 = qd->nb[0];
+	out->qnb1 = qd->nb[1];
+	out->knb0 = kd->nb[0];
+	out->knb1 = kd->nb[1];
+	out->kcnb0 = kc->nb[0];
+	out->kcnb1 = kc->nb[1];
+	out->kcnb2 = kc->nb[2];
+	out->vcnb0 = vc->nb[0];
+	out->vcnb1 = vc->nb[1];
+	out->vcnb2 = vc->nb[2];
+	out->kt = kc->type;
+	out->vt = vc->type;
+	out->hd = q->ne[0];
+	out->hdv = v->ne[0];
+	out->pos = (const int32_t *)tdata(pos);
+	out->ids = (const int32_t *)tdata(ids);
+	out->ff = ff ? (const float *)tdata(ff) : NULL;
+	out->fnb0 = ff ? ff->nb[0] : 0;
+	out->n_cells = kc->ne[2];
+	out->flag = r[0].ctx->dflag;
+	out->p = p;
+	return true;
 }
