@@ -19,6 +19,7 @@
  * goes through the block table (cu_pcell), so results equal the contiguous
  * layout's bit for bit. */
 #include "common.cuh"
+#include "quantx.cuh"
 
 #define ATT_WARPS 4
 #define ATT_MAXJ 16 /* head dims up to 512 */
@@ -32,6 +33,12 @@ struct att_params {
 	uint32_t kt, vt;
 	float scale, softcap;
 	struct cu_pages pg;
+	/* k_attn_dec: the output (dense [dv, n_head, T]) also rounded for the
+	 * mat-vec that reads it next, as k_quant_x rounds it (qk 256 or 32;
+	 * 0: not) into xq [T][K] / xd [T][K / 32], K = dv * n_head */
+	int8_t *xq;
+	float *xd;
+	int qk;
 };
 
 /* The last block of a (head, token) to finish merges its ns split
@@ -334,31 +341,52 @@ k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const 
 #pragma unroll
 		for (int j = 0; j < J; j++)
 			*(float *)(dst + (lane + 32 * j) * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = l > 0.f ? acc[j] / l : 0.f;
-		return;
-	}
-	float *pp = part + (((int64_t)t * p.n_head + h) * p.n_split + sp) * (p.dv + 2);
+		if (!p.qk)
+			return;
+	} else {
+		float *pp = part + (((int64_t)t * p.n_head + h) * p.n_split + sp) * (p.dv + 2);
 #pragma unroll
-	for (int j = 0; j < J; j++)
-		pp[2 + lane + 32 * j] = acc[j];
-	if (lane == 0) {
-		pp[0] = m;
-		pp[1] = l;
+		for (int j = 0; j < J; j++)
+			pp[2 + lane + 32 * j] = acc[j];
+		if (lane == 0) {
+			pp[0] = m;
+			pp[1] = l;
+		}
+		/* the last split of this (KV head, token) to finish merges them */
+		__shared__ bool last;
+		__threadfence();
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			unsigned prev = atomicAdd(&cnt[(int64_t)t * p.n_head + hk * G], 1u);
+			last = prev == (unsigned)ns - 1;
+		}
+		__syncthreads();
+		if (!last)
+			return;
+		__threadfence();
+		att_merge_warp(part, ns, p, h, t, dst, lane);
+		if (threadIdx.x == 0)
+			cnt[(int64_t)t * p.n_head + hk * G] = 0;
+		if (!p.qk)
+			return;
 	}
-	/* the last split of this (KV head, token) to finish merges them */
-	__shared__ bool last;
-	__threadfence();
+	/* the block's G heads are G * D consecutive elements of the token's
+	 * row, whole 256-blocks (host): k_quant_x's rounding of them, one warp
+	 * a 256-block, from the values just written */
 	__syncthreads();
-	if (threadIdx.x == 0) {
-		unsigned prev = atomicAdd(&cnt[(int64_t)t * p.n_head + hk * G], 1u);
-		last = prev == (unsigned)ns - 1;
+	const int64_t K = (int64_t)p.dv * p.n_head;
+	if (warp < G * D / 256) {
+		const int64_t k = (int64_t)hk * G * D + warp * 256 + lane * 8;
+		const float *row = (const float *)(dst + t * p.d.nb[2]);
+		float v[8];
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			v[i] = row[k + i];
+		if (p.qk == 256)
+			quant_regs<256>(v, lane, k, p.xq + t * K, p.xd + t * (K / 32), true);
+		else
+			quant_regs<32>(v, lane, k, p.xq + t * K, p.xd + t * (K / 32), true);
 	}
-	__syncthreads();
-	if (!last)
-		return;
-	__threadfence();
-	att_merge_warp(part, ns, p, h, t, dst, lane);
-	if (threadIdx.x == 0)
-		cnt[(int64_t)t * p.n_head + hk * G] = 0;
 }
 
 /* the GQA decode kernel's cases: F16 K and V, dk = dv = 64 or 128, no
@@ -372,6 +400,21 @@ static bool att_dec_ok(const struct att_params &p, const struct alice_tensor *k,
 	return p.kt == ALICE_TYPE_F16 && p.vt == ALICE_TYPE_F16 && p.dk == p.dv && (p.dk == 64 || p.dk == 128) &&
 	       p.softcap == 0.f && G >= 1 && G <= 8 && k->nb[0] == 2 && v->nb[0] == 2 && k->nb[2] % 16 == 0 &&
 	       k->nb[1] % 16 == 0 && ((uintptr_t)tdata(k) & 15) == 0;
+}
+
+/* The decode kernel may round its output for the mat-vec mm (o-proj)
+ * that reads it: mm's x is that output, dense, seen as [K, T]; each
+ * block's G heads are whole 256-blocks of it; the staged region holds it
+ * (ALICE_CUDA_ATT_XQ=0: the mat-vec rounds it itself). */
+static bool att_xq_ok(const struct alice_op_args *a, const struct alice_op_args *mm, const struct att_params &p)
+{
+	const struct alice_tensor *d = a->dst, *x = mm->src[1];
+	const int64_t K = (int64_t)p.dv * p.n_head, GD = (int64_t)p.dv * (p.n_head / p.n_head_kv);
+	return a->ctx->att_xq && d->type == ALICE_TYPE_F32 && d->nb[0] == 4 &&
+	       d->nb[1] == 4 * (int64_t)p.dv && d->nb[2] == 4 * K && x->type == ALICE_TYPE_F32 && x->buf == d->buf &&
+	       x->offset == d->offset && x->ne[0] == K && x->ne[1] == p.n_tokens && x->ne[2] * x->ne[3] == 1 &&
+	       x->nb[0] == 4 && x->nb[1] == 4 * K && GD % 256 == 0 && K % 256 == 0 &&
+	       a->ctx->scratch_size >= a->ctx->xq_off + cu_mmvq_scratch(ALICE_TYPE_Q8_0, K, p.n_tokens);
 }
 
 /* The cells ATTENTION's ranges index: the virtual extent with a block
@@ -454,7 +497,10 @@ size_t cu_attention_regime(const struct alice_op_args *a)
 	return cu_fattn_ok(a) ? (size_t)a->src[0]->ne[2] : 0;
 }
 
-enum alice_status cu_op_attention(const struct alice_op_args *a)
+/* qk != 0: the GQA decode kernel also rounds the output for the mat-vec
+ * mm that reads it next (cu_attention_xq); *rounded says it did */
+static enum alice_status attention(const struct alice_op_args *a, const struct alice_op_args *mm, int qk,
+				   bool *rounded)
 {
 	struct alice_backend_ctx *ctx = a->ctx;
 	const struct alice_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *r = a->src[3], *d = a->dst;
@@ -498,6 +544,14 @@ enum alice_status cu_op_attention(const struct alice_op_args *a)
 	p.n_split = att_splits(a);
 	p.chunk = att_chunk();
 	float *part = (float *)ctx->scratch;
+	p.xq = NULL;
+	p.xd = NULL;
+	p.qk = 0;
+	if (qk && !tiled && att_dec_ok(p, k, v) && att_xq_ok(a, mm, p)) {
+		p.xq = cu_xq_q(ctx);
+		p.xd = cu_xq_d(ctx, (int64_t)p.dv * p.n_head, p.n_tokens);
+		p.qk = qk;
+	}
 	if (att_dec_ok(p, k, v)) {
 		dim3 gd((unsigned)p.n_head_kv, (unsigned)p.n_tokens, (unsigned)p.n_split);
 		unsigned thr = (unsigned)(32 * (p.n_head / p.n_head_kv));
@@ -506,6 +560,11 @@ enum alice_status cu_op_attention(const struct alice_op_args *a)
 		else
 			cu_launch(k_attn_dec<128>, gd, thr, ctx->stream, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
 		CUDA_LAUNCH_CHECK(ctx, "attention");
+		if (p.qk) {
+			const struct alice_tensor *x = mm->src[1];
+			cu_xq_set(ctx, tdata(x), x->nb[0], x->nb[1], x->ne[0], x->ne[1], p.qk, mm->node->src[1]);
+			*rounded = true;
+		}
 		return ALICE_OK;
 	}
 	dim3 grid((unsigned)p.n_head, (unsigned)p.n_tokens, (unsigned)p.n_split);
@@ -521,4 +580,17 @@ enum alice_status cu_op_attention(const struct alice_op_args *a)
 		cu_launch(k_attn<16>, grid, ATT_WARPS * 32, s, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
 	CUDA_LAUNCH_CHECK(ctx, "attention");
 	return ALICE_OK;
+}
+
+enum alice_status cu_op_attention(const struct alice_op_args *a)
+{
+	bool r = false;
+	return attention(a, NULL, 0, &r);
+}
+
+enum alice_status cu_attention_xq(const struct alice_op_args *a, const struct alice_op_args *mm, int qk,
+				  bool *rounded)
+{
+	*rounded = false;
+	return attention(a, mm, qk, rounded);
 }

@@ -207,6 +207,8 @@ static enum alice_status cu_init(const struct alice_backend_options *opts, struc
 	ctx->fuse = !(fz && fz[0] == '0');
 	const char *rm = getenv("ALICE_CUDA_ROPE_MV");
 	ctx->rope_mv = !(rm && rm[0] == '0');
+	const char *ax = getenv("ALICE_CUDA_ATT_XQ");
+	ctx->att_xq = !(ax && ax[0] == '0');
 	const char *gg = getenv("ALICE_CUDA_GEMM_GROUP");
 	ctx->gemm_group = !(gg && gg[0] == '0');
 	const char *fi = getenv("ALICE_CUDA_INJECT_FAULT");
@@ -774,6 +776,17 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			if (st == ALICE_OK) {
 				i++;
 				continue;
+			}
+		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ATTENTION && ctx->fuse && i + 1 < g->n_nodes &&
+			   g->nodes[i + 1].op == ALICE_OP_MUL_MAT &&
+			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK && cu_mul_mat_xq(&a[1])) {
+			/* the attention output rounded for the o-proj mat-vec by the
+			 * attention kernel; the MUL_MAT then finds it staged */
+			bool rounded;
+			st = cu_attention_xq(&a[0], &a[1], cu_mul_mat_xq(&a[1]), &rounded);
+			if (rounded && !ctx->xq_logged) {
+				ctx->xq_logged = true;
+				cu_log(0, "cuda backend: the attention output rounded for the mat-vec by the attention kernel");
 			}
 		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_GLU && ctx->fuse && i + 1 < g->n_nodes &&
 			   g->nodes[i + 1].op == ALICE_OP_MUL_MAT && g->nodes[i + 1].src[1] == g->nodes[i].dst &&

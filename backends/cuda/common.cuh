@@ -113,6 +113,8 @@ struct alice_backend_ctx {
 	bool mix_logged; /* matmul.cu: a launch of two weight types was logged */
 	bool rope_mv; /* ROPE / KV_WRITE in the Q/K/V mat-vec (ALICE_CUDA_ROPE_MV=0: apart) */
 	bool rope_logged; /* backend.cu: a Q/K/V launch that rotated q / k was logged */
+	bool att_xq; /* the o-proj's rounding in the attention kernel (ALICE_CUDA_ATT_XQ=0: apart) */
+	bool xq_logged; /* backend.cu: an attention launch that rounded for the o-proj was logged */
 	/* backend.cu: the next Q/K/V mat-vec launch may take ROPE and KV_WRITE
 	 * (rope.cuh); NULL between those calls */
 	struct mmv_rope *rope_req;
@@ -350,6 +352,11 @@ enum alice_status cu_op_rms_norm(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_l2_norm(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_rope(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_attention(const struct alice_op_args *a) CU_HIDDEN;
+/* ATTENTION a whose output the quantized mat-vec mm (cu_mul_mat_xq: qk)
+ * reads next: the decode kernel stages that rounding where it can
+ * (*rounded); else as cu_op_attention */
+enum alice_status cu_attention_xq(const struct alice_op_args *a, const struct alice_op_args *mm, int qk,
+				  bool *rounded) CU_HIDDEN;
 enum alice_status cu_op_kv_write(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_op_binary(const struct alice_op_args *a) CU_HIDDEN; /* ADD, MUL */
 enum alice_status cu_op_scale(const struct alice_op_args *a) CU_HIDDEN;
