@@ -405,7 +405,7 @@ static bool att_dec_ok(const struct att_params &p, const struct alice_tensor *k,
 /* The decode kernel may round its output for the mat-vec mm (o-proj)
  * that reads it: mm's x is that output, dense, seen as [K, T]; each
  * block's G heads are whole 256-blocks of it; the staged region holds it
- * (ALICE_CUDA_ATT_XQ=0: the mat-vec rounds it itself). */
+ * (ALICE_CUDA_ATT_XQ=1; else the mat-vec rounds it itself). */
 static bool att_xq_ok(const struct alice_op_args *a, const struct alice_op_args *mm, const struct att_params &p)
 {
 	const struct alice_tensor *d = a->dst, *x = mm->src[1];
