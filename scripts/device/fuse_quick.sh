@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The decode fusions of session 33 in the least device time: their test
 # (core_test_decode_fuse_cuda), batch invariance on the 1B (64 rows) with
-# both on, and
-# tg128 of the 1B Q4_K_M with each switch on and off, interleaved.
+# both on, and tg128 of the 1B Q4_K_M with each switch on and off,
+# interleaved.
 # there: . scripts/device/setup.sh .devbuild && scripts/device/fuse_quick.sh
 set -u
 stages=""
