@@ -239,7 +239,7 @@ k_attn(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint
  * max / sum are one warp reduction each, then lanes switch to head dims
  * for P V. Splits: at most att_splits, and one per p.chunk cells of the
  * token's own range, so a token's sums depend only on its range. */
-template <int D>
+template <int D, bool XQ = false>
 __global__ void __launch_bounds__(8 * 32)
 k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
 	   uint8_t *__restrict__ dst, float *__restrict__ part, unsigned *__restrict__ cnt, int *__restrict__ flag,
@@ -341,7 +341,7 @@ k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const 
 #pragma unroll
 		for (int j = 0; j < J; j++)
 			*(float *)(dst + (lane + 32 * j) * p.d.nb[0] + h * p.d.nb[1] + t * p.d.nb[2]) = l > 0.f ? acc[j] / l : 0.f;
-		if (!p.qk)
+		if constexpr (!XQ)
 			return;
 	} else {
 		float *pp = part + (((int64_t)t * p.n_head + h) * p.n_split + sp) * (p.dv + 2);
@@ -367,25 +367,27 @@ k_attn_dec(const uint8_t *__restrict__ q, const uint8_t *__restrict__ kc, const 
 		att_merge_warp(part, ns, p, h, t, dst, lane);
 		if (threadIdx.x == 0)
 			cnt[(int64_t)t * p.n_head + hk * G] = 0;
-		if (!p.qk)
+		if constexpr (!XQ)
 			return;
 	}
 	/* the block's G heads are G * D consecutive elements of the token's
 	 * row, whole 256-blocks (host): k_quant_x's rounding of them, one warp
 	 * a 256-block, from the values just written */
-	__syncthreads();
-	const int64_t K = (int64_t)p.dv * p.n_head;
-	if (warp < G * D / 256) {
-		const int64_t k = (int64_t)hk * G * D + warp * 256 + lane * 8;
-		const float *row = (const float *)(dst + t * p.d.nb[2]);
-		float v[8];
+	if constexpr (XQ) {
+		__syncthreads();
+		const int64_t K = (int64_t)p.dv * p.n_head;
+		if (warp < G * D / 256) {
+			const int64_t k = (int64_t)hk * G * D + warp * 256 + lane * 8;
+			const float *row = (const float *)(dst + t * p.d.nb[2]);
+			float v[8];
 #pragma unroll
-		for (int i = 0; i < 8; i++)
-			v[i] = row[k + i];
-		if (p.qk == 256)
-			quant_regs<256>(v, lane, k, p.xq + t * K, p.xd + t * (K / 32), true);
-		else
-			quant_regs<32>(v, lane, k, p.xq + t * K, p.xd + t * (K / 32), true);
+			for (int i = 0; i < 8; i++)
+				v[i] = row[k + i];
+			if (p.qk == 256)
+				quant_regs<256>(v, lane, k, p.xq + t * K, p.xd + t * (K / 32), true);
+			else
+				quant_regs<32>(v, lane, k, p.xq + t * K, p.xd + t * (K / 32), true);
+		}
 	}
 }
 
@@ -555,10 +557,9 @@ static enum alice_status attention(const struct alice_op_args *a, const struct a
 	if (att_dec_ok(p, k, v)) {
 		dim3 gd((unsigned)p.n_head_kv, (unsigned)p.n_tokens, (unsigned)p.n_split);
 		unsigned thr = (unsigned)(32 * (p.n_head / p.n_head_kv));
-		if (p.dk == 64)
-			cu_launch(k_attn_dec<64>, gd, thr, ctx->stream, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
-		else
-			cu_launch(k_attn_dec<128>, gd, thr, ctx->stream, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
+		auto dec = p.dk == 64 ? (p.qk ? k_attn_dec<64, true> : k_attn_dec<64>)
+				      : (p.qk ? k_attn_dec<128, true> : k_attn_dec<128>);
+		cu_launch(dec, gd, thr, ctx->stream, tdata(q), tdata(k), tdata(v), tdata(d), part, ctx->cnt, ctx->dflag, tiled, p);
 		CUDA_LAUNCH_CHECK(ctx, "attention");
 		if (p.qk) {
 			const struct alice_tensor *x = mm->src[1];

@@ -721,11 +721,12 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 			struct mmv_rope rope;
 			uint32_t rope_n = !glu && n == 3 ? rope_mv_nodes(ctx, g, i + 3, a, &rope) : 0;
 			ctx->rope_req = rope_n ? &rope : NULL;
+			ctx->rope_taken = false;
 			st = cu_mul_mat_multi(a, n, glu ? &ga : NULL, &glu_done);
 			ctx->rope_req = NULL;
 			if (st == ALICE_OK) {
 				i += (uint32_t)(n - 1 + (glu_done ? 1 : 0));
-				if (rope_n && rope.taken) {
+				if (rope_n && ctx->rope_taken) {
 					if (!ctx->rope_logged) {
 						ctx->rope_logged = true;
 						cu_log(0, "cuda backend: q / k rotated and the KV cache written by the Q/K/V mat-vec");

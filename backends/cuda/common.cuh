@@ -116,8 +116,9 @@ struct alice_backend_ctx {
 	bool att_xq; /* the o-proj's rounding in the attention kernel (ALICE_CUDA_ATT_XQ=1) */
 	bool xq_logged; /* backend.cu: an attention launch that rounded for the o-proj was logged */
 	/* backend.cu: the next Q/K/V mat-vec launch may take ROPE and KV_WRITE
-	 * (rope.cuh); NULL between those calls */
+	 * (rope.cuh); NULL between those calls; rope_taken: it did */
 	struct mmv_rope *rope_req;
+	bool rope_taken;
 	struct cu_graph_cache gc;
 	/* pinned staging for small buffer_write / buffer_read: writes are
 	 * enqueued without a host sync (the stream orders them before the
@@ -477,6 +478,31 @@ static inline bool cu_mm_decode(const struct alice_node *n, int64_t M)
 {
 	return M <= MMV_MAX_M || (n->src[2] >= 0 && n->ip[0] >= 1 && n->ip[0] <= MMV_MAX_M);
 }
+struct rope_params {
+	int n_dims, mode;
+	int sect[4];
+	float base, scale;
+	int64_t n_tokens;
+};
+
+/* Decode Q/K/V mat-vec with ROPE (NORMAL pairs) and both KV_WRITEs in its
+ * writer lanes (one token; mmv_set.rope): members 0 (q) and 1 (k) are
+ * rotated into qd / kd ([head_dim, heads] with byte strides nb0, nb1), k
+ * also into the K cache cell, member 2 (v) into the V cache cell. */
+struct mmv_rope {
+	uint8_t *qd, *kd, *kc, *vc;
+	int64_t qnb0, qnb1, knb0, knb1;
+	int64_t kcnb0, kcnb1, kcnb2, vcnb0, vcnb1, vcnb2;
+	uint32_t kt, vt;
+	int64_t hd, hdv; /* rows per head of q / k and of v */
+	const int32_t *pos, *ids;
+	const float *ff;
+	int64_t fnb0, n_cells;
+	int *flag;
+	struct rope_params p;
+	uint8_t on;
+};
+
 struct mmv_set {
 	const uint8_t *w[MMV_MAX_SET];
 	int64_t wnb1[MMV_MAX_SET];
@@ -492,9 +518,11 @@ struct mmv_set {
 	float *h;
 	int64_t hrs, hcs;
 	int act;
-	/* host only: a one-column Q/K/V launch may also rotate q / k and fill
-	 * the KV cache cells (rope.cuh); the launch sets rope->taken */
-	struct mmv_rope *rope;
+	/* a one-column Q/K/V launch may also rotate q / k and fill the KV
+	 * cache cells (rope.on; rope.cuh); the launch that does sets
+	 * *rope_taken (host) */
+	struct mmv_rope rope;
+	bool *rope_taken;
 };
 
 /* mmvq.cu: the decode mat-vec for Q4_K / Q6_K / Q8_0 (activations quantized

@@ -1072,8 +1072,10 @@ static enum alice_status mmv_multi(const struct alice_op_args *a, int n, const s
 		set.h = (float *)tdata(glu->dst) + m0 * set.hcs;
 		set.act = glu->node->ip[0];
 	}
-	if (n == 3 && !glu)
-		set.rope = ctx->rope_req;
+	if (n == 3 && !glu && ctx->rope_req) {
+		set.rope = *ctx->rope_req;
+		set.rope_taken = &ctx->rope_taken;
+	}
 	const uint32_t kt = cu_ktype(a[0].src[0]);
 	int mix = 1;
 	while (mix < n && cu_ktype(a[mix].src[0]) == kt)

@@ -641,11 +641,12 @@ __device__ static inline void rows_dot(const uint8_t *w, int64_t wnb1, int nr, c
  * (each one's columns loaded once per R rows), and h = act(gate) * up.
  * T2 != T (one column, not GLU): members [set.mix, n) are of type T2 (a
  * Q4_K_M layer's Q6_K V beside its Q4_K Q and K); each row's arithmetic is
- * its own type's, as in a launch of its own. */
-template <int T, int NC, int R, bool GLU, int T2, bool ROPE>
-__device__ static __forceinline__ void mmvq_rows(const struct mmv_set &set, const struct mmv_rope *rp,
-						 const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
-						 int64_t K, int ncols, int cpg)
+ * its own type's, as in a launch of its own. ROPE (one token's Q/K/V):
+ * the writer lanes also rotate q / k and fill the cache cells (set.rope). */
+template <int T, int NC, int R, bool GLU, int T2 = T, bool ROPE = false>
+__global__ void __launch_bounds__(MMVQ_WARPS * 32)
+k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
+	    int64_t K, int ncols, int cpg)
 {
 	static_assert(T2 == T || (T == ALICE_TYPE_Q4_K && !GLU && (T2 == ALICE_TYPE_Q6_K || T2 == T_Q6_KP)),
 		      "mixed launches: Q4_K then Q6_K (one row_sum)");
@@ -744,27 +745,10 @@ __device__ static __forceinline__ void mmvq_rows(const struct mmv_set &set, cons
 						}
 						/* row0 and R are even: the pair's other row is this warp's */
 						if constexpr (ROPE)
-							rope_mv_out(*rp, m, row, acc[r][0], acc[r ^ 1][0]);
+							rope_mv_out(set.rope, m, row, acc[r][0], acc[r ^ 1][0]);
 					}
 		}
 	}
-}
-
-template <int T, int NC, int R, bool GLU, int T2 = T>
-__global__ void __launch_bounds__(MMVQ_WARPS * 32)
-k_mmvq_rows(const struct mmv_set set, const int8_t *__restrict__ x, const float *__restrict__ xd, int64_t dcs,
-	    int64_t K, int ncols, int cpg)
-{
-	mmvq_rows<T, NC, R, GLU, T2, false>(set, nullptr, x, xd, dcs, K, ncols, cpg);
-}
-
-/* the one-token Q/K/V launch that also does ROPE q, ROPE k and both KV_WRITEs */
-template <int T, int R, int T2 = T>
-__global__ void __launch_bounds__(MMVQ_WARPS * 32)
-k_mmvq_rows_rope(const struct mmv_set set, const struct mmv_rope rp, const int8_t *__restrict__ x,
-		 const float *__restrict__ xd, int64_t K)
-{
-	mmvq_rows<T, 1, R, false, T2, true>(set, &rp, x, xd, 1, K, 1, 1);
 }
 
 /* ---- host side ---- */
@@ -953,9 +937,9 @@ static void launch_rows_dec(cudaStream_t s, struct mmv_set set, int n, const int
 	set.bstart[MMV_MAX_SET] = b;
 	for (int i = n; i < MMV_MAX_SET; i++)
 		set.bstart[i] = b;
-	if (set.rope && !glu && n == 3 && M == 1) {
-		set.rope->taken = 1;
-		cu_launch(k_mmvq_rows_rope<T, R, T2>, dim3(b), MMVQ_WARPS * 32, s, set, *set.rope, x, xd, K);
+	if (set.rope.on && !glu && n == 3 && M == 1) {
+		*set.rope_taken = true;
+		cu_launch(k_mmvq_rows<T, 1, R, false, T2, true>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, 1, 1);
 	} else if constexpr (T2 != T)
 		cu_launch(k_mmvq_rows<T, 1, R, false, T2>, dim3(b), MMVQ_WARPS * 32, s, set, x, xd, dcs, K, 1, 1);
 	else if (glu)

@@ -325,5 +325,6 @@ bool cu_rope_mv_fusable(const struct alice_op_args *mm, const struct alice_op_ar
 	out->n_cells = kc->ne[2];
 	out->flag = r[0].ctx->dflag;
 	out->p = p;
+	out->on = 1;
 	return true;
 }

@@ -4,12 +4,6 @@
 #pragma once
 #include "common.cuh"
 
-struct rope_params {
-	int n_dims, mode;
-	int sect[4];
-	float base, scale;
-	int64_t n_tokens;
-};
 
 /* cos / sin of pair i at position pv: theta = pv * scale * base^(-2i/n_dims)
  * / ff[i] */
@@ -22,31 +16,15 @@ __device__ static inline void rope_cs(const struct rope_params &p, int64_t i, fl
 	sincosf(theta, s, c);
 }
 
-/* the rotated pair (x0, x1); each product rounded, no fma: a contraction
- * the compiler picks per call site could differ between the two kernels */
+/* the rotated pair (x0, x1), k_rope's expression as it always was (its
+ * products may be contracted into fmas; the same function in both kernels
+ * gives both the same contraction, which core_test_decode_fuse_cuda checks) */
 __device__ static inline void rope_rot(float x0, float x1, float c, float s, float *y0, float *y1)
 {
-	*y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-	*y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+	*y0 = x0 * c - x1 * s;
+	*y1 = x0 * s + x1 * c;
 }
 
-/* Decode Q/K/V mat-vec with ROPE (NORMAL pairs) and both KV_WRITEs in its
- * writer lanes (one token; mmv_set.rope): members 0 (q) and 1 (k) are
- * rotated into qd / kd ([head_dim, heads] with byte strides nb0, nb1), k
- * also into the K cache cell, member 2 (v) into the V cache cell. */
-struct mmv_rope {
-	uint8_t *qd, *kd, *kc, *vc;
-	int64_t qnb0, qnb1, knb0, knb1;
-	int64_t kcnb0, kcnb1, kcnb2, vcnb0, vcnb1, vcnb2;
-	uint32_t kt, vt;
-	int64_t hd, hdv; /* rows per head of q / k and of v */
-	const int32_t *pos, *ids;
-	const float *ff;
-	int64_t fnb0, n_cells;
-	int *flag;
-	struct rope_params p;
-	uint8_t taken; /* host: set by the launch that did it */
-};
 
 /* the cache cell of the step's one token; a bad id is reported (once per
  * launch when report) and nothing is written */
