@@ -459,7 +459,7 @@ bool cu_kv_pairable(const struct alice_op_args *a, const struct alice_op_args *b
 bool cu_rope_kv_fusable(const struct alice_op_args *a) CU_HIDDEN;
 enum alice_status cu_rope_kv(const struct alice_op_args *a) CU_HIDDEN;
 /* ROPE q, ROPE k and both KV_WRITEs (r[0..4), as cu_rope_kv takes them) of
- * one token can ride in the writer lanes of the Q/K/V mat-vec mm[0..3)
+ * one token can ride in the writer lanes of the Q/K/V mat-vec mm[0..3);
  * fills *out */
 bool cu_rope_mv_fusable(const struct alice_op_args *mm, const struct alice_op_args *r, struct mmv_rope *out) CU_HIDDEN;
 enum alice_status cu_kv_write_multi(const struct alice_op_args *a, int n) CU_HIDDEN;
@@ -478,6 +478,8 @@ static inline bool cu_mm_decode(const struct alice_node *n, int64_t M)
 {
 	return M <= MMV_MAX_M || (n->src[2] >= 0 && n->ip[0] >= 1 && n->ip[0] <= MMV_MAX_M);
 }
+
+/* ROPE's parameters (rope.cu, rope.cuh) */
 struct rope_params {
 	int n_dims, mode;
 	int sect[4];

@@ -4,7 +4,6 @@
 #pragma once
 #include "common.cuh"
 
-
 /* cos / sin of pair i at position pv: theta = pv * scale * base^(-2i/n_dims)
  * / ff[i] */
 __device__ static inline void rope_cs(const struct rope_params &p, int64_t i, float pv, const float *ff, int64_t fnb0,
@@ -24,7 +23,6 @@ __device__ static inline void rope_rot(float x0, float x1, float c, float s, flo
 	*y0 = x0 * c - x1 * s;
 	*y1 = x0 * s + x1 * c;
 }
-
 
 /* the cache cell of the step's one token; a bad id is reported (once per
  * launch when report) and nothing is written */
