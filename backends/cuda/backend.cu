@@ -657,12 +657,13 @@ static uint32_t rope_mv_nodes(struct alice_backend_ctx *ctx, const struct alice_
 	if (!cu_rope_mv_fusable(mm, r, rope))
 		return 0;
 	const struct alice_tensor *w[7] = { mm[0].dst, mm[1].dst, mm[2].dst, r[0].dst, r[1].dst, r[2].dst, r[3].dst };
-	const struct alice_tensor *rd[6] = { r[0].src[1], r[0].src[2], r[2].src[1], r[3].src[1], r[1].src[1], r[1].src[2] };
+	/* (k's positions / factors are q's, v's cell ids k's: cu_rope_kv_fusable) */
+	const struct alice_tensor *rd[3] = { r[0].src[1], r[0].src[2], r[2].src[1] };
 	for (int a = 0; a < 7; a++) {
 		for (int b = a + 1; b < 7; b++)
 			if (overlaps(w[a], w[b]))
 				return 0;
-		for (int b = 0; b < 6; b++)
+		for (int b = 0; b < 3; b++)
 			if (rd[b] && overlaps(w[a], rd[b]))
 				return 0;
 		for (int b = 0; b < 3; b++)
@@ -689,6 +690,7 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 	for (uint32_t i = 0; i < g->n_nodes; i++) {
 		struct alice_op_args a[4];
 		size_t scr;
+		int qk_o = 0;
 		if (ctx->prof)
 			cu_prof_mark(ctx, g, i);
 		/* staged activation quants serve only mat-vecs of their own tensor */
@@ -780,13 +782,13 @@ static enum alice_status launch_all(struct alice_backend_ctx *ctx, const struct 
 				i++;
 				continue;
 			}
-		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ATTENTION && ctx->fuse && i + 1 < g->n_nodes &&
-			   g->nodes[i + 1].op == ALICE_OP_MUL_MAT &&
-			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK && cu_mul_mat_xq(&a[1])) {
+		} else if (st == ALICE_OK && g->nodes[i].op == ALICE_OP_ATTENTION && ctx->fuse && ctx->att_xq &&
+			   i + 1 < g->n_nodes && g->nodes[i + 1].op == ALICE_OP_MUL_MAT &&
+			   prepare_node(ctx, g, &g->nodes[i + 1], &a[1], &scr) == ALICE_OK && (qk_o = cu_mul_mat_xq(&a[1]))) {
 			/* the attention output rounded for the o-proj mat-vec by the
 			 * attention kernel; the MUL_MAT then finds it staged */
 			bool rounded;
-			st = cu_attention_xq(&a[0], &a[1], cu_mul_mat_xq(&a[1]), &rounded);
+			st = cu_attention_xq(&a[0], &a[1], qk_o, &rounded);
 			if (rounded && !ctx->xq_logged) {
 				ctx->xq_logged = true;
 				cu_log(0, "cuda backend: the attention output rounded for the mat-vec by the attention kernel");

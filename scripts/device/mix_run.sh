@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A Q4_K_M layer's Q6_K V in the Q/K mat-vec launch (mmvq.cu, set.mix),
 # ROPE / KV_WRITE in that launch (rope.cuh), the o-proj's rounding in the
-# attention kernel: their tests on the GPU, then decode tg128 against ALICE_CUDA_MIX=0 (V in a
-# launch of its own; AB_OFF=VAR=VALUE names another switch), interleaved,
+# attention kernel: their tests on the GPU, then decode tg128 against
+# ALICE_CUDA_MIX=0 (V in a launch of its own; AB_OFF lists other
+# VAR=VALUE switches), interleaved,
 # and the per-kernel times of a decode step (ncu, clocks and caches as
 # they are). Here: scripts/device/pack.sh BUILD
 # vocab/ggml-vocab-llama-bpe.gguf [fixtures]; there:

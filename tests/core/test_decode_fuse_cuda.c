@@ -118,8 +118,7 @@ static void check(const char *path, int f)
 			bad++;
 		}
 	cr_expect_eq(bad, 0, "%s, %s: %zu of %zu logits differ (first at %zu: %.9g vs %.9g)", path, g_fu->var, bad, n0,
-		     first,
-		     bad ? off[first] : 0.0, bad ? on[first] : 0.0);
+		     first, bad ? off[first] : 0.0, bad ? on[first] : 0.0);
 	free(off);
 	free(on);
 }
@@ -146,7 +145,8 @@ ParameterizedTest(int *c, decode_fuse_cuda, each, .timeout = 300)
 	}
 	static const uint32_t types[2] = {ALICE_TYPE_Q8_0, ALICE_TYPE_Q4_K};
 	char name[64];
-	snprintf(name, sizeof name, "decode-fuse-llama-%s.gguf", m == 1 ? "q8" : "q4k");
+	/* one file per case: Criterion runs the cases in parallel processes */
+	snprintf(name, sizeof name, "decode-fuse-llama-%s-%d.gguf", m == 1 ? "q8" : "q4k", f);
 	check(alice_test_synth_model("llama",
 				     "embedding_length=512 feed_forward_length=1024 attention.head_count=8 "
 				     "attention.head_count_kv=2",
