@@ -188,7 +188,7 @@ static int choose_device(VkPhysicalDevice *devs, int n, int want)
 	return want < n ? want : -1;
 }
 
-static bool has_device_ext(VkPhysicalDevice pd, const char *name)
+bool vk_has_device_ext(VkPhysicalDevice pd, const char *name)
 {
 	uint32_t n = 0;
 	if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
@@ -216,9 +216,9 @@ struct vk_coopmat_feats {
 static bool coopmat_probe(VkInstance inst, VkPhysicalDevice pd, uint32_t subgroup, struct vk_coopmat_feats *f)
 {
 	const char *e = getenv("ALICE_VK_COOPMAT");
-	if ((e && e[0] == '0') || subgroup != 32 || !has_device_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
-	    !has_device_ext(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME) ||
-	    !has_device_ext(pd, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME))
+	if ((e && e[0] == '0') || subgroup != 32 || !vk_has_device_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
+	    !vk_has_device_ext(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME) ||
+	    !vk_has_device_ext(pd, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME))
 		return false;
 	memset(f, 0, sizeof(*f));
 	f->cm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
@@ -324,11 +324,11 @@ static enum alice_status vk_device_info(int device, struct alice_device_info *ou
 	vkGetPhysicalDeviceProperties(devs[i], &p);
 	VkPhysicalDeviceMemoryProperties mp;
 	vkGetPhysicalDeviceMemoryProperties(devs[i], &mp);
-	bool imp = has_device_ext(devs[i], VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	bool imp = vk_has_device_ext(devs[i], VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
 	snprintf(out->name, sizeof(out->name), "%.127s", p.deviceName);
 	out->mem_total = device_local_bytes(&mp);
 	out->mem_free = out->mem_total;
-	if (has_device_ext(devs[i], VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
+	if (vk_has_device_ext(devs[i], VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
 		VkPhysicalDeviceMemoryBudgetPropertiesEXT bud = {
 			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
 		VkPhysicalDeviceMemoryProperties2 mp2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
@@ -385,8 +385,8 @@ static void ctx_destroy(struct alice_backend_ctx *ctx)
 		vk_buffer_free(ctx, ctx->dummy);
 		vk_buffer_free(ctx, ctx->gq_cnt);
 		vk_pipe_free(ctx);
-		if (ctx->fence)
-			vkDestroyFence(ctx->dev, ctx->fence, NULL);
+		vk_sync_free(ctx, &ctx->once);
+		vk_timeline_free(ctx);
 		if (ctx->cmdpool)
 			vkDestroyCommandPool(ctx->dev, ctx->cmdpool, NULL);
 		vkDestroyDevice(ctx->dev, NULL);
@@ -451,7 +451,7 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 						     .pNext = &sg};
 	VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
-	bool imp = has_device_ext(ctx->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	bool imp = vk_has_device_ext(ctx->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
 	if (imp)
 		sg.pNext = &hp;
 	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
@@ -502,7 +502,7 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
-	const char *exts[5];
+	const char *exts[6];
 	uint32_t n_ext = 0;
 	if (ctx->host_import)
 		exts[n_ext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
@@ -524,9 +524,18 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	const char *f64e = getenv("ALICE_VK_F64");
 	ctx->f64 = have.shaderFloat64 && !(f64e && f64e[0] == '0');
 	feats.shaderFloat64 = ctx->f64 ? VK_TRUE : VK_FALSE;
+	VkPhysicalDeviceTimelineSemaphoreFeaturesKHR tlf;
+	bool tl = vk_timeline_probe(ctx->phys, &tlf);
+	if (tl)
+		exts[n_ext++] = VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME;
+	void *chain = tl ? (void *)&tlf : NULL;
+	if (ctx->coopmat) {
+		cmf.mm.pNext = chain;
+		chain = &cmf.cm;
+	}
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-		.pNext = ctx->coopmat ? &cmf.cm : NULL,
+		.pNext = chain,
 		.pEnabledFeatures = &feats,
 		.queueCreateInfoCount = 1,
 		.pQueueCreateInfos = &qci,
@@ -562,10 +571,10 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 		};
 		st = vk_check(ctx, vkAllocateCommandBuffers(ctx->dev, &cai, &ctx->cmd), "vkAllocateCommandBuffers");
 	}
-	if (st == ALICE_OK) {
-		VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-		st = vk_check(ctx, vkCreateFence(ctx->dev, &fci, NULL, &ctx->fence), "vkCreateFence");
-	}
+	if (tl)
+		vk_timeline_init(ctx);
+	if (st == ALICE_OK)
+		st = vk_sync_init(ctx, &ctx->once);
 	if (st == ALICE_OK)
 		st = vk_pipe_init(ctx);
 	if (st == ALICE_OK)
@@ -583,12 +592,13 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	}
 	memset(ctx->status->map, 0, 256);
 	vk_prof_init(ctx);
-	vk_log(1, "vulkan backend: %s (%s, Vulkan %u.%u, queue family %u), subgroup ops %s (size %u), %s%s%s",
+	vk_log(1, "vulkan backend: %s (%s, Vulkan %u.%u, queue family %u), subgroup ops %s (size %u), %s%s%s, %s",
 	       ctx->props.deviceName, type_name(ctx->props.deviceType), VK_API_VERSION_MAJOR(ctx->props.apiVersion),
 	       VK_API_VERSION_MINOR(ctx->props.apiVersion), ctx->qfam, ctx->subgroup_arith ? "on" : "off", sg.subgroupSize,
 	       ctx->unified ? "unified memory: weights held once in host-visible memory" : "discrete: weights uploaded through a bounded staging buffer",
 	       ctx->host_import ? ", host-pointer import on" : "",
-	       ctx->coopmat ? ", cooperative-matrix prefill GEMM" : ctx->cm_emu ? ", prefill GEMM on emulated cooperative matrices" : "");
+	       ctx->coopmat ? ", cooperative-matrix prefill GEMM" : ctx->cm_emu ? ", prefill GEMM on emulated cooperative matrices" : "",
+	       ctx->tl ? "steps waited for on a timeline semaphore" : "steps waited for on fences");
 	*out = ctx;
 	return ALICE_OK;
 }

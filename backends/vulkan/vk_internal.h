@@ -60,9 +60,15 @@ struct vk_late {
 	uint64_t off, size, rb_off;
 	bool staged;
 };
+/* a submission's completion (vk_sync.c): a value of the context's timeline
+ * semaphore, or a fence where the device has no timeline */
+struct vk_sync {
+	VkFence fence;
+	uint64_t value;
+};
 /* one of the two launch slots */
 struct vk_launch {
-	VkFence fence;
+	struct vk_sync sync;
 	VkCommandBuffer hcmd, tcmd;  /* head (gathered writes), tail (reads back) */
 	struct alice_buffer *up, *rb;
 	struct vk_gathered g[VK_GATHER_REGIONS];
@@ -71,8 +77,8 @@ struct vk_launch {
 	struct vk_late *late;
 	uint32_t n_late, late_cap;
 	bool graph;       /* the graph's command buffer was in the submission */
-	bool done;        /* its fence was seen signalled before graph_wait */
-	bool has_staged;  /* reads left for a staged copy after the fence */
+	bool done;        /* seen finished before graph_wait */
+	bool has_staged;  /* reads left for a staged copy after it finished */
 	enum alice_status st;
 	/* what hcmd / tcmd hold, so a step like the last submits them again */
 	bool h_ok, t_ok, t_staged;
@@ -111,7 +117,11 @@ struct alice_backend_ctx {
 
 	VkCommandPool cmdpool;
 	VkCommandBuffer cmd;
-	VkFence fence;
+	struct vk_sync once; /* ctx->cmd's submissions */
+	VkSemaphore tl;      /* the timeline (null: fences) */
+	uint64_t tl_last;    /* the last value a submission will signal */
+	PFN_vkWaitSemaphoresKHR sem_wait;
+	PFN_vkGetSemaphoreCounterValueKHR sem_value;
 	VkPipelineCache pcache;
 	VkDescriptorSetLayout dsl;
 	VkPipelineLayout playout;
@@ -177,7 +187,7 @@ struct alice_backend_ctx {
 	struct vk_launch lq[2];
 	int lq_old, lq_n;
 	uint64_t rb_max; /* reads copied back per launch */
-	int spin_us;     /* a fence is polled this long before a blocking wait */
+	int spin_us;     /* a step's completion is polled this long before a blocking wait */
 	struct alice_buffer **ha; /* host_alloc buffers */
 	int n_ha, ha_cap;
 };
@@ -199,9 +209,22 @@ enum alice_status vk_fail(struct alice_backend_ctx *ctx, enum alice_status st, c
 /* Turn a VkResult into a failure with "what: VK_ERROR_..." (device lost is remembered). */
 enum alice_status vk_check(struct alice_backend_ctx *ctx, VkResult r, const char *what) VK_HIDDEN;
 const char *vk_result_str(VkResult r) VK_HIDDEN;
+bool vk_has_device_ext(VkPhysicalDevice pd, const char *name) VK_HIDDEN;
 /* Add to the process-wide bytes-held counters device_info reports. */
 void vk_account(struct alice_backend_ctx *ctx, int64_t held, int64_t imported) VK_HIDDEN;
 void vk_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3))) VK_HIDDEN;
+
+/* vk_sync.c */
+bool vk_timeline_probe(VkPhysicalDevice pd, VkPhysicalDeviceTimelineSemaphoreFeaturesKHR *f) VK_HIDDEN;
+void vk_timeline_init(struct alice_backend_ctx *ctx) VK_HIDDEN;
+void vk_timeline_free(struct alice_backend_ctx *ctx) VK_HIDDEN;
+/* a fence for s where the context has no timeline */
+enum alice_status vk_sync_init(struct alice_backend_ctx *ctx, struct vk_sync *s) VK_HIDDEN;
+void vk_sync_free(struct alice_backend_ctx *ctx, struct vk_sync *s) VK_HIDDEN;
+/* vkQueueSubmit of si that marks s when it finishes */
+enum alice_status vk_sync_submit(struct alice_backend_ctx *ctx, VkSubmitInfo *si, struct vk_sync *s) VK_HIDDEN;
+/* until s has finished: polled for spin_us, then a blocking wait */
+enum alice_status vk_sync_wait(struct alice_backend_ctx *ctx, const struct vk_sync *s, int spin_us) VK_HIDDEN;
 
 /* vk_mem.c */
 enum alice_status vk_buffer_alloc(struct alice_backend_ctx *ctx, uint64_t size, uint32_t usage,

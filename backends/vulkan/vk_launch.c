@@ -1,17 +1,16 @@
 /* vk_launch.c — a step as one submission (graph_launch / graph_wait): the
  * small input writes made since the last step (gathered here instead of a
  * staged round trip each), the graph's command buffer, then its results
- * copied back, under one fence; graph_compute is a launch and its wait. A
- * decode step that made ~10 round trips (each input, the graph, the logits)
- * makes one. Two launches may be in flight (the engine's pipeline): each
- * slot has its own fence, head and tail command buffers, gathered-write
- * area and read-back area, and every head begins with a full barrier, so a
- * step runs after the one before it in memory order too. Anything else
- * that touches device memory (a staged write, a read, a clear, a free)
- * first waits for the launches in flight and flushes the gathered writes. */
+ * copied back; graph_compute is a launch and its wait. A decode step that
+ * made ~10 round trips (each input, the graph, the logits) makes one. Two
+ * launches may be in flight (the engine's pipeline): each slot has its own
+ * completion (vk_sync.c), head and tail command buffers, gathered-write area
+ * and read-back area, and every head begins with a full barrier, so a step
+ * runs after the one before it in memory order too. Anything else that
+ * touches device memory (a staged write, a read, a clear, a free) first
+ * waits for the launches in flight and flushes the gathered writes. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "vk_internal.h"
 
@@ -72,32 +71,11 @@ static enum alice_status flush_gathered(struct alice_backend_ctx *ctx)
 	return st;
 }
 
-static double now_us(void)
+/* A step's completion: polled for a while first on a GPU, not on a CPU
+ * device, whose threads need the cores. */
+static enum alice_status step_wait(struct alice_backend_ctx *ctx, struct vk_launch *l)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-/* A step's fence: polled for a while first on a GPU (a blocking wait's
- * wake-up comes tens of microseconds late; a decode step is ~1 ms), never on
- * a CPU device, whose threads need the cores. ALICE_VK_SPIN=0: block at once. */
-static enum alice_status fence_wait(struct alice_backend_ctx *ctx, VkFence f)
-{
-	if (ctx->spin_us > 0) {
-		double t_end = now_us() + ctx->spin_us;
-		VkResult s;
-		while ((s = vkGetFenceStatus(ctx->dev, f)) == VK_NOT_READY && now_us() < t_end)
-			;
-		if (s == VK_SUCCESS)
-			return ALICE_OK;
-	}
-	VkResult r = vkWaitForFences(ctx->dev, 1, &f, VK_TRUE, 600ull * 1000000000ull);
-	if (r == VK_TIMEOUT) {
-		ctx->lost = true;
-		return vk_fail(ctx, ALICE_ERR_BACKEND, "vkWaitForFences: the GPU did not finish in 600 s; context unusable");
-	}
-	return vk_check(ctx, r, "vkWaitForFences");
+	return vk_sync_wait(ctx, &l->sync, ctx->spin_us);
 }
 
 /* A launch's reads too large for its read-back area: staged now (the
@@ -119,7 +97,7 @@ enum alice_status vk_launch_settle(struct alice_backend_ctx *ctx)
 		struct vk_launch *l = &ctx->lq[(ctx->lq_old + i) & 1];
 		if (l->done)
 			continue;
-		enum alice_status st = fence_wait(ctx, l->fence);
+		enum alice_status st = step_wait(ctx, l);
 		if (st != ALICE_OK)
 			return st;
 		l->done = true;
@@ -165,7 +143,7 @@ bool vk_launch_gather(struct alice_backend_ctx *ctx, struct alice_buffer *buf, u
 	}
 	/* the slot's area may still feed a launch in flight (two were) */
 	if (l->n_g == 0 && ctx->lq_n == 2 && !l->done) {
-		if (fence_wait(ctx, l->fence) != ALICE_OK)
+		if (step_wait(ctx, l) != ALICE_OK)
 			return false;
 		l->done = true;
 		if (l->has_staged && (l->st = staged_reads(ctx, l)) != ALICE_OK)
@@ -257,7 +235,7 @@ static struct alice_buffer *host_buf_of(const struct alice_backend_ctx *ctx, con
 
 static enum alice_status slot_init(struct alice_backend_ctx *ctx, struct vk_launch *l)
 {
-	if (l->fence)
+	if (l->hcmd)
 		return ALICE_OK;
 	VkCommandBuffer cb[2];
 	VkCommandBufferAllocateInfo cai = {
@@ -269,17 +247,15 @@ static enum alice_status slot_init(struct alice_backend_ctx *ctx, struct vk_laun
 	enum alice_status st = vk_check(ctx, vkAllocateCommandBuffers(ctx->dev, &cai, cb), "vkAllocateCommandBuffers");
 	if (st != ALICE_OK)
 		return st;
-	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-	VkFence f;
-	if ((st = vk_check(ctx, vkCreateFence(ctx->dev, &fci, NULL, &f), "vkCreateFence")) != ALICE_OK) {
+	if ((st = vk_sync_init(ctx, &l->sync)) != ALICE_OK) {
 		vkFreeCommandBuffers(ctx->dev, ctx->cmdpool, 2, cb);
 		return st;
 	}
 	l->hcmd = cb[0];
 	l->tcmd = cb[1];
-	l->fence = f;
+	/* ALICE_VK_SPIN=N: poll N us on any device (0: block at once; tests poll on lavapipe) */
 	const char *sp = getenv("ALICE_VK_SPIN");
-	ctx->spin_us = ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || (sp && sp[0] == '0') ? 0 : 5000;
+	ctx->spin_us = sp && *sp ? atoi(sp) : ctx->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 5000;
 	const char *e = getenv("ALICE_VK_READBACK_MAX");
 	ctx->rb_max = e && atoll(e) > 0 && atoll(e) < VK_RB_MAX ? (uint64_t)atoll(e) : VK_RB_MAX;
 	return ALICE_OK;
@@ -451,13 +427,11 @@ enum alice_status vk_launch_submit(struct alice_backend_ctx *ctx, bool graph, co
 		struct vk_launch *o = &ctx->lq[(ctx->lq_old + i) & 1];
 		if (!o->has_staged)
 			continue;
-		if (!o->done && (st = fence_wait(ctx, o->fence)) != ALICE_OK)
+		if (!o->done && (st = step_wait(ctx, o)) != ALICE_OK)
 			return st;
 		o->done = true;
 		o->st = staged_reads(ctx, o);
 	}
-	if ((st = vk_check(ctx, vkResetFences(ctx->dev, 1, &l->fence), "vkResetFences")) != ALICE_OK)
-		return st;
 	if ((st = record_head(ctx, l)) != ALICE_OK || (st = record_tail(ctx, l, reads, n_reads)) != ALICE_OK)
 		return st;
 	VkCommandBuffer cbs[3];
@@ -468,7 +442,7 @@ enum alice_status vk_launch_submit(struct alice_backend_ctx *ctx, bool graph, co
 	cbs[n++] = l->tcmd;
 	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cbs};
 	vk_prof_submit(ctx);
-	st = vk_check(ctx, vkQueueSubmit(ctx->queue, 1, &si, l->fence), "vkQueueSubmit");
+	st = vk_sync_submit(ctx, &si, &l->sync);
 	l->n_g = 0;
 	l->up_used = 0;
 	if (st != ALICE_OK) {
@@ -489,7 +463,7 @@ enum alice_status vk_graph_wait(struct alice_backend_ctx *ctx)
 	if (ctx->lq_n <= 0)
 		return vk_fail(ctx, ALICE_ERR_INVALID, "graph_wait: no graph was launched");
 	struct vk_launch *l = &ctx->lq[ctx->lq_old];
-	enum alice_status st = l->done ? ALICE_OK : fence_wait(ctx, l->fence);
+	enum alice_status st = l->done ? ALICE_OK : step_wait(ctx, l);
 	ctx->lq_old = (ctx->lq_old + 1) & 1;
 	ctx->lq_n--;
 	if (st != ALICE_OK) {
@@ -529,8 +503,7 @@ void vk_launch_free(struct alice_backend_ctx *ctx)
 		vk_buffer_free(ctx, l->rb);
 		free(l->late);
 		free(l->t_reads);
-		if (l->fence)
-			vkDestroyFence(ctx->dev, l->fence, NULL);
+		vk_sync_free(ctx, &l->sync);
 		memset(l, 0, sizeof(*l));
 	}
 	for (int i = 0; i < ctx->n_ha; i++)

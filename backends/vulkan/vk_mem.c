@@ -251,7 +251,7 @@ enum alice_status vk_cmd_begin(struct alice_backend_ctx *ctx)
 	};
 	if ((st = vk_check(ctx, vkBeginCommandBuffer(ctx->cmd, &bi), "vkBeginCommandBuffer")) != ALICE_OK)
 		return st;
-	/* after earlier submissions' writes (steps waited for by their fences) */
+	/* after earlier submissions' writes (steps already waited for) */
 	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
 			      .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
 			      .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
@@ -260,24 +260,15 @@ enum alice_status vk_cmd_begin(struct alice_backend_ctx *ctx)
 	return ALICE_OK;
 }
 
-/* Submit cmd (ended) and wait for it on ctx->fence. */
+/* Submit cmd (ended) and wait for it. */
 enum alice_status vk_submit_wait(struct alice_backend_ctx *ctx, VkCommandBuffer cmd)
 {
 	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
 	double t0 = vk_prof_now(ctx);
-	enum alice_status st = vk_check(ctx, vkQueueSubmit(ctx->queue, 1, &si, ctx->fence), "vkQueueSubmit");
-	if (st != ALICE_OK)
-		return st;
-	/* generous: a long prefill on a software device can take minutes */
-	VkResult r = vkWaitForFences(ctx->dev, 1, &ctx->fence, VK_TRUE, 600ull * 1000000000ull);
-	if (r == VK_TIMEOUT) {
-		ctx->lost = true;
-		return vk_fail(ctx, ALICE_ERR_BACKEND, "vkWaitForFences: the GPU did not finish in 600 s; context unusable");
-	}
-	if ((st = vk_check(ctx, r, "vkWaitForFences")) != ALICE_OK)
-		return st;
-	vk_prof_sync(ctx, t0);
-	return vk_check(ctx, vkResetFences(ctx->dev, 1, &ctx->fence), "vkResetFences");
+	enum alice_status st = vk_sync_submit(ctx, &si, &ctx->once);
+	if (st == ALICE_OK && (st = vk_sync_wait(ctx, &ctx->once, 0)) == ALICE_OK)
+		vk_prof_sync(ctx, t0);
+	return st;
 }
 
 enum alice_status vk_cmd_submit_wait(struct alice_backend_ctx *ctx)

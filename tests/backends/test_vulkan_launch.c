@@ -10,7 +10,9 @@
  *   - a read of what was just written, before any step: the written bytes;
  *   - reads too large for the read-back area (ALICE_VK_READBACK_MAX): still
  *     right, also with a second launch submitted behind them;
- *   - reads outside their buffer or without a destination: refused.
+ *   - reads outside their buffer or without a destination: refused;
+ *   - steps waited for on fences (ALICE_VK_TIMELINE=0) as on the timeline
+ *     semaphore, blocking and polled (ALICE_VK_SPIN), and the log says which.
  * Skipped (with the reason) where the Vulkan backend cannot run. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -20,6 +22,7 @@
 
 #include "alice/backend.h"
 #include "alice/backend_loader.h"
+#include "alice/log.h"
 #include "alice/quant.h"
 
 #define K 64
@@ -158,6 +161,39 @@ static void two_in_flight(bool staging, bool host)
 }
 
 Test(vulkan_launch, two_in_flight) { two_in_flight(false, false); }
+
+static int g_tl, g_fences;
+static void sink(enum alice_log_level level, const char *msg, void *user)
+{
+	(void)level;
+	(void)user;
+	g_tl += strstr(msg, "steps waited for on a timeline semaphore") != NULL;
+	g_fences += strstr(msg, "steps waited for on fences") != NULL;
+}
+
+/* each way of waiting, with each way of reading (two_in_flight) */
+static void waits(const char *timeline, const char *spin)
+{
+	setenv("ALICE_VK_TIMELINE", timeline, 1);
+	setenv("ALICE_VK_SPIN", spin, 1);
+	g_tl = g_fences = 0;
+	alice_log_set_sink(sink, NULL);
+	alice_log_set_level(ALICE_LOG_INFO);
+	two_in_flight(false, false);
+	two_in_flight(true, true);
+	alice_log_set_sink(NULL, NULL);
+	unsetenv("ALICE_VK_TIMELINE");
+	unsetenv("ALICE_VK_SPIN");
+	cr_log_info("timeline %s, spin %s: %d contexts on the timeline, %d on fences", timeline, spin, g_tl, g_fences);
+	if (timeline[0] == '0')
+		cr_assert(g_fences == 2 && g_tl == 0, "ALICE_VK_TIMELINE=0: %d on fences, %d on the timeline", g_fences, g_tl);
+	else /* lavapipe and NVIDIA's driver have the extension */
+		cr_assert(g_tl + g_fences == 2, "the log named no way of waiting (%d, %d)", g_tl, g_fences);
+}
+Test(vulkan_launch, waits_fences_blocking) { waits("0", "0"); }
+Test(vulkan_launch, waits_fences_polled) { waits("0", "100000"); }
+Test(vulkan_launch, waits_timeline_blocking) { waits("1", "0"); }
+Test(vulkan_launch, waits_timeline_polled) { waits("1", "100000"); }
 Test(vulkan_launch, two_in_flight_staging) { two_in_flight(true, false); }
 Test(vulkan_launch, two_in_flight_staging_host_alloc) { two_in_flight(true, true); }
 
