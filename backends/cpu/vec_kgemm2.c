@@ -574,31 +574,43 @@ static void v_dot_q4_0(int64_t k, const void *w, const void *act, float *out)
 
 /* Decode, one row at a time (rows read one after another stream from DRAM
  * better than 4 side by side: K=2048 N=65536, 1 thread, ~8.8 vs ~12 ms
- * CPU), the same per-block chain: per group of 4
- * blocks the raw nibbles (u8) against a, 8 x sum(a) subtracted after the
- * 4 block sums are formed together; the activation side once per call. */
+ * CPU), the same per-block chain: per group of 4 blocks the raw nibbles
+ * (u8) against a, 8 x sum(a) subtracted after the 4 block sums are formed
+ * together. Two blocks share a vector (block 2p's 16 bytes in the low lane,
+ * 2p + 1's in the high one), so one mask and shift unpack both, and their
+ * low- and high-nibble products add as int16 (at most 2 x 2 x 15 x 128)
+ * before one madd; the activation side is laid out to match once per call. */
 struct q40_g4 {
 	__m128i sa8; /* 8 x sum(a) of each block */
 	__m128 da;
+	__m256i alo[2], ahi[2]; /* pair p: a[0..15] / a[16..31] of blocks 2p | 2p + 1 */
 };
 
-static inline __attribute__((always_inline)) float q40_row1(int64_t ng, int64_t nb, const uint8_t *blk,
+static inline __attribute__((always_inline)) float q40_row1(const bool vnni, int64_t ng, int64_t nb, const uint8_t *blk,
 							    const struct q40_g4 *G, const struct act_q8_0 *a)
 {
-	const __m256i ones = _mm256_set1_epi16(1);
+	const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0xf);
 	const __m128i pick = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
 	__m128 acc = _mm_setzero_ps();
 	for (int64_t g = 0; g < ng; g++, blk += 4 * Q40_BYTES) {
 		prefetch_ahead(blk, 4 * Q40_BYTES);
-		const struct act_q8_0 *ab = a + 4 * g;
-		__m256i p[4];
-#pragma GCC unroll 4
-		for (int j = 0; j < 4; j++)
-			p[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(q40_nibbles(blk + j * Q40_BYTES),
-								      _mm256_loadu_si256((const __m256i *)ab[j].q)),
-						 ones);
-		__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-		__m128i S = _mm_sub_epi32(_mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)), G[g].sa8);
+		__m256i x[2];
+#pragma GCC unroll 2
+		for (int p = 0; p < 2; p++) {
+			__m256i v = _mm256_loadu2_m128i((const __m128i *)(blk + (2 * p + 1) * Q40_BYTES + 2),
+							(const __m128i *)(blk + 2 * p * Q40_BYTES + 2));
+			__m256i wl = _mm256_and_si256(v, m4), wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+			if (vnni) {
+				x[p] = dpbusd_vex(dpbusd_vex(_mm256_setzero_si256(), wl, G[g].alo[p]), wh, G[g].ahi[p]);
+			} else {
+				__m256i lo = _mm256_maddubs_epi16(wl, G[g].alo[p]), hi = _mm256_maddubs_epi16(wh, G[g].ahi[p]);
+				x[p] = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones);
+			}
+		}
+		/* lanes: low [b0 b0 b2 b2], high [b1 b1 b3 b3] -> [b0 b2 . .], [b1 b3 . .] */
+		__m256i h = _mm256_hadd_epi32(x[0], x[1]);
+		h = _mm256_hadd_epi32(h, h);
+		__m128i S = _mm_sub_epi32(_mm_unpacklo_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)), G[g].sa8);
 		__m128 Sf = _mm_cvtepi32_ps(S);
 		uint32_t dw[4];
 		for (int j = 0; j < 4; j++)
@@ -625,10 +637,15 @@ static void q40_g4_fill(const struct act_q8_0 *a, int64_t ng, struct q40_g4 *G)
 		const struct act_q8_0 *ab = a + 4 * g;
 		G[g].sa8 = _mm_slli_epi32(_mm_setr_epi32(q8_sum32(ab[0].q), q8_sum32(ab[1].q), q8_sum32(ab[2].q), q8_sum32(ab[3].q)), 3);
 		G[g].da = _mm_setr_ps(ab[0].d, ab[1].d, ab[2].d, ab[3].d);
+		for (int p = 0; p < 2; p++) {
+			G[g].alo[p] = _mm256_loadu2_m128i((const __m128i *)ab[2 * p + 1].q, (const __m128i *)ab[2 * p].q);
+			G[g].ahi[p] = _mm256_loadu2_m128i((const __m128i *)(ab[2 * p + 1].q + 16), (const __m128i *)(ab[2 * p].q + 16));
+		}
 	}
 }
 
-static void v_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+static inline __attribute__((always_inline)) void q40_dotr4s(const bool vnni, int64_t k, const void *w, size_t ws,
+							      const void *act, float *out)
 {
 	const struct act_q8_0 *a = act;
 	int64_t nb = k / QK8, ng = nb / 4;
@@ -640,11 +657,12 @@ static void v_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, 
 	struct q40_g4 G[64];
 	q40_g4_fill(a, ng, G);
 	for (int r = 0; r < 4; r++)
-		out[r] = q40_row1(ng, nb, (const uint8_t *)w + (size_t)r * ws, G, a);
+		out[r] = q40_row1(vnni, ng, nb, (const uint8_t *)w + (size_t)r * ws, G, a);
 }
 
 /* decode: n rows one after another, the activation side laid out once */
-static void v_dotn_q4_0(int64_t k, const void *w, size_t ws, int64_t n, const void *act, uint8_t *out, size_t os)
+static inline __attribute__((always_inline)) void q40_dotn(const bool vnni, int64_t k, const void *w, size_t ws, int64_t n,
+							    const void *act, uint8_t *out, size_t os)
 {
 	const struct act_q8_0 *a = act;
 	int64_t nb = k / QK8, ng = nb / 4;
@@ -654,11 +672,31 @@ static void v_dotn_q4_0(int64_t k, const void *w, size_t ws, int64_t n, const vo
 	for (int64_t r = 0; r < n; r++) {
 		float v;
 		if (ng <= 64)
-			v = q40_row1(ng, nb, (const uint8_t *)w + (size_t)r * ws, G, a);
+			v = q40_row1(vnni, ng, nb, (const uint8_t *)w + (size_t)r * ws, G, a);
 		else
 			v_dot_q4_0(k, (const uint8_t *)w + (size_t)r * ws, act, &v);
 		memcpy(out + (size_t)r * os, &v, 4);
 	}
+}
+
+static void v_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	q40_dotr4s(false, k, w, ws, act, out);
+}
+
+static void vn_dotr4s_q4_0(int64_t k, const void *w, size_t ws, const void *act, float *out)
+{
+	q40_dotr4s(true, k, w, ws, act, out);
+}
+
+static void v_dotn_q4_0(int64_t k, const void *w, size_t ws, int64_t n, const void *act, uint8_t *out, size_t os)
+{
+	q40_dotn(false, k, w, ws, n, act, out, os);
+}
+
+static void vn_dotn_q4_0(int64_t k, const void *w, size_t ws, int64_t n, const void *act, uint8_t *out, size_t os)
+{
+	q40_dotn(true, k, w, ws, n, act, out, os);
 }
 
 static void unpack8_q40(const uint8_t *w, size_t ws, int64_t b, uint8_t *u)
@@ -760,8 +798,8 @@ void cpu_kernels_kgemm2(struct cpu_kernels *k, bool exact, bool vnni)
 	if (exact)
 		return;
 	k->dot[ALICE_TYPE_Q4_0] = v_dot_q4_0;
-	k->dotr4[ALICE_TYPE_Q4_0] = v_dotr4s_q4_0;
-	k->dotn[ALICE_TYPE_Q4_0] = v_dotn_q4_0;
+	k->dotr4[ALICE_TYPE_Q4_0] = vnni ? vn_dotr4s_q4_0 : v_dotr4s_q4_0;
+	k->dotn[ALICE_TYPE_Q4_0] = vnni ? vn_dotn_q4_0 : v_dotn_q4_0;
 	k->gemm[ALICE_TYPE_Q4_0] = vnni ? vn_gemm_q4_0 : v_gemm_q4_0;
 	k->gemm_rows[ALICE_TYPE_Q4_0] = true;
 	k->dot[ALICE_TYPE_Q6_K] = v_dot_q6_k;
