@@ -140,6 +140,7 @@ void cpu_q4k_gemm_row_avx2(int64_t k, const void *w, const void *act, float *out
 struct v4k_act {
 	__m128i bs[V4K_SB];
 	__m256 da2[V4K_SB / 4];
+	int8_t q[V4K_SB][QKK]; /* v4k_sb's order: per pair of 64-value chunks, 16-byte quarters interleaved */
 };
 
 static void v4k_fill(struct v4k_act *A, const struct act_q8_k *a, int64_t nsb)
@@ -147,12 +148,22 @@ static void v4k_fill(struct v4k_act *A, const struct act_q8_k *a, int64_t nsb)
 	for (int64_t b = 0; b < nsb; b++)
 		A->bs[b] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[b].bsums),
 					  _mm_loadu_si128((const __m128i *)(a[b].bsums + 8)));
+	/* chunks j, j + 1 (64 values each): quarter t of j, then quarter t of j + 1 */
+	for (int64_t b = 0; b < nsb; b++)
+		for (int jp = 0; jp < 2; jp++)
+			for (int t = 0; t < 4; t++)
+				for (int h = 0; h < 2; h++)
+					memcpy(A->q[b] + 128 * jp + 32 * t + 16 * h, a[b].q + 128 * jp + 64 * h + 16 * t, 16);
 	for (int64_t b = 0; b + 4 <= nsb; b += 4)
 		A->da2[b / 4] = _mm256_setr_ps(a[b].d, a[b].d, a[b + 1].d, a[b + 1].d, a[b + 2].d, a[b + 2].d, a[b + 3].d,
 					       a[b + 3].d);
 }
 
-/* S_b (8 partial lanes) and M_b (4 pair lanes) of one superblock */
+/* S_b (8 partial lanes) and M_b (4 pair lanes) of one superblock. Chunks j
+ * and j + 1 (64 values each: the low nibbles sub-block 2j, the high ones
+ * 2j + 1) share two vectors, a half of each per lane, so the two vectors'
+ * products of a lane's sub-block add as int16 (at most 2 x 2 x 15 x 128)
+ * before one madd with its scale: half the scale shuffles and madds. */
 static inline __attribute__((always_inline)) __m256i v4k_sb(const uint8_t *wb, const int8_t *q8, __m128i bs, __m128i *pm)
 {
 	const __m256i m4 = _mm256_set1_epi8(0xf);
@@ -161,14 +172,26 @@ static inline __attribute__((always_inline)) __m256i v4k_sb(const uint8_t *wb, c
 	*pm = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs);
 	__m256i sc = _mm256_permute4x64_epi64(ms, 0x44);
 	__m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-#pragma GCC unroll 4
-	for (int j = 0; j < 4; j++) {
-		__m256i q4 = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * j));
-		__m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, m4), _mm256_loadu_si256((const __m256i *)(q8 + 64 * j)));
-		__m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4),
-						  _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32)));
-		__m256i sl = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
-		__m256i sh = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+#pragma GCC unroll 2
+	for (int jp = 0; jp < 2; jp++) {
+		const uint8_t *q = wb + 16 + 64 * jp;
+		const int8_t *x = q8 + 128 * jp;
+		__m256i va = _mm256_loadu2_m128i((const __m128i *)(q + 32), (const __m128i *)q);
+		__m256i vb = _mm256_loadu2_m128i((const __m128i *)(q + 48), (const __m128i *)(q + 16));
+		__m256i lo = _mm256_add_epi16(
+			_mm256_maddubs_epi16(_mm256_and_si256(va, m4), _mm256_loadu_si256((const __m256i *)x)),
+			_mm256_maddubs_epi16(_mm256_and_si256(vb, m4), _mm256_loadu_si256((const __m256i *)(x + 32))));
+		__m256i hi = _mm256_add_epi16(
+			_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(va, 4), m4), _mm256_loadu_si256((const __m256i *)(x + 64))),
+			_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(vb, 4), m4), _mm256_loadu_si256((const __m256i *)(x + 96))));
+		/* low lane: scale of sub-block 4jp (lo) / 4jp + 1 (hi); high lane: 4jp + 2 / 4jp + 3 */
+		const char l0 = (char)(8 * jp), l1 = (char)(8 * jp + 2), h0 = (char)(8 * jp + 4), h1 = (char)(8 * jp + 6);
+		__m256i sl = _mm256_shuffle_epi8(sc, _mm256_setr_epi8(l0, l0 + 1, l0, l0 + 1, l0, l0 + 1, l0, l0 + 1, l0, l0 + 1, l0, l0 + 1,
+								      l0, l0 + 1, l0, l0 + 1, h0, h0 + 1, h0, h0 + 1, h0, h0 + 1, h0, h0 + 1,
+								      h0, h0 + 1, h0, h0 + 1, h0, h0 + 1, h0, h0 + 1));
+		__m256i sh = _mm256_shuffle_epi8(sc, _mm256_setr_epi8(l1, l1 + 1, l1, l1 + 1, l1, l1 + 1, l1, l1 + 1, l1, l1 + 1, l1, l1 + 1,
+								      l1, l1 + 1, l1, l1 + 1, h1, h1 + 1, h1, h1 + 1, h1, h1 + 1, h1, h1 + 1,
+								      h1, h1 + 1, h1, h1 + 1, h1, h1 + 1, h1, h1 + 1));
 		s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(lo, sl));
 		s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(hi, sh));
 	}
@@ -185,7 +208,7 @@ static inline __attribute__((always_inline)) float v4k_row(int64_t nsb, const ui
 		__m128i pm[4];
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
-			s8[i] = v4k_sb(wb + (b + i) * Q4K_BYTES, a[b + i].q, A->bs[b + i], &pm[i]);
+			s8[i] = v4k_sb(wb + (b + i) * Q4K_BYTES, A->q[b + i], A->bs[b + i], &pm[i]);
 		__m128 S = _mm_cvtepi32_ps(red4_256(s8[0], s8[1], s8[2], s8[3]));
 		__m128 M = _mm_cvtepi32_ps(red4_128(pm[0], pm[1], pm[2], pm[3]));
 		uint32_t dw[4];
@@ -201,7 +224,7 @@ static inline __attribute__((always_inline)) float v4k_row(int64_t nsb, const ui
 	}
 	for (; b < nsb; b++) {
 		__m128i pm;
-		__m256i s8 = v4k_sb(wb + b * Q4K_BYTES, a[b].q, A->bs[b], &pm);
+		__m256i s8 = v4k_sb(wb + b * Q4K_BYTES, A->q[b], A->bs[b], &pm);
 		__m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
 		__m128i t = _mm_hadd_epi32(s, pm);
 		t = _mm_hadd_epi32(t, t);
