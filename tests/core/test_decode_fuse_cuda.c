@@ -81,10 +81,12 @@ static float *run(const char *path, const char *on, size_t *n_out)
 	cr_assert_eq(alice_context_decode(c, &b, &e), ALICE_OK, "%s", e.msg);
 	memcpy(out + n, alice_context_logits(c, 0), sizeof(float) * (size_t)nv);
 	n += (size_t)nv;
+	int32_t n1 = 0; /* sequence 1's tokens so far: its positions continue from 0 */
 	for (int step = 0; step < 12; step++) {
 		bool two = step == 4 || step == 8;
 		int32_t t[2] = {(200 + 7 * step) % nv, (300 + 11 * step) % nv};
-		int32_t p[2] = {9 + step, step}, s[2] = {0, 1};
+		int32_t p[2] = {9 + step, n1}, s[2] = {0, 1};
+		n1 += two;
 		decode(c, two ? 2 : 1, t, p, s);
 		for (int r = 0; r < (two ? 2 : 1); r++, n += (size_t)nv)
 			memcpy(out + n, alice_context_logits(c, r), sizeof(float) * (size_t)nv);
