@@ -111,7 +111,7 @@ struct alice_backend_ctx {
 	bool use_graphs;
 	bool fuse; /* one launch for mat-vecs sharing their input */
 	bool mix_logged; /* matmul.cu: a launch of two weight types was logged */
-	bool rope_mv; /* ROPE / KV_WRITE in the Q/K/V mat-vec (ALICE_CUDA_ROPE_MV=1) */
+	bool rope_mv; /* ROPE / KV_WRITE in the Q/K/V mat-vec (ALICE_CUDA_ROPE_MV=0: off) */
 	bool rope_logged; /* backend.cu: a Q/K/V launch that rotated q / k was logged */
 	bool att_xq; /* the o-proj's rounding in the attention kernel (ALICE_CUDA_ATT_XQ=1) */
 	bool xq_logged; /* backend.cu: an attention launch that rounded for the o-proj was logged */
