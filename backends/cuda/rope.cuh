@@ -16,8 +16,9 @@ __device__ static inline void rope_cs(const struct rope_params &p, int64_t i, fl
 }
 
 /* the rotated pair (x0, x1), k_rope's expression as it always was (its
- * products may be contracted into fmas; the same function in both kernels
- * gives both the same contraction, which core_test_decode_fuse_cuda checks) */
+ * products may be contracted into fmas, which the compiler decides per
+ * call site: core_test_fusion and core_test_decode_fuse_cuda check that
+ * both kernels give the same bits; on sm_90 (H100) core_test_fusion did) */
 __device__ static inline void rope_rot(float x0, float x1, float c, float s, float *y0, float *y1)
 {
 	*y0 = x0 * c - x1 * s;

@@ -343,9 +343,10 @@ static enum alice_status vk_device_info(int device, struct alice_device_info *ou
 	}
 	int di = i < VK_MAX_DEV ? i : VK_MAX_DEV - 1;
 	snprintf(out->description, sizeof(out->description),
-		 "Vulkan %u.%u.%u, %s, driver 0x%x, vendor 0x%04x; this process holds %.1f MiB allocated + %.1f MiB imported in place",
+		 "Vulkan %u.%u.%u, %s, driver 0x%x, vendor 0x%04x%s; this process holds %.1f MiB allocated + %.1f MiB imported in place",
 		 VK_API_VERSION_MAJOR(p.apiVersion), VK_API_VERSION_MINOR(p.apiVersion),
 		 VK_API_VERSION_PATCH(p.apiVersion), type_name(p.deviceType), p.driverVersion, p.vendorID,
+		 vk_timeline_supported(devs[i]) ? ", timeline semaphores" : "",
 		 (double)__atomic_load_n(&g_held[di], __ATOMIC_RELAXED) / 1048576.0,
 		 (double)__atomic_load_n(&g_imported[di], __ATOMIC_RELAXED) / 1048576.0);
 	const char *fs = getenv("ALICE_VK_FORCE_STAGING");
@@ -356,8 +357,6 @@ static enum alice_status vk_device_info(int device, struct alice_device_info *ou
 		out->flags |= ALICE_DEVICE_HOST_IMPORT;
 	if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
 		out->flags |= ALICE_DEVICE_SOFTWARE; /* lavapipe: auto prefers the CPU backend */
-	if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
-		out->flags |= ALICE_DEVICE_SOFTWARE;
 	vkDestroyInstance(inst, NULL);
 	return ALICE_OK;
 }
@@ -525,7 +524,7 @@ static enum alice_status vk_init(const struct alice_backend_options *opts, struc
 	ctx->f64 = have.shaderFloat64 && !(f64e && f64e[0] == '0');
 	feats.shaderFloat64 = ctx->f64 ? VK_TRUE : VK_FALSE;
 	VkPhysicalDeviceTimelineSemaphoreFeaturesKHR tlf;
-	bool tl = vk_timeline_probe(ctx->phys, &tlf);
+	bool tl = vk_timeline_probe(ctx->phys, &tlf, true);
 	if (tl)
 		exts[n_ext++] = VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME;
 	void *chain = tl ? (void *)&tlf : NULL;

@@ -215,7 +215,8 @@ void vk_account(struct alice_backend_ctx *ctx, int64_t held, int64_t imported) V
 void vk_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3))) VK_HIDDEN;
 
 /* vk_sync.c */
-bool vk_timeline_probe(VkPhysicalDevice pd, VkPhysicalDeviceTimelineSemaphoreFeaturesKHR *f) VK_HIDDEN;
+bool vk_timeline_supported(VkPhysicalDevice pd) VK_HIDDEN;
+bool vk_timeline_probe(VkPhysicalDevice pd, VkPhysicalDeviceTimelineSemaphoreFeaturesKHR *f, bool use_env) VK_HIDDEN;
 void vk_timeline_init(struct alice_backend_ctx *ctx) VK_HIDDEN;
 void vk_timeline_free(struct alice_backend_ctx *ctx) VK_HIDDEN;
 /* a fence for s where the context has no timeline */

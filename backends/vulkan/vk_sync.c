@@ -9,11 +9,18 @@
 
 #include "vk_internal.h"
 
-/* The device extension and feature, before vkCreateDevice: f goes into its
- * pNext chain when this returns true. */
-bool vk_timeline_probe(VkPhysicalDevice pd, VkPhysicalDeviceTimelineSemaphoreFeaturesKHR *f)
+/* The device has the extension and the feature (device_info says so) */
+bool vk_timeline_supported(VkPhysicalDevice pd)
 {
-	const char *e = getenv("ALICE_VK_TIMELINE");
+	VkPhysicalDeviceTimelineSemaphoreFeaturesKHR f;
+	return vk_timeline_probe(pd, &f, false);
+}
+
+/* ... and, unless ALICE_VK_TIMELINE=0 (use_env), it is used: before
+ * vkCreateDevice, f goes into its pNext chain when this returns true. */
+bool vk_timeline_probe(VkPhysicalDevice pd, VkPhysicalDeviceTimelineSemaphoreFeaturesKHR *f, bool use_env)
+{
+	const char *e = use_env ? getenv("ALICE_VK_TIMELINE") : NULL;
 	if ((e && e[0] == '0') || !vk_has_device_ext(pd, VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME))
 		return false;
 	memset(f, 0, sizeof(*f));
